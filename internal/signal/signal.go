@@ -1,0 +1,194 @@
+// Package signal defines every metric kvwatch exports: name, type, help text,
+// unit and labels. It is the single source of truth for the exporter, the
+// generated recording and alert rules, the dashboards and docs/metrics.md, so
+// none of them can drift from another. It defines names only; it does not
+// collect, store or serve anything.
+package signal
+
+// Type is the Prometheus metric type of an exported metric.
+type Type string
+
+// Metric types used by kvwatch.
+const (
+	Gauge   Type = "gauge"
+	Counter Type = "counter"
+)
+
+// Metric describes one exported metric family.
+type Metric struct {
+	// Name is the full exported name, e.g. "kvwatch_kv_usage_ratio".
+	Name string
+	Type Type
+	// Unit is what one unit of the value is: "tokens", "requests", "ratio"
+	// (0–1), "seconds", "bytes", "" for info or state metrics.
+	Unit string
+	Help string
+	// Labels are the labels beyond the identity labels (ServerLabels or
+	// TargetLabels) that the family always carries.
+	Labels []string
+	// PerRank is true for families exported once per engine rank, carrying
+	// RankLabels as well.
+	PerRank bool
+	// Target is true for families about a scrape target rather than a
+	// normalized server signal; they carry TargetLabels.
+	Target bool
+}
+
+// Identity labels. Every per-server series carries ServerLabels; cluster and
+// pool come from the target's config and are empty (absent) when unset.
+const (
+	LabelServer  = "server"  // the target's name, by default host:port
+	LabelRole    = "role"    // prefill, decode, unified or router
+	LabelCluster = "cluster" // from the config file
+	LabelPool    = "pool"    // from the config file
+	LabelDPRank  = "dp_rank" // data-parallel rank; "" when the engine has none
+	LabelTPRank  = "tp_rank" // tensor-parallel rank; "" when the engine has none
+	LabelPPRank  = "pp_rank" // pipeline-parallel rank; "" when the engine has none
+	LabelQueue   = "queue"   // waiting, prealloc, bootstrap, transfer, inflight
+	LabelRequest = "request_tokens"
+	LabelSignal  = "signal"
+	LabelProv    = "provenance"
+	LabelReason  = "reason"
+	LabelEngine  = "engine"
+	LabelGen     = "generation"
+	LabelModel   = "model"
+	LabelState   = "state"
+)
+
+// ServerLabels are the identity labels of every per-server series, in order.
+func ServerLabels() []string {
+	return []string{LabelServer, LabelRole, LabelCluster, LabelPool}
+}
+
+// RankLabels are added to per-rank series.
+func RankLabels() []string { return []string{LabelDPRank, LabelTPRank, LabelPPRank} }
+
+// Queue label values of RequestsQueued.
+const (
+	QueueWaiting   = "waiting"   // the engine's admission queue
+	QueuePrealloc  = "prealloc"  // PD decode: waiting for KV pre-allocation
+	QueueBootstrap = "bootstrap" // PD prefill: bootstrap (older SGLang: prealloc) queue
+	QueueTransfer  = "transfer"  // PD decode: KV being transferred in
+	QueueInflight  = "inflight"  // PD prefill: KV being sent out
+)
+
+// Queues lists the queue label values in display order.
+func Queues() []string {
+	return []string{QueueWaiting, QueuePrealloc, QueueBootstrap, QueueTransfer, QueueInflight}
+}
+
+// Exported metric families. Unavailable values are never exported as 0: the
+// series is absent, and SignalInfo says why.
+var (
+	KVCapacityTokens = Metric{Name: "kvwatch_kv_capacity_tokens", Type: Gauge, Unit: "tokens",
+		Help: "KV cache slots the server can hold, in tokens (summed over DP ranks, TP duplicates collapsed)."}
+	KVUsedTokens = Metric{Name: "kvwatch_kv_used_tokens", Type: Gauge, Unit: "tokens",
+		Help: "KV cache slots held by admitted requests and not reclaimable, in tokens."}
+	KVAvailableTokens = Metric{Name: "kvwatch_kv_available_tokens", Type: Gauge, Unit: "tokens",
+		Help: "KV cache slots a new request can get (capacity minus used; evictable prefix cache counts as available), in tokens."}
+	KVEvictableTokens = Metric{Name: "kvwatch_kv_evictable_tokens", Type: Gauge, Unit: "tokens",
+		Help: "KV cache slots holding reusable prefix cache that can be reclaimed, in tokens (only where the engine reports it)."}
+	KVUsageRatio = Metric{Name: "kvwatch_kv_usage_ratio", Type: Gauge, Unit: "ratio",
+		Help: "Used over capacity (0-1): how full the KV cache is."}
+	KVReservedRatio = Metric{Name: "kvwatch_kv_reserved_ratio", Type: Gauge, Unit: "ratio",
+		Help: "KV reserved but not yet written, over capacity (0-1): TGI admission reservations, SGLang PD decode pre-allocation."}
+	KVHeadroomRequests = Metric{Name: "kvwatch_kv_headroom_requests", Type: Gauge, Unit: "requests",
+		Help: "How many more requests of request_tokens tokens fit in the free KV cache (per DP rank, summed).",
+		Labels: []string{LabelRequest}}
+	ContextLengthTokens = Metric{Name: "kvwatch_context_length_tokens", Type: Gauge, Unit: "tokens",
+		Help: "The server's maximum context length, in tokens."}
+	RequestsRunning = Metric{Name: "kvwatch_requests_running", Type: Gauge, Unit: "requests",
+		Help: "Requests in the running batch."}
+	RequestsQueued = Metric{Name: "kvwatch_requests_queued", Type: Gauge, Unit: "requests",
+		Help: "Requests waiting, by queue: waiting (admission), and the PD queues prealloc, bootstrap, transfer, inflight.",
+		Labels: []string{LabelQueue}}
+	PrefixCacheHitTokens = Metric{Name: "kvwatch_prefix_cache_hit_tokens_total", Type: Counter, Unit: "tokens",
+		Help: "Prompt tokens found in the prefix cache."}
+	PrefixCacheQueryTokens = Metric{Name: "kvwatch_prefix_cache_query_tokens_total", Type: Counter, Unit: "tokens",
+		Help: "Prompt tokens looked up in the prefix cache (hit ratio = rate(hit) / rate(query))."}
+	Preemptions = Metric{Name: "kvwatch_preemptions_total", Type: Counter, Unit: "requests",
+		Help: "Requests preempted (vLLM) or retracted (SGLang) because the KV cache ran out."}
+	PromptTokens = Metric{Name: "kvwatch_prompt_tokens_total", Type: Counter, Unit: "tokens",
+		Help: "Prompt (prefill) tokens processed."}
+	GenerationTokens = Metric{Name: "kvwatch_generation_tokens_total", Type: Counter, Unit: "tokens",
+		Help: "Generation (decode) tokens produced."}
+	RankSpreadRatio = Metric{Name: "kvwatch_kv_rank_spread_ratio", Type: Gauge, Unit: "ratio",
+		Help: "Highest minus lowest KV usage ratio across the server's DP ranks (0 with one rank)."}
+	RankKVUsageRatio = Metric{Name: "kvwatch_rank_kv_usage_ratio", Type: Gauge, Unit: "ratio",
+		Help: "KV usage ratio of one engine rank.", PerRank: true}
+	RankKVUsedTokens = Metric{Name: "kvwatch_rank_kv_used_tokens", Type: Gauge, Unit: "tokens",
+		Help: "KV used tokens of one engine rank.", PerRank: true}
+	RankKVCapacityTokens = Metric{Name: "kvwatch_rank_kv_capacity_tokens", Type: Gauge, Unit: "tokens",
+		Help: "KV capacity of one engine rank, in tokens.", PerRank: true}
+	RouterWorkers = Metric{Name: "kvwatch_router_workers", Type: Gauge, Unit: "",
+		Help: "Workers behind a router, by state (healthy, total).", Labels: []string{LabelState}}
+	ServerInfo = Metric{Name: "kvwatch_server_info", Type: Gauge, Unit: "",
+		Help: "Always 1; labels say which engine, metric-name generation and model the server runs.",
+		Labels: []string{LabelEngine, LabelGen, LabelModel}}
+	SignalInfo = Metric{Name: "kvwatch_signal_info", Type: Gauge, Unit: "",
+		Help: "Always 1; says where each signal of a server comes from: direct, derived, reserved or unavailable.",
+		Labels: []string{LabelSignal, LabelProv}}
+
+	TargetUp = Metric{Name: "kvwatch_target_up", Type: Gauge, Unit: "", Target: true,
+		Help: "1 if the last scrape of the target succeeded and was understood, else 0."}
+	TargetScrapeDuration = Metric{Name: "kvwatch_target_scrape_duration_seconds", Type: Gauge, Unit: "seconds", Target: true,
+		Help: "Duration of the last scrape of the target."}
+	TargetScrapeBytes = Metric{Name: "kvwatch_target_scrape_body_bytes", Type: Gauge, Unit: "bytes", Target: true,
+		Help: "Decompressed body size of the last scrape of the target."}
+	TargetLastSuccess = Metric{Name: "kvwatch_target_last_success_timestamp_seconds", Type: Gauge, Unit: "seconds", Target: true,
+		Help: "Unix time of the last successful scrape of the target (for staleness)."}
+	TargetScrapeError = Metric{Name: "kvwatch_target_scrape_error", Type: Gauge, Unit: "", Target: true,
+		Help: "1 for the reason the last scrape failed (refused, timeout, http_404, http_error, not_metrics, parse, too_large, unknown_engine); absent when it succeeded.",
+		Labels: []string{LabelReason}}
+	TargetScrapes = Metric{Name: "kvwatch_target_scrapes_total", Type: Counter, Unit: "", Target: true,
+		Help: "Scrapes of the target."}
+	TargetScrapeFailures = Metric{Name: "kvwatch_target_scrape_failures_total", Type: Counter, Unit: "", Target: true,
+		Help: "Failed scrapes of the target, by reason.", Labels: []string{LabelReason}}
+)
+
+// Server lists the per-server normalized families in documentation order.
+func Server() []Metric {
+	return []Metric{KVCapacityTokens, KVUsedTokens, KVAvailableTokens, KVEvictableTokens,
+		KVUsageRatio, KVReservedRatio, KVHeadroomRequests, ContextLengthTokens,
+		RequestsRunning, RequestsQueued, PrefixCacheHitTokens, PrefixCacheQueryTokens,
+		Preemptions, PromptTokens, GenerationTokens, RankSpreadRatio,
+		RankKVUsageRatio, RankKVUsedTokens, RankKVCapacityTokens, RouterWorkers,
+		ServerInfo, SignalInfo}
+}
+
+// Target lists the per-target scrape health families in documentation order.
+func Target() []Metric {
+	return []Metric{TargetUp, TargetScrapeDuration, TargetScrapeBytes, TargetLastSuccess,
+		TargetScrapeError, TargetScrapes, TargetScrapeFailures}
+}
+
+// All lists every exported kvwatch_* family.
+func All() []Metric { return append(Server(), Target()...) }
+
+// Signal names used as the signal label of SignalInfo.
+const (
+	SigCapacity      = "capacity"
+	SigUsed          = "used"
+	SigEvictable     = "evictable"
+	SigUsageRatio    = "usage_ratio"
+	SigReservedRatio = "reserved_ratio"
+	SigRunning       = "running"
+	SigQueued        = "queued"
+	SigPrefixHit     = "prefix_hit"
+	SigPreemptions   = "preemptions"
+	SigPromptTokens  = "prompt_tokens"
+	SigGenTokens     = "generation_tokens"
+)
+
+// Failure reasons for TargetScrapeError and TargetScrapeFailures.
+const (
+	ReasonRefused       = "refused"
+	ReasonTimeout       = "timeout"
+	ReasonHTTP404       = "http_404"
+	ReasonHTTPError     = "http_error"
+	ReasonNotMetrics    = "not_metrics"
+	ReasonParse         = "parse"
+	ReasonTooLarge      = "too_large"
+	ReasonUnknownEngine = "unknown_engine"
+	ReasonOther         = "other"
+)
