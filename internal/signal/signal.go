@@ -93,14 +93,14 @@ var (
 	KVReservedRatio = Metric{Name: "kvwatch_kv_reserved_ratio", Type: Gauge, Unit: "ratio",
 		Help: "KV reserved but not yet written, over capacity (0-1): TGI admission reservations, SGLang PD decode pre-allocation."}
 	KVHeadroomRequests = Metric{Name: "kvwatch_kv_headroom_requests", Type: Gauge, Unit: "requests",
-		Help: "How many more requests of request_tokens tokens fit in the free KV cache (per DP rank, summed).",
+		Help:   "How many more requests of request_tokens tokens fit in the free KV cache (per DP rank, summed).",
 		Labels: []string{LabelRequest}}
 	ContextLengthTokens = Metric{Name: "kvwatch_context_length_tokens", Type: Gauge, Unit: "tokens",
 		Help: "The server's maximum context length, in tokens."}
 	RequestsRunning = Metric{Name: "kvwatch_requests_running", Type: Gauge, Unit: "requests",
 		Help: "Requests in the running batch."}
 	RequestsQueued = Metric{Name: "kvwatch_requests_queued", Type: Gauge, Unit: "requests",
-		Help: "Requests waiting, by queue: waiting (admission), and the PD queues prealloc, bootstrap, transfer, inflight.",
+		Help:   "Requests waiting, by queue: waiting (admission), and the PD queues prealloc, bootstrap, transfer, inflight.",
 		Labels: []string{LabelQueue}}
 	PrefixCacheHitTokens = Metric{Name: "kvwatch_prefix_cache_hit_tokens_total", Type: Counter, Unit: "tokens",
 		Help: "Prompt tokens found in the prefix cache."}
@@ -123,10 +123,10 @@ var (
 	RouterWorkers = Metric{Name: "kvwatch_router_workers", Type: Gauge, Unit: "",
 		Help: "Workers behind a router, by state (healthy, total).", Labels: []string{LabelState}}
 	ServerInfo = Metric{Name: "kvwatch_server_info", Type: Gauge, Unit: "",
-		Help: "Always 1; labels say which engine, metric-name generation and model the server runs.",
+		Help:   "Always 1; labels say which engine, metric-name generation and model the server runs.",
 		Labels: []string{LabelEngine, LabelGen, LabelModel}}
 	SignalInfo = Metric{Name: "kvwatch_signal_info", Type: Gauge, Unit: "",
-		Help: "Always 1; says where each signal of a server comes from: direct, derived, reserved or unavailable.",
+		Help:   "Always 1; says where each signal of a server comes from: direct, derived, reserved or unavailable.",
 		Labels: []string{LabelSignal, LabelProv}}
 
 	TargetUp = Metric{Name: "kvwatch_target_up", Type: Gauge, Unit: "", Target: true,
@@ -138,7 +138,7 @@ var (
 	TargetLastSuccess = Metric{Name: "kvwatch_target_last_success_timestamp_seconds", Type: Gauge, Unit: "seconds", Target: true,
 		Help: "Unix time of the last successful scrape of the target (for staleness)."}
 	TargetScrapeError = Metric{Name: "kvwatch_target_scrape_error", Type: Gauge, Unit: "", Target: true,
-		Help: "1 for the reason the last scrape failed (refused, timeout, http_404, http_error, not_metrics, parse, too_large, unknown_engine); absent when it succeeded.",
+		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_error, not_metrics, parse, too_large, unknown_engine); absent when it succeeded.",
 		Labels: []string{LabelReason}}
 	TargetScrapes = Metric{Name: "kvwatch_target_scrapes_total", Type: Counter, Unit: "", Target: true,
 		Help: "Scrapes of the target."}
