@@ -1,0 +1,267 @@
+// Package expo reads a /metrics body (Prometheus text format or OpenMetrics)
+// into a Page of samples, using the Prometheus project's textparse parsers.
+// Before parsing it drops every family the caller does not want, which is
+// most of an engine's page (histogram buckets above all), so reading a page
+// costs a fraction of a full parse. It does not fetch anything and knows no
+// engine; callers say which sample names they need.
+package expo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+)
+
+// Sample is one series of a page at scrape time.
+type Sample struct {
+	// Name is the canonical sample name (see Canonical).
+	Name   string
+	Labels labels.Labels
+	// Value may be NaN or ±Inf as the engine sent it; adapters decide.
+	Value float64
+}
+
+// Page is the wanted part of one /metrics body.
+type Page struct {
+	samples map[string][]Sample
+	types   map[string]model.MetricType
+	// Families is the number of metric families in the whole body, wanted or
+	// not, counted from TYPE lines (pages without them count at most five).
+	Families int
+	// Example holds up to five family names of the body, to tell a user what
+	// a page they did not expect contains.
+	Example []string
+}
+
+// Samples returns the samples named name (canonical form), in page order.
+func (p *Page) Samples(name string) []Sample { return p.samples[name] }
+
+// Has reports whether the page has at least one sample named name.
+func (p *Page) Has(name string) bool { return len(p.samples[name]) > 0 }
+
+// Type returns the declared type of family name, or "unknown".
+func (p *Page) Type(family string) model.MetricType {
+	if t, ok := p.types[family]; ok {
+		return t
+	}
+	return model.MetricTypeUnknown
+}
+
+// Names returns every sample name kept, unsorted.
+func (p *Page) Names() []string {
+	out := make([]string, 0, len(p.samples))
+	for n := range p.samples {
+		out = append(out, n)
+	}
+	return out
+}
+
+// colonPrefixes are engines whose names use a colon after the prefix;
+// some versions and relabelling setups write an underscore instead.
+var colonPrefixes = []string{"sglang", "vllm", "llamacpp", "lmdeploy"}
+
+// Canonical maps name to the colon form its engine normally uses:
+// "sglang_token_usage" becomes "sglang:token_usage". Other names are kept.
+func Canonical(name string) string {
+	for _, p := range colonPrefixes {
+		if len(name) > len(p) && name[len(p)] == '_' && strings.HasPrefix(name, p) {
+			return p + ":" + name[len(p)+1:]
+		}
+	}
+	return name
+}
+
+// ErrNotMetrics is wrapped by Parse when the body is not an exposition at all.
+var ErrNotMetrics = errors.New("not a Prometheus metrics page")
+
+// Want reports whether a canonical sample name is needed.
+type Want func(name string) bool
+
+// Parse reads body. contentType is the response's Content-Type header
+// (OpenMetrics is recognised; anything else is read as the text format).
+// Only samples for which want(canonical name) is true are kept; want nil
+// keeps everything.
+func Parse(body []byte, contentType string, want Want) (*Page, error) {
+	filtered, fams, example, err := filter(body, want)
+	if err != nil {
+		return nil, err
+	}
+	p := &Page{samples: map[string][]Sample{}, types: map[string]model.MetricType{}, Families: fams, Example: example}
+	om := strings.Contains(contentType, "application/openmetrics-text")
+	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
+		return nil, fmt.Errorf("openmetrics page ends without '# EOF': the body was cut short")
+	}
+	st := labels.NewSymbolTable()
+	var parser textparse.Parser
+	if om {
+		parser = textparse.NewOpenMetricsParser(filtered, st, textparse.WithOMParserSTSeriesSkipped())
+	} else {
+		parser = textparse.NewPromParser(filtered, st, false)
+	}
+	var lset labels.Labels
+	for {
+		entry, err := parser.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse metrics: %w", err)
+		}
+		switch entry {
+		case textparse.EntryType:
+			name, typ := parser.Type()
+			p.types[Canonical(string(name))] = typ
+		case textparse.EntrySeries:
+			_, _, v := parser.Series()
+			parser.Labels(&lset)
+			name := Canonical(lset.Get(labels.MetricName))
+			if want != nil && !want(name) {
+				continue // e.g. a _bucket line of a kept family name
+			}
+			p.samples[name] = append(p.samples[name], Sample{Name: name, Labels: lset.Copy(), Value: v})
+		}
+	}
+	return p, nil
+}
+
+// filter copies the lines of wanted families out of body and counts the
+// families. It rejects bodies that are clearly not expositions (HTML, JSON,
+// binary) and lines whose metric name is malformed, with the line number.
+func filter(body []byte, want Want) (out []byte, families int, example []string, err error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 {
+		switch trimmed[0] {
+		case '<':
+			return nil, 0, nil, fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
+		case '{', '[':
+			if json.Valid(trimmed) {
+				return nil, 0, nil, fmt.Errorf("%w: the body is JSON; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrNotMetrics)
+			}
+		}
+	}
+	if want == nil {
+		out = body
+	} else {
+		out = make([]byte, 0, len(body)/8)
+	}
+	seen := map[string]struct{}{}
+	wantFamily := func(f string) bool {
+		c := Canonical(f)
+		return want(c) || want(c+"_total")
+	}
+	lineNo := 0
+	for rest := body; len(rest) > 0; {
+		lineNo++
+		var line []byte
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			line, rest = rest, nil
+		}
+		t := bytes.TrimLeft(line, " \t")
+		if len(bytes.TrimSpace(t)) == 0 {
+			continue
+		}
+		if t[0] == '#' {
+			f := bytes.Fields(t)
+			if len(f) >= 3 && (string(f[1]) == "TYPE" || string(f[1]) == "HELP" || string(f[1]) == "UNIT") {
+				name := string(f[2])
+				if string(f[1]) == "TYPE" {
+					if _, ok := seen[name]; !ok {
+						seen[name] = struct{}{}
+						if len(example) < 5 {
+							example = append(example, name)
+						}
+					}
+				}
+				if want != nil && wantFamily(name) {
+					out = append(out, line...)
+				}
+			} else if want != nil && len(f) >= 2 && string(f[1]) == "EOF" {
+				out = append(out, line...)
+			}
+			continue
+		}
+		if t[0] == '{' { // UTF-8 quoted name: let the parser judge it
+			if want != nil {
+				out = append(out, line...)
+			}
+			continue
+		}
+		end := bytes.IndexAny(t, "{ \t")
+		if end < 0 {
+			end = len(bytes.TrimRight(t, "\r\n"))
+		}
+		name := t[:end]
+		if !validName(name) {
+			return nil, 0, nil, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
+		}
+		if len(example) < 5 { // untyped pages: name a few families
+			if fam := familyOf(string(name)); !containsString(example, fam) {
+				example = append(example, fam)
+			}
+		}
+		if want != nil && want(Canonical(string(name))) {
+			out = append(out, line...)
+		}
+	}
+	if want != nil && len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	if len(seen) == 0 {
+		families = len(example)
+	}
+	return out, max(families, len(seen)), example, nil
+}
+
+// familyOf strips the histogram and counter sample suffixes.
+func familyOf(name string) string {
+	for _, s := range []string{"_bucket", "_sum", "_count", "_total", "_created"} {
+		if strings.HasSuffix(name, s) {
+			return strings.TrimSuffix(name, s)
+		}
+	}
+	return name
+}
+
+func validName(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for i, c := range b {
+		switch {
+		case c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'):
+		case i > 0 && c >= '0' && c <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Finite reports whether v is a usable number (not NaN or ±Inf).
+func Finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,338 @@
+package kv
+
+import (
+	"math"
+	"sort"
+)
+
+// Role is what a server does in the fleet.
+type Role string
+
+// Roles.
+const (
+	RolePrefill Role = "prefill"
+	RoleDecode  Role = "decode"
+	RoleUnified Role = "unified"
+	RoleRouter  Role = "router"
+)
+
+// Signals are the normalized values of one rank or, rolled up, one server.
+type Signals struct {
+	// Capacity is the KV slots the engine can hold, in tokens.
+	Capacity Value `json:"capacity_tokens"`
+	// Used is the slots held by admitted requests and not reclaimable, in tokens.
+	Used Value `json:"used_tokens"`
+	// Evictable is the slots holding reusable prefix cache, in tokens.
+	Evictable Value `json:"evictable_tokens"`
+	// UsageRatio is Used / Capacity, 0–1.
+	UsageRatio Value `json:"usage_ratio"`
+	// ReservedRatio is KV reserved but not written, over capacity, 0–1.
+	ReservedRatio Value `json:"reserved_ratio"`
+	// Running is requests in the running batch.
+	Running Value `json:"running"`
+	// Queued is requests waiting, by queue.
+	Queued Queues `json:"queued"`
+	// Counters are cumulative since the engine started.
+	Counters Counters `json:"counters"`
+}
+
+// Queues are the waiting requests, the PD queues apart from the admission queue.
+type Queues struct {
+	// Waiting is the engine's admission queue.
+	Waiting Value `json:"waiting"`
+	// Prealloc is PD decode requests waiting for KV pre-allocation.
+	Prealloc Value `json:"prealloc"`
+	// Bootstrap is PD prefill requests in the bootstrap (older: prealloc) queue.
+	Bootstrap Value `json:"bootstrap"`
+	// Transfer is PD decode requests whose KV is being transferred in.
+	Transfer Value `json:"transfer"`
+	// Inflight is PD prefill requests whose KV is being sent out.
+	Inflight Value `json:"inflight"`
+}
+
+// Counters are cumulative counts since the engine (re)started.
+type Counters struct {
+	// PrefixHitTokens are prompt tokens found in the prefix cache.
+	PrefixHitTokens Value `json:"prefix_hit_tokens"`
+	// PrefixQueryTokens are prompt tokens looked up in the prefix cache.
+	PrefixQueryTokens Value `json:"prefix_query_tokens"`
+	// Preemptions are requests preempted (vLLM) or retracted (SGLang).
+	Preemptions Value `json:"preemptions"`
+	// PromptTokens are prefill tokens processed.
+	PromptTokens Value `json:"prompt_tokens"`
+	// GenerationTokens are decode tokens produced.
+	GenerationTokens Value `json:"generation_tokens"`
+}
+
+// RankID names one scheduler of a server; a field is "" when the engine has
+// no such label.
+type RankID struct {
+	DP string `json:"dp_rank"`
+	TP string `json:"tp_rank"`
+	PP string `json:"pp_rank"`
+}
+
+// Rank is what one scheduler (TP/DP/PP rank) reports.
+type Rank struct {
+	RankID
+	Signals
+}
+
+// Router is what a router or gateway reports about its workers.
+type Router struct {
+	WorkersHealthy Value `json:"workers_healthy"`
+	WorkersTotal   Value `json:"workers_total"`
+}
+
+// Server is the normalized view of one server at one scrape.
+type Server struct {
+	// Engine is the adapter that read the page, e.g. "sglang".
+	Engine string `json:"engine"`
+	// Generation is the metric-name generation detected, e.g. "current",
+	// "legacy", "v0".
+	Generation string `json:"generation"`
+	// Model is the served model name, "" when not reported.
+	Model string `json:"model"`
+	// Role is prefill, decode, unified or router.
+	Role Role `json:"role"`
+	// ContextLength is the maximum context length, in tokens.
+	ContextLength Value `json:"context_length_tokens"`
+	// Signals are the server totals (set by Rollup from Ranks, or directly
+	// by the adapter for values without ranks).
+	Signals
+	// Spread is the highest minus lowest usage ratio over DP ranks.
+	Spread Value `json:"rank_spread_ratio"`
+	// Ranks are the per-rank values, sorted by DP, PP, TP.
+	Ranks []Rank `json:"ranks,omitempty"`
+	// Router is set for routers.
+	Router *Router `json:"router,omitempty"`
+}
+
+// worst returns the weaker of two provenances for a value built from both:
+// Reserved > Derived > Direct.
+func worst(a, b Provenance) Provenance {
+	if a == Unavailable {
+		return b
+	}
+	if b == Unavailable {
+		return a
+	}
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// maxOf returns the larger known value (for TP duplicates).
+func maxOf(a, b Value) Value {
+	switch {
+	case !a.OK():
+		return b
+	case !b.OK():
+		return a
+	case b.V > a.V:
+		b.Prov = worst(a.Prov, b.Prov)
+		return b
+	}
+	a.Prov = worst(a.Prov, b.Prov)
+	return a
+}
+
+// sumOf adds known values (for DP ranks); unknown plus known is the known.
+func sumOf(a, b Value) Value {
+	switch {
+	case !a.OK():
+		return b
+	case !b.OK():
+		return a
+	}
+	return Value{V: a.V + b.V, Prov: worst(a.Prov, b.Prov)}
+}
+
+// fieldsOf lists pointers to every Value of s, in a fixed order.
+func fieldsOf(s *Signals) []*Value {
+	return []*Value{&s.Capacity, &s.Used, &s.Evictable, &s.UsageRatio, &s.ReservedRatio,
+		&s.Running, &s.Queued.Waiting, &s.Queued.Prealloc, &s.Queued.Bootstrap,
+		&s.Queued.Transfer, &s.Queued.Inflight, &s.Counters.PrefixHitTokens,
+		&s.Counters.PrefixQueryTokens, &s.Counters.Preemptions, &s.Counters.PromptTokens,
+		&s.Counters.GenerationTokens}
+}
+
+// complete fills what one set of signals implies: used from ratio ×
+// capacity, ratio from used / capacity.
+func complete(s *Signals) {
+	if !s.Used.OK() && s.UsageRatio.OK() && s.Capacity.OK() {
+		s.Used = s.UsageRatio.Mul(s.Capacity)
+		s.Used.V = math.Round(s.Used.V)
+	}
+	if !s.UsageRatio.OK() {
+		s.UsageRatio = s.Used.Div(s.Capacity)
+	}
+}
+
+// DPGroups returns the server's signals per DP rank: TP and PP duplicates
+// collapsed by taking the maximum, in DP order. Ranks without a DP label form
+// one group.
+func (s *Server) DPGroups() []Signals {
+	idx := map[string]int{}
+	var keys []string
+	var groups []Signals
+	for _, r := range s.Ranks {
+		rs := r.Signals
+		complete(&rs)
+		i, ok := idx[r.DP]
+		if !ok {
+			i = len(groups)
+			idx[r.DP] = i
+			keys = append(keys, r.DP)
+			groups = append(groups, Signals{})
+		}
+		g := fieldsOf(&groups[i])
+		for j, v := range fieldsOf(&rs) {
+			*g[j] = maxOf(*g[j], *v)
+		}
+	}
+	return groups
+}
+
+// Rollup computes the server totals from Ranks: TP duplicates collapsed, DP
+// ranks summed for tokens, requests and counters, ratios recomputed from the
+// sums, and the spread of usage over DP ranks. Values the adapter already
+// set at server level are kept.
+func (s *Server) Rollup() {
+	sort.SliceStable(s.Ranks, func(i, j int) bool {
+		a, b := s.Ranks[i].RankID, s.Ranks[j].RankID
+		if a.DP != b.DP {
+			return rankLess(a.DP, b.DP)
+		}
+		if a.PP != b.PP {
+			return rankLess(a.PP, b.PP)
+		}
+		return rankLess(a.TP, b.TP)
+	})
+	for i := range s.Ranks {
+		complete(&s.Ranks[i].Signals)
+	}
+	groups := s.DPGroups()
+	var sum Signals
+	sf := fieldsOf(&sum)
+	for i := range groups {
+		for j, v := range fieldsOf(&groups[i]) {
+			*sf[j] = sumOf(*sf[j], *v)
+		}
+	}
+	// Ratios are not additive: recompute them.
+	sum.UsageRatio = Value{}
+	sum.ReservedRatio = Value{}
+	var ratioSum, reservedPlain, reservedWeighted, reservedCap float64
+	ratioProv, reservedProv := Unavailable, Unavailable
+	ratios, reserved, capsKnown := 0, 0, true
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, g := range groups {
+		if g.UsageRatio.OK() {
+			ratios++
+			ratioSum += g.UsageRatio.V
+			ratioProv = worst(ratioProv, g.UsageRatio.Prov)
+			lo, hi = math.Min(lo, g.UsageRatio.V), math.Max(hi, g.UsageRatio.V)
+		}
+		if g.ReservedRatio.OK() {
+			reserved++
+			reservedPlain += g.ReservedRatio.V
+			reservedProv = worst(reservedProv, g.ReservedRatio.Prov)
+			if g.Capacity.OK() {
+				reservedWeighted += g.ReservedRatio.V * g.Capacity.V
+				reservedCap += g.Capacity.V
+			} else {
+				capsKnown = false
+			}
+		}
+	}
+	switch {
+	case sum.Used.OK() && sum.Capacity.OK() && (len(groups) > 1 || !groupRatioDirect(groups)):
+		sum.UsageRatio = sum.Used.Div(sum.Capacity)
+	case ratios == 1:
+		sum.UsageRatio = Value{V: ratioSum, Prov: ratioProv}
+	case ratios > 1: // capacities unknown: DP ranks weigh the same
+		sum.UsageRatio = Value{V: ratioSum / float64(ratios), Prov: Derived}
+	}
+	switch {
+	case reserved == 0:
+	case capsKnown && reservedCap > 0: // capacity-weighted
+		sum.ReservedRatio = Value{V: reservedWeighted / reservedCap, Prov: reservedProv}
+	default: // capacities unknown: DP ranks weigh the same
+		sum.ReservedRatio = Value{V: reservedPlain / float64(reserved), Prov: reservedProv}
+	}
+	if ratios > 0 {
+		s.Spread = Value{V: hi - lo, Prov: Derived}
+	}
+	own := fieldsOf(&s.Signals)
+	for j, v := range fieldsOf(&sum) {
+		if !own[j].OK() {
+			*own[j] = *v
+		}
+	}
+	complete(&s.Signals)
+}
+
+// groupRatioDirect reports whether the single group's ratio was read
+// directly (then it is kept rather than recomputed from rounded tokens).
+func groupRatioDirect(groups []Signals) bool {
+	return len(groups) == 1 && groups[0].UsageRatio.Prov == Direct
+}
+
+// rankLess orders rank labels numerically when they are numbers.
+func rankLess(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+// Available is capacity minus used (evictable prefix cache counts as
+// available, since the engine reclaims it on demand), in tokens.
+func (s *Signals) Available() Value {
+	v := s.Capacity.Sub(s.Used)
+	if v.OK() && v.V < 0 {
+		v.V = 0
+	}
+	if v.OK() && s.Capacity.Prov == Direct && s.Used.Prov == Direct {
+		v.Prov = Derived
+	}
+	return v
+}
+
+// Headroom returns how many more requests of n tokens fit: per DP rank,
+// floor(available / n), summed (a request cannot span DP ranks).
+func (s *Server) Headroom(n int) Value {
+	if n <= 0 {
+		return Value{}
+	}
+	groups := s.DPGroups()
+	if len(groups) == 0 {
+		groups = []Signals{s.Signals}
+	}
+	var out Value
+	for _, g := range groups {
+		a := g.Available()
+		if !a.OK() {
+			if len(groups) == 1 {
+				a = s.Available()
+			}
+			if !a.OK() {
+				return Value{}
+			}
+		}
+		fit := Value{V: math.Floor(a.V / float64(n)), Prov: worst(Derived, a.Prov)}
+		out = sumOf(out, fit)
+	}
+	return out
+}
+
+// QueuedTotal is every queue summed (admission and PD queues).
+func (q Queues) QueuedTotal() Value {
+	var out Value
+	for _, v := range []Value{q.Waiting, q.Prealloc, q.Bootstrap, q.Transfer, q.Inflight} {
+		out = sumOf(out, v)
+	}
+	return out
+}
