@@ -1,0 +1,151 @@
+// Package report builds what every face shows from scrape results: one
+// entry per server (its normalized signals, headroom for the configured
+// request sizes, rates since the previous scrape, or the reason it failed)
+// and the capacity-weighted fleet line. Its JSON form is the stable schema of
+// `kvwatch status --output json` and of serve's /api/kvwatch/v1/report. It
+// renders nothing and does no I/O.
+package report
+
+import (
+	"sort"
+	"time"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+)
+
+// SchemaVersion is bumped on any incompatible change of the JSON form.
+const SchemaVersion = 1
+
+// Report is the state of the fleet at one moment.
+type Report struct {
+	Schema  int       `json:"schema_version"`
+	Time    time.Time `json:"time"`
+	Servers []Server  `json:"servers"`
+	Fleet   kv.Fleet  `json:"fleet"`
+}
+
+// Server is one target's row.
+type Server struct {
+	// Name is the target's name (default host:port).
+	Name string `json:"name"`
+	// URL is the metrics URL scraped.
+	URL string `json:"url"`
+	// Labels are cluster, pool, model from the config.
+	Labels map[string]string `json:"labels,omitempty"`
+	// OK is true when the last scrape worked.
+	OK bool `json:"ok"`
+	// Error says why the scrape failed and how to fix it; Reason is its class.
+	Error  string `json:"error,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// ScrapedAt is when the scrape started; ScrapeSeconds how long it took.
+	ScrapedAt     time.Time `json:"scraped_at"`
+	ScrapeSeconds float64   `json:"scrape_seconds"`
+	BodyBytes     int64     `json:"body_bytes"`
+	// Role is the configured role, else the engine's.
+	Role kv.Role `json:"role"`
+	// Server is the normalized server; nil when the scrape failed.
+	Server *kv.Server `json:"server,omitempty"`
+	// Headroom is how many more requests of each size fit.
+	Headroom []Headroom `json:"headroom,omitempty"`
+	// Rates since the previous scrape of this target; nil on the first.
+	Rates *kv.Rates `json:"rates,omitempty"`
+}
+
+// Headroom is how many more requests of Tokens tokens fit.
+type Headroom struct {
+	Tokens int `json:"request_tokens"`
+	// Context is true for the server's own maximum context length.
+	Context  bool     `json:"context_length,omitempty"`
+	Requests kv.Value `json:"requests"`
+}
+
+// Tracker builds reports and remembers each target's previous successful
+// scrape to compute rates. It is not safe for concurrent use.
+type Tracker struct {
+	headroom []int
+	prev     map[string]scrape.Result
+}
+
+// NewTracker returns a tracker computing headroom for the request sizes
+// given (in tokens); the server's context length is added when known.
+func NewTracker(headroomTokens []int) *Tracker {
+	return &Tracker{headroom: headroomTokens, prev: map[string]scrape.Result{}}
+}
+
+// Update builds the report for results (one per target) at now.
+func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
+	r := Report{Schema: SchemaVersion, Time: now, Servers: make([]Server, 0, len(results))}
+	servers := make([]*kv.Server, 0, len(results))
+	for i := range results {
+		res := &results[i]
+		row := t.row(res)
+		r.Servers = append(r.Servers, row)
+		if res.OK() {
+			servers = append(servers, res.Server)
+		}
+	}
+	r.Fleet = kv.FleetOf(servers)
+	return r
+}
+
+// row builds one server's entry and updates the target's previous scrape.
+func (t *Tracker) row(res *scrape.Result) Server {
+	s := Server{Name: res.Target.Name, URL: res.Target.URL.Redacted(), Labels: res.Target.Labels,
+		OK: res.OK(), Reason: res.Reason, ScrapedAt: res.Time,
+		ScrapeSeconds: res.Duration.Seconds(), BodyBytes: res.BodyBytes, Role: res.Target.Role}
+	if res.Err != nil {
+		s.Error = res.Err.Error()
+	}
+	if !res.OK() {
+		if s.Role == "" {
+			s.Role = kv.RoleUnified
+		}
+		return s
+	}
+	s.Server = res.Server
+	s.Role = res.Server.Role
+	s.Headroom = Headrooms(res.Server, t.headroom)
+	if p, ok := t.prev[res.Target.Name]; ok && res.Time.After(p.Time) {
+		rates := kv.RatesBetween(p.Server.Counters, res.Server.Counters, res.Time.Sub(p.Time))
+		s.Rates = &rates
+	}
+	t.prev[res.Target.Name] = *res
+	return s
+}
+
+// Headrooms computes headroom for each size in tokens, plus the server's
+// context length when it reports one; sizes sorted, duplicates dropped.
+func Headrooms(s *kv.Server, tokens []int) []Headroom {
+	if s.Role == kv.RoleRouter {
+		return nil
+	}
+	sizes := map[int]bool{}
+	for _, n := range tokens {
+		if n > 0 {
+			sizes[n] = sizes[n] || false
+		}
+	}
+	if s.ContextLength.OK() && s.ContextLength.V > 0 {
+		sizes[int(s.ContextLength.V)] = true
+	}
+	keys := make([]int, 0, len(sizes))
+	for n := range sizes {
+		keys = append(keys, n)
+	}
+	sort.Ints(keys)
+	out := make([]Headroom, 0, len(keys))
+	for _, n := range keys {
+		out = append(out, Headroom{Tokens: n, Context: sizes[n], Requests: s.Headroom(n)})
+	}
+	return out
+}
+
+// Forget drops the previous scrape of targets no longer configured.
+func (t *Tracker) Forget(keep map[string]bool) {
+	for name := range t.prev {
+		if !keep[name] {
+			delete(t.prev, name)
+		}
+	}
+}
