@@ -1,0 +1,71 @@
+package stack
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// goldenOptions is the stack the golden files hold: defaults, plus every
+// optional part switched on so each artifact is covered.
+func goldenOptions() Options {
+	return Options{
+		HA:             true,
+		Probe:          true,
+		RemoteWriteURL: "http://127.0.0.1:9009/api/v1/push",
+		Receivers: Receivers{
+			WebhookURLs:     []string{"http://127.0.0.1:5001/alerts"},
+			EmailTo:         "oncall@example.com",
+			EmailFrom:       "kvwatch@example.com",
+			EmailSmarthost:  "127.0.0.1:25",
+			SlackWebhookURL: "https://hooks.slack.example/services/T000/B000/XXXX",
+			SlackChannel:    "#inference",
+		},
+	}
+}
+
+func TestGolden(t *testing.T) {
+	files, err := Generate(goldenOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join("testdata", "golden")
+	if *update {
+		if err := os.RemoveAll(root); err != nil {
+			t.Fatal(err)
+		}
+		if err := files.Write(root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		seen[f.Path] = true
+		want, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f.Path)))
+		if err != nil {
+			t.Errorf("%s: %v (run go test ./internal/stack -run TestGolden -update)", f.Path, err)
+			continue
+		}
+		if d := cmp.Diff(string(want), string(f.Data)); d != "" {
+			t.Errorf("%s differs from its golden file (-want +got):\n%s", f.Path, d)
+		}
+	}
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if !seen[filepath.ToSlash(rel)] {
+			t.Errorf("golden file %s is no longer generated; rerun with -update", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,113 @@
+package stack
+
+import (
+	"github.com/prometheus/common/model"
+)
+
+// Prometheus's config schema, as far as the stack uses it (our own types:
+// prometheus/config marshals every default and secrets as "<secret>").
+// Only keys that Prometheus 2.42 and 3.x both accept are used.
+type promConfig struct {
+	Global        promGlobal         `yaml:"global"`
+	RuleFiles     []string           `yaml:"rule_files"`
+	Alerting      promAlerting       `yaml:"alerting"`
+	ScrapeConfigs []promScrapeConfig `yaml:"scrape_configs"`
+	RemoteWrite   []promRemoteWrite  `yaml:"remote_write,omitempty"`
+}
+
+type promGlobal struct {
+	ScrapeInterval     model.Duration    `yaml:"scrape_interval"`
+	ScrapeTimeout      model.Duration    `yaml:"scrape_timeout"`
+	EvaluationInterval model.Duration    `yaml:"evaluation_interval"`
+	ExternalLabels     map[string]string `yaml:"external_labels,omitempty"`
+}
+
+type promAlerting struct {
+	Alertmanagers []promAlertmanager `yaml:"alertmanagers"`
+}
+
+type promAlertmanager struct {
+	APIVersion    string             `yaml:"api_version"`
+	StaticConfigs []promStaticConfig `yaml:"static_configs"`
+}
+
+type promStaticConfig struct {
+	Targets []string          `yaml:"targets"`
+	Labels  map[string]string `yaml:"labels,omitempty"`
+}
+
+type promFileSD struct {
+	Files           []string       `yaml:"files"`
+	RefreshInterval model.Duration `yaml:"refresh_interval,omitempty"`
+}
+
+type promScrapeConfig struct {
+	JobName        string             `yaml:"job_name"`
+	ScrapeInterval model.Duration     `yaml:"scrape_interval,omitempty"`
+	ScrapeTimeout  model.Duration     `yaml:"scrape_timeout,omitempty"`
+	MetricsPath    string             `yaml:"metrics_path,omitempty"`
+	StaticConfigs  []promStaticConfig `yaml:"static_configs,omitempty"`
+	FileSDConfigs  []promFileSD       `yaml:"file_sd_configs,omitempty"`
+	RelabelConfigs []promRelabel      `yaml:"relabel_configs,omitempty"`
+}
+
+type promRelabel struct {
+	SourceLabels []string `yaml:"source_labels,omitempty"`
+	TargetLabel  string   `yaml:"target_label,omitempty"`
+	Replacement  string   `yaml:"replacement,omitempty"`
+}
+
+type promRemoteWrite struct {
+	URL string `yaml:"url"`
+}
+
+// ProbeTargetsFile is the file_sd file the probe job reads its targets from.
+const ProbeTargetsFile = "probe-targets/targets.yml"
+
+// prometheusConfig returns prometheus.yml. replica, when set (HA), becomes
+// the external label that tells the replicas apart; alertmanagers are all
+// the Alertmanagers the config sends to.
+func prometheusConfig(o Options, replica string, alertmanagers ...string) promConfig {
+	if len(alertmanagers) == 0 {
+		alertmanagers = []string{o.AlertmanagerAddress}
+	}
+	timeout := o.ScrapeInterval
+	if timeout > model.Duration(10e9) {
+		timeout = model.Duration(10e9)
+	}
+	c := promConfig{
+		Global: promGlobal{
+			ScrapeInterval:     o.ScrapeInterval,
+			ScrapeTimeout:      timeout,
+			EvaluationInterval: o.EvaluationInterval,
+		},
+		RuleFiles: []string{RecordingRulesFile, AlertRulesFile},
+		Alerting: promAlerting{Alertmanagers: []promAlertmanager{{
+			APIVersion: "v2", StaticConfigs: []promStaticConfig{{Targets: alertmanagers}},
+		}}},
+		ScrapeConfigs: []promScrapeConfig{
+			{JobName: "kvwatch", StaticConfigs: []promStaticConfig{{Targets: []string{o.KVWatchAddress}}}},
+			{JobName: "prometheus", StaticConfigs: []promStaticConfig{{Targets: []string{o.PrometheusAddress}}}},
+			{JobName: "alertmanager", StaticConfigs: []promStaticConfig{{Targets: alertmanagers}}},
+		},
+	}
+	if replica != "" {
+		c.Global.ExternalLabels = map[string]string{"replica": replica}
+	}
+	if o.Probe {
+		c.ScrapeConfigs = append(c.ScrapeConfigs, promScrapeConfig{
+			JobName:       "kvwatch-probe",
+			MetricsPath:   "/probe",
+			FileSDConfigs: []promFileSD{{Files: []string{ProbeTargetsFile}, RefreshInterval: dur("1m")}},
+			RelabelConfigs: []promRelabel{
+				{SourceLabels: []string{"__address__"}, TargetLabel: "__param_target"},
+				{SourceLabels: []string{"__param_target"}, TargetLabel: "instance"},
+				{TargetLabel: "__address__", Replacement: o.KVWatchAddress},
+			},
+		})
+	}
+	if o.RemoteWriteURL != "" {
+		c.RemoteWrite = []promRemoteWrite{{URL: o.RemoteWriteURL}}
+	}
+	return c
+}

@@ -1,0 +1,234 @@
+package stack
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// Paths of the rule files inside the stack directory.
+const (
+	RecordingRulesFile = "rules/kvwatch-recording.yml"
+	AlertRulesFile     = "rules/kvwatch-alerts.yml"
+	AlertTestsFile     = "rules/kvwatch-alerts.test.yml"
+)
+
+// Severities of the generated alerts; Alertmanager routes on them.
+const (
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
+
+// rateWindow is the range of every rate in the recording rules: long enough
+// to hold several scrapes at the default 15s interval.
+const rateWindow = "5m"
+
+// level is an aggregation level of the recording rules. Every level keeps
+// role: prefill and decode KV mean different things and are never summed.
+type level struct {
+	name string
+	by   []string
+}
+
+func levels() []level {
+	return []level{
+		{"pool", []string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}},
+		{"cluster", []string{signal.LabelCluster, signal.LabelRole}},
+		{"fleet", []string{signal.LabelRole}},
+	}
+}
+
+// Recorded series names. They follow level:metric:operations; the metric
+// part is the kvwatch_* family with _total stripped for rates.
+func recSum(l string, m signal.Metric) string { return l + ":" + m.Name + ":sum" }
+func recRate(l string, m signal.Metric) string {
+	return l + ":" + strings.TrimSuffix(m.Name, "_total") + ":rate" + rateWindow
+}
+
+// RecUsageRatio is the capacity-weighted KV usage of level l
+// (sum of used over sum of capacity, never an average of ratios).
+func RecUsageRatio(l string) string { return l + ":kvwatch_kv_used_per_capacity:ratio" }
+
+// RecHitRatio is the prefix-cache hit ratio of level l from counter rates.
+func RecHitRatio(l string) string {
+	return l + ":kvwatch_prefix_cache_hit_per_query_tokens:ratio_rate" + rateWindow
+}
+
+// RecTimeToFull is the per-server estimate of seconds until the KV cache is
+// full at the current fill rate (absent while usage is flat or falling).
+const RecTimeToFull = "server:kvwatch_kv_seconds_to_full:deriv15m"
+
+func by(labels ...string) string { return "by (" + strings.Join(labels, ", ") + ")" }
+
+// RecordingRules returns the recording rule file: server-level rates and
+// ratios, then pool, cluster and fleet aggregates.
+func RecordingRules(o Options) rulefmt.RuleGroups {
+	o = o.WithDefaults()
+	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
+	srv := rulefmt.RuleGroup{Name: "kvwatch-server"}
+	rec := func(g *rulefmt.RuleGroup, name, expr string) {
+		g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr})
+	}
+	for _, m := range []signal.Metric{signal.PrefixCacheHitTokens, signal.PrefixCacheQueryTokens,
+		signal.Preemptions, signal.PromptTokens, signal.GenerationTokens} {
+		rec(&srv, recRate("server", m), fmt.Sprintf("rate(%s[%s])", m.Name, rateWindow))
+	}
+	rec(&srv, RecHitRatio("server"), fmt.Sprintf("%s / (%s > 0)",
+		recRate("server", signal.PrefixCacheHitTokens), recRate("server", signal.PrefixCacheQueryTokens)))
+	rec(&srv, RecTimeToFull, fmt.Sprintf("(1 - %s) / (deriv(%s[15m]) > 0)",
+		signal.KVUsageRatio.Name, signal.KVUsageRatio.Name))
+
+	groups := []rulefmt.RuleGroup{srv}
+	for _, l := range levels() {
+		g := rulefmt.RuleGroup{Name: "kvwatch-" + l.name}
+		b := by(l.by...)
+		// Only servers that report both used and capacity count on either
+		// side of the ratio; a zero denominator gives no result.
+		rec(&g, recSum(l.name, signal.KVUsedTokens), fmt.Sprintf("sum %s (%s and %s)", b, u, c))
+		rec(&g, recSum(l.name, signal.KVCapacityTokens), fmt.Sprintf("sum %s (%s and %s)", b, c, u))
+		rec(&g, RecUsageRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
+			recSum(l.name, signal.KVUsedTokens), recSum(l.name, signal.KVCapacityTokens)))
+		rec(&g, recSum(l.name, signal.KVAvailableTokens), fmt.Sprintf("sum %s (%s)", b, signal.KVAvailableTokens.Name))
+		rec(&g, recSum(l.name, signal.KVHeadroomRequests), fmt.Sprintf("sum %s (%s)",
+			by(append(l.by, signal.LabelRequest)...), signal.KVHeadroomRequests.Name))
+		rec(&g, recSum(l.name, signal.RequestsRunning), fmt.Sprintf("sum %s (%s)", b, signal.RequestsRunning.Name))
+		rec(&g, recSum(l.name, signal.RequestsQueued), fmt.Sprintf("sum %s (%s)",
+			by(append(l.by, signal.LabelQueue)...), signal.RequestsQueued.Name))
+		for _, m := range []signal.Metric{signal.PrefixCacheHitTokens, signal.PrefixCacheQueryTokens,
+			signal.Preemptions, signal.PromptTokens, signal.GenerationTokens} {
+			rec(&g, recRate(l.name, m), fmt.Sprintf("sum %s (%s)", b, recRate("server", m)))
+		}
+		rec(&g, RecHitRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
+			recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
+		groups = append(groups, g)
+	}
+	return rulefmt.RuleGroups{Groups: groups}
+}
+
+// Alert names. Each has a section in docs/runbook.md whose anchor is the
+// lower-cased name.
+const (
+	AlertKVHigh          = "KVCacheUsageHigh"
+	AlertKVCritical      = "KVCacheUsageCritical"
+	AlertKVFullSoon      = "KVCacheFullSoon"
+	AlertQueue           = "RequestQueueBuildingUp"
+	AlertPreemptions     = "KVPreemptionsSustained"
+	AlertPrefixHitLow    = "PrefixCacheHitRateLow"
+	AlertLeak            = "KVCacheLeakSuspected"
+	AlertExporterDown    = "KVWatchDown"
+	AlertTargetDown      = "EngineTargetDown"
+	AlertMetricsDisabled = "EngineMetricsDisabled"
+	AlertMetricsStale    = "EngineMetricsStale"
+	AlertRankImbalance   = "KVRankImbalance"
+)
+
+// AlertNames lists every generated alert in file order.
+func AlertNames() []string {
+	return []string{AlertKVHigh, AlertKVCritical, AlertKVFullSoon, AlertQueue, AlertPreemptions,
+		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
+		AlertMetricsStale, AlertRankImbalance}
+}
+
+// queueAdmission selects the queues where requests wait for admission (not
+// the PD transfer queues, which are work in flight).
+func queueAdmission() string {
+	return fmt.Sprintf(`%s{%s=~"%s|%s|%s"}`, signal.RequestsQueued.Name, signal.LabelQueue,
+		signal.QueueWaiting, signal.QueuePrealloc, signal.QueueBootstrap)
+}
+
+// ratio formats a ratio threshold as PromQL and prose.
+func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+func pct(v float64) string { return strconv.FormatFloat(v*100, 'g', -1, 64) + "%" }
+
+// AlertRules returns the alert rule file.
+func AlertRules(o Options) rulefmt.RuleGroups {
+	o = o.WithDefaults()
+	a := o.Alerts
+	srvLabels := "{{ $labels.server }} ({{ $labels.role }}, cluster {{ $labels.cluster }}, pool {{ $labels.pool }})"
+	alert := func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule {
+		return rulefmt.Rule{
+			Alert:  name,
+			Expr:   expr,
+			For:    forD,
+			Labels: map[string]string{"severity": severity},
+			Annotations: map[string]string{
+				"summary":     summary,
+				"description": description,
+				"runbook_url": o.RunbookURL + "#" + strings.ToLower(name),
+			},
+		}
+	}
+	ratio := signal.KVUsageRatio.Name
+	kv := rulefmt.RuleGroup{Name: "kvwatch-kv", Rules: []rulefmt.Rule{
+		alert(AlertKVHigh, SeverityWarning, a.KVUsageWarningFor,
+			fmt.Sprintf("%s > %s", ratio, num(a.KVUsageWarning)),
+			"KV cache of "+srvLabels+" is above "+pct(a.KVUsageWarning),
+			"The KV cache of {{ $labels.server }} is {{ $value | humanizePercentage }} full (warning above "+pct(a.KVUsageWarning)+
+				" for "+a.KVUsageWarningFor.String()+"). New requests will soon queue or be preempted."),
+		alert(AlertKVCritical, SeverityCritical, a.KVUsageCriticalFor,
+			fmt.Sprintf("%s > %s", ratio, num(a.KVUsageCritical)),
+			"KV cache of "+srvLabels+" is nearly full",
+			"The KV cache of {{ $labels.server }} is {{ $value | humanizePercentage }} full (critical above "+pct(a.KVUsageCritical)+
+				" for "+a.KVUsageCriticalFor.String()+"). Requests queue, and vLLM preempts or SGLang retracts running ones."),
+		alert(AlertKVFullSoon, SeverityWarning, o.KVFullFor,
+			fmt.Sprintf("predict_linear(%s[15m], %d) >= 1 and %s > %s", ratio,
+				int64(time.Duration(a.KVFullWithin)/time.Second), ratio, num(o.KVFullMinUsage)),
+			"KV cache of "+srvLabels+" will be full within "+a.KVFullWithin.String(),
+			"At the fill rate of the last 15m, the KV cache of {{ $labels.server }} (now above "+pct(o.KVFullMinUsage)+
+				") reaches 100% within "+a.KVFullWithin.String()+"."),
+		alert(AlertLeak, SeverityWarning, a.LeakFor,
+			fmt.Sprintf("%s > %s and sum without (%s) (%s) == 0 and %s == 0", ratio, num(a.LeakUsage),
+				signal.LabelQueue, signal.RequestsQueued.Name, signal.RequestsRunning.Name),
+			"KV cache of "+srvLabels+" stays used while nothing runs",
+			"{{ $labels.server }} holds {{ $value | humanizePercentage }} of its KV cache although no request has been running or waiting for "+
+				a.LeakFor.String()+". Blocks are probably leaked (not freed after requests ended)."),
+		alert(AlertRankImbalance, SeverityWarning, a.RankSpreadFor,
+			fmt.Sprintf("%s > %s", signal.RankSpreadRatio.Name, num(a.RankSpread)),
+			"KV usage across the DP ranks of "+srvLabels+" is uneven",
+			"The fullest and emptiest DP ranks of {{ $labels.server }} differ by {{ $value | humanizePercentage }} of capacity (threshold "+
+				pct(a.RankSpread)+"). The fullest rank fills first and limits the whole server."),
+	}}
+	load := rulefmt.RuleGroup{Name: "kvwatch-load", Rules: []rulefmt.Rule{
+		alert(AlertQueue, SeverityWarning, a.QueueFor,
+			fmt.Sprintf("sum without (%s) (%s) > %s", signal.LabelQueue, queueAdmission(), num(a.QueueLength)),
+			"Requests are queueing on "+srvLabels,
+			"{{ $value }} requests wait for admission on {{ $labels.server }} (threshold "+num(a.QueueLength)+" for "+a.QueueFor.String()+")."),
+		alert(AlertPreemptions, SeverityCritical, a.PreemptionsFor,
+			fmt.Sprintf("%s > %s", recRate("server", signal.Preemptions), num(a.PreemptionsPerSecond)),
+			"Requests are being preempted on "+srvLabels,
+			"{{ $labels.server }} preempts or retracts {{ $value | printf \"%.2f\" }} requests/s (threshold "+num(a.PreemptionsPerSecond)+
+				"/s for "+a.PreemptionsFor.String()+"): its KV cache is too small for the load, and preempted requests are recomputed."),
+		alert(AlertPrefixHitLow, SeverityWarning, a.PrefixHitFor,
+			fmt.Sprintf("%s < %s and %s > %s", RecHitRatio("server"), num(a.PrefixHitRatioLow),
+				recRate("server", signal.PrefixCacheQueryTokens), num(a.PrefixHitMinTokensPS)),
+			"Prefix-cache hit rate of "+srvLabels+" is low",
+			"Only {{ $value | humanizePercentage }} of prompt tokens on {{ $labels.server }} hit the prefix cache (threshold "+pct(a.PrefixHitRatioLow)+
+				", with more than "+num(a.PrefixHitMinTokensPS)+" prompt tokens/s looked up)."),
+	}}
+	health := rulefmt.RuleGroup{Name: "kvwatch-health", Rules: []rulefmt.Rule{
+		alert(AlertExporterDown, SeverityCritical, a.TargetDownFor,
+			`up{job="kvwatch"} == 0`,
+			"kvwatch exporter {{ $labels.instance }} is down",
+			"Prometheus cannot scrape kvwatch at {{ $labels.instance }}: every KV signal and alert of the fleet is blind."),
+		alert(AlertTargetDown, SeverityWarning, a.TargetDownFor,
+			fmt.Sprintf(`%s == 0 unless on (%s, job, instance) %s{%s="%s"}`, signal.TargetUp.Name, signal.LabelServer,
+				signal.TargetScrapeError.Name, signal.LabelReason, signal.ReasonHTTP404),
+			"kvwatch cannot scrape engine {{ $labels.server }}",
+			"kvwatch's scrapes of {{ $labels.server }} fail (see kvwatch_target_scrape_error for the reason); its KV signals are unknown."),
+		alert(AlertMetricsDisabled, SeverityWarning, a.TargetDownFor,
+			fmt.Sprintf(`%s{%s="%s"} == 1`, signal.TargetScrapeError.Name, signal.LabelReason, signal.ReasonHTTP404),
+			"Engine {{ $labels.server }} has metrics turned off",
+			"{{ $labels.server }} answers 404 on its metrics path: the engine runs without metrics (SGLang: start it with --enable-metrics)."),
+		alert(AlertMetricsStale, SeverityWarning, 0,
+			fmt.Sprintf("time() - %s > %d", signal.TargetLastSuccess.Name, int64(time.Duration(a.StaleAfter)/time.Second)),
+			"Metrics of engine {{ $labels.server }} are stale",
+			"kvwatch's last successful scrape of {{ $labels.server }} is older than "+a.StaleAfter.String()+"; what dashboards show for it is old."),
+	}}
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health}}
+}

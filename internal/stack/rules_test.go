@@ -1,0 +1,109 @@
+package stack
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/prometheus/common/model"
+)
+
+// customOptions changes every threshold away from its default, so the
+// generated unit tests are shown to follow the config.
+func customOptions() Options {
+	o := Options{}
+	a := &o.Alerts
+	a.KVUsageWarning, a.KVUsageCritical = 0.8, 0.9
+	a.KVUsageWarningFor, a.KVUsageCriticalFor = dur("3m"), dur("2m")
+	a.KVFullWithin = dur("10m")
+	a.QueueLength, a.QueueFor = 5, dur("2m")
+	a.PreemptionsPerSecond, a.PreemptionsFor = 1, dur("3m")
+	a.PrefixHitRatioLow, a.PrefixHitMinTokensPS, a.PrefixHitFor = 0.5, 10, dur("4m")
+	a.LeakUsage, a.LeakFor = 0.2, dur("6m")
+	a.RankSpread, a.RankSpreadFor = 0.1, dur("7m")
+	a.TargetDownFor, a.StaleAfter = dur("1m"), dur("3m")
+	o.KVFullFor = model.Duration(dur("2m"))
+	return o
+}
+
+func TestRulesPromtool(t *testing.T) {
+	promtool := tool(t, "promtool")
+	for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
+		t.Run(name, func(t *testing.T) {
+			files, err := Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := files.Write(dir); err != nil {
+				t.Fatal(err)
+			}
+			run(t, dir, promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
+			run(t, dir, promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+		})
+	}
+}
+
+// TestRuleTestsCoverEveryAlert checks that the generated promtool tests
+// have, for every alert rule, a case where it fires and one where it must
+// not, and that they check the main recording rules.
+func TestRuleTestsCoverEveryAlert(t *testing.T) {
+	rt := ruleTests(Options{})
+	fires, quiet := map[string]bool{}, map[string]bool{}
+	exprs := map[string]bool{}
+	for _, g := range rt.Tests {
+		for _, a := range g.AlertRuleTests {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				quiet[a.Alertname] = true
+			}
+		}
+		for _, e := range g.PromqlExprTests {
+			exprs[e.Expr] = true
+		}
+	}
+	var rules []string
+	for _, g := range AlertRules(Options{}).Groups {
+		for _, r := range g.Rules {
+			rules = append(rules, r.Alert)
+		}
+	}
+	if d := cmp.Diff(AlertNames(), rules, cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+		t.Errorf("AlertNames() and the alert rule file differ (-names +rules):\n%s", d)
+	}
+	for _, n := range rules {
+		if !fires[n] {
+			t.Errorf("no promtool test where %s fires", n)
+		}
+		if !quiet[n] {
+			t.Errorf("no promtool test where %s must stay quiet", n)
+		}
+	}
+	for _, e := range []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool")} {
+		if !exprs[e] {
+			t.Errorf("no promtool test of recording rule %s", e)
+		}
+	}
+}
+
+func TestAlertRulesAnnotations(t *testing.T) {
+	for _, g := range AlertRules(Options{}).Groups {
+		for _, r := range g.Rules {
+			for _, k := range []string{"summary", "description", "runbook_url"} {
+				if r.Annotations[k] == "" {
+					t.Errorf("%s: annotation %s is missing", r.Alert, k)
+				}
+			}
+			if want := DefaultRunbookURL + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url = %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if s := r.Labels["severity"]; s != SeverityWarning && s != SeverityCritical {
+				t.Errorf("%s: severity %q, want warning or critical", r.Alert, s)
+			}
+		}
+	}
+}

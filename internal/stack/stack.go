@@ -1,0 +1,331 @@
+// Package stack generates a complete monitoring stack for kvwatch: a
+// Prometheus config, recording and alert rules with their promtool unit
+// tests, an Alertmanager config, Grafana provisioning and dashboards, systemd
+// units, Kubernetes manifests and a docker-compose file. Every artifact is
+// built as a typed value and marshalled last; every metric name comes from
+// package signal. It also supervises the generated stack's processes (Up) and
+// installs its systemd units (Install). It does not download or package
+// Prometheus, Alertmanager or Grafana: it finds them on PATH.
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+)
+
+// Default listen addresses. Every component listens on loopback unless told
+// otherwise.
+const (
+	DefaultKVWatchAddress      = "127.0.0.1:9477"
+	DefaultPrometheusAddress   = "127.0.0.1:9090"
+	DefaultAlertmanagerAddress = "127.0.0.1:9093"
+	DefaultGrafanaAddress      = "127.0.0.1:3000"
+	DefaultInstallDir          = "/etc/kvwatch/stack"
+	DefaultRunbookURL          = "https://github.com/kvwatch/kvwatch/blob/main/docs/runbook.md"
+)
+
+// Options says what to generate. Zero fields take the defaults listed on
+// each field (see WithDefaults).
+type Options struct {
+	// Config is kvwatch's config: targets (for probe mode) and nothing else;
+	// thresholds are taken from Alerts. Default config.Default().
+	Config *config.Config
+	// ConfigFile is the raw kvwatch config file copied into the stack as
+	// kvwatch.yml so the kvwatch unit and container run with it; nil writes
+	// a kvwatch.yml holding only the probe allow list.
+	ConfigFile []byte
+
+	// KVWatchAddress is host:port of `kvwatch serve`. Default 127.0.0.1:9477.
+	KVWatchAddress string
+	// PrometheusAddress is Prometheus's --web.listen-address. Default 127.0.0.1:9090.
+	PrometheusAddress string
+	// AlertmanagerAddress is Alertmanager's --web.listen-address. Default 127.0.0.1:9093.
+	AlertmanagerAddress string
+	// GrafanaAddress is Grafana's http_addr:http_port. Default 127.0.0.1:3000.
+	GrafanaAddress string
+
+	// RetentionTime is Prometheus's --storage.tsdb.retention.time. Default 15d.
+	RetentionTime model.Duration
+	// RetentionSize is Prometheus's --storage.tsdb.retention.size, e.g. "10GB". Default 10GB.
+	RetentionSize string
+	// RemoteWriteURL, when set, adds a remote_write to a long-term store
+	// (Mimir, Thanos Receive, VictoriaMetrics).
+	RemoteWriteURL string
+
+	// ScrapeInterval is how often Prometheus scrapes kvwatch. Default 15s.
+	ScrapeInterval model.Duration
+	// EvaluationInterval is how often rules are evaluated. Default 15s.
+	EvaluationInterval model.Duration
+	// Alerts holds every alert threshold and for-duration. Zero fields take
+	// config.Default()'s values.
+	Alerts config.Alerts
+	// KVFullMinUsage (ratio 0–1) keeps KVCacheFullSoon quiet while the cache
+	// is emptier than this, so a short ramp on an idle server does not page.
+	// Default 0.5.
+	KVFullMinUsage float64
+	// KVFullFor is the for-duration of KVCacheFullSoon. Default 5m.
+	KVFullFor model.Duration
+
+	// Receivers say where Alertmanager sends notifications.
+	Receivers Receivers
+
+	// HA adds the files of a two-replica Prometheus and a clustered
+	// Alertmanager pair under ha/.
+	HA bool
+	// Probe adds a Prometheus job that scrapes every configured target
+	// through kvwatch's /probe endpoint (one series set per target, labelled
+	// by Prometheus), for fleets that discover targets with Prometheus.
+	Probe bool
+
+	// InstallDir is where the systemd units expect the generated files.
+	// Default /etc/kvwatch/stack.
+	InstallDir string
+	// RunbookURL is the base URL of docs/runbook.md; alert runbook_url
+	// annotations point at its anchors.
+	RunbookURL string
+	// Namespace is the Kubernetes namespace of the manifests. Default monitoring.
+	Namespace string
+	// Image is the kvwatch container image. Default ghcr.io/kvwatch/kvwatch:latest.
+	Image string
+}
+
+// Receivers are Alertmanager notification targets. With none set, alerts are
+// kept in Alertmanager (visible in its UI and API) and sent nowhere.
+type Receivers struct {
+	// WebhookURLs receive Alertmanager's webhook JSON.
+	WebhookURLs []string
+	// EmailTo, EmailFrom and EmailSmarthost (host:port) configure e-mail.
+	EmailTo        string
+	EmailFrom      string
+	EmailSmarthost string
+	// SlackWebhookURL and SlackChannel configure Slack.
+	SlackWebhookURL string
+	SlackChannel    string
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	if o.Config == nil {
+		o.Config = config.Default()
+	}
+	setS := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	setD := func(p *model.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = model.Duration(v)
+		}
+	}
+	setS(&o.KVWatchAddress, DefaultKVWatchAddress)
+	setS(&o.PrometheusAddress, DefaultPrometheusAddress)
+	setS(&o.AlertmanagerAddress, DefaultAlertmanagerAddress)
+	setS(&o.GrafanaAddress, DefaultGrafanaAddress)
+	setD(&o.RetentionTime, 15*24*time.Hour)
+	setS(&o.RetentionSize, "10GB")
+	setD(&o.ScrapeInterval, 15*time.Second)
+	setD(&o.EvaluationInterval, 15*time.Second)
+	setD(&o.KVFullFor, 5*time.Minute)
+	if o.KVFullMinUsage == 0 {
+		o.KVFullMinUsage = 0.5
+	}
+	setS(&o.InstallDir, DefaultInstallDir)
+	setS(&o.RunbookURL, DefaultRunbookURL)
+	setS(&o.Namespace, "monitoring")
+	setS(&o.Image, "ghcr.io/kvwatch/kvwatch:latest")
+	o.Alerts = mergeAlerts(o.Alerts, o.Config.Alerts)
+	if len(o.Receivers.WebhookURLs) == 0 && len(o.Config.Alerting.Webhooks) > 0 {
+		o.Receivers.WebhookURLs = append([]string(nil), o.Config.Alerting.Webhooks...)
+	}
+	return o
+}
+
+// mergeAlerts fills the zero fields of a from def.
+func mergeAlerts(a, def config.Alerts) config.Alerts {
+	f := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	d := func(p *model.Duration, v model.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	f(&a.KVUsageWarning, def.KVUsageWarning)
+	d(&a.KVUsageWarningFor, def.KVUsageWarningFor)
+	f(&a.KVUsageCritical, def.KVUsageCritical)
+	d(&a.KVUsageCriticalFor, def.KVUsageCriticalFor)
+	d(&a.KVFullWithin, def.KVFullWithin)
+	f(&a.QueueLength, def.QueueLength)
+	d(&a.QueueFor, def.QueueFor)
+	f(&a.PreemptionsPerSecond, def.PreemptionsPerSecond)
+	d(&a.PreemptionsFor, def.PreemptionsFor)
+	f(&a.PrefixHitRatioLow, def.PrefixHitRatioLow)
+	f(&a.PrefixHitMinTokensPS, def.PrefixHitMinTokensPS)
+	d(&a.PrefixHitFor, def.PrefixHitFor)
+	f(&a.LeakUsage, def.LeakUsage)
+	d(&a.LeakFor, def.LeakFor)
+	f(&a.RankSpread, def.RankSpread)
+	d(&a.RankSpreadFor, def.RankSpreadFor)
+	d(&a.TargetDownFor, def.TargetDownFor)
+	d(&a.StaleAfter, def.StaleAfter)
+	return a
+}
+
+// validate reports every problem in o (after defaults) at once.
+func (o Options) validate() error {
+	var errs []error
+	for _, a := range []struct{ flag, v string }{
+		{"--kvwatch.address", o.KVWatchAddress}, {"--prometheus.listen-address", o.PrometheusAddress},
+		{"--alertmanager.listen-address", o.AlertmanagerAddress}, {"--grafana.listen-address", o.GrafanaAddress},
+	} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port, e.g. 127.0.0.1:9090", a.flag, a.v))
+		}
+	}
+	urls := append([]string{}, o.Receivers.WebhookURLs...)
+	if o.RemoteWriteURL != "" {
+		urls = append(urls, o.RemoteWriteURL)
+	}
+	if o.Receivers.SlackWebhookURL != "" {
+		urls = append(urls, o.Receivers.SlackWebhookURL)
+	}
+	for _, s := range urls {
+		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("URL %q: want an absolute http(s) URL", s))
+		}
+	}
+	r := o.Receivers
+	if (r.EmailTo != "") != (r.EmailSmarthost != "") || (r.EmailTo != "" && r.EmailFrom == "") {
+		errs = append(errs, errors.New("e-mail receiver: set --alertmanager.email-to, --alertmanager.email-from and --alertmanager.email-smarthost together"))
+	}
+	if o.KVFullMinUsage <= 0 || o.KVFullMinUsage >= 1 {
+		errs = append(errs, fmt.Errorf("KV full minimum usage %g: want a ratio in (0, 1)", o.KVFullMinUsage))
+	}
+	if o.Alerts.KVUsageWarning >= o.Alerts.KVUsageCritical {
+		errs = append(errs, fmt.Errorf("alerts: kv_usage_warning %g must be below kv_usage_critical %g", o.Alerts.KVUsageWarning, o.Alerts.KVUsageCritical))
+	}
+	if !filepath.IsAbs(o.InstallDir) {
+		errs = append(errs, fmt.Errorf("install dir %q: want an absolute path, e.g. %s", o.InstallDir, DefaultInstallDir))
+	}
+	return errors.Join(errs...)
+}
+
+// File is one generated artifact.
+type File struct {
+	// Path is relative to the stack directory, with forward slashes.
+	Path string
+	Data []byte
+	// Mode is the file's permission bits.
+	Mode fs.FileMode
+}
+
+// Files are the generated artifacts, sorted by path.
+type Files []File
+
+// Get returns the file at path, or nil.
+func (fs Files) Get(path string) []byte {
+	for _, f := range fs {
+		if f.Path == path {
+			return f.Data
+		}
+	}
+	return nil
+}
+
+// Paths lists the paths of fs in order.
+func (fs Files) Paths() []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Path
+	}
+	return out
+}
+
+// Write writes fs under dir, creating directories as needed. Existing
+// files are replaced; other files in dir are left alone. A file that must
+// stay secret (Mode 0600) is not overwritten when it exists, so a
+// regenerated stack keeps its Grafana admin password.
+func (fs Files) Write(dir string) error {
+	for _, f := range fs {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("write stack: %w", err)
+		}
+		if f.Mode == 0o600 {
+			if _, err := os.Stat(p); err == nil {
+				continue
+			}
+		}
+		if err := os.WriteFile(p, f.Data, f.Mode); err != nil {
+			return fmt.Errorf("write stack: %w", err)
+		}
+	}
+	return nil
+}
+
+// Generate builds every artifact of the stack from o.
+func Generate(o Options) (Files, error) {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("stack options: %w", err)
+	}
+	var out Files
+	add := func(path string, mode fs.FileMode, gen func() ([]byte, error)) error {
+		b, err := gen()
+		if err != nil {
+			return fmt.Errorf("generate %s: %w", path, err)
+		}
+		out = append(out, File{Path: path, Data: b, Mode: mode})
+		return nil
+	}
+	steps := []struct {
+		path string
+		mode fs.FileMode
+		gen  func() ([]byte, error)
+	}{
+		{"prometheus.yml", 0o644, func() ([]byte, error) { return marshalYAML(prometheusConfig(o, "")) }},
+		{RecordingRulesFile, 0o644, func() ([]byte, error) { return marshalYAML(RecordingRules(o)) }},
+		{AlertRulesFile, 0o644, func() ([]byte, error) { return marshalYAML(AlertRules(o)) }},
+		{AlertTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(ruleTests(o)) }},
+		{"alertmanager.yml", 0o644, func() ([]byte, error) { return marshalYAML(alertmanagerConfig(o)) }},
+		{"kvwatch.yml", 0o644, func() ([]byte, error) { return kvwatchConfig(o) }},
+	}
+	for _, s := range steps {
+		if err := add(s.path, s.mode, s.gen); err != nil {
+			return nil, err
+		}
+	}
+	more, err := generateMore(o)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, more...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// kvwatchConfig returns the config file kvwatch runs with in the stack.
+func kvwatchConfig(o Options) ([]byte, error) {
+	if o.ConfigFile != nil {
+		return o.ConfigFile, nil
+	}
+	var b strings.Builder
+	b.WriteString("# kvwatch config for the generated stack; add targets here (see docs/configuration.md).\n")
+	b.WriteString("targets: []\n")
+	return []byte(b.String()), nil
+}

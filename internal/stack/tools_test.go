@@ -1,0 +1,81 @@
+package stack
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tool returns the path of an external binary, skipping the test when it is
+// missing, or failing it when KVWATCH_REQUIRE_TOOLS=1 (as in CI).
+func tool(t *testing.T, names ...string) string {
+	t.Helper()
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	msg := strings.Join(names, " or ") + " not on PATH; install Debian packages prometheus and prometheus-alertmanager"
+	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// run runs a tool in dir and fails the test with its output on error.
+func run(t *testing.T, dir, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestAlertmanagerConfigAmtool(t *testing.T) {
+	amtool := tool(t, "amtool")
+	for name, o := range map[string]Options{"no receivers": {}, "all receivers": goldenOptions()} {
+		t.Run(name, func(t *testing.T) {
+			files, err := Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := files.Write(dir); err != nil {
+				t.Fatal(err)
+			}
+			out := run(t, dir, amtool, "check-config", "alertmanager.yml")
+			if !strings.Contains(out, "SUCCESS") {
+				t.Errorf("amtool check-config: %s", out)
+			}
+		})
+	}
+}
+
+func TestPrometheusConfigPromtool(t *testing.T) {
+	promtool := tool(t, "promtool")
+	files, err := Generate(goldenOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range files.Paths() {
+		if p == "prometheus.yml" || (strings.HasPrefix(p, "ha/") && strings.HasSuffix(p, ".yml") && strings.Contains(p, "prometheus")) {
+			out := run(t, dir, promtool, "check", "config", p)
+			if !strings.Contains(out, "SUCCESS") {
+				t.Errorf("promtool check config %s: %s", p, out)
+			}
+		}
+	}
+}
