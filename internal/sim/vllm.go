@@ -1,0 +1,157 @@
+package sim
+
+import (
+	"strconv"
+)
+
+// vllmBlocks is num_gpu_blocks as vLLM reports it: the capacity in blocks
+// plus the null block (newer BlockPool.get_usage divides by num_gpu_blocks−1).
+func vllmBlocks(spec ServerSpec) int64 { return spec.CapacityTokens/spec.PageSize + 1 }
+
+// renderVLLM writes a vLLM V1 /metrics page (vllm/v1/metrics/loggers.py;
+// engine-metrics.md §3): labels model_name and engine (one per DP rank),
+// counters with _total and _created (prometheus_client in single-process
+// mode keeps declaration order and puts le last), cache_config_info with
+// string labels.
+func renderVLLM(p *snapshot) []byte {
+	spec := p.srv.spec
+	g, live := p.gauges(), &p.truth
+	w := &page{style: pyNum, b: make([]byte, 0, 32<<10)}
+	created := float64(p.created.UnixNano()) / 1e9
+	lbl := make([]string, spec.DP)
+	for e := range spec.DP {
+		lbl[e] = labels(false, "model_name", spec.ModelName, "engine", strconv.Itoa(e))
+	}
+	gauge := func(name, help string, v func(r *RankTruth) float64) {
+		w.family(name, help, "gauge")
+		for e := range spec.DP {
+			w.sample(name, lbl[e], v(&g.Ranks[e]))
+		}
+	}
+	counter := func(name, help string, v func(r *RankTruth) float64) {
+		w.family(name+"_total", help, "counter")
+		for e := range spec.DP {
+			w.sample(name+"_total", lbl[e], v(&live.Ranks[e]))
+			w.sample(name+"_created", lbl[e], created)
+		}
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", func(r *RankTruth) float64 { return float64(r.Running) })
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", func(r *RankTruth) float64 { return float64(r.Queued) })
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", func(r *RankTruth) float64 {
+		return float64(r.UsedTokens) / float64(r.CapacityTokens)
+	})
+	counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", func(r *RankTruth) float64 { return float64(r.Counters.PrefixQueriedTokens) })
+	counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", func(r *RankTruth) float64 { return float64(r.Counters.PrefixHitTokens) })
+	counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", func(r *RankTruth) float64 { return float64(r.Counters.Preemptions) })
+	counter("vllm:prompt_tokens", "Number of prefill tokens processed.", func(r *RankTruth) float64 { return float64(r.Counters.PromptTokens) })
+	counter("vllm:generation_tokens", "Number of generation tokens processed.", func(r *RankTruth) float64 { return float64(r.Counters.GenerationTokens) })
+	w.family("vllm:request_success_total", "Count of successfully processed requests.", "counter")
+	for e := range spec.DP {
+		c := live.Ranks[e].Counters
+		for _, fr := range []struct {
+			reason string
+			n      int64
+		}{{"stop", c.RequestsFinished - c.FinishedLength}, {"length", c.FinishedLength}, {"abort", 0}} {
+			l := join(lbl[e], `finished_reason="`+fr.reason+`"`)
+			w.sample("vllm:request_success_total", l, float64(fr.n))
+			w.sample("vllm:request_success_created", l, created)
+		}
+	}
+	w.family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge")
+	for e := range spec.DP {
+		w.sample("vllm:cache_config_info", vllmCacheConfig(spec, strconv.Itoa(e)), 1)
+	}
+	for _, f := range []struct {
+		name, help string
+		h          func(h hists) *histogram
+	}{
+		{"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", func(h hists) *histogram { return h.ttft }},
+		{"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", func(h hists) *histogram { return h.itl }},
+		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", func(h hists) *histogram { return h.e2e }},
+		{"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", func(h hists) *histogram { return h.queueTime }},
+		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", func(h hists) *histogram { return h.prompt }},
+		{"vllm:request_generation_tokens", "Number of generation tokens processed.", func(h hists) *histogram { return h.gen }},
+	} {
+		w.family(f.name, f.help, "histogram")
+		for e := range spec.DP {
+			w.histogram(f.name, lbl[e], f.h(p.hists[e]), false, created)
+		}
+	}
+	return w.b
+}
+
+// vllmCacheConfig renders cache_config_info's labels: CacheConfig fields as
+// strings, unset ones "None"; engine is "" for V0 (no engine label).
+func vllmCacheConfig(spec ServerSpec, engine string) string {
+	kv := []string{"block_size", strconv.FormatInt(spec.PageSize, 10), "cache_dtype", "auto", "calculate_kv_scales", "False",
+		"cpu_offload_gb", "0", "enable_prefix_caching", pyBool(*spec.PrefixCaching), "gpu_memory_utilization", "0.9",
+		"is_attention_free", "False", "num_cpu_blocks", "None", "num_gpu_blocks", strconv.FormatInt(vllmBlocks(spec), 10),
+		"num_gpu_blocks_override", "None", "sliding_window", "None", "swap_space_bytes", "4294967296"}
+	if engine != "" {
+		kv = append(kv, "engine", engine, "kv_cache_size_tokens", strconv.FormatInt(spec.CapacityTokens, 10),
+			"kv_cache_max_concurrency", strconv.FormatFloat(float64(spec.CapacityTokens)/float64(spec.ContextLength), 'f', -1, 64),
+			"prefix_caching_hash_algo", "sha256")
+	} else {
+		kv[17] = "9362"
+	}
+	return labels(true, kv...)
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}
+
+// renderVLLMV0 writes a vLLM V0 page (vllm/engine/metrics.py, as in the
+// aibrix capture): label model_name only, gpu_cache_usage_perc, prefix hit
+// rate as a gauge (−1 when prefix caching is off), no _created series.
+func renderVLLMV0(p *snapshot) []byte {
+	spec := p.srv.spec
+	g, live := p.gauges(), &p.truth
+	w := &page{style: pyNum, b: make([]byte, 0, 16<<10)}
+	l := labels(true, "model_name", spec.ModelName)
+	r, lr := &g.Ranks[0], &live.Ranks[0]
+	w.b = append(w.b, "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n"...)
+	w.sample("vllm:cache_config_info", vllmCacheConfig(spec, ""), 1)
+	one := func(name, help, typ string, v float64) {
+		w.family(name, help, typ)
+		w.sample(name, l, v)
+	}
+	hit := -1.0
+	if *spec.PrefixCaching {
+		hit = 0
+		if q := lr.Counters.PrefixQueriedTokens; q > 0 {
+			hit = float64(lr.Counters.PrefixHitTokens) / float64(q)
+		}
+	}
+	one("vllm:num_requests_running", "Number of requests currently running on GPU.", "gauge", float64(r.Running))
+	one("vllm:num_requests_swapped", "Number of requests swapped to CPU.", "gauge", 0)
+	one("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge", float64(r.Queued))
+	one("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", "gauge", float64(r.UsedTokens)/float64(r.CapacityTokens))
+	one("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", "gauge", 0)
+	one("vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", "gauge", -1)
+	one("vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.", "gauge", hit)
+	one("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", "counter", float64(lr.Counters.Preemptions))
+	one("vllm:prompt_tokens_total", "Number of prefill tokens processed.", "counter", float64(lr.Counters.PromptTokens))
+	one("vllm:generation_tokens_total", "Number of generation tokens processed.", "counter", float64(lr.Counters.GenerationTokens))
+	w.family("vllm:request_success_total", "Count of successfully processed requests.", "counter")
+	w.sample("vllm:request_success_total", labels(true, "finished_reason", "stop", "model_name", spec.ModelName), float64(lr.Counters.RequestsFinished-lr.Counters.FinishedLength))
+	w.sample("vllm:request_success_total", labels(true, "finished_reason", "length", "model_name", spec.ModelName), float64(lr.Counters.FinishedLength))
+	h := p.hists[0]
+	for _, f := range []struct {
+		name, help string
+		h          *histogram
+	}{
+		{"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", h.ttft},
+		{"vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", h.itl},
+		{"vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", h.e2e},
+		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", h.prompt},
+		{"vllm:request_generation_tokens", "Number of generation tokens processed.", h.gen},
+	} {
+		w.family(f.name, f.help, "histogram")
+		w.histogram(f.name, l, f.h, true, 0)
+	}
+	return w.b
+}
