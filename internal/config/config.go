@@ -286,6 +286,18 @@ func Parse(b []byte, name string) (*Config, error) {
 	return c, nil
 }
 
+// Check applies defaults and validates a config built in code (e.g. from
+// command-line targets); problems name keys but no lines.
+func (c *Config) Check(name string) error {
+	c.applyDefaults()
+	v := validator{}
+	c.validate(&v)
+	if len(v.problems) > 0 {
+		return &Error{File: name, Problems: v.problems}
+	}
+	return nil
+}
+
 // yamlProblems splits a yaml error into its per-line messages.
 func yamlProblems(err error) []string {
 	var te *yaml.TypeError
@@ -335,6 +347,9 @@ func pathString(path []any) string {
 // lineOf returns the line of the node at path, or of its nearest ancestor
 // present in the file.
 func lineOf(root *yaml.Node, path []any) int {
+	if root == nil {
+		return 0
+	}
 	n := root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+)
+
+// targetFlags are the target-selection flags shared by status and top.
+type targetFlags struct {
+	args       []string
+	configFile string
+	engine     string
+	headroom   string
+	timeout    string
+}
+
+// register adds the flags and the TARGET arguments to cmd.
+func (f *targetFlags) register(cmd *kingpin.CmdClause) {
+	cmd.Arg("target", "Servers to read, as [ROLE=]URL (ROLE: prefill, decode, unified, router), e.g. decode=http://127.0.0.1:30002. A URL without a path means /metrics.").StringsVar(&f.args)
+	cmd.Flag("config.file", "Read targets (and headroom sizes, timeouts, auth) from this kvwatch config file, the same file serve reads.").PlaceHolder("FILE").StringVar(&f.configFile)
+	cmd.Flag("engine", "Force this engine's adapter instead of detecting it: "+strings.Join(engine.NewRegistry().Names(), ", ")+".").PlaceHolder("ENGINE").StringVar(&f.engine)
+	cmd.Flag("headroom", "Request sizes in tokens for headroom, comma-separated (the server's own context length is added when it reports one). Default: the config's headroom_tokens, else 8192.").PlaceHolder("4096,8192,32768").StringVar(&f.headroom)
+	cmd.Flag("scrape.timeout", "Timeout of one scrape (default: the config's, else 4s).").PlaceHolder("4s").StringVar(&f.timeout)
+}
+
+// load builds the config and the scrape targets from the flags. Errors are
+// usage errors (exit code 2).
+func (f *targetFlags) load(reg *engine.Registry) (*config.Config, []*scrape.Target, error) {
+	var cfg *config.Config
+	if f.configFile != "" {
+		c, err := config.Load(f.configFile)
+		if err != nil {
+			return nil, nil, usageError{err}
+		}
+		cfg = c
+	} else {
+		cfg = config.Default()
+	}
+	for _, a := range f.args {
+		t, err := parseTargetArg(a)
+		if err != nil {
+			return nil, nil, usageError{err}
+		}
+		cfg.Targets = append(cfg.Targets, t)
+	}
+	if len(cfg.Targets) == 0 {
+		return nil, nil, usageError{fmt.Errorf("no targets: give URLs (e.g. http://127.0.0.1:30000) or --config.file")}
+	}
+	if f.engine != "" {
+		if _, err := reg.ByName(f.engine); err != nil {
+			return nil, nil, usageError{fmt.Errorf("--engine: %w", err)}
+		}
+		for i := range cfg.Targets {
+			cfg.Targets[i].Engine = f.engine
+		}
+	}
+	if f.timeout != "" {
+		d, err := parseDuration(f.timeout)
+		if err != nil {
+			return nil, nil, usageError{fmt.Errorf("--scrape.timeout: %w", err)}
+		}
+		cfg.Global.ScrapeTimeout = d
+		for i := range cfg.Targets {
+			cfg.Targets[i].ScrapeTimeout = d
+		}
+	}
+	if f.headroom != "" {
+		sizes, err := parseSizes(f.headroom)
+		if err != nil {
+			return nil, nil, usageError{fmt.Errorf("--headroom: %w", err)}
+		}
+		cfg.Global.HeadroomTokens = sizes
+	}
+	// Apply defaults and validate targets given on the command line.
+	if err := cfg.Check("command line"); err != nil {
+		return nil, nil, usageError{err}
+	}
+	targets, err := scrape.Targets(cfg)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	return cfg, targets, nil
+}
+
+// parseTargetArg reads [ROLE=]URL.
+func parseTargetArg(a string) (config.Target, error) {
+	t := config.Target{URL: a}
+	if i := strings.Index(a, "="); i > 0 && !strings.Contains(a[:i], "/") && !strings.Contains(a[:i], ":") {
+		t.Role, t.URL = a[:i], a[i+1:]
+	}
+	if _, err := config.ParseTargetURL(t.URL); err != nil {
+		return t, fmt.Errorf("target %q: %w", a, err)
+	}
+	return t, nil
+}
+
+// parseSizes reads "4096,8192,32k" into token counts.
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(strings.ToLower(p))
+		if p == "" {
+			continue
+		}
+		mult := 1
+		if strings.HasSuffix(p, "k") {
+			mult, p = 1024, strings.TrimSuffix(p, "k")
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number of tokens", p)
+		}
+		out = append(out, n*mult)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no sizes given")
+	}
+	return out, nil
+}
