@@ -64,6 +64,7 @@ func NewRegistry() *Registry {
 		SGLang{},
 		SGLangRouter{},
 		VLLM{},
+		TGI{},
 	)
 }
 
