@@ -70,7 +70,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	// addTop(app, r) // uncommented by the change that adds it
 	// addServe(app, r) // uncommented by the change that adds it
 	// addCheck(app, r) // uncommented by the change that adds it
-	// addSimulate(app, r) // uncommented by the change that adds it
+	addSimulate(app, r)
 	// addDemo(app, r) // uncommented by the change that adds it
 	// addStack(app, r) // uncommented by the change that adds it
 

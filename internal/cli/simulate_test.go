@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestSimulateDefaultScenario(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- Run(ctx, []string{"simulate", "--speed=10", "--tick=50ms"}, Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+	}()
+	var lines []string
+	for range 500 {
+		lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) == 3 {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("simulate exited early with %d; stderr: %s", code, errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if len(lines) != 3 {
+		t.Fatalf("stdout = %q, want 3 endpoint lines", out.String())
+	}
+	wantRoles := []string{"router", "prefill", "decode"}
+	wantFamily := []string{"smg_worker_health", "sglang:kv_used_tokens", "sglang:max_total_num_tokens"}
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[0] != wantRoles[i] || !strings.HasPrefix(f[2], "http://127.0.0.1:") || !strings.HasSuffix(f[2], "/metrics") {
+			t.Fatalf("line %d = %q, want %q <engine> http://127.0.0.1:<port>/metrics", i, l, wantRoles[i])
+		}
+		resp, err := http.Get(f[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "# TYPE "+wantFamily[i]+" ") {
+			t.Errorf("GET %s = %d, body without %s:\n%.300s", f[2], resp.StatusCode, wantFamily[i], body)
+		}
+	}
+	if !strings.Contains(lines[2], "sglang") {
+		t.Errorf("decode line %q: want engine sglang", lines[2])
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("exit code = %d, want 0; stderr: %s", code, errb.String())
+	}
+}
+
+func TestSimulateBadScenario(t *testing.T) {
+	var out, errb syncBuffer
+	code := Run(context.Background(), []string{"simulate", "--scenario", "no-such"}, Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+	if code != exitUsage {
+		t.Errorf("exit code = %d, want %d", code, exitUsage)
+	}
+	want := `kvwatch: unknown scenario "no-such"; want a built-in (mixed, pd-sglang, sglang-legacy, vllm-dp) or a YAML file`
+	if got := strings.TrimSpace(errb.String()); got != want {
+		t.Errorf("stderr = %q, want %q", got, want)
+	}
+}
