@@ -65,6 +65,7 @@ func NewRegistry() *Registry {
 		SGLangRouter{},
 		VLLM{},
 		TGI{},
+		Triton{},
 	)
 }
 

@@ -52,23 +52,24 @@ func (TGI) Normalize(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "tgi", Generation: "current", Role: kv.RoleUnified}
 	s := &srv.Signals
-	s.Capacity = single(p, tgiCapacity, kv.Of)
-	s.Used = single(p, tgiReserved, kv.ReservedOf)
+	s.Capacity = single(p, tgiCapacity, nil, kv.Of)
+	s.Used = single(p, tgiReserved, nil, kv.ReservedOf)
 	s.ReservedRatio = s.Used.Div(s.Capacity)
-	s.Running = single(p, tgiRunning, kv.Of)
-	s.Queued.Waiting = single(p, tgiQueue, kv.Of)
+	s.Running = single(p, tgiRunning, nil, kv.Of)
+	s.Queued.Waiting = single(p, tgiQueue, nil, kv.Of)
 	s.Counters.GenerationTokens = summed(p, tgiGenerated, nil, kv.Of)
 	s.Counters.PromptTokens = summed(p, tgiInput, nil, kv.Of)
 	srv.Rollup()
 	return srv, nil
 }
 
-// single returns the largest finite sample of name (engines without ranks
-// write one series; duplicates are collapsed, not added).
-func single(p *expo.Page, name string, mk func(float64) kv.Value) kv.Value {
+// single returns the largest finite sample of name that keep accepts (nil:
+// all): engines without ranks write one series, and duplicates are
+// collapsed, not added.
+func single(p *expo.Page, name string, keep func(expo.Sample) bool, mk func(float64) kv.Value) kv.Value {
 	var out kv.Value
 	for _, s := range p.Samples(name) {
-		if !expo.Finite(s.Value) {
+		if (keep != nil && !keep(s)) || !expo.Finite(s.Value) {
 			continue
 		}
 		if !out.OK() || s.Value > out.V {

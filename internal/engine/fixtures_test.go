@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvwatch/kvwatch/internal/expo"
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
+
+// fixtureCase is one real capture from testdata/fixtures (see SOURCES.md
+// there) with the values worked out by hand from the file.
+type fixtureCase struct {
+	file string
+	// extra maps an endpoint path to a fixture file served there.
+	extra map[string]string
+	// edit is an explicit change made before parsing (documents' elisions).
+	edit func(string) string
+	want summary
+	// wantErr, when set, is a substring of the detection error.
+	wantErr string
+}
+
+var fixtureCases = []fixtureCase{
+	{
+		file: "sglang-docs-production_metrics.prom",
+		want: summary{Engine: "sglang", Generation: "legacy", Model: "meta-llama/Llama-3.1-8B-Instruct", Ranks: 1,
+			Signals: kv.Signals{
+				// No max_total_num_tokens on this page: capacity unknown, and
+				// not back-computed from the 0.01-rounded token_usage.
+				Used: dir(123859), UsageRatio: dir(0.28),
+				Running: dir(162), Queued: kv.Queues{Waiting: dir(2826)},
+				Counters: kv.Counters{PromptTokens: dir(8128902), GenerationTokens: dir(7557572)},
+			},
+			Spread: der(0)},
+	},
+	{
+		file: "sglang-pr1853-review-partial.prom",
+		want: summary{Engine: "sglang", Generation: "first",
+			Model: "/shared/public/elr-models/meta-llama/Llama-3.2-3B/5cc0ffe09ee49f7be6ca7c794ee6bd7245e84e60/",
+			Ranks: 1, ContextLength: dir(131072),
+			Signals: kv.Signals{Capacity: dir(570979), Counters: kv.Counters{PromptTokens: dir(230794)}}},
+	},
+	{
+		file: "sglang-pr4412-description-partial.prom",
+		want: summary{Engine: "sglang", Generation: "legacy", Model: "/shared/public/models/Meta-Llama-3-8B-Instruct",
+			Role: kv.RoleUnified, Ranks: 1,
+			Signals: kv.Signals{Used: dir(0), UsageRatio: dir(0), Running: dir(0)}, Spread: der(0)},
+	},
+	{
+		file: "vllm-docs-design-metrics-example_output.prom", edit: dropEllipses,
+		want: summary{Engine: "vllm", Generation: "current", Model: "meta-llama/Llama-3.1-8B-Instruct", Ranks: 1,
+			Signals: kv.Signals{Running: dir(8), Counters: kv.Counters{GenerationTokens: dir(27453)}}},
+	},
+	{
+		// The document elides labels inside the braces ("...}"); with the
+		// elision removed the info series has block_size but no
+		// num_gpu_blocks: capacity unknown.
+		file: "vllm-docs-design-metrics-cache_config_info.prom",
+		edit: func(s string) string { return strings.Replace(s, `,...}`, `}`, 1) },
+		want: summary{Engine: "vllm", Generation: "current"},
+	},
+	{
+		file:    "vllm-docs-design-metrics-http_filtered.prom",
+		wantErr: "no known engine metrics among the page's 5 families (e.g. http_requests, http_request_size_bytes, http_response_size_bytes, http_request_duration_highr_seconds, http_request_duration_seconds)",
+	},
+	{
+		// Only an iteration-tokens histogram survives the elision: nothing
+		// kvwatch reads.
+		file: "vllm-docs-usage-metrics.prom", edit: dropEllipses,
+		wantErr: "no known engine metrics among the page's 1 families (e.g. vllm:iteration_tokens_total)",
+	},
+	{
+		file: "vllm-v0-aibrix-docs-runtime_rst-passthrough.prom",
+		want: summary{Engine: "vllm", Generation: "v0", Model: "Qwen/Qwen2.5-Coder-1.5B-Instruct", Ranks: 1,
+			Signals: kv.Signals{
+				// cache_config_info: num_gpu_blocks 81767 × block_size 16.
+				Capacity: der(1308272), Used: der(0), UsageRatio: dir(0),
+				Running: dir(0), Queued: kv.Queues{Waiting: dir(0)},
+				Counters: kv.Counters{Preemptions: dir(0), PromptTokens: dir(148), GenerationTokens: dir(955)},
+			},
+			Spread: der(0)},
+	},
+	{
+		file: "triton-trtllm-tensorrtllm_backend-README-inflight_batcher.prom",
+		want: summary{Engine: "triton", Generation: "inflight_batcher", Model: "tensorrt_llm", Ranks: 1,
+			Signals: kv.Signals{
+				// max 6239 × tokens_per 64, used 1 × 64; ratio used/max =
+				// 1/6239, not the sample's inconsistent fraction 0.4875.
+				Capacity: der(399296), Used: der(64), UsageRatio: der(1.0 / 6239),
+				Running: dir(1), Queued: kv.Queues{Waiting: dir(1)},
+			},
+			Spread: der(0)},
+	},
+	{
+		file: "triton-trtllm-tensorrtllm_backend-README-v1_model.prom",
+		want: summary{Engine: "triton", Generation: "v1", Model: "tensorrt_llm", Ranks: 1},
+	},
+	{
+		file: "triton-core-tensorrtllm_backend-README-base_metrics.prom",
+		want: summary{Engine: "triton", Generation: "core", Model: "tensorrt_llm",
+			Signals: kv.Signals{Queued: kv.Queues{Waiting: dir(0)}}},
+	},
+}
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "fixtures", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestFixtures(t *testing.T) {
+	for _, tc := range fixtureCases {
+		t.Run(tc.file, func(t *testing.T) {
+			body := string(readFixture(t, tc.file))
+			if tc.edit != nil {
+				body = tc.edit(body)
+			}
+			extra := map[string][]byte{}
+			for path, f := range tc.extra {
+				extra[path] = readFixture(t, f)
+			}
+			r := NewRegistry()
+			p, err := expo.Parse([]byte(body), "text/plain; version=0.0.4", r.Want)
+			if err != nil {
+				t.Fatalf("expo.Parse: %v", err)
+			}
+			a, err := r.Detect(p)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Detect = %v, want error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Detect: %v", err)
+			}
+			s, err := a.Normalize(Input{Page: p, Extra: extra})
+			if err != nil {
+				t.Fatalf("Normalize: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, summarize(s), valueCmp); diff != "" {
+				t.Errorf("Normalize(%s) (-want +got):\n%s", tc.file, diff)
+			}
+		})
+	}
+}
+
+// TestFixturesCovered fails when a fixture file has no case, so a new
+// capture cannot be added without its hand-worked values.
+func TestFixturesCovered(t *testing.T) {
+	covered := map[string]bool{"SOURCES.md": true}
+	for _, tc := range fixtureCases {
+		covered[tc.file] = true
+		for _, f := range tc.extra {
+			covered[f] = true
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join("testdata", "fixtures"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !covered[e.Name()] {
+			t.Errorf("fixture %s has no case in fixtureCases", e.Name())
+		}
+	}
+}
+
+// TestFixturesWithElisionsFail checks that a page with the documents' "..."
+// lines, served as is, is a clear parse error naming the line.
+func TestFixturesWithElisionsFail(t *testing.T) {
+	tests := []struct{ file, want string }{
+		{"vllm-docs-design-metrics-example_output.prom", `line 4: "..." is not a metric line`},
+		{"vllm-docs-usage-metrics.prom", `line 12: "..." is not a metric line`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			_, err := expo.Parse(readFixture(t, tt.file), "", NewRegistry().Want)
+			if err == nil || !errors.Is(err, expo.ErrNotMetrics) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("expo.Parse(%s) = %v, want ErrNotMetrics containing %q", tt.file, err, tt.want)
+			}
+		})
+	}
+	// The elision inside a label set is caught by the Prometheus parser.
+	_, err := expo.Parse(readFixture(t, "vllm-docs-design-metrics-cache_config_info.prom"), "", NewRegistry().Want)
+	if err == nil || !strings.HasPrefix(err.Error(), "parse metrics:") {
+		t.Fatalf("expo.Parse(cache_config_info) = %v, want a parse error", err)
+	}
+}
