@@ -66,6 +66,7 @@ func NewRegistry() *Registry {
 		VLLM{},
 		TGI{},
 		Triton{},
+		LlamaCpp{},
 	)
 }
 

@@ -106,6 +106,84 @@ var fixtureCases = []fixtureCase{
 		want: summary{Engine: "triton", Generation: "core", Model: "tensorrt_llm",
 			Signals: kv.Signals{Queued: kv.Queues{Waiting: dir(0)}}},
 	},
+	{
+		file: "llamacpp-pr13196-comment-partial.prom",
+		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified,
+			Signals: kv.Signals{Counters: kv.Counters{PromptTokens: dir(143), GenerationTokens: dir(673)}}},
+	},
+	{
+		// No slot has had a task yet: every slot holds 0 tokens.
+		file:  "llamacpp-real-idle.prom",
+		extra: map[string]string{PathSlots: "llamacpp-real-idle.slots.json", PathProps: "llamacpp-real-props.json"},
+		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
+			ContextLength: dir(1024),
+			Signals: kv.Signals{
+				// /props: n_ctx 1024 per slot × total_slots 4.
+				Capacity: der(4096), Used: der(0), UsageRatio: der(0),
+				Running: dir(0), Queued: kv.Queues{Waiting: dir(0)},
+				Counters: kv.Counters{PrefixHitTokens: dir(0), PrefixQueryTokens: der(0), PromptTokens: dir(0), GenerationTokens: dir(0)},
+			}},
+	},
+	{
+		file:  "llamacpp-real-load-queued.prom",
+		extra: map[string]string{PathSlots: "llamacpp-real-load-queued.slots.json", PathProps: "llamacpp-real-props.json"},
+		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
+			ContextLength: dir(1024),
+			Signals: kv.Signals{
+				// n_prompt_tokens 502 + 723 + 635 + 530.
+				Capacity: der(4096), Used: der(2390), UsageRatio: der(2390.0 / 4096),
+				Running: dir(4), Queued: kv.Queues{Waiting: dir(12)},
+				// cached 0; queried = cached 0 + processed 1833.
+				Counters: kv.Counters{PrefixHitTokens: dir(0), PrefixQueryTokens: der(1833), PromptTokens: dir(1833), GenerationTokens: dir(0)},
+			}},
+	},
+	{
+		file:  "llamacpp-real-load.prom",
+		extra: map[string]string{PathSlots: "llamacpp-real-load.slots.json", PathProps: "llamacpp-real-props.json"},
+		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
+			ContextLength: dir(1024),
+			Signals: kv.Signals{
+				// n_prompt_tokens 549 + 420 + 337 + 661.
+				Capacity: der(4096), Used: der(1967), UsageRatio: der(1967.0 / 4096),
+				Running: dir(4), Queued: kv.Queues{Waiting: dir(4)},
+				// cached 45; queried = 45 + processed 4806.
+				Counters: kv.Counters{PrefixHitTokens: dir(45), PrefixQueryTokens: der(4851), PromptTokens: dir(4806), GenerationTokens: dir(1536)},
+			}},
+	},
+	{
+		file:  "llamacpp-real-b5440-idle.prom",
+		extra: map[string]string{PathSlots: "llamacpp-real-b5440-idle.slots.json", PathProps: "llamacpp-real-b5440-props.json"},
+		want: summary{Engine: "llamacpp", Generation: "legacy", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
+			ContextLength: dir(1024),
+			Signals: kv.Signals{
+				Capacity: der(4096), Used: dir(0), UsageRatio: dir(0),
+				Running: dir(0), Queued: kv.Queues{Waiting: dir(0)},
+				Counters: kv.Counters{PromptTokens: dir(0), GenerationTokens: dir(0)},
+			}},
+	},
+	{
+		file:  "llamacpp-real-b5440-load-queued.prom",
+		extra: map[string]string{PathSlots: "llamacpp-real-b5440-load-queued.slots.json", PathProps: "llamacpp-real-b5440-props.json"},
+		want: summary{Engine: "llamacpp", Generation: "legacy", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
+			ContextLength: dir(1024),
+			Signals: kv.Signals{
+				// kv_cache_tokens 2494 and kv_cache_usage_ratio 0.608887 (= 2494/4096 to 6 digits).
+				Capacity: der(4096), Used: dir(2494), UsageRatio: dir(0.608887),
+				Running: dir(4), Queued: kv.Queues{Waiting: dir(12)},
+				Counters: kv.Counters{PromptTokens: dir(1833), GenerationTokens: dir(0)},
+			}},
+	},
+	{
+		file:  "llamacpp-real-b5440-load.prom",
+		extra: map[string]string{PathSlots: "llamacpp-real-b5440-load.slots.json", PathProps: "llamacpp-real-b5440-props.json"},
+		want: summary{Engine: "llamacpp", Generation: "legacy", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
+			ContextLength: dir(1024),
+			Signals: kv.Signals{
+				Capacity: der(4096), Used: dir(2583), UsageRatio: dir(0.630615),
+				Running: dir(4), Queued: kv.Queues{Waiting: dir(4)},
+				Counters: kv.Counters{PromptTokens: dir(6106), GenerationTokens: dir(1536)},
+			}},
+	},
 }
 
 func readFixture(t testing.TB, name string) []byte {

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"encoding/json"
+
+	"github.com/kvwatch/kvwatch/internal/expo"
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
+
+// LlamaCpp reads llama.cpp's llama-server. Its /metrics has no labels and,
+// since release b5441, no KV metric: running (requests_processing), queued
+// (requests_deferred) and the token counters come from /metrics; KV comes
+// from /slots and /props, which the scraper fetches too (ExtraPaths) and
+// passes in Input.Extra. Release b5440 and older export
+// kv_cache_usage_ratio and kv_cache_tokens, read directly.
+//
+// Used tokens from /slots are Σ n_prompt_tokens over every slot (derived):
+// n_prompt_tokens is the slot's token sequence, prompt plus every token
+// generated so far, i.e. the tokens it holds in KV. Idle slots keep their
+// tokens until they take a new task (they serve as prompt cache), so this
+// is occupancy, as the legacy kv_cache_tokens was; a slot that never had a
+// task holds none. Capacity is /props default_generation_settings.n_ctx ×
+// total_slots (derived; else Σ n_ctx over /slots): that assumes per-slot KV
+// (an explicit --parallel N). With a unified KV cache (the default when -np
+// is not given) every slot reports the whole context and the product
+// overstates capacity N times; llama.cpp does not say which mode it runs.
+//
+// A slot is not a rank: all slots share one scheduler and one process, so
+// the server has no ranks. Headroom is therefore computed on the pooled
+// free tokens, while each slot can only take one request of at most n_ctx
+// tokens.
+type LlamaCpp struct{}
+
+const (
+	lcProcessing = "llamacpp:requests_processing"
+	lcDeferred   = "llamacpp:requests_deferred"
+	lcPrompt     = "llamacpp:prompt_tokens_total"
+	lcCached     = "llamacpp:prompt_tokens_cached_total"
+	lcPredicted  = "llamacpp:tokens_predicted_total"
+	lcDecode     = "llamacpp:n_decode_total"
+	lcKVRatio    = "llamacpp:kv_cache_usage_ratio"
+	lcKVTokens   = "llamacpp:kv_cache_tokens"
+
+	// PathSlots and PathProps are llama-server's JSON endpoints read for KV.
+	PathSlots = "/slots"
+	PathProps = "/props"
+)
+
+// Name implements Adapter.
+func (LlamaCpp) Name() string { return "llamacpp" }
+
+// DisabledHint implements DisabledHint.
+func (LlamaCpp) DisabledHint() string { return "start llama-server with --metrics" }
+
+// ExtraPaths implements ExtraPaths.
+func (LlamaCpp) ExtraPaths() []string { return []string{PathSlots, PathProps} }
+
+// MetricNames implements Adapter.
+func (LlamaCpp) MetricNames() []string {
+	return []string{lcProcessing, lcDeferred, lcPrompt, lcCached, lcPredicted, lcDecode, lcKVRatio, lcKVTokens}
+}
+
+// Detect implements Adapter.
+func (LlamaCpp) Detect(p *expo.Page) bool {
+	for _, n := range []string{lcProcessing, lcDeferred, lcPrompt, lcPredicted, lcDecode, lcKVRatio, lcKVTokens} {
+		if p.Has(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// lcSlot is one entry of /slots; a field is nil when absent.
+type lcSlot struct {
+	NCtx         *float64 `json:"n_ctx"`
+	IDTask       *float64 `json:"id_task"`
+	NPrompt      *float64 `json:"n_prompt_tokens"`
+	IsProcessing *bool    `json:"is_processing"`
+}
+
+// lcProps is the part of /props kvwatch reads.
+type lcProps struct {
+	Settings struct {
+		NCtx *float64 `json:"n_ctx"`
+	} `json:"default_generation_settings"`
+	TotalSlots *float64 `json:"total_slots"`
+	ModelAlias string   `json:"model_alias"`
+	ModelPath  string   `json:"model_path"`
+}
+
+// known returns *f as a value made by mk, unknown when nil, not finite or
+// negative.
+func known(f *float64, mk func(float64) kv.Value) kv.Value {
+	if f == nil || *f < 0 {
+		return kv.Value{}
+	}
+	return mk(*f)
+}
+
+// Normalize implements Adapter. An /slots or /props body that is missing
+// or not the JSON llama-server writes leaves the values it would give
+// unavailable.
+func (LlamaCpp) Normalize(in Input) (kv.Server, error) {
+	p := in.Page
+	srv := kv.Server{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified}
+	if p.Has(lcKVRatio) || p.Has(lcKVTokens) {
+		srv.Generation = "legacy"
+	}
+	s := &srv.Signals
+	s.Running = single(p, lcProcessing, nil, kv.Of)
+	s.Queued.Waiting = single(p, lcDeferred, nil, kv.Of)
+	s.Counters.PromptTokens = single(p, lcPrompt, nil, kv.Of)
+	s.Counters.GenerationTokens = single(p, lcPredicted, nil, kv.Of)
+	// prompt_tokens_total excludes cached tokens in the builds that
+	// export prompt_tokens_cached_total: queried = cached + processed.
+	if cached := single(p, lcCached, nil, kv.Of); cached.OK() && s.Counters.PromptTokens.OK() {
+		s.Counters.PrefixHitTokens = cached
+		s.Counters.PrefixQueryTokens = kv.DerivedOf(cached.V + s.Counters.PromptTokens.V)
+	}
+	s.UsageRatio = single(p, lcKVRatio, nil, kv.Of)
+	s.Used = single(p, lcKVTokens, nil, kv.Of)
+
+	var props lcProps
+	if b, ok := in.Extra[PathProps]; ok && json.Unmarshal(b, &props) == nil {
+		srv.Model = props.ModelAlias
+		if srv.Model == "" {
+			srv.Model = props.ModelPath
+		}
+		nctx := known(props.Settings.NCtx, kv.Of)
+		srv.ContextLength = nctx
+		s.Capacity = nctx.Mul(known(props.TotalSlots, kv.Of))
+	}
+	var slots []lcSlot
+	if b, ok := in.Extra[PathSlots]; ok && json.Unmarshal(b, &slots) == nil && len(slots) > 0 {
+		var used, capacity, nctxMax float64
+		usedOK, capOK := true, true
+		for _, sl := range slots {
+			switch {
+			case sl.NPrompt != nil && *sl.NPrompt >= 0:
+				used += *sl.NPrompt
+			case sl.IDTask == nil: // never had a task: holds nothing
+			default: // b5440 and older: no per-slot token count
+				usedOK = false
+			}
+			if sl.NCtx != nil && *sl.NCtx > 0 {
+				capacity += *sl.NCtx
+				nctxMax = max(nctxMax, *sl.NCtx)
+			} else {
+				capOK = false
+			}
+		}
+		if usedOK && !s.Used.OK() {
+			s.Used = kv.DerivedOf(used)
+		}
+		if capOK && !s.Capacity.OK() {
+			s.Capacity = kv.DerivedOf(capacity)
+		}
+		if capOK && !srv.ContextLength.OK() {
+			srv.ContextLength = kv.Of(nctxMax)
+		}
+	}
+	srv.Rollup()
+	return srv, nil
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
+
+func TestLlamaCppExtras(t *testing.T) {
+	page := string(readFixture(t, "llamacpp-real-load.prom"))
+	slots := readFixture(t, "llamacpp-real-load.slots.json")
+	props := readFixture(t, "llamacpp-real-props.json")
+	base := kv.Signals{Running: dir(4), Queued: kv.Queues{Waiting: dir(4)},
+		Counters: kv.Counters{PrefixHitTokens: dir(45), PrefixQueryTokens: der(4851), PromptTokens: dir(4806), GenerationTokens: dir(1536)}}
+	with := func(f func(*kv.Signals)) kv.Signals { s := base; f(&s); return s }
+	tests := []struct {
+		name  string
+		extra map[string][]byte
+		want  summary
+	}{
+		{
+			name: "neither reachable: KV unavailable, not 0",
+			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Signals: base},
+		},
+		{
+			name:  "slots only: capacity from the slots' n_ctx",
+			extra: map[string][]byte{PathSlots: slots},
+			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, ContextLength: dir(1024),
+				Signals: with(func(s *kv.Signals) {
+					s.Capacity, s.Used, s.UsageRatio = der(4096), der(1967), der(1967.0/4096)
+				})},
+		},
+		{
+			name:  "props only: capacity, used unknown",
+			extra: map[string][]byte{PathProps: props},
+			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
+				ContextLength: dir(1024), Signals: with(func(s *kv.Signals) { s.Capacity = der(4096) })},
+		},
+		{
+			name:  "not JSON: unavailable",
+			extra: map[string][]byte{PathSlots: []byte("<html>501</html>"), PathProps: []byte(`{"total_slots":"four"}`)},
+			want:  summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Signals: base},
+		},
+		{
+			name:  "a legacy slot without n_prompt_tokens makes used unknown",
+			extra: map[string][]byte{PathSlots: []byte(`[{"id":0,"n_ctx":512,"id_task":3,"is_processing":true},{"id":1,"n_ctx":512,"n_prompt_tokens":100}]`)},
+			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, ContextLength: dir(512),
+				Signals: with(func(s *kv.Signals) { s.Capacity = der(1024) })},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := normalizeBody(t, page, "", tt.extra)
+			if diff := cmp.Diff(tt.want, summarize(got), valueCmp); diff != "" {
+				t.Errorf("Normalize (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLlamaCppHeadroom(t *testing.T) {
+	s := normalizeBody(t, string(readFixture(t, "llamacpp-real-load.prom")), "", map[string][]byte{
+		PathSlots: readFixture(t, "llamacpp-real-load.slots.json"),
+		PathProps: readFixture(t, "llamacpp-real-props.json"),
+	})
+	// 4096 − 1967 = 2129 free tokens: 2 requests of the 1024-token context.
+	if got, want := s.Headroom(int(s.ContextLength.V)), der(2); !cmp.Equal(got, want, valueCmp) {
+		t.Errorf("Headroom(1024) = %+v, want %+v", got, want)
+	}
+}
+
+func TestLlamaCppInterfaces(t *testing.T) {
+	var a Adapter = LlamaCpp{}
+	if diff := cmp.Diff([]string{"/slots", "/props"}, a.(ExtraPaths).ExtraPaths()); diff != "" {
+		t.Errorf("ExtraPaths (-want +got):\n%s", diff)
+	}
+	if got, want := a.(DisabledHint).DisabledHint(), "start llama-server with --metrics"; got != want {
+		t.Errorf("DisabledHint() = %q, want %q", got, want)
+	}
+}
