@@ -30,8 +30,11 @@ type Metric struct {
 	// RankLabels as well.
 	PerRank bool
 	// Target is true for families about a scrape target rather than a
-	// normalized server signal; they carry TargetLabels.
+	// normalized server signal; they carry ServerLabels too.
 	Target bool
+	// Self is true for families about kvwatch serve itself; they carry no
+	// identity labels.
+	Self bool
 }
 
 // Identity labels. Every per-server series carries ServerLabels; cluster and
@@ -146,6 +149,18 @@ var (
 		Help: "Failed scrapes of the target, by reason.", Labels: []string{LabelReason}}
 )
 
+// Families about kvwatch serve itself.
+var (
+	ConfigReloadSuccess = Metric{Name: "kvwatch_config_last_reload_successful", Type: Gauge, Unit: "", Self: true,
+		Help: "1 if the last config reload (start, SIGHUP, POST /-/reload or a changed file_sd file) succeeded, else 0; a failed reload keeps the previous config running."}
+	ConfigReloadTime = Metric{Name: "kvwatch_config_last_reload_success_timestamp_seconds", Type: Gauge, Unit: "seconds", Self: true,
+		Help: "Unix time of the last successful config reload."}
+	ScrapeDeadlineMisses = Metric{Name: "kvwatch_scrape_deadline_misses_total", Type: Counter, Unit: "", Self: true,
+		Help: "Scheduled scrapes that could not start on time because the previous scrape of the same target (or the wait for a free scrape slot) was still running."}
+	Targets = Metric{Name: "kvwatch_targets", Type: Gauge, Unit: "", Self: true,
+		Help: "Targets serve scrapes (config file, command line and file_sd)."}
+)
+
 // Server lists the per-server normalized families in documentation order.
 func Server() []Metric {
 	return []Metric{KVCapacityTokens, KVUsedTokens, KVAvailableTokens, KVEvictableTokens,
@@ -162,8 +177,13 @@ func Target() []Metric {
 		TargetScrapeError, TargetScrapes, TargetScrapeFailures}
 }
 
+// Self lists the families about kvwatch serve itself in documentation order.
+func Self() []Metric {
+	return []Metric{ConfigReloadSuccess, ConfigReloadTime, ScrapeDeadlineMisses, Targets}
+}
+
 // All lists every exported kvwatch_* family.
-func All() []Metric { return append(Server(), Target()...) }
+func All() []Metric { return append(append(Server(), Target()...), Self()...) }
 
 // Signal names used as the signal label of SignalInfo.
 const (
