@@ -55,6 +55,7 @@ servers:
   - name: sglang-underscore
     engine: sglang
     metric_prefix: sglang_
+    tp: 2
     load: {rate: 1}
   - name: vllm
     engine: vllm

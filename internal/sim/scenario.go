@@ -308,7 +308,7 @@ func (sc *Scenario) applyDefaults() {
 			}
 		}
 		if s.CapacityTokens == 0 {
-			s.CapacityTokens = 500000
+			s.CapacityTokens = 524288
 			if s.Engine == EngineLlamaCpp {
 				s.CapacityTokens = s.ContextLength
 			}

@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestParseScenarioErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"unknown engine and role", `
+servers:
+  - name: a
+    engine: sglang
+  - name: b
+    engine: vlm
+    role: worker
+`, "scenario.yaml:6: servers[1].engine: unknown engine \"vlm\"; want one of sglang, sglang-legacy, vllm, vllm-v0, llamacpp, tgi, triton, sglang-router, sglang-router-legacy\n" +
+			"scenario.yaml:7: servers[1].role: unknown role \"worker\"; want one of prefill, decode, unified, router"},
+		{"unknown key", `
+servers:
+  - name: a
+    engine: sglang
+    capacity: 5
+`, `scenario.yaml:5: unknown key "capacity"; see docs/simulator.md for the scenario keys`},
+		{"everything at once", `
+step: 250ms
+servers:
+  - name: a
+    engine: sglang
+    tp: 0
+    dp: -1
+    capacity_tokens: 100
+    page_size: 16
+    port: 30000
+  - name: a
+    engine: vllm
+    role: prefill
+    port: 30000
+    load:
+      rate: -1
+      prefix_share: 2
+    fault:
+      kind: melt
+`, "scenario.yaml:7: servers[0].dp: must be 1-64, got -1\n" +
+			"scenario.yaml:8: servers[0].capacity_tokens: must be a positive multiple of page_size 16, got 100\n" +
+			"scenario.yaml:11: servers[1].name: duplicate name \"a\" (also servers[0])\n" +
+			"scenario.yaml:13: servers[1].role: role prefill is simulated for the SGLang engines only, got vllm; use role unified\n" +
+			"scenario.yaml:13: servers[1].role: a prefill server needs a router that lists it in workers together with its decode server\n" +
+			"scenario.yaml:14: servers[1].port: port 30000 is also used by servers[0]\n" +
+			"scenario.yaml:16: servers[1].load.rate: must not be negative, got -1\n" +
+			"scenario.yaml:17: servers[1].load.prefix_share: must be a fraction 0-1, got 2\n" +
+			"scenario.yaml:19: servers[1].fault.kind: unknown fault \"melt\"; want one of none, leak, slow, error, drop, restart, freeze, metrics-off"},
+		{"router", `
+servers:
+  - name: r
+    engine: sglang-router
+    workers: [p, nope]
+  - name: p
+    engine: sglang
+    role: prefill
+`, "scenario.yaml:5: servers[0].workers[1]: unknown server \"nope\"\n" +
+			"scenario.yaml:5: servers[0].workers: a PD router needs prefill and decode workers only, at least one of each; got 1 prefill, 0 decode of 2"},
+		{"empty", ``, `scenario.yaml: empty scenario; want at least a servers: list`},
+		{"syntax", "servers: [\n", `scenario.yaml:1: did not find expected node content`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseScenario("scenario.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatalf("ParseScenario = nil error, want %q", tc.want)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("ParseScenario error =\n%s\nwant\n%s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseScenarioDefaults(t *testing.T) {
+	sc, err := ParseScenario("s.yaml", []byte("servers:\n  - {name: v, engine: vllm}\n  - {name: l, engine: llamacpp}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, l := sc.Servers[0], sc.Servers[1]
+	if sc.Step != 250*time.Millisecond || v.Role != RoleUnified || v.TP != 1 || v.DP != 1 || v.PageSize != 16 ||
+		v.CapacityTokens != 524288 || v.ContextLength != 131072 || v.MaxRunningRequests != 256 || !*v.PrefixCaching ||
+		v.Load.PromptMean != 2000 || v.Load.PromptMax != 16000 || v.Load.OutputMax != 2000 || v.Load.PrefixTokens != 1024 {
+		t.Errorf("vllm defaults = %+v", v)
+	}
+	if l.CapacityTokens != 4096 || l.MaxRunningRequests != 4 || l.Load.OutputMax != 192 || l.Load.PromptMax != 832 {
+		t.Errorf("llamacpp defaults = %+v", l)
+	}
+}
+
+func TestExampleScenarios(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/scenarios/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no examples/scenarios/*.yaml")
+	}
+	for _, f := range files {
+		if _, err := LoadScenario(f); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+	for _, n := range BuiltinNames() {
+		if _, err := BuiltinScenario(n); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+	if _, err := os.Stat("../../examples/scenarios"); err != nil {
+		t.Fatal(err)
+	}
+}
