@@ -66,7 +66,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 
 	r := registry{}
 	// The subcommands, in the order --help lists them.
-	// addStatus(app, r) // uncommented by the change that adds it
+	addStatus(app, r)
 	// addTop(app, r) // uncommented by the change that adds it
 	// addServe(app, r) // uncommented by the change that adds it
 	// addCheck(app, r) // uncommented by the change that adds it

@@ -410,7 +410,7 @@ func (c *Config) validate(v *validator) {
 		} else if u, err := ParseTargetURL(t.URL); err != nil {
 			v.addf(p("url"), "%v", err)
 		} else if t.Name == "" {
-			t.Name = u.Host
+			t.Name = defaultName(u)
 		}
 		if t.Role != "" && !contains(roles, t.Role) {
 			v.addf(p("role"), "unknown role %q; want one of %s", t.Role, strings.Join(roles, ", "))
@@ -506,6 +506,15 @@ func ParseTargetURL(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("bad URL %q: no host; write e.g. http://127.0.0.1:30000", s)
 	}
 	return u, nil
+}
+
+// defaultName is host:port, plus the path when it is not the usual /metrics.
+func defaultName(u *url.URL) string {
+	switch u.Path {
+	case "", "/", "/metrics", "/prometheus/metrics":
+		return u.Host
+	}
+	return u.Host + u.Path
 }
 
 func contains(list []string, s string) bool {

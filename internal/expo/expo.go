@@ -209,6 +209,9 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 				example = append(example, fam)
 			}
 		}
+		if t[end] != '{' && !valueStart(t[end:]) {
+			return nil, 0, nil, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
+		}
 		if want != nil && want(Canonical(string(name))) {
 			out = append(out, line...)
 		}
@@ -230,6 +233,20 @@ func familyOf(name string) string {
 		}
 	}
 	return name
+}
+
+// valueStart reports whether b (after a metric name without labels) starts,
+// after blanks, with something that can begin a sample value.
+func valueStart(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t")
+	if len(b) == 0 {
+		return false
+	}
+	switch c := b[0]; {
+	case c >= '0' && c <= '9', c == '+', c == '-', c == '.', c == 'N', c == 'I', c == 'n', c == 'i':
+		return true
+	}
+	return false
 }
 
 func validName(b []byte) bool {

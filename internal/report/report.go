@@ -98,10 +98,7 @@ func (t *Tracker) row(res *scrape.Result) Server {
 		s.Error = res.Err.Error()
 	}
 	if !res.OK() {
-		if s.Role == "" {
-			s.Role = kv.RoleUnified
-		}
-		return s
+		return s // role: the configured one, or "" (unknown)
 	}
 	s.Server = res.Server
 	s.Role = res.Server.Role

@@ -271,7 +271,7 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		resp.Body.Close()
 	}()
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented {
-		return nil, "", signal.ReasonHTTP404, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(s.reg, hint))
+		return nil, "", signal.ReasonHTTP404, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(hint))
 	}
 	if resp.StatusCode/100 != 2 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
@@ -326,19 +326,13 @@ func classify(ctx context.Context, err error, t *Target) (string, error) {
 }
 
 // disabledHint says how to turn metrics on: for the known engine, or for all.
-func disabledHint(reg *engine.Registry, a engine.Adapter) string {
+func disabledHint(a engine.Adapter) string {
 	if a != nil {
 		if h, ok := a.(engine.DisabledHint); ok {
 			return h.DisabledHint()
 		}
 	}
-	var hints []string
-	for _, a := range reg.Adapters() {
-		if h, ok := a.(engine.DisabledHint); ok {
-			hints = append(hints, a.Name()+": "+h.DisabledHint())
-		}
-	}
-	return "turn the engine's metrics on (" + strings.Join(hints, "; ") + ")"
+	return "turn the engine's metrics on (SGLang and LMDeploy: --enable-metrics; llama.cpp: --metrics; trtllm-serve serves /prometheus/metrics) or fix the path"
 }
 
 // ScrapeAll scrapes every target with at most concurrency at once and

@@ -1,0 +1,326 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+)
+
+// statusOptions are the flags of `kvwatch status`.
+type statusOptions struct {
+	targets targetFlags
+	output  string
+	ranks   bool
+	watch   time.Duration
+}
+
+func addStatus(app *kingpin.Application, r registry) {
+	o := &statusOptions{}
+	cmd := app.Command("status", "Print one line per server (KV used / capacity, headroom, running, queued, prefix-cache hit) and a capacity-weighted fleet line. Exit code 1 if a target failed, 2 on usage errors.")
+	o.targets.register(cmd)
+	cmd.Flag("output", "Output format: text, wide (all signals) or json (stable schema, see docs/status.md; with --watch one JSON document per line).").Short('o').Default("text").EnumVar(&o.output, "text", "wide", "json")
+	cmd.Flag("ranks", "Also print one row per TP/DP/PP rank, with the usage spread across DP ranks.").BoolVar(&o.ranks)
+	cmd.Flag("watch", "Refresh every DURATION until interrupted; rates (prefix-cache hit ratio, preemptions/s, tokens/s) come from counter deltas between refreshes.").PlaceHolder("DURATION").DurationVar(&o.watch)
+	r.add(cmd, o.run)
+}
+
+func (o *statusOptions) run(ctx context.Context, e *env) int {
+	reg := engine.NewRegistry()
+	cfg, targets, err := o.targets.load(reg)
+	if err != nil {
+		return exitCode(e, err)
+	}
+	if o.watch < 0 {
+		return exitCode(e, usageError{fmt.Errorf("--watch must be positive")})
+	}
+	s := scrape.New(reg, cfg.Global.BodySizeLimitBytes)
+	tr := report.NewTracker(cfg.Global.HeadroomTokens)
+	code := exitOK
+	for {
+		results := s.ScrapeAll(ctx, targets, 64)
+		if ctx.Err() != nil {
+			return code
+		}
+		rep := tr.Update(time.Now(), results)
+		code = exitOK
+		for _, srv := range rep.Servers {
+			if !srv.OK {
+				code = exitFailed
+			}
+		}
+		if o.watch > 0 && o.output != "json" && e.Interactive {
+			fmt.Fprint(e.Stdout, "\033[H\033[2J")
+		}
+		if err := o.print(e.Stdout, &rep, cfg.Global.HeadroomTokens); err != nil {
+			return exitCode(e, err)
+		}
+		if o.watch == 0 {
+			return code
+		}
+		select {
+		case <-ctx.Done():
+			return code
+		case <-time.After(o.watch):
+		}
+		if o.output != "json" && !e.Interactive {
+			fmt.Fprintln(e.Stdout)
+		}
+	}
+}
+
+func (o *statusOptions) print(w io.Writer, rep *report.Report, sizes []int) error {
+	switch o.output {
+	case "json":
+		enc := json.NewEncoder(w)
+		if o.watch == 0 {
+			enc.SetIndent("", "  ")
+		}
+		return enc.Encode(rep)
+	default:
+		renderStatus(w, rep, sizes, o.output == "wide", o.ranks, o.watch > 0)
+		return nil
+	}
+}
+
+// renderStatus writes the text table: a line per server, rank rows when
+// asked, errors with their reason, and the fleet line.
+func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, watching bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	lifetime := false
+	for i := range rep.Servers {
+		row := &rep.Servers[i]
+		if !row.OK {
+			fmt.Fprintf(tw, "%s\t%s\tFAILED\t%s\n", orDash(string(row.Role)), row.Name, row.Error)
+			continue
+		}
+		s := row.Server
+		if s.Role == kv.RoleRouter {
+			line := fmt.Sprintf("%s\t%s\t%s\tworkers %s/%s healthy", s.Role, row.Name, s.Engine,
+				count(s.Router.WorkersHealthy), count(s.Router.WorkersTotal))
+			if wide {
+				line += fmt.Sprintf("\trun=%s", count(s.Running))
+			}
+			fmt.Fprintln(tw, line)
+			continue
+		}
+		hit, life := hitRatio(row)
+		lifetime = lifetime || life
+		cols := []string{string(s.Role), row.Name, s.Engine,
+			"KV " + kvCell(s.Used, s.Capacity, s.UsageRatio),
+			"headroom " + headroomCell(row.Headroom, sizes),
+			"run=" + count(s.Running),
+			"queue=" + count(s.Queued.Waiting) + pdQueues(s.Queued),
+			"hit " + hit}
+		if wide {
+			cols = append(cols,
+				"evictable="+count(s.Evictable),
+				"reserved="+percent(s.ReservedRatio),
+				"preempt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PreemptionsPerSec }, s.Counters.Preemptions),
+				"prompt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PromptTokensPS }, s.Counters.PromptTokens),
+				"gentok="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.GenTokensPS }, s.Counters.GenerationTokens),
+				"spread="+percent(s.Spread),
+				"model="+orDash(s.Model),
+				"names="+s.Generation,
+				fmt.Sprintf("scrape=%.0fms", row.ScrapeSeconds*1000))
+			if row.Rates != nil && row.Rates.Reset {
+				cols = append(cols, "counter-reset")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		if ranks {
+			renderRanks(tw, s)
+		}
+	}
+	f := rep.Fleet
+	failed := 0
+	for _, row := range rep.Servers {
+		if !row.OK {
+			failed++
+		}
+	}
+	fleet := fmt.Sprintf("fleet\t%d servers\t\tKV %s", f.Servers, kvCell(f.Used, f.Capacity, f.UsageRatio))
+	if f.UsageRatio.OK() {
+		fleet = strings.TrimSuffix(fleet, ")") + ", capacity-weighted)"
+	}
+	if f.Counted < f.Servers {
+		fleet += fmt.Sprintf("\t%d of %d report KV tokens", f.Counted, f.Servers)
+	}
+	if failed > 0 {
+		fleet += fmt.Sprintf("\t%d failed", failed)
+	}
+	fmt.Fprintln(tw, fleet)
+	tw.Flush()
+	if lifetime {
+		note := "* hit ratio since engine start; use --watch for the ratio over each refresh"
+		if watching {
+			note = "* hit ratio since engine start (no prefix-cache traffic since the last refresh)"
+		}
+		fmt.Fprintln(w, note)
+	}
+}
+
+// renderRanks writes one row per rank and the DP spread.
+func renderRanks(w io.Writer, s *kv.Server) {
+	if len(s.Ranks) < 2 {
+		return
+	}
+	for _, r := range s.Ranks {
+		fmt.Fprintf(w, "\t  %s\t\tKV %s\t\trun=%s\tqueue=%s\n", rankName(r.RankID),
+			kvCell(r.Used, r.Capacity, r.UsageRatio), count(r.Running), count(r.Queued.Waiting))
+	}
+	fmt.Fprintf(w, "\t  imbalance\t\tDP usage spread %s\n", percent(s.Spread))
+}
+
+func rankName(id kv.RankID) string {
+	var parts []string
+	for _, p := range []struct{ k, v string }{{"dp", id.DP}, {"tp", id.TP}, {"pp", id.PP}} {
+		if p.v != "" {
+			parts = append(parts, p.k+p.v)
+		}
+	}
+	if len(parts) == 0 {
+		return "rank"
+	}
+	return strings.Join(parts, " ")
+}
+
+// kvCell is "310,112 / 2,581,504 tok (12.0%)", with -- for what is unknown.
+func kvCell(used, capacity, ratio kv.Value) string {
+	out := fmt.Sprintf("%s / %s tok (%s)", count(used), count(capacity), percent(ratio))
+	if used.Prov == kv.Reserved {
+		out += " reserved"
+	}
+	return out
+}
+
+// headroomCell is "277×8k" for the first size, plus the context-length fit.
+func headroomCell(hs []report.Headroom, sizes []int) string {
+	var parts []string
+	first := 0
+	if len(sizes) > 0 {
+		first = sizes[0]
+	}
+	for _, h := range hs {
+		if !h.Requests.OK() {
+			continue
+		}
+		if h.Tokens == first || h.Context {
+			parts = append(parts, fmt.Sprintf("%s×%s", count(h.Requests), tokens(h.Tokens)))
+		}
+	}
+	if len(parts) == 0 {
+		return "--"
+	}
+	return strings.Join(parts, " ")
+}
+
+// pdQueues adds the PD queues when the engine reports any as non-zero.
+func pdQueues(q kv.Queues) string {
+	var parts []string
+	for _, p := range []struct {
+		name string
+		v    kv.Value
+	}{{"prealloc", q.Prealloc}, {"bootstrap", q.Bootstrap}, {"transfer", q.Transfer}, {"inflight", q.Inflight}} {
+		if p.v.OK() && p.v.V != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%s", p.name, count(p.v)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, " ")
+}
+
+// hitRatio is the windowed hit ratio when rates exist, else the ratio since
+// the engine started (second result true), else --.
+func hitRatio(row *report.Server) (string, bool) {
+	if row.Rates != nil && row.Rates.PrefixHitRatio.OK() {
+		return percent(row.Rates.PrefixHitRatio), false
+	}
+	c := row.Server.Counters
+	if r := c.PrefixHitTokens.Div(c.PrefixQueryTokens); r.OK() && r.V <= 1 {
+		return percent(r) + "*", true
+	}
+	return "--", false
+}
+
+// rateOrTotal shows a per-second rate when known, else the counter total.
+func rateOrTotal(row *report.Server, pick func(*kv.Rates) kv.Value, total kv.Value) string {
+	if row.Rates != nil {
+		if v := pick(row.Rates); v.OK() {
+			return fmt.Sprintf("%.1f/s", v.V)
+		}
+	}
+	if total.OK() {
+		return count(total) + " total"
+	}
+	return "--"
+}
+
+// count formats a whole number with thousands separators, -- if unknown.
+func count(v kv.Value) string {
+	if !v.OK() {
+		return "--"
+	}
+	return thousands(int64(v.V + 0.5*sign(v.V)))
+}
+
+func sign(f float64) float64 {
+	if f < 0 {
+		return -1
+	}
+	return 1
+}
+
+func thousands(n int64) string {
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	s := fmt.Sprintf("%d", n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// percent formats a 0–1 ratio as "12.0%", -- if unknown.
+func percent(v kv.Value) string {
+	if !v.OK() {
+		return "--"
+	}
+	return fmt.Sprintf("%.1f%%", v.V*100)
+}
+
+// tokens formats a request size: 8192 → 8k, 524288 → 512k.
+func tokens(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%dk", n/1024)
+	}
+	return fmt.Sprintf("%d", n)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "--"
+	}
+	return s
+}

@@ -1,0 +1,456 @@
+package cli
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvwatch/kvwatch/internal/report"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// run runs kvwatch in-process and returns its exit code, stdout and stderr.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+// serveFile serves a testdata file as a /metrics page.
+func serveFile(t *testing.T, name string) *httptest.Server {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// writeConfig writes a kvwatch config naming each target, so output does
+// not depend on random ports.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kvwatch.yml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
+	}
+}
+
+// pdCluster serves the PD example: SGLang prefill (DP=2, TP=2), decode
+// (TP=2) and an SGLang model gateway.
+func pdCluster(t *testing.T) string {
+	prefill := serveFile(t, "sglang-current-prefill-dp2-tp2.prom")
+	decode := serveFile(t, "sglang-current-decode-tp2.prom")
+	router := serveFile(t, "smg-router.prom")
+	return fmt.Sprintf(`targets:
+  - name: prefill-0
+    url: %s
+  - name: decode-0
+    url: %s
+  - name: router
+    url: %s
+`, prefill.URL, decode.URL, router.URL)
+}
+
+func TestStatusPD(t *testing.T) {
+	cfg := writeConfig(t, pdCluster(t))
+	code, out, errs := run(t, "status", "--config.file", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	golden(t, "status_pd.golden", out)
+
+	code, out, _ = run(t, "status", "--config.file", cfg, "--ranks", "--headroom", "4096,8192,32768")
+	if code != 0 {
+		t.Fatalf("--ranks: exit %d", code)
+	}
+	golden(t, "status_pd_ranks.golden", out)
+
+	code, out, _ = run(t, "status", "--config.file", cfg, "-o", "wide")
+	if code != 0 {
+		t.Fatalf("wide: exit %d", code)
+	}
+	golden(t, "status_pd_wide.golden", regexp.MustCompile(`scrape=\d+ms`).ReplaceAllString(out, "scrape=Nms"))
+}
+
+// TestStatusJSON checks the JSON schema against values worked out by hand
+// from the testdata pages.
+func TestStatusJSON(t *testing.T) {
+	cfg := writeConfig(t, pdCluster(t))
+	code, out, errs := run(t, "status", "--config.file", cfg, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	if rep.Schema != report.SchemaVersion || len(rep.Servers) != 3 {
+		t.Fatalf("schema %d, %d servers", rep.Schema, len(rep.Servers))
+	}
+	pre, dec, rt := rep.Servers[0], rep.Servers[1], rep.Servers[2]
+	type want struct {
+		name  string
+		got   float64
+		want  float64
+		known bool
+	}
+	checks := []want{
+		// prefill: 2 DP ranks × 1,290,752 tokens, each 155,056 used; TP duplicates collapsed.
+		{"prefill capacity", pre.Server.Capacity.V, 2581504, pre.Server.Capacity.OK()},
+		{"prefill used", pre.Server.Used.V, 310112, pre.Server.Used.OK()},
+		{"prefill evictable", pre.Server.Evictable.V, 71392, pre.Server.Evictable.OK()},
+		{"prefill running", pre.Server.Running.V, 4, pre.Server.Running.OK()},
+		// headroom per DP rank: floor((1,290,752-155,056)/8192) = 138, twice.
+		{"prefill headroom 8k", pre.Headroom[0].Requests.V, 276, pre.Headroom[0].Requests.OK()},
+		// prefix hit: device_hit 4130 of 4130+5870 on dp0, nothing on dp1.
+		{"prefill hit tokens", pre.Server.Counters.PrefixHitTokens.V, 4130, pre.Server.Counters.PrefixHitTokens.OK()},
+		{"prefill query tokens", pre.Server.Counters.PrefixQueryTokens.V, 10000, pre.Server.Counters.PrefixQueryTokens.OK()},
+		{"decode capacity", dec.Server.Capacity.V, 2581504, dec.Server.Capacity.OK()},
+		{"decode used", dec.Server.Used.V, 12034, dec.Server.Used.OK()},
+		{"decode prealloc queue", dec.Server.Queued.Prealloc.V, 2, dec.Server.Queued.Prealloc.OK()},
+		{"decode transfer queue", dec.Server.Queued.Transfer.V, 1, dec.Server.Queued.Transfer.OK()},
+		{"decode reserved", dec.Server.ReservedRatio.V, 0.01, dec.Server.ReservedRatio.OK()},
+		{"decode retractions", dec.Server.Counters.Preemptions.V, 5, dec.Server.Counters.Preemptions.OK()},
+		// floor((2,581,504-12,034)/8192) = 313; the context length 524,288 fits 4 times.
+		{"decode headroom 8k", dec.Headroom[0].Requests.V, 313, dec.Headroom[0].Requests.OK()},
+		{"decode headroom ctx", dec.Headroom[1].Requests.V, 4, dec.Headroom[1].Requests.OK() && dec.Headroom[1].Context && dec.Headroom[1].Tokens == 524288},
+		{"router healthy", rt.Server.Router.WorkersHealthy.V, 2, rt.Server.Router.WorkersHealthy.OK()},
+		{"fleet used", rep.Fleet.Used.V, 322146, rep.Fleet.Used.OK()},
+		{"fleet capacity", rep.Fleet.Capacity.V, 5163008, rep.Fleet.Capacity.OK()},
+	}
+	for _, c := range checks {
+		if !c.known || c.got != c.want {
+			t.Errorf("%s = %v (known %v), want %v", c.name, c.got, c.known, c.want)
+		}
+	}
+	if pre.Role != "prefill" || dec.Role != "decode" || rt.Role != "router" {
+		t.Errorf("roles = %s %s %s", pre.Role, dec.Role, rt.Role)
+	}
+	if rt.Server.Capacity.OK() || rt.Server.Used.OK() {
+		t.Errorf("router KV must be unavailable, got %+v / %+v", rt.Server.Used, rt.Server.Capacity)
+	}
+	if !strings.Contains(out, `"capacity_tokens": {`) || !strings.Contains(out, `"value": null`) {
+		t.Errorf("JSON must show unavailable values as null with provenance")
+	}
+}
+
+// TestStatusBadTargets: every failing target is a row with its reason, the
+// others still show, and the exit code is 1.
+func TestStatusBadTargets(t *testing.T) {
+	good := serveFile(t, "sglang-docs-production_metrics.prom")
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(notFound.Close)
+	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!doctype html><html><body>Login</body></html>")
+	}))
+	t.Cleanup(html.Close)
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello world, this is not metrics\n")
+	}))
+	t.Cleanup(garbage.Close)
+	unknown := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "# TYPE node_load1 gauge\nnode_load1 0.5\n")
+	}))
+	t.Cleanup(unknown.Close)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(slow.Close)
+	truncated := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		fmt.Fprint(w, "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 3\n")
+	}))
+	t.Cleanup(truncated.Close)
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		line := []byte("sglang:num_running_reqs 3\n")
+		for i := 0; i < 100000; i++ {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(big.Close)
+	bomb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		zeros := make([]byte, 1<<20)
+		for i := 0; i < 64; i++ { // 64 MiB of zeros, a few KiB on the wire
+			if _, err := gz.Write(zeros); err != nil {
+				return
+			}
+		}
+		gz.Close()
+	}))
+	t.Cleanup(bomb.Close)
+	nan := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "# TYPE sglang:num_used_tokens gauge\nsglang:num_used_tokens NaN\n# TYPE sglang:max_total_num_tokens gauge\nsglang:max_total_num_tokens +Inf\n# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 2\n")
+	}))
+	t.Cleanup(nan.Close)
+
+	cfg := writeConfig(t, fmt.Sprintf(`global:
+  scrape_timeout: 1s
+  body_size_limit: 1MiB
+targets:
+  - {name: good, url: %s}
+  - {name: refused, url: http://%s}
+  - {name: metrics-off, url: %s, engine: sglang}
+  - {name: html, url: %s}
+  - {name: garbage, url: %s}
+  - {name: unknown, url: %s}
+  - {name: slow, url: %s}
+  - {name: truncated, url: %s}
+  - {name: too-big, url: %s}
+  - {name: gzip-bomb, url: %s}
+  - {name: nan, url: %s}
+`, good.URL, closedPort(t), notFound.URL, html.URL, garbage.URL, unknown.URL, slow.URL, truncated.URL, big.URL, bomb.URL, nan.URL))
+	code, out, _ := run(t, "status", "--config.file", cfg, "-o", "json")
+	if code != 1 {
+		t.Errorf("exit code = %d, want 1", code)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct{ reason, text string }{
+		"good":        {"", ""},
+		"refused":     {"refused", "connection refused: is the server running"},
+		"metrics-off": {"http_404", "metrics are off; start SGLang with --enable-metrics"},
+		"html":        {"not_metrics", "the body is HTML"},
+		"garbage":     {"not_metrics", `line 1: "hello world, this is not metrics" is not a metric line`},
+		"unknown":     {"unknown_engine", "no known engine metrics among the page's 1 families (e.g. node_load1)"},
+		"slow":        {"timeout", "no complete answer within 1s"},
+		"truncated":   {"truncated", "the body was cut short"},
+		"too-big":     {"too_large", "body is over the 1MiB limit"},
+		"gzip-bomb":   {"too_large", "body is over the 1MiB limit (after decompression)"},
+		"nan":         {"", ""},
+	}
+	for _, s := range rep.Servers {
+		w, ok := want[s.Name]
+		if !ok {
+			t.Errorf("unexpected server %q", s.Name)
+			continue
+		}
+		if s.Reason != w.reason || !strings.Contains(s.Error, w.text) {
+			t.Errorf("%s: reason %q error %q; want reason %q containing %q", s.Name, s.Reason, s.Error, w.reason, w.text)
+		}
+	}
+	nanRow := rep.Servers[len(rep.Servers)-1]
+	if nanRow.Server == nil || nanRow.Server.Used.OK() || nanRow.Server.Capacity.OK() || nanRow.Server.Running.V != 2 {
+		t.Errorf("NaN/Inf must be unavailable, not 0: %+v", nanRow.Server)
+	}
+	// The text form shows the same rows; golden with the ports masked.
+	_, text, _ := run(t, "status", "--config.file", cfg)
+	for _, s := range []*httptest.Server{good, notFound, html, garbage, unknown, slow, truncated, big, bomb, nan} {
+		text = strings.ReplaceAll(text, strings.TrimPrefix(s.URL, "http://"), "HOST")
+	}
+	text = regexp.MustCompile(`kvwatch reads [^;]*;`).ReplaceAllString(text, "kvwatch reads ENGINES;")
+	golden(t, "status_bad.golden", maskPorts(text))
+}
+
+// maskPorts replaces 127.0.0.1:PORT with 127.0.0.1:PORT for stable goldens.
+func maskPorts(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "127.0.0.1:")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+len("127.0.0.1:")])
+		s = s[i+len("127.0.0.1:"):]
+		j := 0
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		b.WriteString("PORT")
+		s = s[j:]
+	}
+}
+
+func TestStatusUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "no targets"},
+		{[]string{"status", "ftp://x"}, "scheme must be http or https"},
+		{[]string{"status", "http://127.0.0.1:1", "--engine", "nope"}, `unknown engine "nope"`},
+		{[]string{"status", "http://127.0.0.1:1", "--headroom", "8k,abc"}, `"abc" is not a positive number of tokens`},
+		{[]string{"status", "--config.file", "/nonexistent/kvwatch.yml"}, "no such file"},
+		{[]string{"status", "wizard=http://127.0.0.1:1"}, `unknown role "wizard"`},
+		{[]string{"nosuchcommand"}, "expected command"},
+	} {
+		code, _, errs := run(t, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+func TestStatusConfigErrorsAllAtOnce(t *testing.T) {
+	cfg := writeConfig(t, `global:
+  scrape_timeout: 10s
+targets:
+  - url: http://127.0.0.1:30000
+    role: wizard
+    colour: blue
+  - name: x
+`)
+	code, _, errs := run(t, "status", "--config.file", cfg)
+	if code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"line 6: field colour not found", "kvwatch.yml"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr %q lacks %q", errs, want)
+		}
+	}
+	cfg = writeConfig(t, `global:
+  scrape_timeout: 10s
+targets:
+  - url: http://127.0.0.1:30000
+    role: wizard
+  - name: x
+`)
+	_, _, errs = run(t, "status", "--config.file", cfg)
+	for _, want := range []string{
+		"line 2: global.scrape_timeout: 10s is longer than scrape_interval 5s",
+		`line 5: targets[0].role: unknown role "wizard"`,
+		"line 6: targets[1]: url is missing",
+	} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr %q lacks %q", errs, want)
+		}
+	}
+}
+
+// TestStatusWatch: with --watch, the second refresh has rates computed
+// from counter deltas, and a counter that went down (restart) is a reset,
+// not a negative rate.
+func TestStatusWatch(t *testing.T) {
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		hit, query, retract := 1000*n, 4000*n, 10*n
+		if n == 3 { // restart: counters start again from small values
+			hit, query, retract = 100, 200, 1
+		}
+		fmt.Fprintf(w, `# TYPE sglang:max_total_num_tokens gauge
+sglang:max_total_num_tokens{engine_type="unified",model_name="m",tp_rank="0"} 100000
+# TYPE sglang:kv_used_tokens gauge
+sglang:kv_used_tokens{engine_type="unified",model_name="m",tp_rank="0"} 5000
+# TYPE sglang:num_retracted_requests counter
+sglang:num_retracted_requests_total{engine_type="unified",model_name="m",tp_rank="0"} %d
+# TYPE sglang:prefill_effective_tokens counter
+sglang:prefill_effective_tokens_total{engine_type="unified",mode="device_hit",model_name="m",tp_rank="0"} %d
+sglang:prefill_effective_tokens_total{engine_type="unified",mode="input",model_name="m",tp_rank="0"} %d
+`, retract, hit, query-hit)
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	w := &lineCounter{Buffer: &out, n: 3, cancel: cancel}
+	code := Run(ctx, []string{"status", srv.URL, "--watch", "50ms", "-o", "json"}, Streams{Stdout: w, Stderr: &bytes.Buffer{}})
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("want 3 JSON lines, got %d", len(lines))
+	}
+	var reps [3]report.Report
+	for i := range reps {
+		if err := json.Unmarshal([]byte(lines[i]), &reps[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reps[0].Servers[0].Rates != nil {
+		t.Errorf("first refresh has no previous counters, so no rates")
+	}
+	r := reps[1].Servers[0].Rates
+	if r == nil || !r.PrefixHitRatio.OK() || r.PrefixHitRatio.V != 0.25 || r.Reset {
+		t.Fatalf("second refresh rates = %+v, want hit ratio 1000/4000 = 0.25", r)
+	}
+	if !r.PreemptionsPerSec.OK() || r.PreemptionsPerSec.V <= 0 {
+		t.Errorf("preemptions/s = %+v, want > 0", r.PreemptionsPerSec)
+	}
+	r = reps[2].Servers[0].Rates
+	if r == nil || !r.Reset || r.PreemptionsPerSec.V < 0 || r.PrefixHitRatio.V != 0.5 {
+		t.Errorf("after restart rates = %+v, want reset, no negative rate, hit 100/200", r)
+	}
+}
+
+// lineCounter cancels the context after n lines are written.
+type lineCounter struct {
+	*bytes.Buffer
+	n      int
+	cancel context.CancelFunc
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	n, err := l.Buffer.Write(p)
+	if strings.Count(l.Buffer.String(), "\n") >= l.n {
+		l.cancel()
+	}
+	return n, err
+}
