@@ -67,6 +67,9 @@ func NewRegistry() *Registry {
 		TGI{},
 		Triton{},
 		LlamaCpp{},
+		TRTLLMServe{},
+		LMDeploy{},
+		Dynamo{},
 	)
 }
 

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
+
+func TestTRTLLMServe(t *testing.T) {
+	const l = `{engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"}`
+	tests := []struct {
+		name, body string
+		want       summary
+	}{
+		{
+			name: "collector names: ratio only",
+			body: "# TYPE trtllm_kv_cache_utilization gauge\ntrtllm_kv_cache_utilization" + l + " 0.375\n" +
+				"# TYPE trtllm_kv_cache_hit_rate gauge\ntrtllm_kv_cache_hit_rate" + l + " 0.9\n" +
+				"# TYPE trtllm_num_active_requests gauge\ntrtllm_num_active_requests" + l + " 6\n" +
+				"# TYPE trtllm_server_queue_length gauge\ntrtllm_server_queue_length" + l + " 1\n" +
+				"# TYPE trtllm_prompt_tokens counter\ntrtllm_prompt_tokens_total" + l + " 10000\n" +
+				"trtllm_prompt_tokens_created" + l + " 1.7e9\n" +
+				"# TYPE trtllm_prompt_cached_tokens counter\ntrtllm_prompt_cached_tokens_total" + l + " 2500\n",
+			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "meta-llama/Llama-3.1-8B",
+				Signals: kv.Signals{
+					UsageRatio: dir(0.375), Running: dir(6), Queued: kv.Queues{Waiting: dir(1)},
+					// hit 2,500 of 10,000 prompt tokens; the lifetime hit-rate gauge is not used.
+					Counters: kv.Counters{PromptTokens: dir(10000), PrefixHitTokens: dir(2500), PrefixQueryTokens: dir(10000)},
+				}},
+		},
+		{
+			name: "GIE names with block counts",
+			body: "trtllm_kv_cache_utilization" + l + " 0.375\ntrtllm_kv_cache_max_blocks" + l + " 2000\n" +
+				"trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_num_requests_running" + l + " 3\n" +
+				"trtllm_num_requests_waiting" + l + " 2\n",
+			want: summary{Engine: "trtllm-serve", Generation: "gie", Model: "meta-llama/Llama-3.1-8B",
+				Signals: kv.Signals{
+					// 2,000 blocks × 32 tokens; used 0.375 × 64,000.
+					Capacity: der(64000), Used: der(24000), UsageRatio: dir(0.375),
+					Running: dir(3), Queued: kv.Queues{Waiting: dir(2)},
+				}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := normalizeBody(t, tt.body, "", nil)
+			if diff := cmp.Diff(tt.want, summarize(got), valueCmp); diff != "" {
+				t.Errorf("Normalize (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := (TRTLLMServe{}).MetricsPath(); got != "/prometheus/metrics" {
+		t.Errorf("MetricsPath() = %q, want /prometheus/metrics", got)
+	}
+}
