@@ -1,0 +1,41 @@
+# kvwatch: the two commands of the README are `make demo` and `make test`.
+GO      ?= go
+BIN     := bin/kvwatch
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
+           -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
+
+.PHONY: all build assets demo test test-unit bench fuzz vet clean
+
+all: build
+
+# Front-end libraries come from npm at build time and are never committed.
+assets:
+	@true
+
+build: assets
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kvwatch
+
+# Builds, starts a simulated PD cluster and kvwatch serve with history and
+# alerts, prints the URL and a refreshing status line. Ctrl-C stops it all.
+demo: build
+	./$(BIN) demo
+
+# Every test: unit, golden, fuzz seeds, and the end-to-end tests with real
+# Prometheus, promtool, Alertmanager, Chromium and tmux (see .ci/run).
+test: build vet
+	$(GO) test -race -timeout 30m ./...
+
+vet:
+	$(GO) vet ./...
+
+# Benchmarks recorded in docs/benchmarks.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/expo/ ./internal/engine/ ./internal/sim/
+
+# A short fuzzing pass over the parsers.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./internal/expo/
+
+clean:
+	rm -rf bin test-artifacts
