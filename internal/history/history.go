@@ -1,0 +1,288 @@
+// Package history keeps kvwatch's normalized kvwatch_* series in memory for
+// a bounded window at scrape resolution, so that serve can answer PromQL
+// (range queries, rates, predict_linear) and evaluate alert rules without a
+// Prometheus. Samples are Gorilla (XOR) encoded in chunks of 120; a
+// retention cut drops whole chunks. The store implements
+// storage.Queryable for the promql engine, and can be written to and read
+// from a snapshot file so that a restart keeps the window.
+//
+// It is not a TSDB: no WAL, no compaction into blocks, no on-disk index, no
+// histograms, no out-of-order samples. Long-term storage is Prometheus's job.
+package history
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+)
+
+// Gatherer yields the metric families to record; prometheus.Gatherer
+// satisfies it.
+type Gatherer interface {
+	Gather() ([]*dto.MetricFamily, error)
+}
+
+// Options configure a Store.
+type Options struct {
+	// Retention is the window kept, e.g. 6h. Default 1h.
+	Retention time.Duration
+	// Interval is how often Run gathers. Default 15s.
+	Interval time.Duration
+	// SnapshotFile, when set, is read by Restore and written by Run every
+	// SnapshotInterval (default 5m) and when Run returns.
+	SnapshotFile     string
+	SnapshotInterval time.Duration
+	// Logger receives errors of gathering and snapshots. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Retention <= 0 {
+		o.Retention = time.Hour
+	}
+	if o.Interval <= 0 {
+		o.Interval = 15 * time.Second
+	}
+	if o.SnapshotInterval <= 0 {
+		o.SnapshotInterval = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Store is the in-memory history. It is safe for concurrent use.
+type Store struct {
+	opts Options
+
+	mu     sync.RWMutex
+	series map[uint64][]*memSeries
+	byName map[string][]*memSeries
+	// gathered are the series seen in the previous AppendFamilies call;
+	// those missing from the next one get a staleness marker.
+	gathered map[*memSeries]bool
+	dropped  int64
+}
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	return &Store{
+		opts:     opts.withDefaults(),
+		series:   map[uint64][]*memSeries{},
+		byName:   map[string][]*memSeries{},
+		gathered: map[*memSeries]bool{},
+	}
+}
+
+// Retention returns the window the store keeps.
+func (s *Store) Retention() time.Duration { return s.opts.Retention }
+
+// Interval returns how often Run gathers.
+func (s *Store) Interval() time.Duration { return s.opts.Interval }
+
+// getOrCreate returns the series with labels lset. Callers hold s.mu.
+func (s *Store) getOrCreate(lset labels.Labels) *memSeries {
+	h := lset.Hash()
+	for _, ms := range s.series[h] {
+		if labels.Equal(ms.lset, lset) {
+			return ms
+		}
+	}
+	ms := newSeries(lset)
+	s.series[h] = append(s.series[h], ms)
+	name := lset.Get(labels.MetricName)
+	s.byName[name] = append(s.byName[name], ms)
+	return ms
+}
+
+// Append adds one sample at t (milliseconds since the epoch). A sample not
+// newer than the series' last one is dropped and Append reports false.
+// Recording rules use it; value.StaleNaN marks a series as ended.
+func (s *Store) Append(lset labels.Labels, t int64, v float64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendLocked(s.getOrCreate(lset), t, v)
+}
+
+func (s *Store) appendLocked(ms *memSeries, t int64, v float64) bool {
+	if !ms.append(t, v) {
+		s.dropped++
+		return false
+	}
+	return true
+}
+
+// AppendFamilies records every gauge, counter and untyped sample of mfs at
+// t, and a staleness marker for each series of the previous call that is
+// missing now (a target went down, a value became unavailable), so PromQL
+// stops returning it at once instead of after the 5m lookback. Histograms
+// and summaries are skipped: kvwatch exports none.
+func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
+	ts := t.UnixMilli()
+	var b labels.ScratchBuilder
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := make(map[*memSeries]bool, len(s.gathered))
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var v float64
+			switch mf.GetType() {
+			case dto.MetricType_GAUGE:
+				v = m.GetGauge().GetValue()
+			case dto.MetricType_COUNTER:
+				v = m.GetCounter().GetValue()
+			case dto.MetricType_UNTYPED:
+				v = m.GetUntyped().GetValue()
+			default:
+				continue
+			}
+			b.Reset()
+			b.Add(labels.MetricName, mf.GetName())
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() != "" {
+					b.Add(lp.GetName(), lp.GetValue())
+				}
+			}
+			b.Sort()
+			ms := s.getOrCreate(b.Labels())
+			s.appendLocked(ms, ts, v)
+			now[ms] = true
+		}
+	}
+	for ms := range s.gathered {
+		if !now[ms] {
+			s.appendLocked(ms, ts, math.Float64frombits(value.StaleNaN))
+		}
+	}
+	s.gathered = now
+	s.truncateLocked(ts - s.opts.Retention.Milliseconds())
+}
+
+// Truncate drops samples older than the retention window before now.
+func (s *Store) Truncate(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.truncateLocked(now.UnixMilli() - s.opts.Retention.Milliseconds())
+}
+
+func (s *Store) truncateLocked(mint int64) {
+	for h, list := range s.series {
+		kept := list[:0]
+		for _, ms := range list {
+			if ms.truncate(mint) {
+				s.removeNameLocked(ms)
+				delete(s.gathered, ms)
+				continue
+			}
+			kept = append(kept, ms)
+		}
+		if len(kept) == 0 {
+			delete(s.series, h)
+		} else {
+			s.series[h] = kept
+		}
+	}
+}
+
+func (s *Store) removeNameLocked(ms *memSeries) {
+	name := ms.lset.Get(labels.MetricName)
+	list := s.byName[name]
+	for i, x := range list {
+		if x == ms {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.byName, name)
+	} else {
+		s.byName[name] = list
+	}
+}
+
+// Stats describe what the store holds.
+type Stats struct {
+	Series  int `json:"series"`
+	Samples int `json:"samples"`
+	// ChunkBytes is the encoded size of all samples, in bytes.
+	ChunkBytes int `json:"chunk_bytes"`
+	// Dropped counts samples refused as out of order or duplicate.
+	Dropped int64 `json:"dropped_samples"`
+}
+
+// Stats returns the store's size.
+func (s *Store) Stats() Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := Stats{Dropped: s.dropped}
+	for _, list := range s.series {
+		for _, ms := range list {
+			st.Series++
+			st.Samples += ms.samples()
+			st.ChunkBytes += ms.bytes()
+		}
+	}
+	return st
+}
+
+// Run gathers g every Interval into the store until ctx ends, writing the
+// snapshot file (when set) every SnapshotInterval and once more before
+// returning. It returns the error of that last snapshot write, if any.
+func (s *Store) Run(ctx context.Context, g Gatherer) error {
+	tick := time.NewTicker(s.opts.Interval)
+	defer tick.Stop()
+	var snap <-chan time.Time
+	if s.opts.SnapshotFile != "" {
+		st := time.NewTicker(s.opts.SnapshotInterval)
+		defer st.Stop()
+		snap = st.C
+	}
+	s.gatherOnce(g)
+	for {
+		select {
+		case <-ctx.Done():
+			if s.opts.SnapshotFile == "" {
+				return nil
+			}
+			return s.WriteSnapshot(s.opts.SnapshotFile)
+		case <-tick.C:
+			s.gatherOnce(g)
+		case <-snap:
+			if err := s.WriteSnapshot(s.opts.SnapshotFile); err != nil {
+				s.opts.Logger.Error("history snapshot", "err", err)
+			}
+		}
+	}
+}
+
+func (s *Store) gatherOnce(g Gatherer) {
+	mfs, err := g.Gather()
+	if err != nil {
+		// A partial gather still holds every family that worked.
+		s.opts.Logger.Warn("history gather", "err", err)
+	}
+	s.AppendFamilies(s.opts.Now(), mfs)
+}
+
+// sortedSeries returns the series in label order (for snapshots and tests).
+func (s *Store) sortedSeriesLocked() []*memSeries {
+	var out []*memSeries
+	for _, list := range s.series {
+		out = append(out, list...)
+	}
+	sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
+	return out
+}

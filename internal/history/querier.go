@@ -1,0 +1,165 @@
+package history
+
+import (
+	"context"
+	"slices"
+	"sort"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Querier implements storage.Queryable: mint and maxt are inclusive bounds
+// in milliseconds.
+func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &querier{s: s, mint: mint, maxt: maxt}, nil
+}
+
+type querier struct {
+	s          *Store
+	mint, maxt int64
+}
+
+// match returns the series matching every matcher that hold data in
+// [mint, maxt], with their chunks, in no particular order.
+func (q *querier) match(mint, maxt int64, ms []*labels.Matcher, withChunks bool) []*series {
+	s := q.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var cands []*memSeries
+	named := false
+	for _, m := range ms {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			cands = s.byName[m.Value]
+			named = true
+			break
+		}
+	}
+	if !named {
+		for _, list := range s.series {
+			cands = append(cands, list...)
+		}
+	}
+	var out []*series
+	for _, x := range cands {
+		if !matches(x.lset, ms) || x.lastT < mint {
+			continue
+		}
+		var chunks []chunk
+		if withChunks {
+			chunks = x.view(mint, maxt)
+			if len(chunks) == 0 {
+				continue
+			}
+		} else if !x.overlaps(mint, maxt) {
+			continue
+		}
+		out = append(out, &series{lset: x.lset, chunks: chunks})
+	}
+	return out
+}
+
+func (s *memSeries) overlaps(mint, maxt int64) bool {
+	for _, c := range s.closed {
+		if c.maxt >= mint && c.mint <= maxt {
+			return true
+		}
+	}
+	return s.head.c != nil && s.head.maxt >= mint && s.head.mint <= maxt
+}
+
+func matches(lset labels.Labels, ms []*labels.Matcher) bool {
+	for _, m := range ms {
+		if !m.Matches(lset.Get(m.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Select implements storage.Querier.
+func (q *querier) Select(_ context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+	}
+	withChunks := hints == nil || hints.Func != "series"
+	out := q.match(mint, maxt, ms, withChunks)
+	if sortSeries {
+		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
+	}
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return &seriesSet{list: out, i: -1}
+}
+
+// LabelValues implements storage.LabelQuerier.
+func (q *querier) LabelValues(_ context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	seen := map[string]bool{}
+	for _, x := range q.match(q.mint, q.maxt, ms, false) {
+		if v := x.lset.Get(name); v != "" {
+			seen[v] = true
+		}
+	}
+	return limit(seen, hints), nil, nil
+}
+
+// LabelNames implements storage.LabelQuerier.
+func (q *querier) LabelNames(_ context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	seen := map[string]bool{}
+	for _, x := range q.match(q.mint, q.maxt, ms, false) {
+		x.lset.Range(func(l labels.Label) { seen[l.Name] = true })
+	}
+	return limit(seen, hints), nil, nil
+}
+
+func limit(set map[string]bool, hints *storage.LabelHints) []string {
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return out
+}
+
+// Close implements storage.LabelQuerier.
+func (q *querier) Close() error { return nil }
+
+// series is a storage.Series over a private view of chunks.
+type series struct {
+	lset   labels.Labels
+	chunks []chunk
+}
+
+// Labels implements storage.Series.
+func (s *series) Labels() labels.Labels { return s.lset }
+
+// Iterator implements storage.Series. It walks the chunks overlapping the
+// queried range, so it may yield a few samples just outside it; the promql
+// engine filters by time itself.
+func (s *series) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if len(s.chunks) == 1 {
+		return s.chunks[0].c.Iterator(it)
+	}
+	its := make([]chunkenc.Iterable, len(s.chunks))
+	for i, c := range s.chunks {
+		its[i] = c.c
+	}
+	return storage.ChainSampleIteratorFromIterables(it, its)
+}
+
+type seriesSet struct {
+	list []*series
+	i    int
+}
+
+func (ss *seriesSet) Next() bool                        { ss.i++; return ss.i < len(ss.list) }
+func (ss *seriesSet) At() storage.Series                { return ss.list[ss.i] }
+func (ss *seriesSet) Err() error                        { return nil }
+func (ss *seriesSet) Warnings() annotations.Annotations { return nil }

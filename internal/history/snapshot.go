@@ -1,0 +1,220 @@
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+// snapshotMagic starts every snapshot file; the last byte is the format
+// version.
+var snapshotMagic = []byte("KVWHIST\x01")
+
+// ErrNoSnapshot is returned by Restore when the snapshot file does not exist
+// yet (the first start).
+var ErrNoSnapshot = errors.New("no history snapshot yet")
+
+// WriteSnapshot writes every series to path atomically (a temporary file
+// renamed over path). The format is the magic, then per series its labels
+// and its chunks' time ranges and bytes, all length-prefixed, then a CRC32
+// (Castagnoli) of everything before it.
+func (s *Store) WriteSnapshot(path string) error {
+	var buf bytes.Buffer
+	buf.Write(snapshotMagic)
+	s.mu.RLock()
+	list := s.sortedSeriesLocked()
+	putUvarint(&buf, uint64(len(list)))
+	for _, ms := range list {
+		putUvarint(&buf, uint64(ms.lset.Len()))
+		ms.lset.Range(func(l labels.Label) {
+			putString(&buf, l.Name)
+			putString(&buf, l.Value)
+		})
+		chunks := ms.view(minInt64, maxInt64)
+		putUvarint(&buf, uint64(len(chunks)))
+		for _, c := range chunks {
+			putVarint(&buf, c.mint)
+			putVarint(&buf, c.maxt)
+			b := c.c.Bytes()
+			putUvarint(&buf, uint64(len(b)))
+			buf.Write(b)
+		}
+	}
+	s.mu.RUnlock()
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(buf.Bytes(), castagnoli))
+	buf.Write(sum[:])
+
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write history snapshot: %w (check that the directory of history.snapshot_file exists and is writable)", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(buf.Bytes())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write history snapshot %s: %w", path, err)
+	}
+	return nil
+}
+
+const (
+	minInt64 = -1 << 63
+	maxInt64 = 1<<63 - 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Restore reads the snapshot file into an empty store, keeping only chunks
+// that still hold samples inside the retention window before now. It
+// returns ErrNoSnapshot when the file does not exist.
+func (s *Store) Restore(now time.Time) error {
+	path := s.opts.SnapshotFile
+	if path == "" {
+		return ErrNoSnapshot
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return ErrNoSnapshot
+	}
+	if err != nil {
+		return fmt.Errorf("read history snapshot: %w", err)
+	}
+	if err := s.restore(data, now.UnixMilli()-s.opts.Retention.Milliseconds()); err != nil {
+		return fmt.Errorf("read history snapshot %s: %w (delete the file to start with an empty history)", path, err)
+	}
+	return nil
+}
+
+func (s *Store) restore(data []byte, mint int64) error {
+	if len(data) < len(snapshotMagic)+4 || !bytes.Equal(data[:len(snapshotMagic)], snapshotMagic) {
+		return errors.New("not a kvwatch history snapshot (or an unknown version)")
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return errors.New("checksum mismatch: the file is truncated or corrupt")
+	}
+	r := bufio.NewReader(bytes.NewReader(body[len(snapshotMagic):]))
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b labels.ScratchBuilder
+	for range n {
+		nl, err := binary.ReadUvarint(r)
+		if err != nil {
+			return err
+		}
+		b.Reset()
+		for range nl {
+			name, err := getString(r)
+			if err != nil {
+				return err
+			}
+			val, err := getString(r)
+			if err != nil {
+				return err
+			}
+			b.Add(name, val)
+		}
+		b.Sort()
+		lset := b.Labels()
+		nc, err := binary.ReadUvarint(r)
+		if err != nil {
+			return err
+		}
+		var ms *memSeries
+		for range nc {
+			cmint, err := binary.ReadVarint(r)
+			if err != nil {
+				return err
+			}
+			cmaxt, err := binary.ReadVarint(r)
+			if err != nil {
+				return err
+			}
+			l, err := binary.ReadUvarint(r)
+			if err != nil {
+				return err
+			}
+			if l > uint64(len(body)) {
+				return errors.New("chunk length beyond the end of the file")
+			}
+			cb := make([]byte, l)
+			if _, err := io.ReadFull(r, cb); err != nil {
+				return err
+			}
+			if cmaxt < mint {
+				continue
+			}
+			c, err := chunkenc.FromData(chunkenc.EncXOR, cb)
+			if err != nil {
+				return err
+			}
+			if ms == nil {
+				ms = s.getOrCreate(lset)
+				if ms.lastT != minInt64 {
+					return fmt.Errorf("series %s appears twice", lset)
+				}
+			}
+			if cmint <= ms.lastT {
+				return fmt.Errorf("series %s has overlapping chunks", lset)
+			}
+			ms.closed = append(ms.closed, chunk{c: c.(*chunkenc.XORChunk), mint: cmint, maxt: cmaxt})
+			ms.lastT = cmaxt
+		}
+	}
+	return nil
+}
+
+func putUvarint(w *bytes.Buffer, v uint64) {
+	var b [binary.MaxVarintLen64]byte
+	w.Write(b[:binary.PutUvarint(b[:], v)])
+}
+
+func putVarint(w *bytes.Buffer, v int64) {
+	var b [binary.MaxVarintLen64]byte
+	w.Write(b[:binary.PutVarint(b[:], v)])
+}
+
+func putString(w *bytes.Buffer, s string) {
+	putUvarint(w, uint64(len(s)))
+	w.WriteString(s)
+}
+
+func getString(r *bufio.Reader) (string, error) {
+	l, err := binary.ReadUvarint(r)
+	if err != nil {
+		return "", err
+	}
+	if l > 1<<16 {
+		return "", errors.New("label longer than 64KiB")
+	}
+	b := make([]byte, l)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
