@@ -7,17 +7,37 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvwatch/kvwatch/internal/config"
 )
+
+const goldenConfig = `targets:
+  - name: decode-0
+    url: http://127.0.0.1:30002
+    role: decode
+    labels: {cluster: c1, pool: p1}
+  - name: prefill-0
+    url: http://127.0.0.1:30001
+    role: prefill
+    labels: {cluster: c1, pool: p1}
+`
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // goldenOptions is the stack the golden files hold: defaults, plus every
 // optional part switched on so each artifact is covered.
 func goldenOptions() Options {
+	cfg, err := config.Parse([]byte(goldenConfig), "golden.yml")
+	if err != nil {
+		panic(err)
+	}
 	return Options{
-		HA:             true,
-		Probe:          true,
-		RemoteWriteURL: "http://127.0.0.1:9009/api/v1/push",
+		Config:               cfg,
+		ConfigFile:           []byte(goldenConfig),
+		GrafanaAdminPassword: "golden-not-a-secret",
+		HA:                   true,
+		Probe:                true,
+		RemoteWriteURL:       "http://127.0.0.1:9009/api/v1/push",
 		Receivers: Receivers{
 			WebhookURLs:     []string{"http://127.0.0.1:5001/alerts"},
 			EmailTo:         "oncall@example.com",

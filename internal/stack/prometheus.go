@@ -23,7 +23,8 @@ type promGlobal struct {
 }
 
 type promAlerting struct {
-	Alertmanagers []promAlertmanager `yaml:"alertmanagers"`
+	AlertRelabelConfigs []promRelabel      `yaml:"alert_relabel_configs,omitempty"`
+	Alertmanagers       []promAlertmanager `yaml:"alertmanagers"`
 }
 
 type promAlertmanager struct {
@@ -52,6 +53,8 @@ type promScrapeConfig struct {
 }
 
 type promRelabel struct {
+	Action       string   `yaml:"action,omitempty"`
+	Regex        string   `yaml:"regex,omitempty"`
 	SourceLabels []string `yaml:"source_labels,omitempty"`
 	TargetLabel  string   `yaml:"target_label,omitempty"`
 	Replacement  string   `yaml:"replacement,omitempty"`
@@ -93,6 +96,9 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 	}
 	if replica != "" {
 		c.Global.ExternalLabels = map[string]string{"replica": replica}
+		// Alerts carry external labels; drop replica so the Alertmanagers
+		// see one alert from both replicas and deduplicate it.
+		c.Alerting.AlertRelabelConfigs = []promRelabel{{Action: "labeldrop", Regex: "replica"}}
 	}
 	if o.Probe {
 		c.ScrapeConfigs = append(c.ScrapeConfigs, promScrapeConfig{

@@ -99,6 +99,9 @@ type Options struct {
 	Namespace string
 	// Image is the kvwatch container image. Default ghcr.io/kvwatch/kvwatch:latest.
 	Image string
+	// GrafanaAdminPassword is written to grafana/admin-password; empty
+	// generates a random one (an existing file is kept by Files.Write).
+	GrafanaAdminPassword string
 }
 
 // Receivers are Alertmanager notification targets. With none set, alerts are

@@ -1,0 +1,171 @@
+package stack
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// Kubernetes labels of the kvwatch objects and of the engine pods the
+// PodMonitor selects.
+const (
+	k8sAppLabel       = "app.kubernetes.io/name"
+	k8sEngineLabel    = "kvwatch.io/engine"
+	k8sMetricsPort    = "metrics"
+	k8sKVWatchPort    = 9477
+	k8sConfigMapName  = "kvwatch-config"
+	k8sDashboardLabel = "grafana_dashboard"
+)
+
+// marshalK8s marshals objects as one multi-document YAML file.
+func marshalK8s(objs ...any) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(header)
+	for i, o := range objs {
+		y, err := yaml.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("marshal kubernetes object: %w", err)
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(y)
+	}
+	return b.Bytes(), nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// kubernetesFiles returns the manifests: kvwatch Deployment, Service and
+// config, a ServiceMonitor for kvwatch, a PodMonitor for engines, the
+// PrometheusRule and the dashboard ConfigMaps for Grafana's sidecar.
+func kubernetesFiles(o Options) (Files, error) {
+	ns := o.Namespace
+	labels := map[string]string{k8sAppLabel: "kvwatch"}
+	meta := func(name string, extra map[string]string) metav1.ObjectMeta {
+		l := map[string]string{k8sAppLabel: "kvwatch"}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l}
+	}
+	cfg, err := kvwatchConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	cm := corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: meta(k8sConfigMapName, nil), Data: map[string]string{"kvwatch.yml": string(cfg)}}
+	dep := appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta("kvwatch", nil),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr(false),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Containers: []corev1.Container{{
+						Name:  "kvwatch",
+						Image: o.Image,
+						Args: []string{"serve", "--config.file=/etc/kvwatch/kvwatch.yml",
+							fmt.Sprintf("--web.listen-address=:%d", k8sKVWatchPort)},
+						Ports: []corev1.ContainerPort{{Name: k8sMetricsPort, ContainerPort: k8sKVWatchPort}},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: "/metrics", Port: intstr.FromString(k8sMetricsPort)}}},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
+							ReadOnlyRootFilesystem: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/kvwatch", ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: k8sConfigMapName}}}}},
+				},
+			},
+		},
+	}
+	svc := corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: meta("kvwatch", nil),
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+			Name: k8sMetricsPort, Port: k8sKVWatchPort, TargetPort: intstr.FromString(k8sMetricsPort)}}},
+	}
+	sm := monitoringv1.ServiceMonitor{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: monitoringv1.ServiceMonitorsKind},
+		ObjectMeta: meta("kvwatch", nil),
+		Spec: monitoringv1.ServiceMonitorSpec{
+			Selector: metav1.LabelSelector{MatchLabels: labels},
+			Endpoints: []monitoringv1.Endpoint{{Port: k8sMetricsPort, Path: "/metrics",
+				Interval: monitoringv1.Duration(o.ScrapeInterval.String())}},
+		},
+	}
+	pm := monitoringv1.PodMonitor{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: monitoringv1.PodMonitorsKind},
+		ObjectMeta: meta("inference-engines", nil),
+		Spec: monitoringv1.PodMonitorSpec{
+			Selector:          metav1.LabelSelector{MatchLabels: map[string]string{k8sEngineLabel: "true"}},
+			NamespaceSelector: monitoringv1.NamespaceSelector{Any: true},
+			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{Port: ptr(k8sMetricsPort), Path: "/metrics",
+				Interval: monitoringv1.Duration(o.ScrapeInterval.String())}},
+		},
+	}
+	pr := monitoringv1.PrometheusRule{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: monitoringv1.PrometheusRuleKind},
+		ObjectMeta: meta("kvwatch", nil),
+	}
+	for _, rg := range append(RecordingRules(o).Groups, AlertRules(o).Groups...) {
+		g := monitoringv1.RuleGroup{Name: rg.Name}
+		for _, r := range rg.Rules {
+			mr := monitoringv1.Rule{Record: r.Record, Alert: r.Alert, Expr: intstr.FromString(r.Expr),
+				Labels: r.Labels, Annotations: r.Annotations}
+			if r.For != 0 {
+				mr.For = ptr(monitoringv1.Duration(r.For.String()))
+			}
+			g.Rules = append(g.Rules, mr)
+		}
+		pr.Spec.Groups = append(pr.Spec.Groups, g)
+	}
+	var out Files
+	add := func(p string, objs ...any) error {
+		b, err := marshalK8s(objs...)
+		if err != nil {
+			return fmt.Errorf("generate %s: %w", p, err)
+		}
+		out = append(out, File{Path: p, Data: b, Mode: 0o644})
+		return nil
+	}
+	if err := add("kubernetes/kvwatch.yaml", cm, dep, svc); err != nil {
+		return nil, err
+	}
+	if err := add("kubernetes/servicemonitor.yaml", sm); err != nil {
+		return nil, err
+	}
+	if err := add("kubernetes/podmonitor.yaml", pm); err != nil {
+		return nil, err
+	}
+	if err := add("kubernetes/prometheusrule.yaml", pr); err != nil {
+		return nil, err
+	}
+	var cms []any
+	for _, d := range Dashboards(o) {
+		j, err := dashboardJSON(d)
+		if err != nil {
+			return nil, err
+		}
+		cms = append(cms, corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: meta(d.UID+"-dashboard", map[string]string{k8sDashboardLabel: "1"}),
+			Data:       map[string]string{path.Base(d.File): string(j)}})
+	}
+	if err := add("kubernetes/dashboards.yaml", cms...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
