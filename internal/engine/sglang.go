@@ -110,7 +110,8 @@ func (SGLang) Normalize(in Input) (kv.Server, error) {
 	}
 	gauge(sgEvictable, func(s *kv.Signals) *kv.Value { return &s.Evictable })
 	gauge(sgFullUsage, func(s *kv.Signals) *kv.Value { return &s.UsageRatio })
-	gauge(sgPendingPrealloc, func(s *kv.Signals) *kv.Value { return &s.ReservedRatio })
+	// A reservation for requests waiting in the PD pre-allocation queue.
+	r.read(p, sgPendingPrealloc, sgRank, sgTotals, maxf, func(s *kv.Signals) *kv.Value { return &s.ReservedRatio }, kv.ReservedOf)
 	gauge(sgRunning, func(s *kv.Signals) *kv.Value { return &s.Running })
 	gauge(sgQueue, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting })
 	if !gauge(sgBootstrapQ, func(s *kv.Signals) *kv.Value { return &s.Queued.Bootstrap }) {
