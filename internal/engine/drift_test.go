@@ -86,7 +86,7 @@ func TestVersionDrift(t *testing.T) {
 			body: "sglang:max_total_num_tokens{engine_type=\"decode\"} 1000\nsglang:kv_used_tokens{engine_type=\"decode\"} 100\nsglang:pending_prealloc_token_usage{engine_type=\"decode\"} 0.25\n",
 			want: summary{Engine: "sglang", Generation: "current", Role: kv.RoleDecode, Ranks: 1,
 				Signals: kv.Signals{Capacity: dir(1000), Used: dir(100), UsageRatio: der(0.1), ReservedRatio: res(0.25)},
-				Spread: der(0)},
+				Spread:  der(0)},
 		},
 		{
 			name: "sglang priority scheduling: totals only",
@@ -161,7 +161,7 @@ vllm:num_preemptions_total{engine="0",model_name="m"} 2
 			body: "vllm:gpu_cache_usage_perc{engine=\"0\"} 0.125\nvllm:gpu_prefix_cache_hits_total{engine=\"0\"} 3\nvllm:gpu_prefix_cache_queries_total{engine=\"0\"} 12\n",
 			want: summary{Engine: "vllm", Generation: "legacy", Ranks: 1,
 				Signals: kv.Signals{UsageRatio: dir(0.125), Counters: kv.Counters{PrefixHitTokens: dir(3), PrefixQueryTokens: dir(12)}},
-				Spread: der(0)},
+				Spread:  der(0)},
 		},
 		{
 			name: "smg router: worker health, no KV",
