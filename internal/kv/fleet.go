@@ -43,7 +43,9 @@ func FleetOf(servers []*Server) Fleet {
 // between two scrapes of the same server.
 type Rates struct {
 	// Window is the time between the two scrapes.
-	Window time.Duration `json:"window_seconds"`
+	Window time.Duration `json:"-"`
+	// WindowSeconds is Window in seconds, for JSON.
+	WindowSeconds float64 `json:"window_seconds"`
 	// PrefixHitRatio is Δhit / Δqueried tokens; unavailable without traffic.
 	PrefixHitRatio    Value `json:"prefix_hit_ratio"`
 	PreemptionsPerSec Value `json:"preemptions_per_second"`
@@ -68,7 +70,7 @@ func increase(prev, cur Value) (Value, bool) {
 
 // RatesBetween computes rates from two counter readings dt apart.
 func RatesBetween(prev, cur Counters, dt time.Duration) Rates {
-	r := Rates{Window: dt}
+	r := Rates{Window: dt, WindowSeconds: dt.Seconds()}
 	if dt <= 0 {
 		return r
 	}
