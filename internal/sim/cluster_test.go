@@ -130,15 +130,15 @@ func TestPagesShowTruth(t *testing.T) {
 		}
 		r := []string{"tp_rank", "1"}
 		checks := map[string]float64{
-			"kv_evictable_tokens":  f(tr.EvictableTokens),
-			"kv_available_tokens":  f(tr.CapacityTokens - tr.UsedTokens - tr.EvictableTokens),
-			"max_total_num_tokens": f(tr.CapacityTokens),
-			"num_used_tokens":      f(tr.UsedTokens),
-			"num_running_reqs":     float64(tr.Running),
-			"num_queue_reqs":       float64(tr.Queued),
-			"context_len":          f(tr.ContextLength),
-			"token_usage":          math.Round(float64(tr.UsedTokens)/float64(tr.CapacityTokens)*100) / 100,
-			"full_token_usage":     float64(tr.UsedTokens) / float64(tr.CapacityTokens),
+			"kv_evictable_tokens":          f(tr.EvictableTokens),
+			"kv_available_tokens":          f(tr.CapacityTokens - tr.UsedTokens - tr.EvictableTokens),
+			"max_total_num_tokens":         f(tr.CapacityTokens),
+			"num_used_tokens":              f(tr.UsedTokens),
+			"num_running_reqs":             float64(tr.Running),
+			"num_queue_reqs":               float64(tr.Queued),
+			"context_len":                  f(tr.ContextLength),
+			"token_usage":                  math.Round(float64(tr.UsedTokens)/float64(tr.CapacityTokens)*100) / 100,
+			"full_token_usage":             float64(tr.UsedTokens) / float64(tr.CapacityTokens),
 			"num_retracted_requests_total": f(tr.Counters.Preemptions),
 		}
 		for fam, want := range checks {
