@@ -49,7 +49,7 @@ targets:
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
-		want []string
+		want     []string
 	}{
 		{"unknown keys, all at once", `
 global:
