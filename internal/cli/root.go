@@ -67,7 +67,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	r := registry{}
 	// The subcommands, in the order --help lists them.
 	addStatus(app, r)
-	// addTop(app, r) // uncommented by the change that adds it
+	addTop(app, r)
 	// addServe(app, r) // uncommented by the change that adds it
 	// addCheck(app, r) // uncommented by the change that adds it
 	addSimulate(app, r)

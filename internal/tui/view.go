@@ -1,0 +1,647 @@
+package tui
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+)
+
+// na is how an unknown value is shown: never as 0.
+const na = "--"
+
+// styles are the lipgloss styles of one renderer.
+type styles struct {
+	ok, warn, crit, dim, bold, sel, bad, title lipgloss.Style
+}
+
+func newStyles(r *lipgloss.Renderer) styles {
+	if r == nil {
+		r = lipgloss.NewRenderer(io.Discard)
+		r.SetColorProfile(termenv.Ascii)
+	}
+	s := r.NewStyle()
+	return styles{
+		ok:    s.Foreground(lipgloss.Color("2")),
+		warn:  s.Foreground(lipgloss.Color("3")),
+		crit:  s.Foreground(lipgloss.Color("1")).Bold(true),
+		dim:   s.Faint(true),
+		bold:  s.Bold(true),
+		sel:   s.Reverse(true),
+		bad:   s.Foreground(lipgloss.Color("1")),
+		title: s.Bold(true).Foreground(lipgloss.Color("6")),
+	}
+}
+
+// level is the style for a usage ratio under the thresholds.
+func (m Model) level(ratio float64) lipgloss.Style {
+	switch {
+	case ratio >= m.opts.Crit:
+		return m.st.crit
+	case ratio >= m.opts.Warn:
+		return m.st.warn
+	}
+	return m.st.ok
+}
+
+// View renders the model.
+func (m Model) View() string {
+	w := m.width
+	if w <= 0 {
+		w = 80
+	}
+	var lines []string
+	switch {
+	case m.help:
+		lines = m.helpView(w)
+	case m.drill != "":
+		lines = m.drillView(w)
+	default:
+		lines = m.fleetView(w)
+	}
+	if m.height > 0 && len(lines) > m.height {
+		lines = lines[:m.height]
+	}
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(ansi.Truncate(l, w, "…"), " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// header is the first line of every screen.
+func (m Model) header(w int, where string) string {
+	left := m.st.title.Render("kvwatch top") + " " + where
+	var right []string
+	if m.have {
+		right = append(right, m.rep.Time.Format("15:04:05"))
+	}
+	right = append(right, "every "+m.opts.Refresh.String())
+	if m.paused {
+		right = append(right, m.st.warn.Render("PAUSED"))
+	}
+	r := strings.Join(right, "  ")
+	gap := w - lipgloss.Width(left) - lipgloss.Width(r)
+	if gap < 2 {
+		return left + "  " + r
+	}
+	return left + strings.Repeat(" ", gap) + r
+}
+
+// statusLines say that there is no report yet or the last fetch failed.
+func (m Model) statusLines() []string {
+	var out []string
+	if m.err != nil {
+		age := ""
+		if !m.errAt.IsZero() && !m.now.IsZero() {
+			age = " " + ageText(m.now.Sub(m.errAt)) + " ago"
+		}
+		out = append(out, m.st.bad.Render("fetch failed"+age+": "+m.err.Error()))
+	}
+	if !m.have && m.err == nil {
+		out = append(out, "waiting for the first report…")
+	}
+	return out
+}
+
+// ---- fleet table ----
+
+// tableCol is one column of the fleet table.
+type tableCol struct {
+	col   column // sort column shown
+	title string
+	width int
+	right bool
+	prio  int // lower is kept first when the terminal is narrow
+	cell  func(m Model, s report.Server) string
+}
+
+// layout picks the columns that fit in w and the width of the server column.
+func (m Model) layout(w int) (cols []tableCol, nameW int) {
+	full := w >= 128
+	barW, headW := 6, 9
+	if full {
+		barW, headW = 10, 17
+	}
+	all := []tableCol{
+		{colRole, "ROLE", 7, false, 2, func(m Model, s report.Server) string { return string(s.Role) }},
+		{colEngine, "ENGINE", 13, false, 9, func(m Model, s report.Server) string {
+			if s.Server == nil {
+				return na
+			}
+			return s.Server.Engine
+		}},
+		{colKV, "KV", barW + 8, false, 1, func(m Model, s report.Server) string { return m.kvCell(s, barW) }},
+		{colUsed, "USED/CAP", 13, true, 7, func(m Model, s report.Server) string {
+			if s.Server == nil || (!s.Server.Used.OK() && !s.Server.Capacity.OK()) {
+				return na
+			}
+			return tokens(s.Server.Used) + "/" + tokens(s.Server.Capacity)
+		}},
+		{colHeadroom, "HEADROOM", headW, false, 3, func(m Model, s report.Server) string { return headroomCell(s, full) }},
+		{colRunning, "RUN", 5, true, 4, func(m Model, s report.Server) string {
+			if s.Server == nil {
+				return na
+			}
+			return count(s.Server.Running)
+		}},
+		{colQueued, "QUEUE", 5, true, 4, func(m Model, s report.Server) string {
+			if s.Server == nil {
+				return na
+			}
+			return count(s.Server.Queued.QueuedTotal())
+		}},
+		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string { return pct(numberOf(s, colHit, m.now)) }},
+		{colPreempt, "PRE/S", 6, true, 5, func(m Model, s report.Server) string { return perSec(numberOf(s, colPreempt, m.now)) }},
+		{colTokens, "TOK/S", 7, true, 8, func(m Model, s report.Server) string { return perSec(numberOf(s, colTokens, m.now)) }},
+		{colAge, "AGE", 5, true, 4, func(m Model, s report.Server) string {
+			v := numberOf(s, colAge, m.now)
+			if !v.OK() {
+				return na
+			}
+			return ageText(time.Duration(v.V * float64(time.Second)))
+		}},
+		{numColumns, "USAGE HISTORY", 20, false, 10, func(m Model, s report.Server) string {
+			return spark(m.hist[s.Name], 20)
+		}},
+	}
+	const nameMin, nameMax = 16, 32
+	avail := w - 2 // selection marker
+	byPrio := make([]int, len(all))
+	for i := range all {
+		byPrio[i] = i
+	}
+	sort.SliceStable(byPrio, func(a, b int) bool { return all[byPrio[a]].prio < all[byPrio[b]].prio })
+	keep := make([]bool, len(all))
+	used := nameMin
+	for _, i := range byPrio {
+		if used+1+all[i].width <= avail {
+			keep[i] = true
+			used += 1 + all[i].width
+		}
+	}
+	for i, c := range all {
+		if keep[i] {
+			cols = append(cols, c)
+		}
+	}
+	nameW = min(nameMax, nameMin+avail-used)
+	return cols, nameW
+}
+
+// fit pads or truncates a styled string to exactly w cells.
+func fit(s string, w int, right bool) string {
+	n := lipgloss.Width(s)
+	if n > w {
+		return ansi.Truncate(s, w, "…")
+	}
+	pad := strings.Repeat(" ", w-n)
+	if right {
+		return pad + s
+	}
+	return s + pad
+}
+
+func (m Model) fleetView(w int) []string {
+	where := m.opts.Title
+	if m.filter != "" || m.editing {
+		where += "  filter /" + m.filter
+		if m.editing {
+			where += "▏"
+		}
+	}
+	lines := []string{m.header(w, where)}
+	lines = append(lines, m.statusLines()...)
+	if !m.have {
+		return lines
+	}
+	lines = append(lines, m.fleetLine())
+	cols, nameW := m.layout(w)
+	arrow := "▲"
+	if m.desc {
+		arrow = "▼"
+	}
+	head := "  " + fit(sortTitle("SERVER", colName, m.sortCol, arrow), nameW, false)
+	for _, c := range cols {
+		head += " " + fit(sortTitle(c.title, c.col, m.sortCol, arrow), c.width, c.right)
+	}
+	lines = append(lines, m.st.bold.Render(head))
+
+	rows := m.rows()
+	cur := m.cursor(rows)
+	if m.static {
+		cur = -1
+	}
+	footer := m.st.dim.Render("↑↓ select  enter ranks  s/S sort  1-0 column  / filter  p pause  ? help  q quit")
+	room := len(rows)
+	if m.height > 0 {
+		room = max(1, m.height-len(lines)-1)
+	}
+	start := 0
+	if len(rows) > room {
+		room-- // for the "more" line
+		room = max(1, room)
+		start = max(0, min(cur-room/2, len(rows)-room))
+	}
+	if len(rows) == 0 {
+		lines = append(lines, m.st.dim.Render("  no server matches the filter; Esc clears it"))
+	}
+	for i := start; i < len(rows) && i < start+room; i++ {
+		lines = append(lines, m.rowLine(rows[i], i == cur, cols, nameW, w))
+	}
+	if hidden := len(rows) - room; hidden > 0 {
+		lines = append(lines, m.st.dim.Render(fmt.Sprintf("  … %d of %d servers shown; ↑↓ scroll", room, len(rows))))
+	}
+	if m.static {
+		return lines
+	}
+	if m.height > 0 {
+		for len(lines) < m.height-1 {
+			lines = append(lines, "")
+		}
+	}
+	return append(lines, footer)
+}
+
+func sortTitle(title string, c, sorted column, arrow string) string {
+	if c == sorted {
+		return title + arrow
+	}
+	return title
+}
+
+// rowLine renders one server; a failed one shows its reason and error.
+func (m Model) rowLine(s report.Server, selected bool, cols []tableCol, nameW, w int) string {
+	mark := "  "
+	if selected {
+		mark = "› "
+	}
+	name := fit(s.Name, nameW, false)
+	if selected {
+		name = m.st.sel.Render(name)
+	}
+	line := mark + name
+	if !s.OK {
+		line += " " + fit(string(s.Role), 7, false)
+		msg := "DOWN"
+		if s.Reason != "" {
+			msg += " " + s.Reason
+		}
+		if s.Error != "" {
+			msg += ": " + s.Error
+		}
+		rest := w - lipgloss.Width(line) - 1
+		return line + " " + m.st.bad.Render(ansi.Truncate(msg, max(rest, 1), "…"))
+	}
+	for _, c := range cols {
+		line += " " + fit(c.cell(m, s), c.width, c.right)
+	}
+	return line
+}
+
+// kvCell is a usage bar with its percentage, or the router's workers.
+func (m Model) kvCell(s report.Server, barW int) string {
+	if s.Server == nil {
+		return na
+	}
+	if r := s.Server.Router; r != nil {
+		return "workers " + count(r.WorkersHealthy) + "/" + count(r.WorkersTotal)
+	}
+	return m.bar(s.Server.UsageRatio, barW) + " " + fit(pct(s.Server.UsageRatio), 7, true)
+}
+
+// bar draws a ratio 0–1 in w cells, coloured by the thresholds.
+func (m Model) bar(v kv.Value, w int) string {
+	if !v.OK() {
+		return m.st.dim.Render(strings.Repeat("·", w))
+	}
+	n := int(math.Round(math.Max(0, math.Min(1, v.V)) * float64(w)))
+	if v.V > 0 && n == 0 {
+		n = 1 // some use is never drawn as none
+	}
+	return m.level(v.V).Render(strings.Repeat("█", n)) + m.st.dim.Render(strings.Repeat("░", w-n))
+}
+
+// fleetLine is the capacity-weighted fleet summary.
+func (m Model) fleetLine() string {
+	f := m.rep.Fleet
+	down := 0
+	for _, s := range m.rep.Servers {
+		if !s.OK {
+			down++
+		}
+	}
+	parts := []string{m.st.bold.Render("FLEET"), fmt.Sprintf("%d up", f.Servers)}
+	if down > 0 {
+		parts = append(parts, m.st.bad.Render(fmt.Sprintf("%d down", down)))
+	}
+	kvText := "KV " + m.bar(f.UsageRatio, 10) + " " + pct(f.UsageRatio) + "  " + tokens(f.Used) + " / " + tokens(f.Capacity) + " tok"
+	if f.Counted < f.Servers {
+		kvText += fmt.Sprintf(" (%d of %d report KV)", f.Counted, f.Servers)
+	}
+	parts = append(parts, kvText, "running "+count(f.Running), "queued "+count(f.Queued))
+	return strings.Join(parts, "  ")
+}
+
+// headroomCell shows how many requests of the first size fit and, in the
+// full layout, how many of the server's context length.
+func headroomCell(s report.Server, full bool) string {
+	if len(s.Headroom) == 0 {
+		return na
+	}
+	first := s.Headroom[0]
+	out := fitText(first)
+	if !full {
+		return out
+	}
+	for _, h := range s.Headroom[1:] {
+		if h.Context {
+			return out + " " + fitText(h) + "c"
+		}
+	}
+	if first.Context {
+		return out + "c"
+	}
+	return out
+}
+
+// fitText is "314×8k": requests × request size.
+func fitText(h report.Headroom) string {
+	return count(h.Requests) + "×" + sizeLabel(h.Tokens)
+}
+
+// ---- drill-down ----
+
+func (m Model) drillView(w int) []string {
+	var s *report.Server
+	for i := range m.rep.Servers {
+		if m.rep.Servers[i].Name == m.drill {
+			s = &m.rep.Servers[i]
+		}
+	}
+	lines := []string{m.header(w, "› "+m.drill)}
+	lines = append(lines, m.statusLines()...)
+	if s == nil {
+		return append(lines, m.st.bad.Render(m.drill+" is no longer in the report"), m.st.dim.Render("esc back"))
+	}
+	lines = append(lines, m.st.bold.Render(s.Name)+"  "+s.URL+"  "+string(s.Role)+"  scraped "+m.ageOf(*s)+" ago")
+	if len(s.Labels) > 0 {
+		keys := make([]string, 0, len(s.Labels))
+		for k := range s.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kvs []string
+		for _, k := range keys {
+			kvs = append(kvs, k+"="+s.Labels[k])
+		}
+		lines = append(lines, "labels  "+strings.Join(kvs, " "))
+	}
+	if !s.OK {
+		lines = append(lines, m.st.bad.Render("DOWN "+s.Reason))
+		for _, l := range wrap(s.Error, w) {
+			lines = append(lines, m.st.bad.Render(l))
+		}
+		return append(lines, "", m.st.dim.Render("esc back  ↑↓ other server  q quit"))
+	}
+	sv := s.Server
+	eng := sv.Engine
+	if sv.Generation != "" {
+		eng += " (" + sv.Generation + ")"
+	}
+	model := sv.Model
+	if model == "" {
+		model = na
+	}
+	lines = append(lines, "engine "+eng+"  model "+model+"  context "+tokens(sv.ContextLength)+" tok")
+	if r := sv.Router; r != nil {
+		lines = append(lines, "workers healthy "+count(r.WorkersHealthy)+" of "+count(r.WorkersTotal))
+	}
+	kvLine := "KV " + m.bar(sv.UsageRatio, 20) + " " + pct(sv.UsageRatio) + "  used " + tokens(sv.Used) +
+		" / " + tokens(sv.Capacity) + " tok  evictable " + tokens(sv.Evictable) + "  reserved " + pct(sv.ReservedRatio) +
+		"  DP spread " + pct(sv.Spread)
+	lines = append(lines, kvLine)
+	if sv.UsageRatio.Prov == kv.Reserved {
+		lines = append(lines, m.st.dim.Render("   usage is a reservation made at admission, not KV written (provenance reserved)"))
+	}
+	var hr []string
+	for _, h := range s.Headroom {
+		t := fitText(h)
+		if h.Context {
+			t += " (context length)"
+		}
+		hr = append(hr, t)
+	}
+	if len(hr) == 0 {
+		hr = []string{na}
+	}
+	lines = append(lines, "headroom "+strings.Join(hr, "  "))
+	q := sv.Queued
+	lines = append(lines, "running "+count(sv.Running)+"  queued "+count(q.QueuedTotal())+" (waiting "+count(q.Waiting)+
+		", prealloc "+count(q.Prealloc)+", bootstrap "+count(q.Bootstrap)+", transfer "+count(q.Transfer)+", inflight "+count(q.Inflight)+")")
+	if r := s.Rates; r != nil {
+		rl := "prefix hit " + pct(r.PrefixHitRatio) + "  preemptions " + perSec(r.PreemptionsPerSec) + "/s  prompt " +
+			perSec(r.PromptTokensPS) + " tok/s  generation " + perSec(r.GenTokensPS) + " tok/s  over " + r.Window.Round(time.Millisecond).String()
+		if r.Reset {
+			rl += "  " + m.st.warn.Render("counters reset: engine restarted")
+		}
+		lines = append(lines, rl)
+	} else {
+		lines = append(lines, "prefix hit --  preemptions --  tokens/s --  (rates need two scrapes)")
+	}
+	lines = append(lines, "usage history "+spark(m.hist[s.Name], min(60, max(10, w-14))))
+	lines = append(lines, "")
+	lines = append(lines, m.rankLines(*s, w)...)
+	return append(lines, "", m.st.dim.Render("esc back  ↑↓ other server  p pause  ? help  q quit"))
+}
+
+// rankLines are the per-rank table of a server.
+func (m Model) rankLines(s report.Server, w int) []string {
+	ranks := s.Server.Ranks
+	if len(ranks) == 0 {
+		return []string{m.st.dim.Render("no per-rank series: the engine reports this server as a whole")}
+	}
+	barW, sparkW := 10, max(0, min(40, w-74))
+	head := fmt.Sprintf("%-4s %-4s %-4s %10s %10s %-*s %5s %5s", "DP", "TP", "PP", "USED", "CAP", barW+8, "USAGE", "RUN", "QUEUE")
+	if sparkW >= 8 {
+		head += " HISTORY"
+	}
+	out := []string{m.st.bold.Render(head)}
+	for _, r := range ranks {
+		l := fmt.Sprintf("%-4s %-4s %-4s %10s %10s ", orNA(r.DP), orNA(r.TP), orNA(r.PP), tokens(r.Used), tokens(r.Capacity))
+		l += m.bar(r.UsageRatio, barW) + " " + fit(pct(r.UsageRatio), 7, true)
+		l += fmt.Sprintf(" %5s %5s", count(r.Running), count(r.Queued.QueuedTotal()))
+		if sparkW >= 8 {
+			l += " " + spark(m.rankHist[rankKey(s.Name, r.RankID)], sparkW)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func (m Model) ageOf(s report.Server) string {
+	v := numberOf(s, colAge, m.now)
+	if !v.OK() {
+		return na
+	}
+	return ageText(time.Duration(v.V * float64(time.Second)))
+}
+
+// ---- help ----
+
+func (m Model) helpView(w int) []string {
+	lines := []string{m.header(w, "help"), ""}
+	keys := [][2]string{
+		{"↑ ↓ j k, PgUp PgDn, g G", "select a server (in the rank view: the previous or next server)"},
+		{"Enter → l", "drill into the selected server: per-rank rows with usage history"},
+		{"Esc ← Backspace", "back to the fleet; Esc in the fleet clears the filter"},
+		{"s / S", "sort by the next column / reverse the order"},
+		{"1 … 9, 0", "sort by server, role, engine, kv, used, headroom, running, queued, hit, preempt/s (again: reverse)"},
+		{"/", "filter by name, URL, role, engine, model, labels or failure reason; Enter keeps it, Esc clears it"},
+		{"p Space", "pause or resume refreshing"},
+		{"r", "refresh now"},
+		{"? h", "this help (any of ? h Esc Enter closes it)"},
+		{"q Ctrl+C", "quit"},
+	}
+	for _, k := range keys {
+		lines = append(lines, fmt.Sprintf("  %-24s %s", k[0], k[1]))
+	}
+	lines = append(lines, "",
+		"  KV        used / capacity KV tokens, "+m.st.ok.Render("green")+" below "+pctF(m.opts.Warn)+", "+
+			m.st.warn.Render("yellow")+" from "+pctF(m.opts.Warn)+", "+m.st.crit.Render("red")+" from "+pctF(m.opts.Crit),
+		"  HEADROOM  how many more requests fit: N×size; a trailing c is the server's own context length",
+		"  HIT       prefix-cache hit ratio between the last two refreshes (from counters)",
+		"  PRE/S     preemptions (vLLM) or retractions (SGLang) per second",
+		"  TOK/S     prompt plus generation tokens per second",
+		"  AGE       time since the last scrape of the server",
+		"  --        not reported by the engine (or not yet measurable): unknown, never 0",
+	)
+	return lines
+}
+
+// ---- formatting ----
+
+// num writes v with three significant digits and k, M, G suffixes.
+func num(v float64) string {
+	a := math.Abs(v)
+	unit, div := "", 1.0
+	switch {
+	case a >= 1e9:
+		unit, div = "G", 1e9
+	case a >= 1e6:
+		unit, div = "M", 1e6
+	case a >= 1e3:
+		unit, div = "k", 1e3
+	}
+	x := v / div
+	switch {
+	case unit == "":
+		return fmt.Sprintf("%.0f", x)
+	case math.Abs(x) < 10:
+		return fmt.Sprintf("%.2f%s", x, unit)
+	case math.Abs(x) < 100:
+		return fmt.Sprintf("%.1f%s", x, unit)
+	}
+	return fmt.Sprintf("%.0f%s", x, unit)
+}
+
+func tokens(v kv.Value) string {
+	if !v.OK() {
+		return na
+	}
+	return num(v.V)
+}
+
+func count(v kv.Value) string {
+	if !v.OK() {
+		return na
+	}
+	return num(v.V)
+}
+
+// pct writes a ratio 0–1 as a percentage; a reservation is marked with *.
+func pct(v kv.Value) string {
+	if !v.OK() {
+		return na
+	}
+	s := pctF(v.V)
+	if v.Prov == kv.Reserved {
+		s += "*"
+	}
+	return s
+}
+
+func pctF(r float64) string { return fmt.Sprintf("%.1f%%", r*100) }
+
+func perSec(v kv.Value) string {
+	if !v.OK() {
+		return na
+	}
+	if math.Abs(v.V) < 10 {
+		return fmt.Sprintf("%.2f", v.V)
+	}
+	return num(v.V)
+}
+
+// sizeLabel writes a request size: 8192 is 8k, 131072 is 128k.
+func sizeLabel(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%dk", n/1024)
+	}
+	return fmt.Sprint(n)
+}
+
+func ageText(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 100*time.Second:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < 100*time.Minute:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%dh", int(d/time.Hour))
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return na
+	}
+	return s
+}
+
+// sparkChars draw a ratio 0–1 on an absolute scale.
+var sparkChars = []rune("▁▂▃▄▅▆▇█")
+
+// spark draws the last w values (ratios 0–1, NaN unknown as a blank).
+func spark(vals []float64, w int) string {
+	if len(vals) > w {
+		vals = vals[len(vals)-w:]
+	}
+	var b strings.Builder
+	for _, v := range vals {
+		if math.IsNaN(v) {
+			b.WriteRune(' ')
+			continue
+		}
+		i := int(math.Round(math.Max(0, math.Min(1, v)) * float64(len(sparkChars)-1)))
+		b.WriteRune(sparkChars[i])
+	}
+	return b.String()
+}
+
+// wrap breaks s into lines of at most w cells.
+func wrap(s string, w int) []string {
+	if w <= 0 || s == "" {
+		return nil
+	}
+	return strings.Split(ansi.Wrap(s, w, " "), "\n")
+}
