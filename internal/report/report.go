@@ -91,7 +91,11 @@ func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
 
 // row builds one server's entry and updates the target's previous scrape.
 func (t *Tracker) row(res *scrape.Result) Server {
-	s := Server{Name: res.Target.Name, URL: res.Target.URL.Redacted(), Labels: res.Target.Labels,
+	url := res.URL
+	if url == "" {
+		url = res.Target.URL.Redacted()
+	}
+	s := Server{Name: res.Target.Name, URL: url, Labels: res.Target.Labels,
 		OK: res.OK(), Reason: res.Reason, ScrapedAt: res.Time,
 		ScrapeSeconds: res.Duration.Seconds(), BodyBytes: res.BodyBytes, Role: res.Target.Role}
 	if res.Err != nil {

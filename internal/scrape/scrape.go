@@ -62,6 +62,8 @@ type Target struct {
 // Result is the outcome of one scrape.
 type Result struct {
 	Target *Target
+	// URL is the metrics URL actually read, credentials redacted.
+	URL string
 	// Time is when the scrape started.
 	Time     time.Time
 	Duration time.Duration
@@ -182,6 +184,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 			u.Path = mp.MetricsPath()
 		}
 	}
+	res.URL = u.Redacted()
 	body, ctype, reason, err := s.fetch(ctx, t, &u, forced)
 	res.BodyBytes = int64(len(body))
 	if err != nil {
@@ -196,7 +199,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		alt.Path = "/prometheus/metrics"
 		if b2, ct2, _, err2 := s.fetch(ctx, t, &alt, forced); err2 == nil {
 			if p2, err3 := expo.Parse(b2, ct2, s.reg.Want); err3 == nil {
-				page, err, u, res.BodyBytes = p2, nil, alt, int64(len(b2))
+				page, err, u, res.BodyBytes, res.URL = p2, nil, alt, int64(len(b2)), alt.Redacted()
 			}
 		}
 	}

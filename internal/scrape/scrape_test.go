@@ -1,0 +1,255 @@
+package scrape
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/engine"
+)
+
+const sglangPage = `# HELP sglang:max_total_num_tokens Maximum total number of tokens in the KV cache pool.
+# TYPE sglang:max_total_num_tokens gauge
+sglang:max_total_num_tokens{engine_type="decode",model_name="m",tp_rank="0"} 100000.0
+# HELP sglang:kv_used_tokens Number of actively used token slots in the KV cache pool.
+# TYPE sglang:kv_used_tokens gauge
+sglang:kv_used_tokens{engine_type="decode",model_name="m",tp_rank="0"} 25000.0
+`
+
+func target(t *testing.T, ct config.Target) *Target {
+	t.Helper()
+	if ct.ScrapeTimeout == 0 {
+		ct.ScrapeTimeout = model.Duration(2 * time.Second)
+	}
+	tg, err := NewTarget(&ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+func scrapeOne(t *testing.T, ct config.Target) Result {
+	t.Helper()
+	return New(engine.NewRegistry(), 1<<20).Scrape(context.Background(), target(t, ct))
+}
+
+func TestScrapeGzipAndHeaders(t *testing.T) {
+	var accept, encoding string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accept, encoding = r.Header.Get("Accept"), r.Header.Get("Accept-Encoding")
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		fmt.Fprint(gz, sglangPage)
+		gz.Close()
+	}))
+	defer srv.Close()
+	res := scrapeOne(t, config.Target{URL: srv.URL})
+	if !res.OK() {
+		t.Fatalf("scrape failed: %v", res.Err)
+	}
+	if !strings.HasPrefix(accept, "text/plain;version=0.0.4") || !strings.Contains(accept, "application/openmetrics-text") {
+		t.Errorf("Accept = %q", accept)
+	}
+	if encoding != "gzip" {
+		t.Errorf("Accept-Encoding = %q", encoding)
+	}
+	if res.Server.Used.V != 25000 || res.Server.Capacity.V != 100000 || res.Server.Role != "decode" {
+		t.Errorf("server = %+v", res.Server)
+	}
+	if res.BodyBytes != int64(len(sglangPage)) {
+		t.Errorf("body bytes = %d, want decompressed size %d", res.BodyBytes, len(sglangPage))
+	}
+}
+
+func TestScrapeOpenMetrics(t *testing.T) {
+	page := strings.Replace(sglangPage, "# HELP sglang:kv_used", "# HELP sglang:kv_used", 1) + "# EOF\n"
+	for _, tc := range []struct {
+		name, body, wantErr string
+	}{
+		{"complete", page, ""},
+		{"cut short", sglangPage, "ends without '# EOF'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/openmetrics-text; version=1.0.0; charset=utf-8")
+				fmt.Fprint(w, tc.body)
+			}))
+			defer srv.Close()
+			res := scrapeOne(t, config.Target{URL: srv.URL})
+			if tc.wantErr == "" {
+				if !res.OK() || res.Server.Used.V != 25000 {
+					t.Errorf("got %+v, %v", res.Server, res.Err)
+				}
+				return
+			}
+			if res.Err == nil || !strings.Contains(res.Err.Error(), tc.wantErr) || res.Reason != "parse" {
+				t.Errorf("err = %v (reason %s), want %q", res.Err, res.Reason, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestScrapeRoleOverride(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, sglangPage) }))
+	defer srv.Close()
+	res := scrapeOne(t, config.Target{URL: srv.URL, Role: "prefill"})
+	if res.Server.Role != "prefill" {
+		t.Errorf("role = %q, want the configured prefill", res.Server.Role)
+	}
+}
+
+func TestScrapeBearerAndBasicAuth(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
+	passFile := filepath.Join(dir, "pass")
+	os.WriteFile(passFile, []byte("hunter2"), 0o600)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if r.Header.Get("Authorization") == "Bearer s3cret" || (ok && u == "ops" && p == "hunter2") {
+			fmt.Fprint(w, sglangPage)
+			return
+		}
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		yaml string
+		ok   bool
+	}{
+		{"bearer", "bearer_token_file: " + tokenFile, true},
+		{"basic", "basic_auth: {username: ops, password_file: " + passFile + "}", true},
+		{"none", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - url: %s\n    %s\n", srv.URL, tc.yaml)), "t.yml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := scrapeOne(t, c.Targets[0])
+			if res.OK() != tc.ok {
+				t.Fatalf("ok = %v (%v), want %v", res.OK(), res.Err, tc.ok)
+			}
+			if !tc.ok && (res.Reason != "http_error" || !strings.Contains(res.Err.Error(), "401 Unauthorized: unauthorized")) {
+				t.Errorf("err = %v", res.Err)
+			}
+			if res.Err != nil && strings.Contains(res.Err.Error(), "hunter2") {
+				t.Errorf("secret in error: %v", res.Err)
+			}
+		})
+	}
+}
+
+func TestScrapeTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, sglangPage) }))
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	var ca bytes.Buffer
+	pem.Encode(&ca, &pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	os.WriteFile(caFile, ca.Bytes(), 0o600)
+
+	res := scrapeOne(t, config.Target{URL: srv.URL})
+	if res.OK() || !strings.Contains(res.Err.Error(), "certificate") {
+		t.Errorf("unknown CA must fail, got %v", res.Err)
+	}
+	c, err := config.Parse([]byte(fmt.Sprintf("targets:\n  - url: %s\n    tls_config: {ca_file: %s}\n", srv.URL, caFile)), "t.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = scrapeOne(t, c.Targets[0])
+	if !res.OK() {
+		t.Errorf("with ca_file: %v", res.Err)
+	}
+}
+
+// TestScrapeTRTLLMServeFallback: trtllm-serve answers /metrics with JSON
+// and serves Prometheus metrics at /prometheus/metrics.
+func TestScrapeTRTLLMServeFallback(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `[{"gpuMemUsage": 1, "iter": 3}]`)
+		case "/prometheus/metrics":
+			fmt.Fprint(w, sglangPage)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	res := scrapeOne(t, config.Target{URL: srv.URL})
+	if !res.OK() || res.URL != srv.URL+"/prometheus/metrics" {
+		t.Fatalf("fallback failed: %v", res.Err)
+	}
+	res = scrapeOne(t, config.Target{URL: srv.URL + "/metrics"})
+	if res.OK() || res.Reason != "not_metrics" || !strings.Contains(res.Err.Error(), "the body is JSON") {
+		t.Errorf("an explicit /metrics path is not retried: %v", res.Err)
+	}
+}
+
+func TestScrapeAllKeepsOrderAndIsolatesSlowTargets(t *testing.T) {
+	var hits atomic.Int32
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, sglangPage)
+	}))
+	defer fast.Close()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer slow.Close()
+	var targets []*Target
+	for i := 0; i < 20; i++ {
+		u := fast.URL
+		if i%5 == 0 {
+			u = slow.URL
+		}
+		targets = append(targets, target(t, config.Target{Name: fmt.Sprint(i), URL: u, ScrapeTimeout: model.Duration(300 * time.Millisecond)}))
+	}
+	res := New(engine.NewRegistry(), 1<<20).ScrapeAll(context.Background(), targets, 4)
+	for i, r := range res {
+		if r.Target.Name != fmt.Sprint(i) {
+			t.Fatalf("result %d is for target %s", i, r.Target.Name)
+		}
+		if wantOK := i%5 != 0; r.OK() != wantOK {
+			t.Errorf("target %d ok = %v (%v)", i, r.OK(), r.Err)
+		}
+		if i%5 == 0 && r.Reason != "timeout" {
+			t.Errorf("slow target reason = %q", r.Reason)
+		}
+	}
+	if hits.Load() != 16 {
+		t.Errorf("fast targets scraped %d times, want 16", hits.Load())
+	}
+}
+
+func TestSharedClients(t *testing.T) {
+	c, err := config.Parse([]byte("targets:\n  - url: http://a:1\n  - url: http://b:2\n  - url: http://c:3\n    bearer_token: x\n"), "t.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := Targets(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts[0].client != ts[1].client || ts[0].client == ts[2].client {
+		t.Errorf("targets with equal HTTP settings share a client; others do not")
+	}
+}
