@@ -68,8 +68,8 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	// The subcommands, in the order --help lists them.
 	addStatus(app, r)
 	addTop(app, r)
-	// addServe(app, r) // uncommented by the change that adds it
-	// addCheck(app, r) // uncommented by the change that adds it
+	addServe(app, r)
+	addCheck(app, r)
 	addSimulate(app, r)
 	// addDemo(app, r) // uncommented by the change that adds it
 	// addStack(app, r) // uncommented by the change that adds it

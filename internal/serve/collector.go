@@ -1,0 +1,191 @@
+package serve
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// reasons are the failure classes counted per target, in a fixed order.
+var reasons = [...]string{signal.ReasonRefused, signal.ReasonTimeout, signal.ReasonHTTP404,
+	signal.ReasonHTTPError, signal.ReasonNotMetrics, signal.ReasonParse, signal.ReasonTooLarge,
+	signal.ReasonTruncated, signal.ReasonUnknownEngine, signal.ReasonOther}
+
+// reasonIndex returns the index of r in reasons; unknown reasons count as other.
+func reasonIndex(r string) int {
+	for i, x := range reasons {
+		if x == r {
+			return i
+		}
+	}
+	return len(reasons) - 1
+}
+
+// entry is an immutable snapshot of one target's latest state, read by the
+// collector at scrape time.
+type entry struct {
+	target *scrape.Target
+	// scraped is false until the first scrape of the target finished.
+	scraped bool
+	res     scrape.Result
+	row     report.Server
+	// role is the role label: the configured role, else the last role the
+	// engine reported, else unified (stable while the target is down).
+	role        kv.Role
+	scrapes     uint64
+	failures    [len(reasons)]uint64
+	lastSuccess time.Time
+}
+
+// source returns the entries to export.
+type source func() []entry
+
+// collector exports the normalized kvwatch_* families and per-target scrape
+// health from the latest scrape of each target. It reads state at scrape
+// time and keeps none itself.
+type collector struct {
+	src   source
+	descs map[string]*prometheus.Desc
+}
+
+func newCollector(src source) *collector {
+	c := &collector{src: src, descs: map[string]*prometheus.Desc{}}
+	for _, m := range append(signal.Server(), signal.Target()...) {
+		labels := append(signal.ServerLabels(), m.Labels...)
+		if m.PerRank {
+			labels = append(labels, signal.RankLabels()...)
+		}
+		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, e := range c.src() {
+		c.collectEntry(ch, &e)
+	}
+}
+
+func valueType(m signal.Metric) prometheus.ValueType {
+	if m.Type == signal.Counter {
+		return prometheus.CounterValue
+	}
+	return prometheus.GaugeValue
+}
+
+func (c *collector) collectEntry(ch chan<- prometheus.Metric, e *entry) {
+	id := []string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+	emit := func(m signal.Metric, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[m.Name], valueType(m), v, append(id[:len(id):len(id)], extra...)...)
+	}
+	known := func(m signal.Metric, v kv.Value, extra ...string) {
+		if v.OK() {
+			emit(m, v.V, extra...)
+		}
+	}
+
+	// Scrape health, from the first finished scrape on.
+	if e.scraped {
+		up := 0.0
+		if e.res.OK() {
+			up = 1
+		}
+		emit(signal.TargetUp, up)
+		emit(signal.TargetScrapeDuration, e.res.Duration.Seconds())
+		emit(signal.TargetScrapeBytes, float64(e.res.BodyBytes))
+		if !e.res.OK() {
+			emit(signal.TargetScrapeError, 1, reasons[reasonIndex(e.res.Reason)])
+		}
+		emit(signal.TargetScrapes, float64(e.scrapes))
+		for i, n := range e.failures {
+			if n > 0 {
+				emit(signal.TargetScrapeFailures, float64(n), reasons[i])
+			}
+		}
+	}
+	if !e.lastSuccess.IsZero() {
+		emit(signal.TargetLastSuccess, float64(e.lastSuccess.UnixNano())/1e9)
+	}
+	if !e.scraped || !e.res.OK() {
+		return // a down target exports no signals: absent, never 0
+	}
+
+	s := e.res.Server
+	emit(signal.ServerInfo, 1, s.Engine, s.Generation, s.Model)
+	known(signal.KVCapacityTokens, s.Capacity)
+	known(signal.KVUsedTokens, s.Used)
+	known(signal.KVAvailableTokens, s.Available())
+	known(signal.KVEvictableTokens, s.Evictable)
+	known(signal.KVUsageRatio, s.UsageRatio)
+	known(signal.KVReservedRatio, s.ReservedRatio)
+	for _, h := range e.row.Headroom {
+		known(signal.KVHeadroomRequests, h.Requests, strconv.Itoa(h.Tokens))
+	}
+	known(signal.ContextLengthTokens, s.ContextLength)
+	known(signal.RequestsRunning, s.Running)
+	q := s.Queued
+	for i, v := range []kv.Value{q.Waiting, q.Prealloc, q.Bootstrap, q.Transfer, q.Inflight} {
+		known(signal.RequestsQueued, v, signal.Queues()[i])
+	}
+	k := s.Counters
+	known(signal.PrefixCacheHitTokens, k.PrefixHitTokens)
+	known(signal.PrefixCacheQueryTokens, k.PrefixQueryTokens)
+	known(signal.Preemptions, k.Preemptions)
+	known(signal.PromptTokens, k.PromptTokens)
+	known(signal.GenerationTokens, k.GenerationTokens)
+	known(signal.RankSpreadRatio, s.Spread)
+	if len(s.Ranks) > 1 {
+		for _, r := range s.Ranks {
+			known(signal.RankKVUsageRatio, r.UsageRatio, r.DP, r.TP, r.PP)
+			known(signal.RankKVUsedTokens, r.Used, r.DP, r.TP, r.PP)
+			known(signal.RankKVCapacityTokens, r.Capacity, r.DP, r.TP, r.PP)
+		}
+	}
+	if s.Router != nil {
+		known(signal.RouterWorkers, s.Router.WorkersHealthy, "healthy")
+		known(signal.RouterWorkers, s.Router.WorkersTotal, "total")
+	}
+	for _, si := range signalProvenances(s) {
+		emit(signal.SignalInfo, 1, si.name, si.prov.String())
+	}
+}
+
+type provenanceOf struct {
+	name string
+	prov kv.Provenance
+}
+
+// signalProvenances says where each signal of s comes from.
+func signalProvenances(s *kv.Server) []provenanceOf {
+	hit := kv.Unavailable
+	if s.Counters.PrefixHitTokens.OK() && s.Counters.PrefixQueryTokens.OK() {
+		hit = kv.Derived // a ratio of two counters' rates
+	}
+	return []provenanceOf{
+		{signal.SigCapacity, s.Capacity.Prov},
+		{signal.SigUsed, s.Used.Prov},
+		{signal.SigEvictable, s.Evictable.Prov},
+		{signal.SigUsageRatio, s.UsageRatio.Prov},
+		{signal.SigReservedRatio, s.ReservedRatio.Prov},
+		{signal.SigRunning, s.Running.Prov},
+		{signal.SigQueued, s.Queued.QueuedTotal().Prov},
+		{signal.SigPrefixHit, hit},
+		{signal.SigPreemptions, s.Counters.Preemptions.Prov},
+		{signal.SigPromptTokens, s.Counters.PromptTokens.Prov},
+		{signal.SigGenTokens, s.Counters.GenerationTokens.Prov},
+	}
+}

@@ -1,0 +1,632 @@
+// Package serve is kvwatch's exporter daemon: it scrapes every configured
+// engine on its own interval (jittered, never two scrapes of one target at
+// once, bounded concurrency overall), keeps the latest normalized result and
+// report per target, and serves /metrics (normalized kvwatch_* families and
+// per-target scrape health), /probe (one-off scrapes of allowlisted hosts),
+// /api/kvwatch/v1/report, health, readiness and reload endpoints behind the
+// exporter-toolkit's TLS and basic auth. Other packages add routes with
+// Handle. It keeps no history and evaluates no rules: those attach through
+// Gatherer and Report. It handles no OS signals; the CLI calls Reload.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// DefaultListenAddress is serve's default address: loopback only, on a port
+// that neither the DCGM exporter (9400) nor node_exporter (9100) uses.
+const DefaultListenAddress = "127.0.0.1:9477"
+
+// Options configure a Daemon.
+type Options struct {
+	// ConfigFile is the kvwatch config file, re-read on Reload. Empty: use
+	// Config (or no config file at all when Config is nil too).
+	ConfigFile string
+	// Config is a config built in code, used when ConfigFile is empty.
+	Config *config.Config
+	// Targets are added to the config's (e.g. from the command line).
+	Targets []config.Target
+	// Engines are the adapters; nil means engine.NewRegistry().
+	Engines *engine.Registry
+
+	// ListenAddresses are the addresses to serve on; default
+	// DefaultListenAddress. Ports may be 0 (see Addrs).
+	ListenAddresses []string
+	// WebConfigFile is an exporter-toolkit web config file (TLS, basic auth).
+	WebConfigFile string
+	// InsecureListen allows a non-loopback listen address without
+	// WebConfigFile.
+	InsecureListen bool
+
+	// Registry holds kvwatch's own metrics (process, Go, reload, deadline
+	// misses), served on /metrics next to the kvwatch_* families. nil: a new
+	// registry with the process and Go collectors.
+	Registry *prometheus.Registry
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// MaxConcurrentScrapes bounds scrapes in flight over all targets and
+	// probes; default 256.
+	MaxConcurrentScrapes int
+}
+
+// Daemon is a running exporter. Its methods are safe for concurrent use.
+type Daemon struct {
+	opts      Options
+	log       *slog.Logger
+	engines   *engine.Registry
+	own       *prometheus.Registry
+	kvReg     *prometheus.Registry
+	mux       *http.ServeMux
+	handled   map[string]bool
+	listeners []net.Listener
+	sem       chan struct{}
+	probes    *probeCache
+	// probeLookup replaces DNS resolution for /probe in tests.
+	probeLookup func(ctx context.Context, host string) ([]net.IPAddr, error)
+
+	reloadOK       prometheus.Gauge
+	reloadTime     prometheus.Gauge
+	deadlineMisses prometheus.Counter
+	targetCount    prometheus.Gauge
+
+	// setup and scraper are replaced on reload; read with the accessors.
+	setup   atomic.Pointer[Setup]
+	scraper atomic.Pointer[scrape.Scraper]
+
+	mu     sync.RWMutex
+	states map[string]*targetState
+	order  []string // target names in config order
+	ready  atomic.Bool
+
+	reloadCh chan chan error
+	sdCh     chan struct{}
+	running  atomic.Bool
+	started  atomic.Bool
+}
+
+// targetState is one target's loop and latest state.
+type targetState struct {
+	key    string
+	target *scrape.Target
+	cancel context.CancelFunc
+	done   chan struct{}
+	// tracker computes the target's report row; used only by its loop.
+	tracker *report.Tracker
+	// e is the latest state; guarded by Daemon.mu.
+	e entry
+}
+
+// New checks the options and the config, and binds the listen addresses
+// (so a port in use is an error here, not later). Call Run to start.
+func New(opts Options) (*Daemon, error) {
+	if opts.Engines == nil {
+		opts.Engines = engine.NewRegistry()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(opts.ListenAddresses) == 0 {
+		opts.ListenAddresses = []string{DefaultListenAddress}
+	}
+	if opts.MaxConcurrentScrapes <= 0 {
+		opts.MaxConcurrentScrapes = 256
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+		opts.Registry.MustRegister(collectors.NewGoCollector(),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if opts.WebConfigFile != "" {
+		if err := web.Validate(opts.WebConfigFile); err != nil {
+			return nil, fmt.Errorf("--web.config.file %s: %w", opts.WebConfigFile, err)
+		}
+	} else if !opts.InsecureListen {
+		for _, a := range opts.ListenAddresses {
+			if !isLoopback(a) {
+				return nil, fmt.Errorf("listen address %q is not loopback: anyone who can reach it could read kvwatch's metrics and reload it; give --web.config.file with TLS and basic auth (see docs/configuration.md), or --web.insecure-listen if the network is trusted", a)
+			}
+		}
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, engines: opts.Engines, own: opts.Registry,
+		kvReg: prometheus.NewRegistry(), mux: http.NewServeMux(), handled: map[string]bool{},
+		sem: make(chan struct{}, opts.MaxConcurrentScrapes), states: map[string]*targetState{},
+		reloadCh: make(chan chan error), sdCh: make(chan struct{}, 1)}
+	d.probes = newProbeCache(1024)
+	s, err := d.load()
+	if err != nil {
+		return nil, err
+	}
+	d.setup.Store(s)
+	d.scraper.Store(scrape.New(opts.Engines, s.Config.Global.BodySizeLimitBytes))
+
+	gauge := func(m signal.Metric) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: m.Name, Help: m.Help})
+	}
+	d.reloadOK, d.reloadTime, d.targetCount = gauge(signal.ConfigReloadSuccess), gauge(signal.ConfigReloadTime), gauge(signal.Targets)
+	d.deadlineMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: signal.ScrapeDeadlineMisses.Name, Help: signal.ScrapeDeadlineMisses.Help})
+	if err := d.own.Register(prometheus.WrapCollectorWith(nil, multiCollector{d.reloadOK, d.reloadTime, d.deadlineMisses, d.targetCount})); err != nil {
+		return nil, fmt.Errorf("register kvwatch's own metrics: %w", err)
+	}
+	d.reloadOK.Set(1)
+	d.reloadTime.SetToCurrentTime()
+	d.kvReg.MustRegister(newCollector(d.entries))
+	d.routes()
+
+	for _, a := range opts.ListenAddresses {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			d.closeListeners()
+			return nil, fmt.Errorf("listen on %s: %w; pick another --web.listen-address", a, err)
+		}
+		d.listeners = append(d.listeners, l)
+	}
+	return d, nil
+}
+
+// multiCollector registers several collectors as one.
+type multiCollector []prometheus.Collector
+
+func (m multiCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m {
+		c.Describe(ch)
+	}
+}
+
+func (m multiCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m {
+		c.Collect(ch)
+	}
+}
+
+func (d *Daemon) closeListeners() {
+	for _, l := range d.listeners {
+		l.Close()
+	}
+}
+
+// isLoopback reports whether a listen address only accepts local connections.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// load reads the configured setup.
+func (d *Daemon) load() (*Setup, error) {
+	if d.opts.ConfigFile != "" || d.opts.Config == nil {
+		return LoadSetup(d.opts.ConfigFile, d.opts.Targets, d.engines)
+	}
+	c := *d.opts.Config
+	c.Targets = append(append([]config.Target{}, c.Targets...), d.opts.Targets...)
+	return SetupFromConfig(&c, d.engines)
+}
+
+// Addrs returns the addresses the daemon listens on (with real ports when
+// the options asked for port 0).
+func (d *Daemon) Addrs() []net.Addr {
+	out := make([]net.Addr, len(d.listeners))
+	for i, l := range d.listeners {
+		out[i] = l.Addr()
+	}
+	return out
+}
+
+// Handle adds a route (e.g. the web UI at "/", a query API under
+// /api/v1/), served behind the same TLS and authentication. It must be
+// called before Run; patterns follow net/http.ServeMux.
+func (d *Daemon) Handle(pattern string, h http.Handler) {
+	if d.started.Load() {
+		panic("serve: Handle called after Run")
+	}
+	d.mux.Handle(pattern, h)
+	d.handled[pattern] = true
+}
+
+// Gatherer gathers only the normalized kvwatch_* families and per-target
+// scrape health, from the latest scrape of each target.
+func (d *Daemon) Gatherer() prometheus.Gatherer { return d.kvReg }
+
+// Ready reports whether every target has been scraped once since Run.
+func (d *Daemon) Ready() bool { return d.ready.Load() }
+
+// Setup returns the configuration in effect.
+func (d *Daemon) Setup() *Setup { return d.setup.Load() }
+
+// Run starts scraping and serving, and returns after ctx is canceled and
+// the server has shut down (or when serving fails).
+func (d *Daemon) Run(ctx context.Context) error {
+	if d.started.Swap(true) {
+		return errors.New("serve: Run called twice")
+	}
+	if !d.handled["/"] {
+		d.mux.Handle("/", d.landingPage())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer d.stopAll()
+
+	d.running.Store(true)
+	defer d.running.Store(false)
+	d.apply(ctx, d.setup.Load())
+	d.log.Info("kvwatch serve started", "targets", len(d.setup.Load().Targets), "listen", d.opts.ListenAddresses)
+
+	srv := &http.Server{Handler: d.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+	listen := d.opts.ListenAddresses
+	flags := &web.FlagConfig{WebListenAddresses: &listen, WebSystemdSocket: new(bool), WebConfigFile: &d.opts.WebConfigFile}
+	serveErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		serveErr <- web.ServeMultiple(d.listeners, srv, flags, d.log)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.watchFileSD(ctx)
+	}()
+
+	for {
+		select {
+		case <-ctx.Done():
+			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := srv.Shutdown(sctx)
+			scancel()
+			if err != nil {
+				srv.Close()
+			}
+			<-serveErr
+			d.log.Info("kvwatch serve stopped")
+			return nil
+		case err := <-serveErr:
+			serveErr <- err // let the shutdown path find it, should ctx end now
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return fmt.Errorf("serve http: %w", err)
+		case reply := <-d.reloadCh:
+			reply <- d.reload(ctx)
+		case <-d.sdCh:
+			d.refreshFileSD(ctx)
+		}
+	}
+}
+
+// Reload re-reads the config file and the file_sd files. On a bad config
+// the old one keeps running, kvwatch_config_last_reload_successful is 0 and
+// the error says what is wrong. Only valid while Run is running.
+func (d *Daemon) Reload(ctx context.Context) error {
+	if !d.running.Load() {
+		return errors.New("serve: Reload called while not running")
+	}
+	reply := make(chan error, 1)
+	select {
+	case d.reloadCh <- reply:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// reload runs on Run's goroutine.
+func (d *Daemon) reload(ctx context.Context) error {
+	if d.opts.ConfigFile == "" {
+		d.reloadOK.Set(0)
+		return errNoConfigFile
+	}
+	s, err := d.load()
+	if err != nil {
+		d.reloadOK.Set(0)
+		d.log.Error("config reload failed; the previous config keeps running", "err", err)
+		return err
+	}
+	d.reloadOK.Set(1)
+	d.reloadTime.SetToCurrentTime()
+	d.apply(ctx, s)
+	d.log.Info("config reloaded", "targets", len(s.Targets))
+	return nil
+}
+
+// watchFileSD re-reads file_sd files when they change, polling every
+// refresh_interval (the shortest configured).
+func (d *Daemon) watchFileSD(ctx context.Context) {
+	for {
+		s := d.setup.Load()
+		every := time.Duration(0)
+		for _, f := range s.Config.FileSD {
+			if iv := time.Duration(f.RefreshInterval); every == 0 || iv < every {
+				every = iv
+			}
+		}
+		if every == 0 {
+			every = time.Minute // no file_sd now; a reload may add some
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if len(s.Config.FileSD) == 0 || !s.sdChanged() {
+			continue
+		}
+		select {
+		case d.sdCh <- struct{}{}:
+		default: // a refresh is already queued
+		}
+	}
+}
+
+// refreshFileSD runs on Run's goroutine when file_sd files changed.
+func (d *Daemon) refreshFileSD(ctx context.Context) {
+	ns, err := d.setup.Load().refreshFileSD(d.engines)
+	if err != nil {
+		d.reloadOK.Set(0)
+		d.log.Error("file_sd files changed but are wrong; keeping the previous targets", "err", err)
+		return
+	}
+	d.reloadOK.Set(1)
+	d.reloadTime.SetToCurrentTime()
+	d.apply(ctx, ns)
+	d.log.Info("file_sd targets changed", "targets", len(ns.Targets))
+}
+
+// fingerprint identifies a target's effective settings; a target whose
+// fingerprint is unchanged keeps its loop over a reload.
+func fingerprint(t *scrape.Target, s *Setup) string {
+	return fmt.Sprintf("%s|%s|%s|%v|%s|%s|%v|%d|%v", t.Name, t.URL.String(), t.Role, t.Labels, t.Engine,
+		t.Interval, t.Timeout, s.Config.Global.BodySizeLimitBytes, s.Config.Global.HeadroomTokens)
+}
+
+// apply makes s the running setup: loops of removed or changed targets
+// stop, new ones start; counters carry over by name. It runs on Run's
+// goroutine only.
+func (d *Daemon) apply(ctx context.Context, s *Setup) {
+	d.setup.Store(s)
+	d.scraper.Store(scrape.New(d.engines, s.Config.Global.BodySizeLimitBytes))
+	keys := make(map[string]string, len(s.Targets))
+	var stop []*targetState
+	d.mu.RLock()
+	for _, t := range s.Targets {
+		keys[t.Name] = fingerprint(t, s)
+	}
+	for name, st := range d.states {
+		if k, ok := keys[name]; !ok || k != st.key {
+			stop = append(stop, st)
+		}
+	}
+	d.mu.RUnlock()
+	for _, st := range stop { // stopped first, so their counts are final
+		st.cancel()
+		<-st.done
+	}
+
+	var start []*targetState
+	d.mu.Lock()
+	order := make([]string, 0, len(s.Targets))
+	for _, t := range s.Targets {
+		order = append(order, t.Name)
+		old := d.states[t.Name]
+		if old != nil && old.key == keys[t.Name] {
+			continue
+		}
+		st := &targetState{key: keys[t.Name], target: t, done: make(chan struct{}),
+			tracker: report.NewTracker(s.Config.Global.HeadroomTokens)}
+		st.e = entry{target: t, role: t.Role}
+		if st.e.role == "" {
+			st.e.role = kv.RoleUnified
+		}
+		if old != nil {
+			st.e.scrapes, st.e.failures, st.e.lastSuccess = old.e.scrapes, old.e.failures, old.e.lastSuccess
+		}
+		d.states[t.Name] = st
+		start = append(start, st)
+	}
+	for name := range d.states {
+		if _, ok := keys[name]; !ok {
+			delete(d.states, name)
+		}
+	}
+	d.order = order
+	d.mu.Unlock()
+	d.targetCount.Set(float64(len(order)))
+
+	var round *sync.WaitGroup
+	if len(start) == 0 {
+		d.ready.Store(true)
+	} else if !d.ready.Load() {
+		round = &sync.WaitGroup{}
+		round.Add(len(start))
+		go func() {
+			round.Wait()
+			d.ready.Store(true)
+		}()
+	}
+	for _, st := range start {
+		lctx, cancel := context.WithCancel(ctx)
+		st.cancel = cancel
+		go d.loop(lctx, st, round)
+	}
+}
+
+// stopAll stops every loop and waits for them.
+func (d *Daemon) stopAll() {
+	d.mu.Lock()
+	all := make([]*targetState, 0, len(d.states))
+	for _, st := range d.states {
+		all = append(all, st)
+	}
+	d.mu.Unlock()
+	for _, st := range all {
+		if st.cancel != nil {
+			st.cancel()
+			<-st.done
+		}
+	}
+}
+
+// offset spreads targets over their interval, the same for a target every
+// time (like Prometheus), so restarts keep the spacing.
+func offset(t *scrape.Target) time.Duration {
+	if t.Interval <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(t.Name))
+	h.Write([]byte(t.URL.String()))
+	return time.Duration(h.Sum64() % uint64(t.Interval))
+}
+
+// loop scrapes one target every interval until ctx ends. Scrapes of one
+// target never overlap: a slow scrape delays the next, and every slot that
+// could not start on time counts as a deadline miss.
+func (d *Daemon) loop(ctx context.Context, st *targetState, round *sync.WaitGroup) {
+	defer close(st.done)
+	first := true
+	defer func() {
+		if first && round != nil {
+			round.Done()
+		}
+	}()
+	iv := st.target.Interval
+	if iv <= 0 {
+		iv = 5 * time.Second
+	}
+	next := time.Now().Add(offset(st.target))
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		res, ok := d.scrapeOnce(ctx, st.target)
+		if !ok {
+			return
+		}
+		d.record(st, res)
+		if first {
+			first = false
+			if round != nil {
+				round.Done()
+			}
+		}
+		next = next.Add(iv)
+		if now := time.Now(); now.After(next) {
+			missed := now.Sub(next)/iv + 1
+			d.deadlineMisses.Add(float64(missed))
+			next = next.Add(missed * iv)
+		}
+		timer.Reset(time.Until(next))
+	}
+}
+
+// scrapeOnce scrapes t within the concurrency bound; ok is false when ctx
+// ended first.
+func (d *Daemon) scrapeOnce(ctx context.Context, t *scrape.Target) (scrape.Result, bool) {
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return scrape.Result{}, false
+	}
+	res := d.scraper.Load().Scrape(ctx, t)
+	<-d.sem
+	if ctx.Err() != nil {
+		return res, false
+	}
+	return res, true
+}
+
+// record stores a result as the target's latest state.
+func (d *Daemon) record(st *targetState, res scrape.Result) {
+	row := st.tracker.Update(res.Time, []scrape.Result{res}).Servers[0]
+	d.mu.Lock()
+	prev := st.e
+	e := &st.e
+	e.scraped = true
+	e.res = res
+	e.row = row
+	e.scrapes++
+	if res.OK() {
+		e.lastSuccess = res.Time.Add(res.Duration)
+		if st.target.Role == "" {
+			e.role = res.Server.Role
+		}
+	} else {
+		e.failures[reasonIndex(res.Reason)]++
+	}
+	d.mu.Unlock()
+	switch {
+	case !res.OK() && (!prev.scraped || prev.res.OK() || prev.res.Reason != res.Reason):
+		d.log.Warn("target down", "target", st.target.Name, "url", st.target.URL.Redacted(), "reason", res.Reason, "err", res.Err)
+	case res.OK() && prev.scraped && !prev.res.OK():
+		d.log.Info("target up again", "target", st.target.Name, "url", st.target.URL.Redacted())
+	}
+}
+
+// entries snapshots every target's latest state, in config order.
+func (d *Daemon) entries() []entry {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]entry, 0, len(d.order))
+	for _, name := range d.order {
+		if st := d.states[name]; st != nil {
+			out = append(out, st.e)
+		}
+	}
+	return out
+}
+
+// Report returns the latest report: one row per target scraped at least
+// once, in config order, and the fleet line. It is the JSON schema of
+// `kvwatch status --output json`.
+func (d *Daemon) Report() report.Report {
+	es := d.entries()
+	r := report.Report{Schema: report.SchemaVersion, Time: time.Now(), Servers: make([]report.Server, 0, len(es))}
+	servers := make([]*kv.Server, 0, len(es))
+	for _, e := range es {
+		if !e.scraped {
+			continue
+		}
+		r.Servers = append(r.Servers, e.row)
+		if e.res.OK() {
+			servers = append(servers, e.res.Server)
+		}
+	}
+	r.Fleet = kv.FleetOf(servers)
+	return r
+}

@@ -1,0 +1,86 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// Paths of serve's own routes.
+const (
+	PathMetrics = "/metrics"
+	PathProbe   = "/probe"
+	PathHealthy = "/-/healthy"
+	PathReady   = "/-/ready"
+	PathReload  = "/-/reload"
+	PathReport  = "/api/kvwatch/v1/report"
+)
+
+func (d *Daemon) routes() {
+	g := prometheus.Gatherers{d.kvReg, d.own}
+	d.mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      slogPromLogger{d},
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	d.mux.HandleFunc("GET "+PathProbe, d.serveProbe)
+	d.mux.HandleFunc("GET "+PathHealthy, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "kvwatch is healthy.")
+	})
+	d.mux.HandleFunc("GET "+PathReady, func(w http.ResponseWriter, r *http.Request) {
+		if !d.Ready() {
+			http.Error(w, "kvwatch is not ready: the first round of scrapes is still running.", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "kvwatch is ready.")
+	})
+	d.mux.HandleFunc(PathReload, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "reload with POST "+PathReload, http.StatusMethodNotAllowed)
+			return
+		}
+		if err := d.Reload(r.Context()); err != nil {
+			http.Error(w, fmt.Sprintf("reload failed, the previous config keeps running: %v", err), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "config reloaded.")
+	})
+	d.mux.HandleFunc("GET "+PathReport, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		if r.URL.Query().Has("pretty") {
+			enc.SetIndent("", "  ")
+		}
+		if err := enc.Encode(d.Report()); err != nil {
+			d.log.Debug("write report", "err", err)
+		}
+	})
+}
+
+// slogPromLogger adapts the daemon's logger to promhttp's error log.
+type slogPromLogger struct{ d *Daemon }
+
+func (l slogPromLogger) Println(v ...any) { l.d.log.Error("serve /metrics", "err", fmt.Sprint(v...)) }
+
+// landingPage links serve's routes (used when no other package handles "/").
+func (d *Daemon) landingPage() http.Handler {
+	lp, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "kvwatch",
+		Description: "KV-cache exporter for LLM inference servers",
+		Version:     version.Info(),
+		Links: []web.LandingLinks{
+			{Address: PathMetrics, Text: "Metrics"},
+			{Address: PathReport, Text: "Report (JSON)"},
+			{Address: PathReady, Text: "Readiness"},
+		},
+	})
+	if err != nil {
+		return http.NotFoundHandler()
+	}
+	return lp
+}
