@@ -208,7 +208,13 @@ func TestPagesShowTruth(t *testing.T) {
 	{
 		tr := c.Truth("vllm-v0")
 		p := page("vllm-v0")
-		if got := math.Round(one(t, p, "vllm:gpu_cache_usage_perc") * f(tr.CapacityTokens)); got != f(tr.UsedTokens) {
+		m := p["vllm:cache_config_info"].Metric[0]
+		blocks, _ := parseF(label(m, "num_gpu_blocks"))
+		bs, _ := parseF(label(m, "block_size"))
+		if blocks*bs != f(tr.CapacityTokens) || label(m, "engine") != "" {
+			t.Errorf("vllm-v0 cache_config_info capacity %g×%g engine %q, want %d and no engine", blocks, bs, label(m, "engine"), tr.CapacityTokens)
+		}
+		if got := math.Round(one(t, p, "vllm:gpu_cache_usage_perc") * blocks * bs); got != f(tr.UsedTokens) {
 			t.Errorf("vllm-v0 used = %g, want %d", got, tr.UsedTokens)
 		}
 	}

@@ -92,7 +92,16 @@ func vllmCacheConfig(spec ServerSpec, engine string) string {
 			"kv_cache_max_concurrency", strconv.FormatFloat(float64(spec.CapacityTokens)/float64(spec.ContextLength), 'f', -1, 64),
 			"prefix_caching_hash_algo", "sha256")
 	} else {
-		kv[17] = "9362"
+		// V0: usage = 1 − free/num_gpu_blocks, no null block.
+		set := func(k, v string) {
+			for i := 0; i < len(kv); i += 2 {
+				if kv[i] == k {
+					kv[i+1] = v
+				}
+			}
+		}
+		set("num_cpu_blocks", "9362")
+		set("num_gpu_blocks", strconv.FormatInt(spec.CapacityTokens/spec.PageSize, 10))
 	}
 	return labels(true, kv...)
 }
