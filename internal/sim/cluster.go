@@ -270,9 +270,10 @@ func (s *server) route(r *request) {
 	}
 	s.selected[p]++
 	s.selected[d]++
+	s.active[p]++
 	s.active[d]++
 	link := &pdLink{}
-	r.link = link
+	r.link, r.router, r.worker = link, s, p
 	pr := s.workers[p].pickRank()
 	pr.bootstrap = append(pr.bootstrap, r)
 	dr := &request{id: r.id, prompt: r.prompt, output: r.output, maxNew: r.maxNew, group: -1, arrived: r.arrived, link: link, router: s, worker: d}

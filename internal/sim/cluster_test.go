@@ -318,6 +318,16 @@ servers:
 			}
 			prev[s.Name] = tr.Counters
 		}
+		r, pf, d := c.Truth("router"), c.Truth("prefill"), c.Truth("decode")
+		if got, want := r.Workers[0].Active, int64(pf.PrefillBootstrap+pf.Queued+pf.Running+pf.PrefillInflight); got != want {
+			t.Fatalf("%s: router active on prefill = %d, want bootstrap+queued+running+inflight = %d", phase, got, want)
+		}
+		if got, want := r.Workers[1].Active, int64(d.DecodePrealloc+d.DecodeTransfer+d.Running+d.Queued); got != want {
+			t.Fatalf("%s: router active on decode = %d, want prealloc+transfer+running = %d", phase, got, want)
+		}
+		if d.Counters.ComputedTokens != 0 || d.Counters.PrefixQueriedTokens != 0 || d.EvictableTokens != 0 {
+			t.Fatalf("%s: decode computed %d prompt tokens, queried %d, evictable %d; want 0 (KV comes from prefill)", phase, d.Counters.ComputedTokens, d.Counters.PrefixQueriedTokens, d.EvictableTokens)
+		}
 	}
 	maxUsage := 0.0
 	for range 60 {

@@ -248,8 +248,13 @@ func (k *rank) admit(r *request, reserve int64) bool {
 		k.groups[r.group].lastUse = step
 	}
 	r.alloc, r.shared, r.hit = need, shared, hit
-	r.computed = hit
 	k.h.queueTime.observe((s.cl.now - r.arrived).Seconds())
+	if s.spec.Role == RoleDecode {
+		// The decode side receives the prompt's KV; it computes nothing.
+		r.computed = r.prompt
+		return true
+	}
+	r.computed = hit
 	if !r.counted {
 		r.counted = true
 		k.c.prefixQueried += r.prompt
@@ -304,6 +309,7 @@ func (k *rank) step(now, dt time.Duration) {
 				r.firstTok = r.link.firstTok
 				if r.generated == 0 {
 					r.generated = 1
+					k.c.promptTokens += r.prompt
 				}
 				k.running = append(k.running, r)
 			} else {
@@ -330,6 +336,10 @@ func (k *rank) step(now, dt time.Duration) {
 			r.link.transferred = true
 			k.release(r, true)
 			k.c.finished++
+			if r.router != nil && r.router.active[r.worker] > 0 {
+				r.router.active[r.worker]--
+				r.router.processed[r.worker]++
+			}
 		}
 		clear(k.inflight)
 		k.inflight = k.inflight[:0]
