@@ -1,0 +1,192 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitReady polls url until it answers 200 or ctx ends.
+func waitReady(ctx context.Context, t *testing.T, url string) {
+	t.Helper()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never became ready: %v", url, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func TestSuperviseRestartsKilledProcess(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pids := make(chan int, 4)
+	done := make(chan error, 1)
+	logPath := filepath.Join(t.TempDir(), "sleep.log")
+	go func() {
+		done <- Supervise(ctx, Spec{Name: "sleep", Path: sleep, Args: []string{"600"}, Log: logPath},
+			SuperviseOptions{MinBackoff: time.Millisecond, OnStart: func(_ string, pid int) { pids <- pid }})
+	}()
+	first := <-pids
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	second := <-pids
+	if second == first {
+		t.Fatalf("restarted process has the killed one's pid %d", first)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Supervise after cancel = %v, want nil", err)
+	}
+	// The restarted process must be gone after a clean stop.
+	if err := syscall.Kill(second, 0); err == nil {
+		t.Errorf("process %d still runs after Supervise returned", second)
+	}
+}
+
+func TestUpReportsMissingBinaries(t *testing.T) {
+	dir := t.TempDir()
+	files, err := Generate(Options{GrafanaAdminPassword: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	notFound := func(string) (string, error) { return "", exec.ErrNotFound }
+	err = Up(context.Background(), UpOptions{Dir: dir, LookPath: notFound})
+	var me *MissingError
+	if !errors.As(err, &me) {
+		t.Fatalf("Up with nothing installed = %v, want a MissingError", err)
+	}
+	for _, want := range []string{
+		"prometheus not found on PATH (looked for prometheus): apt-get install prometheus",
+		"alertmanager not found on PATH (looked for prometheus-alertmanager, alertmanager): apt-get install prometheus-alertmanager",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "grafana") {
+		t.Errorf("error %q names optional Grafana as missing", err)
+	}
+}
+
+func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
+	tool(t, "prometheus")
+	tool(t, "prometheus-alertmanager", "alertmanager")
+	o := Options{PrometheusAddress: freeAddr(t), AlertmanagerAddress: freeAddr(t), GrafanaAddress: freeAddr(t),
+		KVWatchAddress: freeAddr(t), GrafanaAdminPassword: "x"}
+	files, err := Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	noGrafana := func(name string) (string, error) {
+		if strings.HasPrefix(name, "grafana") {
+			return "", exec.ErrNotFound
+		}
+		return exec.LookPath(name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Up(ctx, UpOptions{Dir: dir, LookPath: noGrafana}) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	waitReady(wctx, t, "http://"+o.PrometheusAddress+"/-/ready")
+	waitReady(wctx, t, "http://"+o.AlertmanagerAddress+"/-/ready")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Up after cancel = %v, want nil", err)
+	}
+	for _, name := range []string{"prometheus", "alertmanager"} {
+		b, err := os.ReadFile(filepath.Join(dir, LogDir, name+".log"))
+		if err != nil || len(b) == 0 {
+			t.Errorf("log of %s: %v, %d bytes", name, err, len(b))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, DataDir, "prometheus")); err != nil {
+		t.Errorf("prometheus data dir: %v", err)
+	}
+}
+
+func TestInstall(t *testing.T) {
+	dir := t.TempDir()
+	files, err := Generate(Options{GrafanaAdminPassword: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	var out bytes.Buffer
+	if err := Install(InstallOptions{Dir: dir, Root: root, DryRun: true, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc")); !os.IsNotExist(err) {
+		t.Errorf("dry run wrote into %s: %v", root, err)
+	}
+	for _, want := range []string{"# would write " + filepath.Join(root, SystemdDir, UnitPrometheus), "ProtectSystem=strict",
+		"systemctl enable --now kvwatch-alertmanager.service kvwatch-grafana.service kvwatch-prometheus.service kvwatch.service"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := Install(InstallOptions{Dir: dir, Root: root, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{SystemdDir + "/" + UnitKVWatch, SystemdDir + "/" + UnitGrafana,
+		DefaultInstallDir + "/prometheus.yml", DefaultInstallDir + "/" + AlertRulesFile} {
+		got, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Errorf("%s not installed: %v", p, err)
+			continue
+		}
+		rel := strings.TrimPrefix(p, DefaultInstallDir+"/")
+		if want := files.Get(rel); strings.HasPrefix(p, DefaultInstallDir) && !bytes.Equal(got, want) {
+			t.Errorf("%s differs from the generated file", p)
+		}
+	}
+	st, err := os.Stat(filepath.Join(root, DefaultInstallDir, GrafanaPasswordFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("installed admin password: %v, mode %v, want 0600", err, st.Mode().Perm())
+	}
+}
