@@ -97,14 +97,20 @@ func (m Model) header(w int, where string) string {
 }
 
 // statusLines say that there is no report yet or the last fetch failed.
-func (m Model) statusLines() []string {
+func (m Model) statusLines(w int) []string {
 	var out []string
 	if m.err != nil {
 		age := ""
 		if !m.errAt.IsZero() && !m.now.IsZero() {
 			age = " " + ageText(m.now.Sub(m.errAt)) + " ago"
 		}
-		out = append(out, m.st.bad.Render("fetch failed"+age+": "+m.err.Error()))
+		msg := wrap("fetch failed"+age+": "+m.err.Error(), w)
+		if len(msg) > 3 {
+			msg = msg[:3]
+		}
+		for _, l := range msg {
+			out = append(out, m.st.bad.Render(l))
+		}
 	}
 	if !m.have && m.err == nil {
 		out = append(out, "waiting for the first report…")
@@ -219,11 +225,11 @@ func (m Model) fleetView(w int) []string {
 		}
 	}
 	lines := []string{m.header(w, where)}
-	lines = append(lines, m.statusLines()...)
+	lines = append(lines, m.statusLines(w)...)
 	if !m.have {
 		return lines
 	}
-	lines = append(lines, m.fleetLine())
+	lines = append(lines, m.fleetLines(w)...)
 	cols, nameW := m.layout(w)
 	arrow := "▲"
 	if m.desc {
@@ -330,8 +336,8 @@ func (m Model) bar(v kv.Value, w int) string {
 	return m.level(v.V).Render(strings.Repeat("█", n)) + m.st.dim.Render(strings.Repeat("░", w-n))
 }
 
-// fleetLine is the capacity-weighted fleet summary.
-func (m Model) fleetLine() string {
+// fleetLines are the capacity-weighted fleet summary.
+func (m Model) fleetLines(w int) []string {
 	f := m.rep.Fleet
 	down := 0
 	for _, s := range m.rep.Servers {
@@ -343,18 +349,18 @@ func (m Model) fleetLine() string {
 	if down > 0 {
 		parts = append(parts, m.st.bad.Render(fmt.Sprintf("%d down", down)))
 	}
-	kvText := "KV " + m.bar(f.UsageRatio, 10) + " " + pct(f.UsageRatio) + "  " + tokens(f.Used) + " / " + tokens(f.Capacity) + " tok"
+	parts = append(parts, "KV "+m.bar(f.UsageRatio, 10)+" "+pct(f.UsageRatio), tokens(f.Used)+" / "+tokens(f.Capacity)+" tok")
 	if f.Counted < f.Servers {
-		kvText += fmt.Sprintf(" (%d of %d report KV)", f.Counted, f.Servers)
+		parts = append(parts, fmt.Sprintf("(%d of %d report KV)", f.Counted, f.Servers))
 	}
-	parts = append(parts, kvText, "running "+count(f.Running), "queued "+count(f.Queued))
-	return strings.Join(parts, "  ")
+	parts = append(parts, "running "+count(f.Running), "queued "+count(f.Queued))
+	return flow(parts, w, "       ")
 }
 
 // headroomCell shows how many requests of the first size fit and, in the
 // full layout, how many of the server's context length.
 func headroomCell(s report.Server, full bool) string {
-	if len(s.Headroom) == 0 {
+	if len(s.Headroom) == 0 || !s.Headroom[0].Requests.OK() {
 		return na
 	}
 	first := s.Headroom[0]
@@ -388,7 +394,7 @@ func (m Model) drillView(w int) []string {
 		}
 	}
 	lines := []string{m.header(w, "› "+m.drill)}
-	lines = append(lines, m.statusLines()...)
+	lines = append(lines, m.statusLines(w)...)
 	if s == nil {
 		return append(lines, m.st.bad.Render(m.drill+" is no longer in the report"), m.st.dim.Render("esc back"))
 	}
@@ -421,18 +427,21 @@ func (m Model) drillView(w int) []string {
 	if model == "" {
 		model = na
 	}
-	lines = append(lines, "engine "+eng+"  model "+model+"  context "+tokens(sv.ContextLength)+" tok")
+	ctxLen := na
+	if sv.ContextLength.OK() {
+		ctxLen = fmt.Sprintf("%.0f", sv.ContextLength.V)
+	}
+	lines = append(lines, flow([]string{"engine " + eng, "model " + model, "context " + ctxLen + " tok"}, w, "  ")...)
 	if r := sv.Router; r != nil {
 		lines = append(lines, "workers healthy "+count(r.WorkersHealthy)+" of "+count(r.WorkersTotal))
 	}
-	kvLine := "KV " + m.bar(sv.UsageRatio, 20) + " " + pct(sv.UsageRatio) + "  used " + tokens(sv.Used) +
-		" / " + tokens(sv.Capacity) + " tok  evictable " + tokens(sv.Evictable) + "  reserved " + pct(sv.ReservedRatio) +
-		"  DP spread " + pct(sv.Spread)
-	lines = append(lines, kvLine)
+	lines = append(lines, flow([]string{"KV " + m.bar(sv.UsageRatio, 20) + " " + pct(sv.UsageRatio),
+		"used " + tokens(sv.Used) + " / " + tokens(sv.Capacity) + " tok", "evictable " + tokens(sv.Evictable),
+		"reserved " + pct(sv.ReservedRatio), "DP spread " + pct(sv.Spread)}, w, "   ")...)
 	if sv.UsageRatio.Prov == kv.Reserved {
-		lines = append(lines, m.st.dim.Render("   usage is a reservation made at admission, not KV written (provenance reserved)"))
+		lines = append(lines, m.st.dim.Render("   * a reservation made at admission, not KV written"))
 	}
-	var hr []string
+	hr := []string{"headroom"}
 	for _, h := range s.Headroom {
 		t := fitText(h)
 		if h.Context {
@@ -440,20 +449,22 @@ func (m Model) drillView(w int) []string {
 		}
 		hr = append(hr, t)
 	}
-	if len(hr) == 0 {
-		hr = []string{na}
+	if len(hr) == 1 {
+		hr = append(hr, na)
 	}
-	lines = append(lines, "headroom "+strings.Join(hr, "  "))
+	lines = append(lines, flow(hr, w, "  ")...)
 	q := sv.Queued
-	lines = append(lines, "running "+count(sv.Running)+"  queued "+count(q.QueuedTotal())+" (waiting "+count(q.Waiting)+
-		", prealloc "+count(q.Prealloc)+", bootstrap "+count(q.Bootstrap)+", transfer "+count(q.Transfer)+", inflight "+count(q.Inflight)+")")
+	lines = append(lines, flow([]string{"running " + count(sv.Running), "queued " + count(q.QueuedTotal()) + ":",
+		"waiting " + count(q.Waiting), "prealloc " + count(q.Prealloc), "bootstrap " + count(q.Bootstrap),
+		"transfer " + count(q.Transfer), "inflight " + count(q.Inflight)}, w, "  ")...)
 	if r := s.Rates; r != nil {
-		rl := "prefix hit " + pct(r.PrefixHitRatio) + "  preemptions " + perSec(r.PreemptionsPerSec) + "/s  prompt " +
-			perSec(r.PromptTokensPS) + " tok/s  generation " + perSec(r.GenTokensPS) + " tok/s  over " + r.Window.Round(time.Millisecond).String()
+		items := []string{"prefix hit " + pct(r.PrefixHitRatio), "preemptions " + perSec(r.PreemptionsPerSec) + "/s",
+			"prompt " + perSec(r.PromptTokensPS) + " tok/s", "generation " + perSec(r.GenTokensPS) + " tok/s",
+			"over " + r.Window.Round(time.Millisecond).String()}
 		if r.Reset {
-			rl += "  " + m.st.warn.Render("counters reset: engine restarted")
+			items = append(items, m.st.warn.Render("counters reset: engine restarted"))
 		}
-		lines = append(lines, rl)
+		lines = append(lines, flow(items, w, "  ")...)
 	} else {
 		lines = append(lines, "prefix hit --  preemptions --  tokens/s --  (rates need two scrapes)")
 	}
@@ -500,30 +511,47 @@ func (m Model) ageOf(s report.Server) string {
 func (m Model) helpView(w int) []string {
 	lines := []string{m.header(w, "help"), ""}
 	keys := [][2]string{
-		{"↑ ↓ j k, PgUp PgDn, g G", "select a server (in the rank view: the previous or next server)"},
-		{"Enter → l", "drill into the selected server: per-rank rows with usage history"},
+		{"↑ ↓ j k, PgUp PgDn, g G", "select a server (rank view: previous or next server)"},
+		{"Enter → l", "drill into the server: per-rank rows, usage history"},
 		{"Esc ← Backspace", "back to the fleet; Esc in the fleet clears the filter"},
 		{"s / S", "sort by the next column / reverse the order"},
-		{"1 … 9, 0", "sort by server, role, engine, kv, used, headroom, running, queued, hit, preempt/s (again: reverse)"},
-		{"/", "filter by name, URL, role, engine, model, labels or failure reason; Enter keeps it, Esc clears it"},
+		{"1 … 9, 0", "sort by the Nth column, 0 the tenth (again: reverse)"},
+		{"/  Enter  Esc", "filter: name, URL, role, engine, model, labels, reason"},
 		{"p Space", "pause or resume refreshing"},
 		{"r", "refresh now"},
-		{"? h", "this help (any of ? h Esc Enter closes it)"},
+		{"? h", "this help (? h Esc Enter close it)"},
 		{"q Ctrl+C", "quit"},
 	}
 	for _, k := range keys {
-		lines = append(lines, fmt.Sprintf("  %-24s %s", k[0], k[1]))
+		for i, l := range wrap(k[1], max(20, w-27)) {
+			if i == 0 {
+				lines = append(lines, fmt.Sprintf("  %-24s %s", k[0], l))
+			} else {
+				lines = append(lines, strings.Repeat(" ", 27)+l)
+			}
+		}
 	}
-	lines = append(lines, "",
-		"  KV        used / capacity KV tokens, "+m.st.ok.Render("green")+" below "+pctF(m.opts.Warn)+", "+
-			m.st.warn.Render("yellow")+" from "+pctF(m.opts.Warn)+", "+m.st.crit.Render("red")+" from "+pctF(m.opts.Crit),
-		"  HEADROOM  how many more requests fit: N×size; a trailing c is the server's own context length",
-		"  HIT       prefix-cache hit ratio between the last two refreshes (from counters)",
-		"  PRE/S     preemptions (vLLM) or retractions (SGLang) per second",
-		"  TOK/S     prompt plus generation tokens per second",
-		"  AGE       time since the last scrape of the server",
-		"  --        not reported by the engine (or not yet measurable): unknown, never 0",
-	)
+	legend := [][2]string{
+		{"KV", "used / capacity KV tokens, " + m.st.ok.Render("green") + " below " + pctF(m.opts.Warn) + ", " +
+			m.st.warn.Render("yellow") + " from " + pctF(m.opts.Warn) + ", " + m.st.crit.Render("red") + " from " + pctF(m.opts.Crit) +
+			"; * marks a reservation, not KV written"},
+		{"HEADROOM", "requests that still fit, N×size; c: the server's context length"},
+		{"HIT", "prefix-cache hit ratio since the last refresh (counters)"},
+		{"PRE/S", "preemptions (vLLM) or retractions (SGLang) per second"},
+		{"TOK/S", "prompt plus generation tokens per second"},
+		{"AGE", "time since the last scrape of the server"},
+		{"--", "not reported by the engine, or not measurable yet: unknown, never 0"},
+	}
+	lines = append(lines, "")
+	for _, k := range legend {
+		for i, l := range wrap(k[1], max(20, w-12)) {
+			if i == 0 {
+				lines = append(lines, fmt.Sprintf("  %-9s %s", k[0], l))
+			} else {
+				lines = append(lines, strings.Repeat(" ", 12)+l)
+			}
+		}
+	}
 	return lines
 }
 
@@ -636,6 +664,28 @@ func spark(vals []float64, w int) string {
 		b.WriteRune(sparkChars[i])
 	}
 	return b.String()
+}
+
+// flow joins items with two spaces into lines of at most w cells; an item
+// that does not fit on the current line starts the next, indented.
+func flow(items []string, w int, indent string) []string {
+	var out []string
+	line := ""
+	for _, it := range items {
+		switch {
+		case line == "":
+			line = it
+		case lipgloss.Width(line)+2+lipgloss.Width(it) <= w:
+			line += "  " + it
+		default:
+			out = append(out, line)
+			line = indent + it
+		}
+	}
+	if line != "" {
+		out = append(out, line)
+	}
+	return out
 }
 
 // wrap breaks s into lines of at most w cells.

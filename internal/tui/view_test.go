@@ -1,0 +1,210 @@
+package tui
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/google/go-cmp/cmp"
+	"github.com/muesli/termenv"
+
+	"github.com/kvwatch/kvwatch/internal/report"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name.golden (rewritten with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v; run go test ./internal/tui -update to create it", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("View() differs from %s (-want +got):\n%s", path, diff)
+	}
+}
+
+// drive feeds msgs to m's Update in order.
+func drive(m Model, msgs ...tea.Msg) Model {
+	for _, msg := range msgs {
+		next, _ := m.Update(msg)
+		m = next.(Model)
+	}
+	return m
+}
+
+// key is one key press: a name bubbletea uses ("enter", "down") or runes.
+func key(k string) tea.Msg {
+	special := map[string]tea.KeyType{"enter": tea.KeyEnter, "esc": tea.KeyEsc, "up": tea.KeyUp,
+		"down": tea.KeyDown, "left": tea.KeyLeft, "right": tea.KeyRight, "backspace": tea.KeyBackspace,
+		"ctrl+c": tea.KeyCtrlC, "pgdown": tea.KeyPgDown}
+	if t, ok := special[k]; ok {
+		return tea.KeyMsg{Type: t}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+}
+
+// typed is one key press per rune of s.
+func typed(s string) []tea.Msg {
+	var out []tea.Msg
+	for _, r := range s {
+		out = append(out, key(string(r)))
+	}
+	return out
+}
+
+// loaded is a model that received the three reports of the test fleet.
+func loaded(o Options) Model {
+	o.Title = "7 targets"
+	m := New(o)
+	for i, r := range reports(3) {
+		m = drive(m, ReportMsg{Report: r, At: stepTime(i).Add(300 * time.Millisecond)})
+	}
+	return m
+}
+
+var sizes = []struct {
+	name          string
+	width, height int
+}{
+	{"80x24", 80, 24},
+	{"160x40", 160, 40},
+}
+
+func TestViewGolden(t *testing.T) {
+	later := stepTime(2).Add(12 * time.Second)
+	cases := []struct {
+		name string
+		msgs []tea.Msg
+	}{
+		{"fleet", nil},
+		{"sort-kv", []tea.Msg{key("4")}},                     // KV, fullest first
+		{"sort-kv-reversed", []tea.Msg{key("4"), key("S")}},  // emptiest first, unknown still last
+		{"sort-cycle-engine", []tea.Msg{key("s"), key("s")}}, // server → role → engine
+		{"sort-preempt", []tea.Msg{key("0")}},                // 0 is the tenth column
+		{"filter", append(append([]tea.Msg{key("/")}, typed("decode")...), key("enter"))},
+		{"filter-typing", append([]tea.Msg{key("/")}, typed("vll")...)},
+		{"filter-none", append(append([]tea.Msg{key("/")}, typed("nothing")...), key("enter"))},
+		{"select", []tea.Msg{key("down"), key("down"), key("j")}},
+		{"drill", []tea.Msg{key("enter")}},                                       // decode-0: DP 2 × TP 2
+		{"drill-next", []tea.Msg{key("enter"), key("down")}},                     // decode-1: no ranks
+		{"drill-down-target", []tea.Msg{key("down"), key("down"), key("enter")}}, // llama-0 is down
+		{"drill-back", []tea.Msg{key("enter"), key("esc")}},
+		{"help", []tea.Msg{key("?")}},
+		{"paused-stale", []tea.Msg{key("p"), TickMsg{At: later}}},
+		{"fetch-error", []tea.Msg{ReportMsg{Err: errors.New("read http://127.0.0.1:9477/api/kvwatch/v1/report: connection refused; is kvwatch serve running there?"), At: later}}},
+	}
+	for _, sz := range sizes {
+		for _, c := range cases {
+			t.Run(c.name+"/"+sz.name, func(t *testing.T) {
+				m := drive(loaded(Options{}), tea.WindowSizeMsg{Width: sz.width, Height: sz.height})
+				m = drive(m, c.msgs...)
+				got := m.View()
+				checkFrame(t, got, sz.width, sz.height)
+				golden(t, c.name+"-"+sz.name, got)
+			})
+		}
+	}
+}
+
+// checkFrame checks what every frame must hold: it fits the terminal.
+func checkFrame(t *testing.T, frame string, w, h int) {
+	t.Helper()
+	lines := strings.Split(frame, "\n")
+	if h > 0 && len(lines) > h {
+		t.Errorf("frame has %d lines, terminal %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if n := lipgloss.Width(l); n > w {
+			t.Errorf("line %d is %d cells wide, terminal %d: %q", i+1, n, w, l)
+		}
+	}
+}
+
+func TestViewWaiting(t *testing.T) {
+	m := drive(New(Options{Title: "1 target"}), tea.WindowSizeMsg{Width: 80, Height: 24})
+	golden(t, "waiting-80x24", m.View())
+}
+
+func TestViewScroll(t *testing.T) {
+	m := drive(New(Options{Title: "30 targets"}), tea.WindowSizeMsg{Width: 80, Height: 24},
+		ReportMsg{Report: bigFleet(30), At: t0})
+	m = drive(m, key("pgdown"), key("down"))
+	got := m.View()
+	checkFrame(t, got, 80, 24)
+	golden(t, "scroll-80x24", got)
+}
+
+// TestViewColor pins the colours: a fixed 256-colour profile.
+func TestViewColor(t *testing.T) {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.ANSI256)
+	for _, c := range []struct {
+		name string
+		msgs []tea.Msg
+	}{
+		{"color-fleet-160x40", nil},
+		{"color-drill-160x40", []tea.Msg{key("enter")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := drive(loaded(Options{Renderer: r}), tea.WindowSizeMsg{Width: 160, Height: 40})
+			got := drive(m, c.msgs...).View()
+			if !strings.Contains(got, "\x1b[") {
+				t.Fatalf("no ANSI sequences in a coloured frame:\n%s", got)
+			}
+			checkFrame(t, got, 160, 40)
+			golden(t, c.name, got)
+		})
+	}
+}
+
+// TestNoColorHasNoEscapes: without a renderer nothing but text is written.
+func TestNoColorHasNoEscapes(t *testing.T) {
+	m := drive(loaded(Options{}), tea.WindowSizeMsg{Width: 160, Height: 40})
+	for _, msgs := range [][]tea.Msg{nil, {key("enter")}, {key("?")}} {
+		if got := drive(m, msgs...).View(); strings.Contains(got, "\x1b") {
+			t.Errorf("escape sequence in a no-colour frame after %v:\n%q", msgs, got)
+		}
+	}
+}
+
+func TestUnknownIsNotZero(t *testing.T) {
+	// TGI reports no prefix-cache, preemption or prompt-token counters and
+	// a server without capacity has no headroom: all unknown, shown as --.
+	m := drive(loaded(Options{}), tea.WindowSizeMsg{Width: 160, Height: 40})
+	cols, _ := m.layout(160)
+	want := map[column]bool{colHit: true, colPreempt: true, colTokens: true}
+	var found bool
+	for _, s := range m.rep.Servers {
+		if s.Name != "tgi-0" {
+			continue
+		}
+		found = true
+		for _, c := range cols {
+			if got := c.cell(m, s); want[c.col] && got != na {
+				t.Errorf("tgi-0 %s = %q, want %q", c.title, got, na)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("tgi-0 not in the report")
+	}
+	if got := headroomCell(report.Server{Headroom: []report.Headroom{{Tokens: 8192}}}, true); got != na {
+		t.Errorf("headroomCell(unknown requests) = %q, want %q", got, na)
+	}
+}
