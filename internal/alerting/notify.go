@@ -1,0 +1,242 @@
+package alerting
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Notifier sends a batch of alerts somewhere.
+type Notifier interface {
+	Notify(ctx context.Context, alerts []Alert) error
+}
+
+// notify sends batch to every notifier, logging failures.
+func (m *Manager) notify(ctx context.Context, batch []Alert) {
+	for _, n := range m.opts.Notifiers {
+		if err := n.Notify(ctx, batch); err != nil {
+			m.opts.Logger.Error("send alerts", "err", err)
+		}
+	}
+}
+
+// endsAt is what an alert's endsAt is in notifications: the resolve time,
+// or for a firing alert a time far enough ahead that Alertmanager keeps it
+// firing until the next resend (as Prometheus computes it).
+func (m *Manager) endsAt(a Alert, now time.Time) time.Time {
+	if a.State == StateInactive {
+		return a.ResolvedAt
+	}
+	return now.Add(4 * max(m.opts.ResendDelay, m.opts.Interval))
+}
+
+// generatorURL links an alert back to kvwatch's alerts page.
+func (m *Manager) generatorURL() string {
+	if m.ext == nil {
+		return ""
+	}
+	return m.ext.JoinPath("alerts").String()
+}
+
+// postableAlert is Alertmanager's v2 API alert.
+type postableAlert struct {
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL,omitempty"`
+}
+
+// Alertmanager posts alerts to an Alertmanager's v2 API
+// (POST <URL>/api/v2/alerts).
+type Alertmanager struct {
+	// URL is the Alertmanager's base URL, e.g. http://127.0.0.1:9093.
+	URL    *url.URL
+	Client *http.Client
+	m      *Manager
+}
+
+// NewAlertmanager returns a notifier for the Alertmanager at base (its
+// v2 API). New attaches it to its Manager.
+func NewAlertmanager(base string, client *http.Client) (*Alertmanager, error) {
+	u, err := parseHTTPURL(base)
+	if err != nil {
+		return nil, fmt.Errorf("alertmanager URL %q: %w", base, err)
+	}
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &Alertmanager{URL: u, Client: client}, nil
+}
+
+// Notify implements Notifier.
+func (a *Alertmanager) Notify(ctx context.Context, alerts []Alert) error {
+	now := time.Now()
+	out := make([]postableAlert, 0, len(alerts))
+	for _, al := range alerts {
+		p := postableAlert{Labels: al.Labels.Map(), Annotations: al.Annotations.Map(),
+			StartsAt: al.ActiveAt, EndsAt: endsAt(a.m, al, now)}
+		if a.m != nil {
+			p.GeneratorURL = a.m.generatorURL()
+		}
+		out = append(out, p)
+	}
+	u := a.URL.JoinPath("api", "v2", "alerts")
+	return postJSON(ctx, a.Client, u.String(), out)
+}
+
+func endsAt(m *Manager, a Alert, now time.Time) time.Time {
+	if m == nil {
+		if a.State == StateInactive {
+			return a.ResolvedAt
+		}
+		return now.Add(4 * time.Minute)
+	}
+	return m.endsAt(a, now)
+}
+
+// Webhook posts alerts in Alertmanager's webhook JSON (version 4) to a URL,
+// one message per batch.
+type Webhook struct {
+	URL    *url.URL
+	Client *http.Client
+	m      *Manager
+}
+
+// NewWebhook returns a notifier posting to rawURL.
+func NewWebhook(rawURL string, client *http.Client) (*Webhook, error) {
+	u, err := parseHTTPURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("webhook URL %q: %w", rawURL, err)
+	}
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &Webhook{URL: u, Client: client}, nil
+}
+
+// WebhookMessage is the body of a webhook notification, the same form
+// Alertmanager's webhook receiver sends.
+type WebhookMessage struct {
+	Version           string            `json:"version"`
+	GroupKey          string            `json:"groupKey"`
+	Status            string            `json:"status"`
+	Receiver          string            `json:"receiver"`
+	GroupLabels       map[string]string `json:"groupLabels"`
+	CommonLabels      map[string]string `json:"commonLabels"`
+	CommonAnnotations map[string]string `json:"commonAnnotations"`
+	ExternalURL       string            `json:"externalURL"`
+	Alerts            []WebhookAlert    `json:"alerts"`
+}
+
+// WebhookAlert is one alert of a WebhookMessage.
+type WebhookAlert struct {
+	Status       string            `json:"status"`
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL"`
+	Fingerprint  string            `json:"fingerprint"`
+}
+
+// Notify implements Notifier.
+func (w *Webhook) Notify(ctx context.Context, alerts []Alert) error {
+	msg := WebhookMessage{Version: "4", Receiver: "kvwatch", Status: "resolved",
+		GroupLabels: map[string]string{}, GroupKey: "{}:{}"}
+	if w.m != nil && w.m.ext != nil {
+		msg.ExternalURL = w.m.ext.String()
+	}
+	var common, commonAnn map[string]string
+	for i, al := range alerts {
+		wa := WebhookAlert{Status: "firing", Labels: al.Labels.Map(), Annotations: al.Annotations.Map(),
+			StartsAt: al.ActiveAt, Fingerprint: fmt.Sprintf("%016x", al.Labels.Hash())}
+		if al.State == StateInactive {
+			wa.Status, wa.EndsAt = "resolved", al.ResolvedAt
+		} else {
+			msg.Status = "firing"
+		}
+		if w.m != nil {
+			wa.GeneratorURL = w.m.generatorURL()
+		}
+		msg.Alerts = append(msg.Alerts, wa)
+		if i == 0 {
+			common, commonAnn = wa.Labels, wa.Annotations
+		} else {
+			common, commonAnn = intersect(common, wa.Labels), intersect(commonAnn, wa.Annotations)
+		}
+	}
+	msg.CommonLabels, msg.CommonAnnotations = common, commonAnn
+	return postJSON(ctx, w.Client, w.URL.String(), msg)
+}
+
+func intersect(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		if b[k] == v {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// attach lets notifiers created before the manager use its resend delay
+// and external URL.
+func (m *Manager) attach() {
+	for _, n := range m.opts.Notifiers {
+		switch n := n.(type) {
+		case *Alertmanager:
+			n.m = m
+		case *Webhook:
+			n.m = m
+		}
+	}
+}
+
+func parseHTTPURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, errors.New("want an http:// or https:// URL with a host")
+	}
+	return u, nil
+}
+
+func postJSON(ctx context.Context, c *http.Client, u string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("post alerts to %s: %w", redact(u), err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("post alerts to %s: %s: %s", redact(u), resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
+}
