@@ -133,6 +133,9 @@ func NewCluster(sc *Scenario, opts Options) (*Cluster, error) {
 		}
 		if k, err := ParseFaultKind(spec.Fault.Kind); err == nil {
 			s.fault = Fault{Kind: k, Delay: spec.Fault.Delay}
+			if k == FaultSlow && s.fault.Delay == 0 {
+				s.fault.Delay = 3 * time.Second
+			}
 		}
 		s.reset()
 		c.servers = append(c.servers, s)
@@ -226,7 +229,7 @@ func (s *server) pickRank() *rank {
 // arrive delivers new requests arriving at s during one step.
 func (s *server) arrive(now, dt time.Duration) {
 	l := &s.spec.Load
-	if l.Rate == 0 || s.fault.Kind == FaultRestart {
+	if l.Rate == 0 {
 		return
 	}
 	rate := l.Rate * s.factor
@@ -492,6 +495,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 			}
 		}()
 	}
+	c.publish() // pages name the workers' URLs from now on
 	runCtx, cancel := context.WithCancel(ctx)
 	c.stop = cancel
 	if !c.opts.ManualClock {

@@ -125,9 +125,15 @@ func renderTGI(p *snapshot) []byte {
 		w.sample(name, "", v)
 		w.b = append(w.b, '\n')
 	}
+	// HELP only where TGI describes the metric under the same name
+	// (tgi_batch_max_total_tokens is described as tgi_batch_total_tokens).
+	help := func(name, h string) { w.b = append(w.b, "# HELP "+name+" "+h+"\n"...) }
+	help("tgi_batch_current_max_tokens", "Maximum tokens for the current batch")
 	one("tgi_batch_current_max_tokens", "gauge", float64(g.UsedTokens))
+	help("tgi_batch_current_size", "Current batch size")
 	one("tgi_batch_current_size", "gauge", float64(g.Running))
 	one("tgi_batch_max_total_tokens", "gauge", float64(g.CapacityTokens))
+	help("tgi_queue_size", "Current queue size")
 	one("tgi_queue_size", "gauge", float64(g.Queued))
 	one("tgi_request_count", "counter", float64(c.RequestsFinished+int64(g.Running+g.Queued)))
 	one("tgi_request_success", "counter", float64(c.RequestsFinished))
@@ -236,6 +242,7 @@ func renderRouter(p *snapshot) []byte {
 	for _, wt := range t.Workers {
 		w.sample("smg_worker_health", wl(wt), b2f(wt.Healthy))
 	}
+	w.b = append(w.b, "# HELP smg_worker_requests_active Currently running requests per worker\n"...)
 	typ("smg_worker_requests_active", "gauge")
 	for _, wt := range t.Workers {
 		w.sample("smg_worker_requests_active", wl(wt), float64(wt.Active))

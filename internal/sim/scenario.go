@@ -368,9 +368,15 @@ func (sc *Scenario) applyDefaults() {
 		}
 		if l.DecodeRate == 0 {
 			l.DecodeRate = 40
+			if s.Engine == EngineLlamaCpp {
+				l.DecodeRate = 25
+			}
 		}
 		if l.PrefillRate == 0 {
 			l.PrefillRate = 20000
+			if s.Engine == EngineLlamaCpp {
+				l.PrefillRate = 1200
+			}
 		}
 	}
 }
@@ -534,8 +540,10 @@ func (sc *Scenario) validate() []problem {
 			add(lp+".prefill_rate", "must be positive tokens/s, got %g", l.PrefillRate)
 		}
 		if s.Fault.Kind != "" {
-			if _, err := ParseFaultKind(s.Fault.Kind); err != nil {
+			if k, err := ParseFaultKind(s.Fault.Kind); err != nil {
 				add(p+".fault.kind", "%v", err)
+			} else if k == FaultRestart {
+				add(p+".fault.kind", "restart is an event, not a state; trigger it at run time with POST /-/sim/fault?kind=restart")
 			}
 		}
 		if s.Fault.Delay < 0 {

@@ -64,6 +64,8 @@ servers:
     role: prefill
 `, "scenario.yaml:5: servers[0].workers[1]: unknown server \"nope\"\n" +
 			"scenario.yaml:5: servers[0].workers: a PD router needs prefill and decode workers only, at least one of each; got 1 prefill, 0 decode of 2"},
+		{"restart at start", "servers:\n  - {name: a, engine: tgi, fault: {kind: restart}}\n",
+			`scenario.yaml:2: servers[0].fault.kind: restart is an event, not a state; trigger it at run time with POST /-/sim/fault?kind=restart`},
 		{"empty", ``, `scenario.yaml: empty scenario; want at least a servers: list`},
 		{"syntax", "servers: [\n", `scenario.yaml:1: did not find expected node content`},
 	} {
