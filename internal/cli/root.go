@@ -72,7 +72,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	addCheck(app, r)
 	addSimulate(app, r)
 	// addDemo(app, r) // uncommented by the change that adds it
-	// addStack(app, r) // uncommented by the change that adds it
+	addStack(app, r)
 
 	cmd, err := app.Parse(args)
 	if exited >= 0 { // --help or --version
