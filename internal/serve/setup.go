@@ -37,6 +37,7 @@ type Setup struct {
 // LoadSetup reads the config file (none when file is ""), adds the extra
 // targets (from the command line), reads the file_sd files and checks
 // everything serve needs, reporting every problem at once with its line.
+// A nil reg means engine.NewRegistry().
 // `kvwatch check config` and serve (at start and on every reload) both call
 // it, so they accept exactly the same files. reg checks engine names.
 func LoadSetup(file string, extra []config.Target, reg *engine.Registry) (*Setup, error) {
@@ -73,6 +74,9 @@ func SetupFromConfig(cfg *config.Config, reg *engine.Registry) (*Setup, error) {
 }
 
 func buildSetup(cfg *config.Config, name, file string, extra []config.Target, reg *engine.Registry) (*Setup, error) {
+	if reg == nil {
+		reg = engine.NewRegistry()
+	}
 	e := &config.Error{File: name}
 	var root *yaml.Node
 	if file != "" {
@@ -91,7 +95,7 @@ func buildSetup(cfg *config.Config, name, file string, extra []config.Target, re
 			e.Problems = append(e.Problems, atLine(root, []any{"targets", i, "engine"}, fmt.Sprintf("targets[%d].engine: %v", i, err)))
 		}
 	}
-	sd, files, problems := readFileSD(cfg, reg)
+	sd, files, problems := readFileSD(cfg, reg, root)
 	e.Problems = append(e.Problems, problems...)
 	names := map[string]bool{}
 	for _, t := range cfg.Targets {
@@ -177,7 +181,7 @@ const (
 var sdRoles = []string{"prefill", "decode", "unified", "router"}
 
 // readFileSD reads every file matched by the config's file_sd patterns.
-func readFileSD(cfg *config.Config, reg *engine.Registry) ([]sdTarget, map[string]time.Time, []string) {
+func readFileSD(cfg *config.Config, reg *engine.Registry, root *yaml.Node) ([]sdTarget, map[string]time.Time, []string) {
 	var out []sdTarget
 	var problems []string
 	files := map[string]time.Time{}
@@ -185,11 +189,11 @@ func readFileSD(cfg *config.Config, reg *engine.Registry) ([]sdTarget, map[strin
 		for j, pat := range f.Files {
 			matches, err := filepath.Glob(pat)
 			if err != nil {
-				problems = append(problems, fmt.Sprintf("file_sd_configs[%d].files[%d]: bad pattern %q: %v", i, j, pat, err))
+				problems = append(problems, atLine(root, []any{"file_sd_configs", i, "files", j}, fmt.Sprintf("file_sd_configs[%d].files[%d]: bad pattern %q: %v", i, j, pat, err)))
 				continue
 			}
 			if len(matches) == 0 && !strings.ContainsAny(pat, "*?[") {
-				problems = append(problems, fmt.Sprintf("file_sd_configs[%d].files[%d]: %s does not exist; create it or use a glob pattern that may match nothing yet", i, j, pat))
+				problems = append(problems, atLine(root, []any{"file_sd_configs", i, "files", j}, fmt.Sprintf("file_sd_configs[%d].files[%d]: %s does not exist; create it or use a glob pattern that may match nothing yet", i, j, pat)))
 				continue
 			}
 			sort.Strings(matches)
@@ -243,6 +247,7 @@ func readSDFile(path string, cfg *config.Config, reg *engine.Registry) ([]sdTarg
 		}
 		var addrs []*yaml.Node
 		labels := map[string]string{}
+		labelLine := map[string]int{}
 		for i := 0; i+1 < len(g.Content); i += 2 {
 			k, v := g.Content[i], g.Content[i+1]
 			switch k.Value {
@@ -259,6 +264,7 @@ func readSDFile(path string, cfg *config.Config, reg *engine.Registry) ([]sdTarg
 				}
 				for j := 0; j+1 < len(v.Content); j += 2 {
 					labels[v.Content[j].Value] = v.Content[j+1].Value
+					labelLine[v.Content[j].Value] = v.Content[j].Line
 				}
 			default:
 				add(k.Line, "unknown key %q; a group has targets and labels", k.Value)
@@ -269,16 +275,16 @@ func readSDFile(path string, cfg *config.Config, reg *engine.Registry) ([]sdTarg
 			scheme = "http"
 		}
 		if scheme != "http" && scheme != "https" {
-			add(g.Line, "%s %q: want http or https", sdScheme, scheme)
+			add(labelLine[sdScheme], "%s %q: want http or https", sdScheme, scheme)
 			continue
 		}
 		if r := labels[sdRole]; r != "" && !slices.Contains(sdRoles, r) {
-			add(g.Line, "unknown role %q; want one of %s", r, strings.Join(sdRoles, ", "))
+			add(labelLine[sdRole], "unknown role %q; want one of %s", r, strings.Join(sdRoles, ", "))
 			continue
 		}
 		if en := labels[sdEngine]; en != "" {
 			if _, err := reg.ByName(en); err != nil {
-				add(g.Line, "%v", err)
+				add(labelLine[sdEngine], "%v", err)
 				continue
 			}
 		}

@@ -1,0 +1,278 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+func TestMetricsAndReport(t *testing.T) {
+	good := engineServer(t, page(t, "sglang-dp2.prom"))
+	dead := closedPort(t)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "kvwatch.yml", fmt.Sprintf(`
+global:
+  scrape_interval: 1s
+  headroom_tokens: [100, 400]
+targets:
+  - name: dp2
+    url: %s
+    role: decode
+    labels: {cluster: c1, pool: p1}
+  - name: dead
+    url: http://%s
+`, good.URL, dead))
+	d := start(t, Options{ConfigFile: cfg})
+	waitFor(t, "the first round", d.Ready)
+
+	g := d.Gatherer()
+	dp2 := map[string]string{"server": "dp2", "role": "decode", "cluster": "c1", "pool": "p1"}
+	// Worked out by hand from testdata/sglang-dp2.prom.
+	for _, c := range []struct {
+		m     signal.Metric
+		extra map[string]string
+		want  float64
+	}{
+		{signal.KVCapacityTokens, nil, 2000},
+		{signal.KVUsedTokens, nil, 750},
+		{signal.KVAvailableTokens, nil, 1250},
+		{signal.KVUsageRatio, nil, 0.375},
+		{signal.RankSpreadRatio, nil, 0.25},
+		{signal.KVHeadroomRequests, map[string]string{signal.LabelRequest: "100"}, 7 + 5},
+		{signal.KVHeadroomRequests, map[string]string{signal.LabelRequest: "400"}, 1 + 1},
+		{signal.KVHeadroomRequests, map[string]string{signal.LabelRequest: "4096"}, 0},
+		{signal.ContextLengthTokens, nil, 4096},
+		{signal.RequestsRunning, nil, 9},
+		{signal.RequestsQueued, map[string]string{signal.LabelQueue: signal.QueueWaiting}, 3},
+		{signal.PromptTokens, nil, 3000},
+		{signal.PrefixCacheHitTokens, nil, 800},
+		{signal.PrefixCacheQueryTokens, nil, 3000},
+		{signal.RankKVUsageRatio, map[string]string{signal.LabelDPRank: "1"}, 0.5},
+		{signal.RankKVUsedTokens, map[string]string{signal.LabelDPRank: "0"}, 250},
+		{signal.ServerInfo, map[string]string{signal.LabelEngine: "sglang", signal.LabelGen: "current", signal.LabelModel: "test-model"}, 1},
+		{signal.SignalInfo, map[string]string{signal.LabelSignal: signal.SigUsed, signal.LabelProv: "direct"}, 1},
+		{signal.SignalInfo, map[string]string{signal.LabelSignal: signal.SigPreemptions, signal.LabelProv: "unavailable"}, 1},
+		{signal.TargetUp, nil, 1},
+	} {
+		want := map[string]string{}
+		for k, v := range dp2 {
+			want[k] = v
+		}
+		for k, v := range c.extra {
+			want[k] = v
+		}
+		if got := one(t, g, c.m.Name, want); got != c.want {
+			t.Errorf("%s%v = %g, want %g", c.m.Name, c.extra, got, c.want)
+		}
+	}
+	// Unavailable is absent, never 0.
+	for _, m := range []signal.Metric{signal.KVEvictableTokens, signal.KVReservedRatio, signal.Preemptions, signal.GenerationTokens} {
+		if s := series(t, g, m.Name, dp2); len(s) != 0 {
+			t.Errorf("%s = %v, want absent (the page does not report it)", m.Name, s)
+		}
+	}
+	// The dead target: down, with its reason, and no signals.
+	deadL := map[string]string{"server": "dead", "role": "unified"}
+	if got := one(t, g, signal.TargetUp.Name, deadL); got != 0 {
+		t.Errorf("dead target up = %g, want 0", got)
+	}
+	if got := one(t, g, signal.TargetScrapeError.Name, map[string]string{"server": "dead", signal.LabelReason: signal.ReasonRefused}); got != 1 {
+		t.Errorf("dead target scrape_error{reason=refused} = %g, want 1", got)
+	}
+	if s := series(t, g, signal.KVCapacityTokens.Name, deadL); len(s) != 0 {
+		t.Errorf("dead target exports capacity %v, want absent", s)
+	}
+	if s := series(t, g, signal.TargetLastSuccess.Name, deadL); len(s) != 0 {
+		t.Errorf("dead target exports last success %v, want absent", s)
+	}
+	// Gatherer holds only kvwatch_* families.
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "kvwatch_") {
+			t.Errorf("Gatherer has %s, want only kvwatch_* families", mf.GetName())
+		}
+	}
+
+	// /metrics adds kvwatch's own metrics.
+	code, body := get(t, nil, d.base+PathMetrics)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{"go_goroutines ", signal.ConfigReloadSuccess.Name + " 1", signal.Targets.Name + " 2",
+		signal.ScrapeDeadlineMisses.Name + " ", `kvwatch_kv_used_tokens{cluster="c1",pool="p1",role="decode",server="dp2"} 750`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// The report API: the status --output json schema.
+	code, body = get(t, nil, d.base+PathReport)
+	if code != http.StatusOK {
+		t.Fatalf("report: %d %s", code, body)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(body), &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	if rep.Schema != report.SchemaVersion || len(rep.Servers) != 2 {
+		t.Fatalf("report: schema %d, %d servers; want %d, 2", rep.Schema, len(rep.Servers), report.SchemaVersion)
+	}
+	if s := rep.Servers[0]; s.Name != "dp2" || !s.OK || s.Server.Used.V != 750 {
+		t.Errorf("report row 0 = %s ok=%v, want dp2 ok with 750 used", s.Name, s.OK)
+	}
+	if s := rep.Servers[1]; s.Name != "dead" || s.OK || s.Reason != signal.ReasonRefused {
+		t.Errorf("report row 1 = %s ok=%v reason=%s, want dead, failed, refused", s.Name, s.OK, s.Reason)
+	}
+	if rep.Fleet.Used.V != 750 || rep.Fleet.Capacity.V != 2000 {
+		t.Errorf("fleet = %v/%v, want 750/2000", rep.Fleet.Used, rep.Fleet.Capacity)
+	}
+
+	for _, p := range []string{PathHealthy, PathReady} {
+		if code, body := get(t, nil, d.base+p); code != http.StatusOK {
+			t.Errorf("%s = %d %s, want 200", p, code, body)
+		}
+	}
+	if code, _ := get(t, nil, d.base+PathReload); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET %s = %d, want 405", PathReload, code)
+	}
+}
+
+func TestReloadKeepsOldConfigOnError(t *testing.T) {
+	a := engineServer(t, page(t, "sglang-dp2.prom"))
+	b := engineServer(t, page(t, "sglang-dp2.prom"))
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "kvwatch.yml", fmt.Sprintf("targets:\n  - {name: a, url: %q}\n", a.URL))
+	d := start(t, Options{ConfigFile: cfg})
+	waitFor(t, "the first round", d.Ready)
+	own := d.opts.Registry
+
+	writeFile(t, dir, "kvwatch.yml", "targets:\n  - {name: a, url: 'ftp://x'}\n  - {nmae: b}\n")
+	resp, err := http.Post(d.base+PathReload, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("reload of a bad config = %d, want 500", resp.StatusCode)
+	}
+	if got := one(t, own, signal.ConfigReloadSuccess.Name, nil); got != 0 {
+		t.Errorf("%s = %g after a bad reload, want 0", signal.ConfigReloadSuccess.Name, got)
+	}
+	if got := one(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a"}); got != 1 {
+		t.Errorf("target a up = %g after a bad reload, want 1 (old config keeps running)", got)
+	}
+
+	writeFile(t, dir, "kvwatch.yml", fmt.Sprintf("targets:\n  - {name: a, url: %q}\n  - {name: b, url: %q}\n", a.URL, b.URL))
+	if err := d.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if got := one(t, own, signal.ConfigReloadSuccess.Name, nil); got != 1 {
+		t.Errorf("%s = %g after a good reload, want 1", signal.ConfigReloadSuccess.Name, got)
+	}
+	waitFor(t, "target b to be scraped", func() bool {
+		return len(series(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"server": "b"})) == 1
+	})
+	if got := one(t, own, signal.Targets.Name, nil); got != 2 {
+		t.Errorf("%s = %g, want 2", signal.Targets.Name, got)
+	}
+}
+
+func TestFileSD(t *testing.T) {
+	a := engineServer(t, page(t, "sglang-dp2.prom"))
+	b := engineServer(t, page(t, "sglang-dp2.prom"))
+	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
+	dir := t.TempDir()
+	writeFile(t, dir, "engines.json", fmt.Sprintf(`[{"targets": [%q], "labels": {"role": "prefill", "cluster": "east", "engine": "sglang", "job": "ignored"}}]`, host(a.URL)))
+	cfg := writeFile(t, dir, "kvwatch.yml", "file_sd_configs:\n  - files: ['*.json', '*.yml.sd']\n    refresh_interval: 1s\n")
+	d := start(t, Options{ConfigFile: cfg})
+	waitFor(t, "the first round", d.Ready)
+	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"server": host(a.URL), "role": "prefill", "cluster": "east"}); got != 750 {
+		t.Errorf("file_sd target used = %g, want 750", got)
+	}
+
+	// A new YAML file appears: its target is picked up without a reload.
+	writeFile(t, dir, "more.yml.sd", fmt.Sprintf("- targets: [%q]\n  labels: {__metrics_path__: /metrics, pool: west}\n", host(b.URL)))
+	waitFor(t, "the new file_sd target", func() bool {
+		return len(series(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"server": host(b.URL), "pool": "west"})) == 1
+	})
+
+	// A broken file keeps the previous targets.
+	writeFile(t, dir, "more.yml.sd", "- targets: [a/b]\n")
+	waitFor(t, "the failed refresh", func() bool { return one(t, d.opts.Registry, signal.ConfigReloadSuccess.Name, nil) == 0 })
+	if got := one(t, d.opts.Registry, signal.Targets.Name, nil); got != 2 {
+		t.Errorf("targets after a broken file_sd file = %g, want 2 (unchanged)", got)
+	}
+}
+
+func TestLoadSetupProblems(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "sd.yml", "- targets: ['h:1', 'x/y']\n  labels: {role: chef}\n- targets: ['h:2']\n  lables: {}\n")
+	cfg := writeFile(t, dir, "kvwatch.yml", `targets:
+  - url: http://h:1
+    engine: nope
+file_sd_configs:
+  - files: [sd.yml, missing.json]
+`)
+	_, err := LoadSetup(cfg, nil, nil)
+	if err == nil {
+		t.Fatal("LoadSetup accepted a bad setup")
+	}
+	for _, want := range []string{
+		`line 3: targets[0].engine: unknown engine "nope"`,
+		`sd.yml: line 2: unknown role "chef"`,
+		`sd.yml: line 4: unknown key "lables"`,
+		`missing.json does not exist`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadSetup error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestNonLoopbackNeedsWebConfig(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:9477", true}, {"[::1]:9477", true}, {"localhost:9477", true},
+		{":9477", false}, {"0.0.0.0:9477", false}, {"10.1.2.3:9477", false}, {"gpu-1:9477", false},
+	} {
+		if got := isLoopback(c.addr); got != c.want {
+			t.Errorf("isLoopback(%q) = %v, want %v", c.addr, got, c.want)
+		}
+	}
+	_, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"0.0.0.0:0"}})
+	if err == nil || !strings.Contains(err.Error(), "--web.config.file") || !strings.Contains(err.Error(), "--web.insecure-listen") {
+		t.Errorf("New on 0.0.0.0 without web config: err = %v, want one naming --web.config.file and --web.insecure-listen", err)
+	}
+}
+
+func TestReadyAfterFirstRound(t *testing.T) {
+	release := make(chan struct{})
+	slow := engineServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Write(page(t, "sglang-dp2.prom"))
+	})
+	d := start(t, Options{Config: configWith(t, slow.URL)})
+	if code, _ := get(t, nil, d.base+PathReady); code != http.StatusServiceUnavailable {
+		t.Errorf("/-/ready before the first scrape = %d, want 503", code)
+	}
+	close(release)
+	waitFor(t, "readiness", d.Ready)
+	if code, _ := get(t, nil, d.base+PathReady); code != http.StatusOK {
+		t.Errorf("/-/ready after the first scrape = %d, want 200", code)
+	}
+}
