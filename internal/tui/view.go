@@ -460,7 +460,7 @@ func (m Model) drillView(w int) []string {
 	if r := s.Rates; r != nil {
 		items := []string{"prefix hit " + pct(r.PrefixHitRatio), "preemptions " + perSec(r.PreemptionsPerSec) + "/s",
 			"prompt " + perSec(r.PromptTokensPS) + " tok/s", "generation " + perSec(r.GenTokensPS) + " tok/s",
-			"over " + r.Window.Round(time.Millisecond).String()}
+			"over " + time.Duration(r.WindowSeconds*float64(time.Second)).Round(time.Millisecond).String()}
 		if r.Reset {
 			items = append(items, m.st.warn.Render("counters reset: engine restarted"))
 		}
