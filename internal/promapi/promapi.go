@@ -1,0 +1,532 @@
+// Package promapi serves the subset of Prometheus' HTTP API that Grafana's
+// Prometheus data source and kvwatch's web UI use, over serve's in-memory
+// history: query, query_range, series, labels, label values, metadata
+// (from package signal), format_query, rules, alerts and buildinfo, in GET and POST form, with Prometheus' JSON
+// envelope and error types.
+//
+// It does not serve remote read/write, targets, TSDB status, flags or admin
+// endpoints, and holds no exemplars (query_exemplars is always empty);
+// Prometheus itself does that.
+package promapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/kvwatch/kvwatch/internal/alerting"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// Rules is where /api/v1/rules and /api/v1/alerts read from;
+// *alerting.Manager satisfies it.
+type Rules interface {
+	Groups() []alerting.Group
+	Alerts() []alerting.Alert
+}
+
+// Options configure an API.
+type Options struct {
+	// Queryable is the history.
+	Queryable storage.Queryable
+	// Engine runs queries. Default: a new engine with a 5m lookback and a
+	// 2m timeout.
+	Engine *promql.Engine
+	// Rules, when set, answers /api/v1/rules and /api/v1/alerts; without it
+	// they answer with no groups and no alerts.
+	Rules Rules
+	// Version, Revision, Branch, BuildDate are reported by status/buildinfo.
+	Version, Revision, Branch, BuildDate string
+	// Logger receives internal errors. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock for queries without a time (default time.Now).
+	Now func() time.Time
+}
+
+// API is the HTTP handler set.
+type API struct {
+	opts   Options
+	parser parser.Parser
+}
+
+// New returns the API.
+func New(opts Options) *API {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Engine == nil {
+		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: 2 * time.Minute,
+			LookbackDelta: 5 * time.Minute, Logger: opts.Logger})
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &API{opts: opts, parser: parser.NewParser(parser.Options{})}
+}
+
+// Handler is what routes are registered on; *http.ServeMux and serve's
+// Daemon (behind its TLS and auth) satisfy it.
+type Handler interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Register adds every endpoint under /api/v1/ to mux.
+func (a *API) Register(mux Handler) {
+	routes := map[string]func(*http.Request) (any, *apiError){
+		"/api/v1/query":               a.query,
+		"/api/v1/query_range":         a.queryRange,
+		"/api/v1/series":              a.series,
+		"/api/v1/labels":              a.labelNames,
+		"/api/v1/label/{name}/values": a.labelValues,
+		"/api/v1/metadata":            a.metadata,
+		"/api/v1/query_exemplars":     a.exemplars,
+		"/api/v1/rules":               a.rules,
+		"/api/v1/alerts":              a.alerts,
+		"/api/v1/status/buildinfo":    a.buildinfo,
+		"/api/v1/format_query":        a.formatQuery,
+	}
+	for p, f := range routes {
+		mux.Handle(p, a.wrap(f))
+	}
+}
+
+// Error types of the Prometheus API.
+const (
+	errBadData   = "bad_data"
+	errExec      = "execution"
+	errTimeout   = "timeout"
+	errCanceled  = "canceled"
+	errInternal  = "internal"
+	errNotAllowd = "method_not_allowed"
+)
+
+type apiError struct {
+	typ string
+	err error
+}
+
+type envelope struct {
+	Status    string   `json:"status"`
+	Data      any      `json:"data,omitempty"`
+	ErrorType string   `json:"errorType,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
+}
+
+func (a *API) wrap(f func(*http.Request) (any, *apiError)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			writeJSON(w, http.StatusMethodNotAllowed, envelope{Status: "error", ErrorType: errNotAllowd,
+				Error: "use GET or POST"})
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			writeJSON(w, http.StatusBadRequest, envelope{Status: "error", ErrorType: errBadData,
+				Error: fmt.Sprintf("parse form: %v", err)})
+			return
+		}
+		data, aerr := f(r)
+		if aerr != nil {
+			code := map[string]int{errBadData: 400, errExec: 422, errTimeout: 503, errCanceled: 503,
+				errInternal: 500}[aerr.typ]
+			if code == 0 {
+				code = 500
+			}
+			if aerr.typ == errInternal {
+				a.opts.Logger.Error("api", "path", r.URL.Path, "err", aerr.err)
+			}
+			writeJSON(w, code, envelope{Status: "error", ErrorType: aerr.typ, Error: aerr.err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, envelope{Status: "success", Data: data})
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code = 500
+		b = []byte(`{"status":"error","errorType":"internal","error":"marshal response"}`)
+	}
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+func badData(format string, args ...any) *apiError {
+	return &apiError{typ: errBadData, err: fmt.Errorf(format, args...)}
+}
+
+// parseTime reads a Unix time in (fractional) seconds or RFC 3339.
+func parseTime(s string) (time.Time, error) {
+	if t, err := strconv.ParseFloat(s, 64); err == nil {
+		sec, frac := math.Modf(t)
+		frac = math.Round(frac*1000) / 1000
+		return time.Unix(int64(sec), int64(frac*float64(time.Second))).UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp (want Unix seconds or RFC 3339)", s)
+}
+
+// parseDuration reads seconds (float) or a Prometheus duration (5m).
+func parseDuration(s string) (time.Duration, error) {
+	if d, err := strconv.ParseFloat(s, 64); err == nil {
+		ts := d * float64(time.Second)
+		if math.IsNaN(ts) || ts >= float64(math.MaxInt64) || ts < float64(math.MinInt64) {
+			return 0, fmt.Errorf("cannot parse %q to a valid duration: it overflows int64", s)
+		}
+		return time.Duration(ts), nil
+	}
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("cannot parse %q to a valid duration (want seconds or e.g. 5m)", s)
+	}
+	return time.Duration(d), nil
+}
+
+func (a *API) timeParam(r *http.Request, name string, def time.Time) (time.Time, *apiError) {
+	v := r.Form.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	t, err := parseTime(v)
+	if err != nil {
+		return time.Time{}, badData("invalid parameter %q: %v", name, err)
+	}
+	return t, nil
+}
+
+// queryData is the data of query and query_range.
+type queryData struct {
+	ResultType parser.ValueType `json:"resultType"`
+	Result     parser.Value     `json:"result"`
+}
+
+func (a *API) runQuery(ctx context.Context, q promql.Query) (any, *apiError) {
+	defer q.Close()
+	res := q.Exec(ctx)
+	if res.Err != nil {
+		return nil, queryError(res.Err)
+	}
+	return queryData{ResultType: res.Value.Type(), Result: res.Value}, nil
+}
+
+func queryError(err error) *apiError {
+	var (
+		eqc promql.ErrQueryCanceled
+		eqt promql.ErrQueryTimeout
+		es  promql.ErrStorage
+	)
+	switch {
+	case errors.As(err, &eqc), errors.Is(err, context.Canceled):
+		return &apiError{errCanceled, err}
+	case errors.As(err, &eqt), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{errTimeout, err}
+	case errors.As(err, &es):
+		return &apiError{errInternal, err}
+	}
+	return &apiError{errExec, err}
+}
+
+func (a *API) ctx(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	if to := r.Form.Get("timeout"); to != "" {
+		d, err := parseDuration(to)
+		if err != nil {
+			return nil, nil, badData("invalid parameter \"timeout\": %v", err)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		return ctx, cancel, nil
+	}
+	return r.Context(), func() {}, nil
+}
+
+func (a *API) query(r *http.Request) (any, *apiError) {
+	ts, aerr := a.timeParam(r, "time", a.opts.Now())
+	if aerr != nil {
+		return nil, aerr
+	}
+	ctx, cancel, aerr := a.ctx(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer cancel()
+	q, err := a.opts.Engine.NewInstantQuery(ctx, a.opts.Queryable, nil, r.Form.Get("query"), ts)
+	if err != nil {
+		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	return a.runQuery(ctx, q)
+}
+
+// maxPoints is Prometheus' limit of points per series of a range query.
+const maxPoints = 11000
+
+func (a *API) queryRange(r *http.Request) (any, *apiError) {
+	for _, p := range []string{"start", "end", "step"} {
+		if r.Form.Get(p) == "" {
+			return nil, badData("missing parameter %q", p)
+		}
+	}
+	start, aerr := a.timeParam(r, "start", time.Time{})
+	if aerr != nil {
+		return nil, aerr
+	}
+	end, aerr := a.timeParam(r, "end", time.Time{})
+	if aerr != nil {
+		return nil, aerr
+	}
+	if end.Before(start) {
+		return nil, badData("invalid parameter \"end\": end timestamp must not be before start time")
+	}
+	step, err := parseDuration(r.Form.Get("step"))
+	if err != nil {
+		return nil, badData("invalid parameter \"step\": %v", err)
+	}
+	if step <= 0 {
+		return nil, badData("zero or negative query resolution step widths are not accepted. Try a positive integer")
+	}
+	if end.Sub(start)/step > maxPoints {
+		return nil, badData("exceeded maximum resolution of %d points per timeseries. Try decreasing the query resolution (?step=XX)", maxPoints)
+	}
+	ctx, cancel, aerr := a.ctx(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer cancel()
+	q, err := a.opts.Engine.NewRangeQuery(ctx, a.opts.Queryable, nil, r.Form.Get("query"), start, end, step)
+	if err != nil {
+		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	return a.runQuery(ctx, q)
+}
+
+// window returns start and end of series and label queries: the whole
+// history by default.
+func (a *API) window(r *http.Request) (int64, int64, *apiError) {
+	start, aerr := a.timeParam(r, "start", time.Unix(0, 0))
+	if aerr != nil {
+		return 0, 0, aerr
+	}
+	end, aerr := a.timeParam(r, "end", a.opts.Now().Add(time.Hour))
+	if aerr != nil {
+		return 0, 0, aerr
+	}
+	return start.UnixMilli(), end.UnixMilli(), nil
+}
+
+func (a *API) matchers(r *http.Request, required bool) ([][]*labels.Matcher, *apiError) {
+	ms := r.Form["match[]"]
+	if len(ms) == 0 {
+		if required {
+			return nil, badData("no match[] parameter provided")
+		}
+		return nil, nil
+	}
+	sets, err := a.parser.ParseMetricSelectors(ms)
+	if err != nil {
+		return nil, badData("invalid parameter \"match[]\": %v", err)
+	}
+	return sets, nil
+}
+
+func limitParam(r *http.Request) (int, *apiError) {
+	s := r.Form.Get("limit")
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, badData("invalid parameter \"limit\": want a non-negative integer")
+	}
+	return n, nil
+}
+
+func (a *API) series(r *http.Request) (any, *apiError) {
+	sets, aerr := a.matchers(r, true)
+	if aerr != nil {
+		return nil, aerr
+	}
+	mint, maxt, aerr := a.window(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	limit, aerr := limitParam(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	q, err := a.opts.Queryable.Querier(mint, maxt)
+	if err != nil {
+		return nil, &apiError{errInternal, err}
+	}
+	defer q.Close()
+	seen := map[uint64]bool{}
+	out := []labels.Labels{}
+	for _, ms := range sets {
+		ss := q.Select(r.Context(), true, &storage.SelectHints{Start: mint, End: maxt, Func: "series"}, ms...)
+		for ss.Next() {
+			l := ss.At().Labels()
+			if h := l.Hash(); !seen[h] {
+				seen[h] = true
+				out = append(out, l)
+			}
+		}
+		if err := ss.Err(); err != nil {
+			return nil, &apiError{errInternal, err}
+		}
+	}
+	slices.SortFunc(out, labels.Compare)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// labelQuery runs f over each match[] set (or once without matchers) and
+// returns the sorted union.
+func (a *API) labelQuery(r *http.Request, f func(storage.Querier, []*labels.Matcher) ([]string, error)) (any, *apiError) {
+	sets, aerr := a.matchers(r, false)
+	if aerr != nil {
+		return nil, aerr
+	}
+	mint, maxt, aerr := a.window(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	limit, aerr := limitParam(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	q, err := a.opts.Queryable.Querier(mint, maxt)
+	if err != nil {
+		return nil, &apiError{errInternal, err}
+	}
+	defer q.Close()
+	if len(sets) == 0 {
+		sets = [][]*labels.Matcher{nil}
+	}
+	set := map[string]bool{}
+	for _, ms := range sets {
+		vals, err := f(q, ms)
+		if err != nil {
+			return nil, &apiError{errInternal, err}
+		}
+		for _, v := range vals {
+			set[v] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (a *API) labelNames(r *http.Request) (any, *apiError) {
+	return a.labelQuery(r, func(q storage.Querier, ms []*labels.Matcher) ([]string, error) {
+		v, _, err := q.LabelNames(r.Context(), nil, ms...)
+		return v, err
+	})
+}
+
+func (a *API) labelValues(r *http.Request) (any, *apiError) {
+	name := r.PathValue("name")
+	if !model.LabelName(name).IsValid() {
+		return nil, badData("invalid label name: %q", name)
+	}
+	return a.labelQuery(r, func(q storage.Querier, ms []*labels.Matcher) ([]string, error) {
+		v, _, err := q.LabelValues(r.Context(), name, nil, ms...)
+		return v, err
+	})
+}
+
+// metadataEntry is one family's metadata in /api/v1/metadata.
+type metadataEntry struct {
+	Type string `json:"type"`
+	Help string `json:"help"`
+	Unit string `json:"unit"`
+}
+
+// metadata answers from package signal, the source of every kvwatch_* name.
+func (a *API) metadata(r *http.Request) (any, *apiError) {
+	out := map[string][]metadataEntry{}
+	want := r.Form.Get("metric")
+	for _, m := range signal.All() {
+		if want != "" && m.Name != want {
+			continue
+		}
+		out[m.Name] = []metadataEntry{{Type: string(m.Type), Help: m.Help, Unit: m.Unit}}
+	}
+	return out, nil
+}
+
+func (a *API) exemplars(*http.Request) (any, *apiError) { return []any{}, nil }
+
+func (a *API) rules(r *http.Request) (any, *apiError) {
+	typ := r.Form.Get("type")
+	if typ != "" && typ != "alert" && typ != "record" {
+		return nil, badData("invalid parameter \"type\": want alert or record")
+	}
+	groups := []alerting.Group{}
+	if a.opts.Rules != nil {
+		for _, g := range a.opts.Rules.Groups() {
+			rules := g.Rules[:0:0]
+			for _, rule := range g.Rules {
+				if typ == "" || (typ == "alert") == (rule.Type == "alerting") {
+					rules = append(rules, rule)
+				}
+			}
+			if typ != "" && len(rules) == 0 {
+				continue
+			}
+			g.Rules = rules
+			groups = append(groups, g)
+		}
+	}
+	return map[string]any{"groups": groups}, nil
+}
+
+func (a *API) alerts(*http.Request) (any, *apiError) {
+	alerts := []alerting.Alert{}
+	if a.opts.Rules != nil {
+		alerts = append(alerts, a.opts.Rules.Alerts()...)
+	}
+	return map[string]any{"alerts": alerts}, nil
+}
+
+func (a *API) buildinfo(*http.Request) (any, *apiError) {
+	return map[string]string{
+		"version":   a.opts.Version,
+		"revision":  a.opts.Revision,
+		"branch":    a.opts.Branch,
+		"buildUser": "",
+		"buildDate": a.opts.BuildDate,
+		"goVersion": runtime.Version(),
+	}, nil
+}
+
+func (a *API) formatQuery(r *http.Request) (any, *apiError) {
+	expr, err := a.parser.ParseExpr(r.Form.Get("query"))
+	if err != nil {
+		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	return expr.Pretty(0), nil
+}
