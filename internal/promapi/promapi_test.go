@@ -247,8 +247,8 @@ func TestSeriesAndLabels(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	st, _ := fixture(t)
-	srv := server(t, Options{Queryable: st})
+	st, end := fixture(t)
+	srv := server(t, Options{Queryable: st, Now: func() time.Time { return end }})
 	tests := []struct {
 		path string
 		form url.Values
