@@ -1,0 +1,214 @@
+package serve
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// faultServers starts one loopback server per fault; each is a real HTTP
+// server misbehaving the way broken engines and proxies do.
+func faultServers(t *testing.T) map[string]string {
+	t.Helper()
+	good := page(t, "sglang-dp2.prom")
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	zeros := make([]byte, 1<<20)
+	for range 64 { // 64 MiB of zeros, about 64 KiB compressed
+		zw.Write(zeros)
+	}
+	zw.Close()
+	var flaps, restarts atomic.Int64
+	restarted := bytes.ReplaceAll(bytes.ReplaceAll(good, []byte("} 1000\n"), []byte("} 10\n")), []byte("} 2000\n"), []byte("} 20\n"))
+	urls := map[string]string{}
+	add := func(name string, h http.HandlerFunc) { urls[name] = engineServerFunc(t, h).URL }
+
+	add("good", func(w http.ResponseWriter, r *http.Request) { w.Write(good) })
+	add("hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	add("error500", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Internal Server Error: CUDA out of memory", http.StatusInternalServerError)
+	})
+	add("garbage", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html><body>\x00\x01\x02 bad gateway {{{ </body></html>\n"))
+	})
+	add("midbody", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(len(good)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(good[:len(good)/2])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	add("endless", func(w http.ResponseWriter, r *http.Request) {
+		line := []byte("sglang:num_running_reqs{tp_rank=\"0\"} 1\n")
+		for {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	})
+	add("gzipbomb", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(bomb.Bytes())
+	})
+	add("flap", func(w http.ResponseWriter, r *http.Request) {
+		if flaps.Add(1)%2 == 0 {
+			http.Error(w, "flapping", http.StatusBadGateway)
+			return
+		}
+		w.Write(good)
+	})
+	add("restart", func(w http.ResponseWriter, r *http.Request) {
+		if restarts.Add(1) <= 2 {
+			w.Write(good)
+			return
+		}
+		w.Write(restarted) // counters went down: the engine restarted
+	})
+	return urls
+}
+
+func TestFaultsAreBoundedAndIsolated(t *testing.T) {
+	urls := faultServers(t)
+	names := []string{"good", "hang", "error500", "garbage", "midbody", "endless", "gzipbomb", "flap", "restart"}
+	var b strings.Builder
+	b.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n  body_size_limit: 1MiB\ntargets:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  - {name: %s, url: %q}\n", n, urls[n])
+	}
+	cfg := writeFile(t, t.TempDir(), "kvwatch.yml", b.String())
+	d := start(t, Options{ConfigFile: cfg})
+	g := d.Gatherer()
+
+	failures := func(name, reason string) float64 {
+		s := series(t, g, signal.TargetScrapeFailures.Name, map[string]string{"server": name, signal.LabelReason: reason})
+		for _, v := range s {
+			return v
+		}
+		return 0
+	}
+	want := map[string]string{
+		"hang":     signal.ReasonTimeout,
+		"error500": signal.ReasonHTTPError,
+		"garbage":  signal.ReasonNotMetrics,
+		"midbody":  signal.ReasonTruncated,
+		"endless":  signal.ReasonTooLarge,
+		"gzipbomb": signal.ReasonTooLarge,
+		"flap":     signal.ReasonHTTPError,
+	}
+	for name, reason := range want {
+		waitFor(t, name+" to fail with "+reason, func() bool { return failures(name, reason) >= 1 })
+	}
+	waitFor(t, "flap to come back up", func() bool {
+		return one(t, g, signal.TargetUp.Name, map[string]string{"server": "flap"}) == 1
+	})
+	waitFor(t, "the restarted target's lower counter", func() bool {
+		s := series(t, g, signal.PromptTokens.Name, map[string]string{"server": "restart"})
+		return len(s) == 1 && one(t, g, signal.PromptTokens.Name, map[string]string{"server": "restart"}) == 30
+	})
+	for _, row := range d.Report().Servers {
+		if row.Name == "restart" && (row.Rates == nil || !row.Rates.Reset) {
+			t.Errorf("restart row rates = %+v, want a detected counter reset", row.Rates)
+		}
+		if row.Name == "restart" && row.Rates != nil && row.Rates.PromptTokensPS.OK() && row.Rates.PromptTokensPS.V < 0 {
+			t.Errorf("restart row prompt rate = %g, want never negative", row.Rates.PromptTokensPS.V)
+		}
+	}
+	// Each fault is reported against its own target only.
+	for name, reason := range want {
+		for _, other := range names {
+			if other != name && want[other] != reason && other != "good" && failures(other, reason) > 0 && name != "flap" {
+				t.Errorf("%s has %s failures, which belong to %s", other, reason, name)
+			}
+		}
+	}
+	// The good target never failed and kept its schedule while the others misbehaved.
+	waitFor(t, "three good scrapes", func() bool {
+		return one(t, g, signal.TargetScrapes.Name, map[string]string{"server": "good"}) >= 3
+	})
+	if s := series(t, g, signal.TargetScrapeFailures.Name, map[string]string{"server": "good"}); len(s) != 0 {
+		t.Errorf("good target failures = %v, want none", s)
+	}
+	if got := one(t, g, signal.KVUsedTokens.Name, map[string]string{"server": "good"}); got != 750 {
+		t.Errorf("good target used = %g, want 750", got)
+	}
+	// Down targets export no signals, only their health.
+	for name := range want {
+		if name == "flap" {
+			continue
+		}
+		if s := series(t, g, signal.KVCapacityTokens.Name, map[string]string{"server": name}); len(s) != 0 {
+			t.Errorf("%s exports capacity %v while failing, want absent", name, s)
+		}
+	}
+}
+
+func TestNoGrowthAfterManyFailedScrapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 scrapes")
+	}
+	urls := faultServers(t)
+	c := configWith(t, urls["error500"], urls["garbage"], urls["midbody"], "http://"+closedPort(t))
+	d, err := New(Options{Config: c, ListenAddresses: []string{"127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.closeListeners)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // loops stop at once; the test drives the scrape path itself
+	d.apply(ctx, d.setup.Load())
+	d.stopAll()
+	states := make([]*targetState, 0, len(d.order))
+	for _, n := range d.order {
+		states = append(states, d.states[n])
+	}
+
+	run := func(n int) {
+		for i := range n {
+			st := states[i%len(states)]
+			res, ok := d.scrapeOnce(context.Background(), st.target)
+			if !ok || res.OK() {
+				t.Fatalf("scrape %d of %s: ok=%v res.OK=%v, want a failed scrape", i, st.target.Name, ok, res.OK())
+			}
+			d.record(st, res)
+		}
+	}
+	measure := func() (int, uint64) {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return runtime.NumGoroutine(), m.HeapAlloc
+	}
+	run(200) // warm up connection pools and caches
+	g0, h0 := measure()
+	run(10000)
+	g1, h1 := measure()
+	if g1 > g0+10 {
+		t.Errorf("goroutines grew from %d to %d after 10,000 failed scrapes", g0, g1)
+	}
+	if h1 > h0+8<<20 {
+		t.Errorf("heap grew from %d to %d bytes after 10,000 failed scrapes", h0, h1)
+	}
+	var total uint64
+	for _, st := range states {
+		total += st.e.scrapes
+	}
+	if total != 10200 {
+		t.Errorf("scrapes counted = %d, want 10200", total)
+	}
+	t.Logf("goroutines %d -> %d, heap %d -> %d bytes", g0, g1, h0, h1)
+}
