@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,6 +105,20 @@ func TestAlertRulesAnnotations(t *testing.T) {
 			if s := r.Labels["severity"]; s != SeverityWarning && s != SeverityCritical {
 				t.Errorf("%s: severity %q, want warning or critical", r.Alert, s)
 			}
+		}
+	}
+}
+
+// TestRunbookAnchors checks that docs/runbook.md has a section for every
+// alert, so every runbook_url lands on its diagnosis and remedy.
+func TestRunbookAnchors(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range AlertNames() {
+		if !strings.Contains(string(b), "\n## "+n+"\n") {
+			t.Errorf("docs/runbook.md has no section \"## %s\" (anchor #%s)", n, strings.ToLower(n))
 		}
 	}
 }
