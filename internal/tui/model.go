@@ -221,6 +221,19 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	if k.Type == tea.KeyCtrlC {
 		return m, tea.Quit
 	}
+	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste && !m.editing {
+		// Keys typed quickly arrive as one message ("/dec"): one at a time.
+		var cmds []tea.Cmd
+		for i, r := range k.Runes {
+			if m.editing { // "/" started a filter: the rest is its text
+				m.filter += string(k.Runes[i:])
+				break
+			}
+			next, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			m, cmds = next.(Model), append(cmds, cmd)
+		}
+		return m, tea.Batch(cmds...)
+	}
 	if m.editing {
 		switch k.Type {
 		case tea.KeyEnter:

@@ -487,6 +487,9 @@ func (m Model) rankLines(s report.Server, w int) []string {
 	}
 	out := []string{m.st.bold.Render(head)}
 	for _, r := range ranks {
+		if !r.Capacity.OK() && !r.Used.OK() && !r.UsageRatio.OK() && !r.Running.OK() && !r.Queued.QueuedTotal().OK() {
+			continue // a series set without any KV or scheduler value: nothing to show
+		}
 		l := fmt.Sprintf("%-4s %-4s %-4s %10s %10s ", orNA(r.DP), orNA(r.TP), orNA(r.PP), tokens(r.Used), tokens(r.Capacity))
 		l += m.bar(r.UsageRatio, barW) + " " + fit(pct(r.UsageRatio), 7, true)
 		l += fmt.Sprintf(" %5s %5s", count(r.Running), count(r.Queued.QueuedTotal()))

@@ -99,6 +99,7 @@ func TestViewGolden(t *testing.T) {
 		{"sort-preempt", []tea.Msg{key("0")}},                // 0 is the tenth column
 		{"filter", append(append([]tea.Msg{key("/")}, typed("decode")...), key("enter"))},
 		{"filter-typing", append([]tea.Msg{key("/")}, typed("vll")...)},
+		{"filter-one-message", []tea.Msg{key("/vll")}}, // typed fast: one message
 		{"filter-none", append(append([]tea.Msg{key("/")}, typed("nothing")...), key("enter"))},
 		{"select", []tea.Msg{key("down"), key("down"), key("j")}},
 		{"drill", []tea.Msg{key("enter")}},                                       // decode-0: DP 2 × TP 2
