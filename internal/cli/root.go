@@ -71,7 +71,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	addServe(app, r)
 	addCheck(app, r)
 	addSimulate(app, r)
-	// addDemo(app, r) // uncommented by the change that adds it
+	addDemo(app, r)
 	addStack(app, r)
 
 	cmd, err := app.Parse(args)

@@ -25,6 +25,7 @@ type serveOpts struct {
 	webConfigFile  string
 	insecureListen bool
 	maxScrapes     int
+	embedded       embeddedFlags
 }
 
 func addServe(app *kingpin.Application, r registry) {
@@ -36,6 +37,7 @@ func addServe(app *kingpin.Application, r registry) {
 	c.Flag("web.config.file", "exporter-toolkit web config file enabling TLS and basic auth (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md).").PlaceHolder("FILE").StringVar(&o.webConfigFile)
 	c.Flag("web.insecure-listen", "Allow a non-loopback --web.listen-address without --web.config.file: only on a trusted network.").BoolVar(&o.insecureListen)
 	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default("256").IntVar(&o.maxScrapes)
+	o.embedded.register(c)
 	r.add(c, func(ctx context.Context, e *env) int { return exitCode(e, runServe(ctx, e, o)) })
 }
 
@@ -72,6 +74,10 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 	if err != nil {
 		return usageError{err}
 	}
+	emb, err := attachEmbedded(e, d, o.embedded)
+	if err != nil {
+		return err
+	}
 
 	// Run it; SIGHUP reloads (main turns SIGINT and SIGTERM into ctx).
 	ctx, cancel := context.WithCancel(ctx)
@@ -89,5 +95,5 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 			}
 		}
 	}()
-	return d.Run(ctx)
+	return emb.run(ctx, d)
 }

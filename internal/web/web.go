@@ -1,0 +1,195 @@
+// Package web serves kvwatch's embedded web UI: a fleet overview, a page per
+// server with charts over the in-memory history, an alerts page and a
+// capacity planner. The pages are plain HTML, CSS and JavaScript embedded
+// with go:embed; charts are drawn with uPlot, which the Makefile installs
+// from npm into static/vendor at build time (`make assets`). The UI reads
+// serve's report (/api/kvwatch/v1/report), the Prometheus-compatible API
+// (/api/v1/query_range, /api/v1/alerts, /api/v1/rules) and the two small
+// JSON endpoints this package adds. It holds no state of its own.
+package web
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+)
+
+//go:embed static
+var static embed.FS
+
+// Vendor files that `make assets` copies from npm's uplot package.
+var vendorFiles = []string{"static/vendor/uPlot.iife.min.js", "static/vendor/uPlot.min.css"}
+
+// ErrNoAssets says the uPlot files were not installed before building.
+var ErrNoAssets = errors.New("web UI assets missing: static/vendor/uPlot.iife.min.js and uPlot.min.css are installed from npm at build time; run `make assets` and rebuild")
+
+// CheckAssets reports ErrNoAssets when the binary was built without the
+// vendor files.
+func CheckAssets() error {
+	for _, f := range vendorFiles {
+		if _, err := fs.Stat(static, f); err != nil {
+			return ErrNoAssets
+		}
+	}
+	return nil
+}
+
+// Paths of the routes this package adds.
+const (
+	PathCapacity = "/api/kvwatch/v1/capacity"
+	PathSettings = "/api/kvwatch/v1/ui"
+)
+
+// Options configure the UI.
+type Options struct {
+	// Report returns the fleet's current state.
+	Report func() report.Report
+	// Warning and Critical are the KV usage ratios (0–1) where bars turn
+	// amber and red: the alert thresholds.
+	Warning, Critical float64
+	// RefreshSeconds is how often pages refresh. Default 5.
+	RefreshSeconds int
+	// HistorySeconds is the history window, for the charts' time range.
+	HistorySeconds float64
+	// HistoryEnabled is false when serve runs without history: the pages
+	// then show no charts and say why.
+	HistoryEnabled bool
+	// AlertsEnabled is false when no rules are evaluated.
+	AlertsEnabled bool
+}
+
+// Handler is what routes are registered on; *http.ServeMux and serve's
+// Daemon satisfy it.
+type Handler interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Register adds the UI at "/", its static files under /static/ and its
+// JSON endpoints.
+func Register(mux Handler, o Options) {
+	if o.RefreshSeconds <= 0 {
+		o.RefreshSeconds = 5
+	}
+	sub, _ := fs.Sub(static, "static")
+	files := http.FileServerFS(sub)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", noAssets(files)))
+	mux.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := CheckAssets(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		b, _ := static.ReadFile("static/index.html")
+		w.Write(b)
+	}))
+	mux.Handle("GET "+PathSettings, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{
+			"kv_usage_warning": o.Warning, "kv_usage_critical": o.Critical,
+			"refresh_seconds": o.RefreshSeconds, "history_seconds": o.HistorySeconds,
+			"history": o.HistoryEnabled, "alerts": o.AlertsEnabled,
+		})
+	}))
+	mux.Handle("GET "+PathCapacity, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.URL.Query().Get("tokens"))
+		if err != nil || n <= 0 {
+			http.Error(w, "tokens must be a positive integer: the request size in tokens (prompt + output)", http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, Plan(o.Report(), n))
+	}))
+}
+
+func noAssets(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := CheckAssets(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// Capacity answers "how many more requests of Tokens tokens fit".
+type Capacity struct {
+	Tokens  int              `json:"request_tokens"`
+	Servers []ServerCapacity `json:"servers"`
+	// Roles sums the servers of each role (prefill and decode KV mean
+	// different things and are never added together). A role's sum is
+	// unavailable when any of its servers' is.
+	Roles []RoleCapacity `json:"roles"`
+}
+
+// ServerCapacity is one server's answer.
+type ServerCapacity struct {
+	Name string  `json:"name"`
+	Role kv.Role `json:"role"`
+	// Requests is per DP rank floor(available / Tokens), summed
+	// (kv.Server.Headroom); unavailable for a failed scrape or unknown KV.
+	Requests kv.Value `json:"requests"`
+	// Available is the free KV in tokens (evictable counts as free).
+	Available kv.Value `json:"available_tokens"`
+	// FitsContext is false when Tokens is over the server's context length.
+	FitsContext *bool `json:"fits_context,omitempty"`
+}
+
+// RoleCapacity sums the servers of one role.
+type RoleCapacity struct {
+	Role     kv.Role  `json:"role"`
+	Servers  int      `json:"servers"`
+	Requests kv.Value `json:"requests"`
+}
+
+// Plan computes the capacity for requests of n tokens from a report.
+// Routers are left out: they hold no KV cache.
+func Plan(r report.Report, n int) Capacity {
+	c := Capacity{Tokens: n, Servers: []ServerCapacity{}, Roles: []RoleCapacity{}}
+	roles := map[kv.Role]*RoleCapacity{}
+	for _, s := range r.Servers {
+		if s.Role == kv.RoleRouter {
+			continue
+		}
+		sc := ServerCapacity{Name: s.Name, Role: s.Role}
+		if s.Server != nil {
+			sc.Requests = s.Server.Headroom(n)
+			sc.Available = s.Server.Available()
+			if cl := s.Server.ContextLength; cl.OK() && cl.V > 0 {
+				fits := float64(n) <= cl.V
+				sc.FitsContext = &fits
+				if !fits {
+					sc.Requests = kv.DerivedOf(0)
+				}
+			}
+		}
+		c.Servers = append(c.Servers, sc)
+		rc := roles[s.Role]
+		if rc == nil {
+			rc = &RoleCapacity{Role: s.Role, Requests: kv.DerivedOf(0)}
+			roles[s.Role] = rc
+		}
+		rc.Servers++
+		if !sc.Requests.OK() || !rc.Requests.OK() {
+			rc.Requests = kv.Value{}
+		} else {
+			rc.Requests = kv.DerivedOf(rc.Requests.V + sc.Requests.V)
+		}
+	}
+	for _, rc := range roles {
+		c.Roles = append(c.Roles, *rc)
+	}
+	sort.Slice(c.Roles, func(i, j int) bool { return c.Roles[i].Role < c.Roles[j].Role })
+	return c
+}
