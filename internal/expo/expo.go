@@ -157,6 +157,13 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 		c := Canonical(f)
 		return want(c) || want(c+"_total")
 	}
+	// Sample lines of one family come in runs (a histogram's buckets above
+	// all): a line that starts with the previous line's name followed by
+	// '{', ' ' or '\t' has that same name, so its checks and the want
+	// decision are reused. Decisions are cached per name for the rest.
+	var lastName []byte
+	lastKeep := false
+	decided := map[string]bool{}
 	lineNo := 0
 	for rest := body; len(rest) > 0; {
 		lineNo++
@@ -166,7 +173,17 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 		} else {
 			line, rest = rest, nil
 		}
-		t := bytes.TrimLeft(line, " \t")
+		t := line
+		for len(t) > 0 && (t[0] == ' ' || t[0] == '\t') {
+			t = t[1:]
+		}
+		if n := len(lastName); n > 0 && len(t) > n && (t[n] == '{' || t[n] == ' ' || t[n] == '\t') && bytes.Equal(t[:n], lastName) &&
+			(t[n] == '{' || valueStart(t[n:])) {
+			if lastKeep {
+				out = append(out, line...)
+			}
+			continue
+		}
 		if len(bytes.TrimSpace(t)) == 0 {
 			continue
 		}
@@ -201,7 +218,7 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 			end = len(bytes.TrimRight(t, "\r\n"))
 		}
 		name := t[:end]
-		if !validName(name) {
+		if !validName(name) || end == len(t) || (t[end] != '{' && !valueStart(t[end:])) {
 			return nil, 0, nil, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
 		}
 		if len(example) < 5 { // untyped pages: name a few families
@@ -209,10 +226,13 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 				example = append(example, fam)
 			}
 		}
-		if t[end] != '{' && !valueStart(t[end:]) {
-			return nil, 0, nil, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
+		keep, ok := decided[string(name)]
+		if !ok {
+			keep = want != nil && want(Canonical(string(name)))
+			decided[string(name)] = keep
 		}
-		if want != nil && want(Canonical(string(name))) {
+		lastName, lastKeep = name, keep
+		if keep {
 			out = append(out, line...)
 		}
 	}

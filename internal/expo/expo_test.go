@@ -162,6 +162,8 @@ func TestParseErrors(t *testing.T) {
 		{"JSON array", `[{"id":0,"n_ctx":1024}]`, "", true, "the body is JSON"},
 		{"garbage", "\x00\x01\x02 binary\n", "", true, `line 1: "\x00\x01\x02 binary" is not a metric line`},
 		{"garbage after a good line", "ok 1\n%%% 2\n", "", true, `line 2: "%%% 2" is not a metric line`},
+		{"a name alone at the end of the body", "ok 1\nsglang:num_running_reqs", "", true, `line 2: "sglang:num_running_reqs" is not a metric line`},
+		{"a repeated name without a value", "ok 1\nok x\n", "", true, `line 2: "ok x" is not a metric line`},
 		{"truncated openmetrics", "# TYPE a gauge\na 1\n", "application/openmetrics-text; version=1.0.0", false, "openmetrics page ends without '# EOF': the body was cut short"},
 		{"truncated text format mid-labels", "sglang:num_running_reqs{tp_rank=\"0", "", false, "parse metrics:"},
 	}

@@ -23,7 +23,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("{\"utf8.name\",a=\"b\"} 1\n"), "")
 	f.Add([]byte("<html>"), "")
-	want := func(n string) bool { return strings.HasPrefix(n, "sglang:") || strings.HasPrefix(n, "vllm:") || strings.HasPrefix(n, "llamacpp:") }
+	want := func(n string) bool {
+		return strings.HasPrefix(n, "sglang:") || strings.HasPrefix(n, "vllm:") || strings.HasPrefix(n, "llamacpp:")
+	}
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		for _, w := range []Want{want, nil} {
 			p, err := Parse(body, contentType, w)
