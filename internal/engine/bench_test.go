@@ -114,6 +114,7 @@ var benchPage = sync.OnceValue(largeSGLangPage)
 // kvwatch reads it right (TP=8 duplicates collapsed into one DP rank).
 func TestLargeSGLangPage(t *testing.T) {
 	body := benchPage()
+	t.Logf("benchmark page: %d bytes, %d lines", len(body), bytes.Count(body, []byte("\n")))
 	if n := len(body); n < 400_000 || n > 700_000 {
 		t.Errorf("page is %d bytes, want about 500 KB", n)
 	}
