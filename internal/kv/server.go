@@ -272,6 +272,26 @@ func (s *Server) Rollup() {
 		}
 	}
 	complete(&s.Signals)
+	s.Ranks = dropUnlabelled(s.Ranks)
+}
+
+// dropUnlabelled removes, once folded into the totals, the entry of series
+// that carry no rank label (e.g. SGLang's tokenizer counters) when real
+// ranks exist: it is not a rank, and showing it as one would be wrong.
+func dropUnlabelled(ranks []Rank) []Rank {
+	if len(ranks) < 2 {
+		return ranks
+	}
+	out := ranks[:0]
+	for _, r := range ranks {
+		if r.RankID != (RankID{}) {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return ranks
+	}
+	return out
 }
 
 // groupRatioDirect reports whether the single group's ratio was read
