@@ -106,7 +106,7 @@ async function chart(el, queries, unit) {
   const fmt = unit === "ratio" ? (v) => fmtPct(v) : (v) => fmtNum(v);
   const u = new uPlot({
     width: Math.max(300, el.clientWidth || 500), height: 200,
-    scales: { x: { time: true } },
+    scales: { x: { time: true, range: () => [start, end] } },
     series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: colors[i % colors.length], width: 1.5, value: (_, v) => fmt(v) }))],
     axes: [{}, { values: (_, ticks) => ticks.map(fmt), size: 70 }],
   }, data, el);
