@@ -23,6 +23,11 @@ const (
 // Name implements Adapter.
 func (SGLangRouter) Name() string { return "sgl-router" }
 
+// DisabledHint implements DisabledHint.
+func (SGLangRouter) DisabledHint() string {
+	return "the SGLang router serves metrics on its own listener (default port 29000, --prometheus-port), not on its API port"
+}
+
 // MetricNames implements Adapter.
 func (SGLangRouter) MetricNames() []string {
 	return []string{smgHealth, smgPoolSize, smgRequests, sglrHealth, sglrActive, sglrRequests, smgWorkerActive}
