@@ -182,7 +182,7 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 		return err
 	}
 	defer c.Close()
-	d, emb, err := demoDaemon(e, c, o.listen, o.embedded)
+	d, emb, err := demoDaemon(e, c, nil, o.listen, o.embedded)
 	if err != nil {
 		return err
 	}
@@ -197,13 +197,15 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 }
 
 // demoDaemon builds serve for the simulated endpoints, with history and
-// rules attached.
-func demoDaemon(e *env, c *sim.Cluster, listen string, f embeddedFlags) (*serve.Daemon, *embedded, error) {
+// rules attached; cfg nil means config.Default().
+func demoDaemon(e *env, c *sim.Cluster, cfg *config.Config, listen string, f embeddedFlags) (*serve.Daemon, *embedded, error) {
 	var targets []config.Target
 	for _, ep := range c.Endpoints() {
 		targets = append(targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, Role: ep.Role})
 	}
-	cfg := config.Default()
+	if cfg == nil {
+		cfg = config.Default()
+	}
 	d, err := serve.New(serve.Options{Config: cfg, Targets: targets, Engines: engine.NewRegistry(),
 		ListenAddresses: []string{listen}, Logger: e.Logger})
 	if err != nil {

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,11 +19,15 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/model"
 
+	"github.com/kvwatch/kvwatch/internal/alerting"
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/stack"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
 
@@ -84,7 +90,7 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, emb *embedded) {
 	}
 	c.Advance(10 * time.Minute) // some KV in use
 	e := &env{Streams: Streams{Stdout: os.Stdout, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err = demoDaemon(e, c, "127.0.0.1:0", embeddedFlags{history: "1h"})
+	d, emb, err = demoDaemon(e, c, nil, "127.0.0.1:0", embeddedFlags{history: "1h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,3 +311,104 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	}
 }
 
+
+// TestSimulatedKVAlertFiresAndResolves drives the simulated decode server's
+// KV over the warning threshold with 8× load through the whole pipeline
+// (simulator → scrape → adapter → exporter → history → the stack's rules),
+// sees KVCacheUsageHigh go pending then firing and reach a webhook, then
+// restarts the engines (KV freed) and sees it resolve. Simulated time moves
+// 15s per step; history and rules get the simulated timestamps.
+func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
+	if err := web.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var hooks []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m alerting.WebhookMessage
+		json.NewDecoder(r.Body).Decode(&m)
+		mu.Lock()
+		for _, a := range m.Alerts {
+			if a.Labels["alertname"] == stack.AlertKVHigh && a.Labels["server"] == "decode" {
+				hooks = append(hooks, a.Status)
+			}
+		}
+		mu.Unlock()
+	}))
+	defer hook.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sc, err := sim.BuiltinScenario("pd-sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
+	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
+	cfg.Alerts.KVUsageWarning = 0.8
+	cfg.Alerts.KVUsageWarningFor = model.Duration(time.Minute)
+	cfg.Alerting.Webhooks = []string{hook.URL}
+	e := &env{Streams: Streams{Stdout: os.Stdout, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
+	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the daemon runs in real time; the test feeds history and rules.
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	var states []string // KVCacheUsageHigh state of decode after each step
+	c.SetLoad("router", 8)
+	for i := range 40 {
+		if i == 25 {
+			c.SetLoad("router", 1)
+			c.SetFault("decode", sim.Fault{Kind: sim.FaultRestart})
+			c.SetFault("prefill", sim.Fault{Kind: sim.FaultRestart})
+		}
+		c.Advance(15 * time.Second)
+		mark := time.Now()
+		for fresh := false; !fresh; {
+			time.Sleep(50 * time.Millisecond)
+			fresh = true
+			for _, s := range d.Report().Servers {
+				fresh = fresh && s.ScrapedAt.After(mark)
+			}
+		}
+		mfs, err := d.Gatherer().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := base.Add(time.Duration(i) * 15 * time.Second)
+		emb.store.AppendFamilies(ts, mfs)
+		emb.rules.EvalAt(ctx, ts)
+		st := "inactive"
+		for _, a := range emb.rules.Alerts() {
+			if a.Labels.Get("alertname") == stack.AlertKVHigh && a.Labels.Get("server") == "decode" {
+				st = a.State
+			}
+		}
+		if len(states) == 0 || states[len(states)-1] != st {
+			states = append(states, st)
+		}
+	}
+	if want := []string{"inactive", "pending", "firing", "inactive"}; !slices.Equal(states, want) {
+		t.Errorf("%s state changes = %v, want %v", stack.AlertKVHigh, states, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Firing is re-sent every resend delay (1m) while it lasts.
+	if want := []string{"firing", "resolved"}; !slices.Equal(slices.Compact(slices.Clone(hooks)), want) {
+		t.Errorf("webhook got %v, want firing (repeated) then resolved", hooks)
+	}
+}
