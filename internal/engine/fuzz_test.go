@@ -57,7 +57,10 @@ func checkFinite(t *testing.T, who string, s *kv.Server) {
 // parse + detect + normalize never panics, and every adapter (not only the
 // one detected) returns only finite known values.
 //
-//	go test ./internal/engine -run '^$' -fuzz FuzzNormalize -fuzztime 60s
+//	go test ./internal/engine -run '^$' -fuzz FuzzNormalize -fuzztime 60s -fuzzminimizetime 3s
+//
+// (the large seeds make the default 60 s minimization of each new input
+// dominate a short run).
 func FuzzNormalize(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "fixtures", "*.prom"))
 	slots, _ := os.ReadFile(filepath.Join("testdata", "fixtures", "llamacpp-real-load.slots.json"))

@@ -10,7 +10,7 @@ import (
 // FuzzParse: Parse never panics, and what it keeps is canonical and wanted.
 // Seeds are the real captures in ../engine/testdata/fixtures.
 //
-//	go test ./internal/expo -run '^$' -fuzz FuzzParse -fuzztime 60s
+//	go test ./internal/expo -run '^$' -fuzz FuzzParse -fuzztime 60s -fuzzminimizetime 3s
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("..", "engine", "testdata", "fixtures", "*.prom"))
 	for _, name := range files {
@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("{\"utf8.name\",a=\"b\"} 1\n"), "")
 	f.Add([]byte("<html>"), "")
+	f.Add([]byte("ok 1\nbare_name"), "")
 	want := func(n string) bool {
 		return strings.HasPrefix(n, "sglang:") || strings.HasPrefix(n, "vllm:") || strings.HasPrefix(n, "llamacpp:")
 	}
