@@ -31,11 +31,14 @@ vet:
 
 # Benchmarks recorded in docs/benchmarks.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/expo/ ./internal/engine/ ./internal/sim/
+	$(GO) test -run '^$$' -bench BenchmarkParse -benchmem -count 5 ./internal/engine/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/sim/ ./internal/tui/
 
 # A short fuzzing pass over the parsers.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./internal/expo/
+	$(GO) test -run '^$$' -fuzz FuzzNormalize -fuzztime 60s -fuzzminimizetime 3s ./internal/engine/
+	$(GO) test -run '^$$' -fuzz FuzzConsistent -fuzztime 30s -fuzzminimizetime 3s ./internal/engine/
 
 clean:
 	rm -rf bin test-artifacts
