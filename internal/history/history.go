@@ -1,7 +1,7 @@
 // Package history keeps kvwatch's normalized kvwatch_* series in memory for
 // a bounded window at scrape resolution, so that serve can answer PromQL
 // (range queries, rates, predict_linear) and evaluate alert rules without a
-// Prometheus. Samples are Gorilla (XOR) encoded in chunks of 120; a
+// Prometheus. Samples are Gorilla (XOR) encoded in chunks of 240; a
 // retention cut drops whole chunks. The store implements
 // storage.Queryable for the promql engine, and can be written to and read
 // from a snapshot file so that a restart keeps the window.
@@ -74,7 +74,9 @@ type Store struct {
 	// gathered are the series seen in the previous AppendFamilies call;
 	// those missing from the next one get a staleness marker.
 	gathered map[*memSeries]bool
-	dropped  int64
+	// lastGather is the (aligned) timestamp of the previous AppendFamilies.
+	lastGather int64
+	dropped    int64
 }
 
 // New returns an empty store.
@@ -130,11 +132,16 @@ func (s *Store) appendLocked(ms *memSeries, t int64, v float64) bool {
 // missing now (a target went down, a value became unavailable), so PromQL
 // stops returning it at once instead of after the 5m lookback. Histograms
 // and summaries are skipped: kvwatch exports none.
+//
+// Like Prometheus' scrape timestamp tolerance, t is moved onto the previous
+// gather's timestamp plus Interval when it is within 1% of the interval
+// (at most 50ms) of it: a timestamp delta that repeats costs 1 bit in the
+// XOR encoding instead of 16 or more.
 func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
-	ts := t.UnixMilli()
 	var b labels.ScratchBuilder
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ts := s.align(t.UnixMilli())
 	now := make(map[*memSeries]bool, len(s.gathered))
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
@@ -169,6 +176,19 @@ func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
 	}
 	s.gathered = now
 	s.truncateLocked(ts - s.opts.Retention.Milliseconds())
+}
+
+// align snaps ts onto the grid of the previous gather; callers hold s.mu.
+func (s *Store) align(ts int64) int64 {
+	iv := s.opts.Interval.Milliseconds()
+	tol := min(iv/100, 50)
+	if s.lastGather != 0 {
+		if want := s.lastGather + iv; ts != want && ts >= want-tol && ts <= want+tol {
+			ts = want
+		}
+	}
+	s.lastGather = ts
+	return ts
 }
 
 // Truncate drops samples older than the retention window before now.

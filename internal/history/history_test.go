@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -194,18 +195,18 @@ func TestRetentionDropsOldChunks(t *testing.T) {
 	st := New(Options{Retention: 20 * time.Minute})
 	end := fill(t, st, 60) // one hour at 5s = 721 samples per series
 	s := st.Stats()
-	// 12 series. A chunk holds 120 samples (10 minutes at 5s); retention
-	// keeps chunks that end inside the last 20 minutes: at most 3 closed
-	// chunks plus the head per series.
+	// 12 series. Retention keeps the chunks whose newest sample is inside
+	// the last 20 minutes (241 samples at 5s): the window, plus at most one
+	// chunk that straddles its start.
 	if s.Series != 12 {
 		t.Errorf("series = %d, want 12", s.Series)
 	}
-	if max := 12 * (3*120 + 120); s.Samples > max || s.Samples < 12*240 {
-		t.Errorf("samples = %d, want between %d and %d", s.Samples, 12*240, max)
+	if lo, hi := 12*241, 12*(241+samplesPerChunk); s.Samples > hi || s.Samples < lo {
+		t.Errorf("samples = %d, want between %d and %d", s.Samples, lo, hi)
 	}
 	got := instant(t, st, `count_over_time(kvwatch_kv_used_tokens{server="a"}[2h])`, end, "server")
-	if got["a"] > 480 || got["a"] < 241 {
-		t.Errorf("samples of a in the last 2h = %v, want 241..480 (20m window kept in whole chunks)", got["a"])
+	if got["a"] > 241+samplesPerChunk || got["a"] < 241 {
+		t.Errorf("samples of a in the last 2h = %v, want 241..%d (20m window kept in whole chunks)", got["a"], 241+samplesPerChunk)
 	}
 }
 
@@ -369,5 +370,28 @@ func mustWrite(t *testing.T, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAppendFamiliesAlignsTimestamps(t *testing.T) {
+	st := New(Options{Retention: time.Hour, Interval: 5 * time.Second})
+	// Gathers 5s apart with ticker jitter of a few ms, then one late by 2s.
+	offsets := []time.Duration{0, 5003 * time.Millisecond, 9998 * time.Millisecond, 15049 * time.Millisecond, 22 * time.Second}
+	for _, o := range offsets {
+		st.AppendFamilies(t0.Add(o), families([]server{{"a", "p1", "decode", float64(o.Milliseconds()), 1, 0, 0}}))
+	}
+	q, _ := st.Querier(0, t0.Add(time.Minute).UnixMilli())
+	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, signal.KVUsedTokens.Name))
+	if !ss.Next() {
+		t.Fatal("no series")
+	}
+	var got []int64
+	it := ss.At().Iterator(nil)
+	for it.Next() != 0 {
+		got = append(got, it.AtT()-t0.UnixMilli())
+	}
+	// Within 50ms of the 5s grid: moved onto it; 2s late: kept as is.
+	if want := []int64{0, 5000, 10000, 15000, 22000}; !slices.Equal(got, want) {
+		t.Errorf("sample times = %v, want %v", got, want)
 	}
 }

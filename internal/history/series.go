@@ -7,10 +7,12 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
-// samplesPerChunk is how many samples a chunk holds before it is closed.
+// samplesPerChunk is how many samples a chunk holds before it is closed
+// (20 minutes at 5s). Fewer, larger chunks cost less bookkeeping per sample
+// (measured in BenchmarkHistory24h); the retention cut is one chunk coarse.
 // Closed chunks are immutable and shared with queries without copying; the
 // retention cut drops whole closed chunks.
-const samplesPerChunk = 120
+const samplesPerChunk = 240
 
 // chunk is one Gorilla (XOR) encoded chunk and its time range, in
 // milliseconds.
