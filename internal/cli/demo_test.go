@@ -311,7 +311,6 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	}
 }
 
-
 // TestSimulatedKVAlertFiresAndResolves drives the simulated decode server's
 // KV over the warning threshold with 8× load through the whole pipeline
 // (simulator → scrape → adapter → exporter → history → the stack's rules),
