@@ -10,8 +10,13 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 all: build
 
 # Front-end libraries come from npm at build time and are never committed.
-assets:
-	@true
+# uPlot for the web UI, installed from npm into a gitignored embed directory.
+assets: internal/web/static/vendor/uPlot.iife.min.js
+
+internal/web/static/vendor/uPlot.iife.min.js: web/package.json web/package-lock.json
+	npm ci --prefix web --no-audit --no-fund
+	mkdir -p internal/web/static/vendor
+	cp web/node_modules/uplot/dist/uPlot.iife.min.js web/node_modules/uplot/dist/uPlot.min.css internal/web/static/vendor/
 
 build: assets
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kvwatch
