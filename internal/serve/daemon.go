@@ -267,10 +267,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if !d.handled["/"] {
 		d.mux.Handle("/", d.landingPage())
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel, below
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	defer d.stopAll()
 
 	d.running.Store(true)
@@ -319,7 +319,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
-// Reload re-reads the config file and the file_sd files. On a bad config
+// Reload re-reads the config file (or re-checks Options.Config) and the
+// file_sd files. On a bad config
 // the old one keeps running, kvwatch_config_last_reload_successful is 0 and
 // the error says what is wrong. Only valid while Run is running.
 func (d *Daemon) Reload(ctx context.Context) error {
@@ -342,10 +343,6 @@ func (d *Daemon) Reload(ctx context.Context) error {
 
 // reload runs on Run's goroutine.
 func (d *Daemon) reload(ctx context.Context) error {
-	if d.opts.ConfigFile == "" {
-		d.reloadOK.Set(0)
-		return errNoConfigFile
-	}
 	s, err := d.load()
 	if err != nil {
 		d.reloadOK.Set(0)

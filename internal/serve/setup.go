@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -318,7 +317,7 @@ func readSDFile(path string, cfg *config.Config, reg *engine.Registry) ([]sdTarg
 // sdChanged reports whether the file_sd files matched now differ from those
 // read into s (added, removed or modified).
 func (s *Setup) sdChanged() bool {
-	seen := 0
+	seen := map[string]bool{}
 	for _, f := range s.Config.FileSD {
 		for _, pat := range f.Files {
 			matches, _ := filepath.Glob(pat)
@@ -328,11 +327,11 @@ func (s *Setup) sdChanged() bool {
 				if err != nil || !ok || !st.ModTime().Equal(old) {
 					return true
 				}
-				seen++
+				seen[m] = true
 			}
 		}
 	}
-	return seen < len(s.sdFiles)
+	return len(seen) != len(s.sdFiles)
 }
 
 // refreshFileSD re-reads the file_sd files with the same config.
@@ -343,6 +342,3 @@ func (s *Setup) refreshFileSD(reg *engine.Registry) (*Setup, error) {
 	}
 	return buildSetup(s.Config, name, s.file, s.extra, reg)
 }
-
-// errNoConfigFile is returned by a reload when serve was given no file.
-var errNoConfigFile = errors.New("no config file to reload: serve was started without --config.file")

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
+	}))
+	defer engine.Close()
+	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
+	if err := os.WriteFile(cfg, []byte("targets:\n  - url: "+engine.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", "127.0.0.1:0"}, Streams{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+	}()
+	wait := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), what); {
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("timed out waiting for %q in the log:\n%s", what, stderr.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait("kvwatch serve started")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	wait("config reloaded")
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("serve exit code = %d after cancel, want 0; log:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "kvwatch serve stopped") {
+		t.Errorf("no graceful stop in the log:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,60 @@
+package serve
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/kvwatch/kvwatch/internal/sim"
+)
+
+// BenchmarkScrapeSGLangTP8 measures one scrape of a simulated SGLang server
+// with 8 TP ranks through the daemon's scrape path (fetch, parse, normalize,
+// report row, state update). See docs/benchmarks.md ("serve").
+func BenchmarkScrapeSGLangTP8(b *testing.B) {
+	sc, err := sim.GeneratedScenario(1, sim.EngineSGLang, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, Speed: 1, Tick: time.Second, ListenHost: "127.0.0.1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ep := cl.Endpoints()[0]
+	url := ep.URL + ep.MetricsPath
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+
+	d, err := New(Options{Config: configWith(&testing.T{}, url), ListenAddresses: []string{"127.0.0.1:0"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.closeListeners()
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	d.apply(stopped, d.setup.Load())
+	d.stopAll()
+	st := d.states[d.order[0]]
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, ok := d.scrapeOnce(ctx, st.target)
+		if !ok || !res.OK() {
+			b.Fatalf("scrape failed: %v", res.Err)
+		}
+		d.record(st, res)
+	}
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# bench-serve.sh: CPU cost of kvwatch serve scraping N simulated SGLang TP=8
+# endpoints every 5 s, next to the Debian prometheus binary scraping the same
+# raw endpoints with the same interval, one after the other, in one session.
+#
+#   scripts/bench-serve.sh [N=2000] [SECONDS=180]
+#
+# Needs: go, curl, prometheus (Debian package "prometheus") on PATH.
+# Prints a Markdown table for docs/benchmarks.md. Everything listens on
+# 127.0.0.1 only; all processes it starts are stopped on exit.
+set -euo pipefail
+N=${1:-2000}
+DUR=${2:-180}
+WARMUP=${WARMUP:-15}
+BASE=${BASE_PORT:-20000} # below the ephemeral port range, so no outgoing connection holds one
+KV_PORT=${KV_PORT:-19477}
+PROM_PORT=${PROM_PORT:-19090}
+HZ=$(getconf CLK_TCK)
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+snapshot() { # snapshot URL FILE: fetch /metrics once; print "wall_seconds fetch_seconds"
+	local t0 t1
+	t0=$(date +%s.%N)
+	curl -fsS "$1" >"$2"
+	t1=$(date +%s.%N)
+	echo "$t0 $(awk -v a="$t1" -v b="$t0" 'BEGIN { print a - b }')"
+}
+metric_sum() { # metric_sum FILE NAME: sum of a metric's series in a /metrics snapshot
+	awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%.3f\n", s }' "$1"
+}
+wait_http() { # wait until URL answers 200
+	for _ in $(seq 1 600); do
+		curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+		sleep 1
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+go build -o "$work/kvwatch" ./cmd/kvwatch
+command -v prometheus >/dev/null || { echo "prometheus not on PATH: apt-get install prometheus" >&2; exit 1; }
+
+# 1. The simulator: N SGLang servers with 8 TP ranks each.
+"$work/kvwatch" simulate --servers "$N" --engine sglang --tp 8 --base-port "$BASE" >"$work/sim.out" 2>"$work/sim.err" &
+sim=$!
+pids+=($sim)
+for _ in $(seq 1 300); do
+	[ "$(wc -l <"$work/sim.out")" -ge "$N" ] && break
+	kill -0 $sim 2>/dev/null || break
+	sleep 1
+done
+[ "$(wc -l <"$work/sim.out")" -ge "$N" ] || { echo "simulator did not start:" >&2; cat "$work/sim.err" >&2; exit 1; }
+page_bytes=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | wc -c)
+page_samples=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | grep -vc '^#')
+
+# The same targets for both, as a Prometheus file_sd file.
+{
+	printf '[{"labels": {"engine": "sglang"}, "targets": ['
+	for i in $(seq 0 $((N - 1))); do
+		[ "$i" -gt 0 ] && printf ','
+		printf '"127.0.0.1:%d"' $((BASE + i))
+	done
+	printf ']}]\n'
+} >"$work/targets.json"
+
+# 2. kvwatch serve.
+cat >"$work/kvwatch.yml" <<YAML
+global:
+  scrape_interval: 5s
+  scrape_timeout: 4s
+file_sd_configs:
+  - files: [targets.json]
+YAML
+"$work/kvwatch" serve --config.file "$work/kvwatch.yml" --web.listen-address "127.0.0.1:$KV_PORT" --log.level warn 2>"$work/serve.err" &
+kv=$!
+pids+=($kv)
+wait_http "http://127.0.0.1:$KV_PORT/-/ready"
+sleep "$WARMUP"
+kv_m="http://127.0.0.1:$KV_PORT/metrics"
+read -r kt0 _ < <(snapshot "$kv_m" "$work/kv0.prom")
+sleep "$DUR"
+read -r kt1 kfetch < <(snapshot "$kv_m" "$work/kv1.prom")
+c0=$(metric_sum "$work/kv0.prom" process_cpu_seconds_total); c1=$(metric_sum "$work/kv1.prom" process_cpu_seconds_total)
+s0=$(metric_sum "$work/kv0.prom" kvwatch_target_scrapes_total); s1=$(metric_sum "$work/kv1.prom" kvwatch_target_scrapes_total)
+m0=$(metric_sum "$work/kv0.prom" kvwatch_scrape_deadline_misses_total); m1=$(metric_sum "$work/kv1.prom" kvwatch_scrape_deadline_misses_total)
+up=$(metric_sum "$work/kv1.prom" kvwatch_target_up)
+kseries=$(grep -vc '^#' "$work/kv1.prom")
+rss_kv=$(awk '/VmHWM/ {print $2}' "/proc/$kv/status")
+kill $kv; wait $kv 2>/dev/null || true
+
+# 3. Prometheus, same targets, same interval.
+cat >"$work/prometheus.yml" <<YAML
+global:
+  scrape_interval: 5s
+  scrape_timeout: 4s
+scrape_configs:
+  - job_name: sglang
+    file_sd_configs:
+      - files: ['$work/targets.json']
+YAML
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prom" \
+	--web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn 2>"$work/prom.err" &
+pr=$!
+pids+=($pr)
+wait_http "http://127.0.0.1:$PROM_PORT/-/ready"
+sleep "$WARMUP"
+pr_m="http://127.0.0.1:$PROM_PORT/metrics"
+read -r pt0 _ < <(snapshot "$pr_m" "$work/pr0.prom")
+sleep "$DUR"
+read -r pt1 _ < <(snapshot "$pr_m" "$work/pr1.prom")
+p0=$(metric_sum "$work/pr0.prom" process_cpu_seconds_total); p1=$(metric_sum "$work/pr1.prom" process_cpu_seconds_total)
+q0=$(metric_sum "$work/pr0.prom" prometheus_target_interval_length_seconds_count); q1=$(metric_sum "$work/pr1.prom" prometheus_target_interval_length_seconds_count)
+rss_pr=$(awk '/VmHWM/ {print $2}' "/proc/$pr/status")
+kill $pr; wait $pr 2>/dev/null || true
+
+awk -v n="$N" -v kw="$(awk -v a="$kt1" -v b="$kt0" 'BEGIN { print a - b }')" -v pw="$(awk -v a="$pt1" -v b="$pt0" 'BEGIN { print a - b }')" -v c0="$c0" -v c1="$c1" -v s0="$s0" -v s1="$s1" -v m0="$m0" -v m1="$m1" -v up="$up" \
+	-v p0="$p0" -v p1="$p1" -v q0="$q0" -v q1="$q1" -v rk="$rss_kv" -v rp="$rss_pr" -v pb="$page_bytes" -v ps="$page_samples" \
+	-v kf="$kfetch" -v ks_="$kseries" -v warm="$WARMUP" -v pv="$(prometheus --version 2>&1 | head -1)" 'BEGIN {
+	kc = c1 - c0; ks = s1 - s0; pc = p1 - p0; qs = q1 - q0
+	printf "endpoints: %d SGLang TP=8 (page: %d bytes, %d samples), interval 5s, measured over %.0f s (kvwatch) and %.0f s (Prometheus) after a %d s warm-up\n\n", n, pb, ps, kw, pw, warm
+	printf "| scraper | CPU-seconds | scrapes | CPU-s per 1,000 scrapes | average cores | peak RSS | notes |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+	printf "| kvwatch serve | %.1f | %d | %.3f | %.3f | %d MiB | deadline misses: %d; targets up: %d of %d |\n", kc, ks, kc / ks * 1000, kc / kw, rk / 1024, m1 - m0, up, n
+	printf "| %s | %.1f | %d | %.3f | %.3f | %d MiB | stores every sample in its TSDB |\n", pv, pc, qs, pc / qs * 1000, pc / pw, rp / 1024
+	printf "\nkvwatch / Prometheus CPU per scrape: %.2f\n", (kc / ks) / (pc / qs)
+	printf "kvwatch /metrics for all %d targets: %d lines, fetched in %.2f s\n", n, ks_, kf
+}'
