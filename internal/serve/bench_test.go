@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
@@ -56,5 +58,60 @@ func BenchmarkScrapeSGLangTP8(b *testing.B) {
 			b.Fatalf("scrape failed: %v", res.Err)
 		}
 		d.record(st, res)
+	}
+}
+
+// BenchmarkMetrics2000 measures one /metrics exposition of 2,000 SGLang TP=8
+// servers (the kvwatch_* families only: what Gatherer returns, text-encoded).
+func BenchmarkMetrics2000(b *testing.B) {
+	sc, err := sim.GeneratedScenario(1, sim.EngineSGLang, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, Speed: 1, Tick: time.Second, ListenHost: "127.0.0.1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ep := cl.Endpoints()[0]
+	urls := make([]string, 2000)
+	for i := range urls {
+		urls[i] = ep.URL + ep.MetricsPath
+	}
+	d, err := New(Options{Config: configWith(&testing.T{}, urls...), ListenAddresses: []string{"127.0.0.1:0"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.closeListeners()
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	d.apply(stopped, d.setup.Load())
+	d.stopAll()
+	for _, n := range d.order {
+		st := d.states[n]
+		res, ok := d.scrapeOnce(ctx, st.target)
+		if !ok || !res.OK() {
+			b.Fatalf("scrape failed: %v", res.Err)
+		}
+		d.record(st, res)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		mfs, err := d.Gatherer().Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
