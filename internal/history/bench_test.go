@@ -98,15 +98,31 @@ func rssMB() float64 {
 	return -1
 }
 
-// BenchmarkHistory24h fills a 24h window at 5s resolution for
-// benchEndpoints() endpoints (17,280 samples per series), appending
-// straight into the series in time order (a compressed 24h), and reports
-// the memory it takes. Run it once: -benchtime=1x.
+// BenchmarkHistory24h fills a 24h window, gathered every 5s, for
+// benchEndpoints() endpoints, appending straight into the series in time
+// order (a compressed 24h) with the default tiers: the last hour at 5s,
+// the rest downsampled to 1m. It appends 24h plus 30 steps, so that the
+// coarse tier holds the most it keeps in steady state (trimSteps beyond the
+// window). It reports the memory it takes.
+// Run it once: -benchtime=1x. KVWATCH_BENCH_FULL_RESOLUTION (e.g. 24h)
+// changes the full-resolution window.
 func BenchmarkHistory24h(b *testing.B) {
 	const step = 5 * time.Second
-	const samples = int(24 * time.Hour / step)
+	opts := Options{Retention: 24 * time.Hour, Interval: step}
+	if d, err := time.ParseDuration(os.Getenv("KVWATCH_BENCH_FULL_RESOLUTION")); err == nil {
+		opts.FullResolution = d
+	}
+	if d, err := time.ParseDuration(os.Getenv("KVWATCH_BENCH_DOWNSAMPLE_STEP")); err == nil {
+		opts.DownsampleStep = d
+	}
+	opts = opts.withDefaults()
+	span := opts.Retention
+	if opts.FullResolution < opts.Retention {
+		span += trimSteps * opts.DownsampleStep
+	}
+	samples := int(span / step)
 	for range b.N {
-		st := New(Options{Retention: 24 * time.Hour, Interval: step})
+		st := New(opts)
 		n := benchEndpoints()
 		names, _ := endpointSeries()
 		type ep struct {
@@ -121,12 +137,14 @@ func BenchmarkHistory24h(b *testing.B) {
 				lset := labels.FromStrings(labels.MetricName, name, "server", fmt.Sprintf("10.0.%d.%d:30000", e/250, e%250),
 					"role", "decode", "cluster", "c1", "pool", "p"+strconv.Itoa(e%8))
 				st.mu.Lock()
-				eps[e].series = append(eps[e].series, st.getOrCreate(lset))
+				ms := st.getOrCreate(lset)
+				ms.counter = strings.HasSuffix(name, "_total")
+				eps[e].series = append(eps[e].series, ms)
 				st.mu.Unlock()
 			}
 		}
 		r := rand.New(rand.NewPCG(1, 2))
-		t0 := time.Now().Add(-24 * time.Hour).UnixMilli()
+		t0 := time.Now().Add(-span).UnixMilli()
 		start := time.Now()
 		for i := range samples {
 			st.mu.Lock()
@@ -135,9 +153,11 @@ func BenchmarkHistory24h(b *testing.B) {
 			ts := st.align(t0 + int64(i)*step.Milliseconds() + int64(r.IntN(20)))
 			for e := range eps {
 				for j, ms := range eps[e].series {
-					ms.append(ts, eps[e].gens[j](r, i))
+					st.appendLocked(ms, ts, eps[e].gens[j](r, i))
 				}
 			}
+			// As AppendFamilies does after every gather.
+			st.truncateLocked(ts)
 			st.mu.Unlock()
 		}
 		fill := time.Since(start)
@@ -148,7 +168,15 @@ func BenchmarkHistory24h(b *testing.B) {
 		b.ReportMetric(float64(s.Series), "series")
 		b.ReportMetric(float64(s.Samples), "samples")
 		b.ReportMetric(float64(s.ChunkBytes)/float64(s.Samples), "chunkB/sample")
+		if s.RawSamples > 0 {
+			b.ReportMetric(float64(s.RawChunkBytes)/float64(s.RawSamples), "rawB/sample")
+		}
+		if s.CoarseSamples > 0 {
+			b.ReportMetric(float64(s.CoarseSamples), "coarse-samples")
+			b.ReportMetric(float64(s.CoarseChunkBytes)/float64(s.CoarseSamples), "coarseB/sample")
+		}
 		b.ReportMetric(float64(m.HeapInuse)/(1<<20), "heapMB")
+		b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "allocMB")
 		b.ReportMetric(rssMB(), "rssMB")
 		b.ReportMetric(fill.Seconds(), "fill-s")
 		runtime.KeepAlive(st)

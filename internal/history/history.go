@@ -1,8 +1,12 @@
 // Package history keeps kvwatch's normalized kvwatch_* series in memory for
-// a bounded window at scrape resolution, so that serve can answer PromQL
-// (range queries, rates, predict_linear) and evaluate alert rules without a
-// Prometheus. Samples are Gorilla (XOR) encoded in chunks of 240; a
-// retention cut drops whole chunks. The store implements
+// a bounded window, so that serve can answer PromQL (range queries, rates,
+// predict_linear) and evaluate alert rules without a Prometheus. The most
+// recent part of the window (FullResolution) keeps every sample; older
+// data is downsampled to one sample per DownsampleStep (the newest of the
+// step, plus the samples around counter resets and staleness markers), so
+// a 24h window costs a fraction of what it would at scrape resolution.
+// Samples are Gorilla (XOR) encoded in chunks of 240; a retention cut drops
+// whole chunks. The store implements
 // storage.Queryable for the promql engine, and can be written to and read
 // from a snapshot file so that a restart keeps the window.
 //
@@ -33,6 +37,14 @@ type Gatherer interface {
 type Options struct {
 	// Retention is the window kept, e.g. 6h. Default 1h.
 	Retention time.Duration
+	// FullResolution is how much of the newest data keeps every sample
+	// (up to one chunk more). Older data is downsampled to DownsampleStep.
+	// Default 1h; a value >= Retention keeps the whole window at scrape
+	// resolution.
+	FullResolution time.Duration
+	// DownsampleStep is the resolution of data older than FullResolution.
+	// Default 1m.
+	DownsampleStep time.Duration
 	// Interval is how often Run gathers. Default 15s.
 	Interval time.Duration
 	// SnapshotFile, when set, is read by Restore and written by Run every
@@ -51,6 +63,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Interval <= 0 {
 		o.Interval = 15 * time.Second
+	}
+	if o.FullResolution <= 0 {
+		o.FullResolution = time.Hour
+	}
+	if o.DownsampleStep <= 0 {
+		o.DownsampleStep = time.Minute
 	}
 	if o.SnapshotInterval <= 0 {
 		o.SnapshotInterval = 5 * time.Minute
@@ -95,19 +113,48 @@ func (s *Store) Retention() time.Duration { return s.opts.Retention }
 // Interval returns how often Run gathers.
 func (s *Store) Interval() time.Duration { return s.opts.Interval }
 
+// trimSteps is how many downsampling steps older than the window the
+// coarse tier may keep before its oldest chunk is re-encoded without them;
+// rawTrimSteps is the same for the full-resolution tier and its window.
+// Re-encoding a chunk every trimSteps steps per series costs little CPU;
+// keeping whole chunks would cost up to 4h of coarse and 20m of raw data.
+const (
+	trimSteps    = 30
+	rawTrimSteps = 5
+)
+
+// downsamples reports whether data older than FullResolution is
+// downsampled at all.
+func (s *Store) downsamples() bool {
+	return s.opts.FullResolution < s.opts.Retention && s.opts.DownsampleStep > 0
+}
+
 // getOrCreate returns the series with labels lset. Callers hold s.mu.
 func (s *Store) getOrCreate(lset labels.Labels) *memSeries {
-	h := lset.Hash()
-	for _, ms := range s.series[h] {
-		if labels.Equal(ms.lset, lset) {
-			return ms
-		}
+	if ms, ok := s.lookupLocked(lset); ok {
+		return ms
 	}
 	ms := newSeries(lset)
-	s.series[h] = append(s.series[h], ms)
-	name := lset.Get(labels.MetricName)
-	s.byName[name] = append(s.byName[name], ms)
+	s.addLocked(ms)
 	return ms
+}
+
+// lookupLocked returns the series with labels lset, if any.
+func (s *Store) lookupLocked(lset labels.Labels) (*memSeries, bool) {
+	for _, ms := range s.series[lset.Hash()] {
+		if labels.Equal(ms.lset, lset) {
+			return ms, true
+		}
+	}
+	return nil, false
+}
+
+// addLocked indexes a new series.
+func (s *Store) addLocked(ms *memSeries) {
+	h := ms.lset.Hash()
+	s.series[h] = append(s.series[h], ms)
+	name := ms.lset.Get(labels.MetricName)
+	s.byName[name] = append(s.byName[name], ms)
 }
 
 // Append adds one sample at t (milliseconds since the epoch). A sample not
@@ -124,7 +171,26 @@ func (s *Store) appendLocked(ms *memSeries, t int64, v float64) bool {
 		s.dropped++
 		return false
 	}
+	s.downsampleLocked(ms, t)
 	return true
+}
+
+// downsampleLocked moves ms's full-resolution chunks that ended more than
+// FullResolution before now into the coarse tier. Callers hold s.mu.
+func (s *Store) downsampleLocked(ms *memSeries, now int64) {
+	if !s.downsamples() {
+		return
+	}
+	boundary := now - s.opts.FullResolution.Milliseconds()
+	slack := rawTrimSteps * s.opts.DownsampleStep.Milliseconds()
+	if h := ms.raw.head; h.c != nil && h.maxt < boundary && len(ms.raw.closed) == 0 {
+		// An idle series (it ended, or is no longer gathered) moves down
+		// too instead of keeping up to a chunk at full resolution.
+		ms.raw.closeHead()
+	}
+	if len(ms.raw.closed) > 0 && ms.raw.closed[0].mint <= boundary-slack {
+		ms.downsample(boundary, s.opts.DownsampleStep.Milliseconds(), slack)
+	}
 }
 
 // AppendFamilies records every gauge, counter and untyped sample of mfs at
@@ -145,12 +211,14 @@ func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
 	now := make(map[*memSeries]bool, len(s.gathered))
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
+			counter := false
 			var v float64
 			switch mf.GetType() {
 			case dto.MetricType_GAUGE:
 				v = m.GetGauge().GetValue()
 			case dto.MetricType_COUNTER:
 				v = m.GetCounter().GetValue()
+				counter = true
 			case dto.MetricType_UNTYPED:
 				v = m.GetUntyped().GetValue()
 			default:
@@ -165,6 +233,7 @@ func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
 			}
 			b.Sort()
 			ms := s.getOrCreate(b.Labels())
+			ms.counter = counter
 			s.appendLocked(ms, ts, v)
 			now[ms] = true
 		}
@@ -175,7 +244,7 @@ func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
 		}
 	}
 	s.gathered = now
-	s.truncateLocked(ts - s.opts.Retention.Milliseconds())
+	s.truncateLocked(ts)
 }
 
 // align snaps ts onto the grid of the previous gather; callers hold s.mu.
@@ -191,27 +260,33 @@ func (s *Store) align(ts int64) int64 {
 	return ts
 }
 
-// Truncate drops samples older than the retention window before now.
+// Truncate drops samples older than the retention window before now and
+// downsamples those older than the full-resolution window (also for series
+// that no longer receive samples).
 func (s *Store) Truncate(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.truncateLocked(now.UnixMilli() - s.opts.Retention.Milliseconds())
+	s.truncateLocked(now.UnixMilli())
 }
 
-func (s *Store) truncateLocked(mint int64) {
+func (s *Store) truncateLocked(now int64) {
+	mint := now - s.opts.Retention.Milliseconds()
+	slack := trimSteps * s.opts.DownsampleStep.Milliseconds()
 	for h, list := range s.series {
 		kept := list[:0]
 		for _, ms := range list {
-			if ms.truncate(mint) {
+			s.downsampleLocked(ms, now)
+			if ms.truncate(mint, slack) {
 				s.removeNameLocked(ms)
 				delete(s.gathered, ms)
 				continue
 			}
 			kept = append(kept, ms)
 		}
-		if len(kept) == 0 {
+		switch {
+		case len(kept) == 0:
 			delete(s.series, h)
-		} else {
+		case len(kept) < len(list):
 			s.series[h] = kept
 		}
 	}
@@ -239,6 +314,13 @@ type Stats struct {
 	Samples int `json:"samples"`
 	// ChunkBytes is the encoded size of all samples, in bytes.
 	ChunkBytes int `json:"chunk_bytes"`
+	// RawSamples and RawChunkBytes are the full-resolution tier's share of
+	// Samples and ChunkBytes, CoarseSamples and CoarseChunkBytes the
+	// downsampled tier's (a pending sample counts as 16 bytes).
+	RawSamples       int `json:"raw_samples"`
+	RawChunkBytes    int `json:"raw_chunk_bytes"`
+	CoarseSamples    int `json:"coarse_samples"`
+	CoarseChunkBytes int `json:"coarse_chunk_bytes"`
 	// Dropped counts samples refused as out of order or duplicate.
 	Dropped int64 `json:"dropped_samples"`
 }
@@ -251,10 +333,16 @@ func (s *Store) Stats() Stats {
 	for _, list := range s.series {
 		for _, ms := range list {
 			st.Series++
-			st.Samples += ms.samples()
-			st.ChunkBytes += ms.bytes()
+			rs, cs := ms.samples()
+			rb, cb := ms.bytes()
+			st.RawSamples += rs
+			st.CoarseSamples += cs
+			st.RawChunkBytes += rb
+			st.CoarseChunkBytes += cb
 		}
 	}
+	st.Samples = st.RawSamples + st.CoarseSamples
+	st.ChunkBytes = st.RawChunkBytes + st.CoarseChunkBytes
 	return st
 }
 

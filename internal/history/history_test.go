@@ -245,7 +245,8 @@ func TestLabelsAndSeries(t *testing.T) {
 // slack before Compact.
 func TestMemoryBound(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	st := New(Options{Retention: 24 * time.Hour})
+	// The full-resolution tier alone (TestTierMemoryBound checks both).
+	st := New(Options{Retention: 24 * time.Hour, FullResolution: 24 * time.Hour})
 	lset := labels.FromStrings(labels.MetricName, "x")
 	ts := t0.UnixMilli()
 	const n = 1000
@@ -262,7 +263,7 @@ func TestMemoryBound(t *testing.T) {
 
 	// Typical: a token gauge moving by integer steps, scraped every 5s with
 	// millisecond jitter. Documented as at most 6 bytes per sample.
-	st = New(Options{Retention: 24 * time.Hour})
+	st = New(Options{Retention: 24 * time.Hour, FullResolution: 24 * time.Hour})
 	ts, v := t0.UnixMilli(), 100000.0
 	for range 720 { // one hour
 		ts += 5000 + r.Int64N(20) - 10

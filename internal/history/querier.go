@@ -61,15 +61,6 @@ func (q *querier) match(mint, maxt int64, ms []*labels.Matcher, withChunks bool)
 	return out
 }
 
-func (s *memSeries) overlaps(mint, maxt int64) bool {
-	for _, c := range s.closed {
-		if c.maxt >= mint && c.mint <= maxt {
-			return true
-		}
-	}
-	return s.head.c != nil && s.head.maxt >= mint && s.head.mint <= maxt
-}
-
 func matches(lset labels.Labels, ms []*labels.Matcher) bool {
 	for _, m := range ms {
 		if !m.Matches(lset.Get(m.Name)) {

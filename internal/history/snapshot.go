@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -17,17 +19,27 @@ import (
 )
 
 // snapshotMagic starts every snapshot file; the last byte is the format
-// version.
-var snapshotMagic = []byte("KVWHIST\x01")
+// version: 1 held one tier, 2 (written now) holds both tiers and the
+// downsampler's state. Restore reads both.
+var snapshotMagic = []byte("KVWHIST\x02")
+
+// Flags of a series in a version 2 snapshot.
+const (
+	snapCounter = 1 << iota
+	snapPending
+	snapHasPrev
+)
 
 // ErrNoSnapshot is returned by Restore when the snapshot file does not exist
 // yet (the first start).
 var ErrNoSnapshot = errors.New("no history snapshot yet")
 
 // WriteSnapshot writes every series to path atomically (a temporary file
-// renamed over path). The format is the magic, then per series its labels
-// and its chunks' time ranges and bytes, all length-prefixed, then a CRC32
-// (Castagnoli) of everything before it.
+// renamed over path). The format is the magic, then per series its labels,
+// a flags byte (counter, pending sample, previous counter value), the
+// downsampler's pending sample and previous value when flagged, and the
+// coarse then the full-resolution tier's chunks (time range and bytes),
+// all length-prefixed, then a CRC32 (Castagnoli) of everything before it.
 func (s *Store) WriteSnapshot(path string) error {
 	var buf bytes.Buffer
 	buf.Write(snapshotMagic)
@@ -40,15 +52,26 @@ func (s *Store) WriteSnapshot(path string) error {
 			putString(&buf, l.Name)
 			putString(&buf, l.Value)
 		})
-		chunks := ms.view(minInt64, maxInt64)
-		putUvarint(&buf, uint64(len(chunks)))
-		for _, c := range chunks {
-			putVarint(&buf, c.mint)
-			putVarint(&buf, c.maxt)
-			b := c.c.Bytes()
-			putUvarint(&buf, uint64(len(b)))
-			buf.Write(b)
+		var flags byte
+		if ms.counter {
+			flags |= snapCounter
 		}
+		if ms.ds.pending {
+			flags |= snapPending
+		}
+		if ms.ds.hasPrev {
+			flags |= snapHasPrev
+		}
+		buf.WriteByte(flags)
+		if ms.ds.pending {
+			putVarint(&buf, ms.ds.t)
+			putFloat(&buf, ms.ds.v)
+		}
+		if ms.ds.hasPrev {
+			putFloat(&buf, ms.ds.prev)
+		}
+		putChunks(&buf, ms.coarse.view(nil, minInt64, maxInt64))
+		putChunks(&buf, ms.raw.view(nil, minInt64, maxInt64))
 	}
 	s.mu.RUnlock()
 	var sum [4]byte
@@ -76,6 +99,17 @@ func (s *Store) WriteSnapshot(path string) error {
 		return fmt.Errorf("write history snapshot %s: %w", path, err)
 	}
 	return nil
+}
+
+func putChunks(buf *bytes.Buffer, chunks []chunk) {
+	putUvarint(buf, uint64(len(chunks)))
+	for _, c := range chunks {
+		putVarint(buf, c.mint)
+		putVarint(buf, c.maxt)
+		b := c.c.Bytes()
+		putUvarint(buf, uint64(len(b)))
+		buf.Write(b)
+	}
 }
 
 const (
@@ -107,8 +141,13 @@ func (s *Store) Restore(now time.Time) error {
 }
 
 func (s *Store) restore(data []byte, mint int64) error {
-	if len(data) < len(snapshotMagic)+4 || !bytes.Equal(data[:len(snapshotMagic)], snapshotMagic) {
-		return errors.New("not a kvwatch history snapshot (or an unknown version)")
+	magic := snapshotMagic[:len(snapshotMagic)-1]
+	if len(data) < len(snapshotMagic)+4 || !bytes.Equal(data[:len(magic)], magic) {
+		return errors.New("not a kvwatch history snapshot")
+	}
+	version := data[len(magic)]
+	if version != 1 && version != 2 {
+		return fmt.Errorf("unknown snapshot version %d (written by a newer kvwatch)", version)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
@@ -141,52 +180,120 @@ func (s *Store) restore(data []byte, mint int64) error {
 		}
 		b.Sort()
 		lset := b.Labels()
-		nc, err := binary.ReadUvarint(r)
-		if err != nil {
-			return err
+		if _, dup := s.lookupLocked(lset); dup {
+			return fmt.Errorf("series %s appears twice", lset)
 		}
-		var ms *memSeries
-		for range nc {
-			cmint, err := binary.ReadVarint(r)
-			if err != nil {
+		ms := newSeries(lset)
+		if version == 1 {
+			// Version 1 kept no type; kvwatch's counters end in _total.
+			ms.counter = strings.HasSuffix(lset.Get(labels.MetricName), "_total")
+			if err := readChunks(r, len(body), mint, ms, &ms.raw); err != nil {
 				return err
 			}
-			cmaxt, err := binary.ReadVarint(r)
-			if err != nil {
+		} else {
+			if err := readSeriesV2(r, len(body), mint, ms); err != nil {
 				return err
 			}
-			l, err := binary.ReadUvarint(r)
-			if err != nil {
-				return err
-			}
-			if l > uint64(len(body)) {
-				return errors.New("chunk length beyond the end of the file")
-			}
-			cb := make([]byte, l)
-			if _, err := io.ReadFull(r, cb); err != nil {
-				return err
-			}
-			if cmaxt < mint {
-				continue
-			}
-			c, err := chunkenc.FromData(chunkenc.EncXOR, cb)
-			if err != nil {
-				return err
-			}
-			if ms == nil {
-				ms = s.getOrCreate(lset)
-				if ms.lastT != minInt64 {
-					return fmt.Errorf("series %s appears twice", lset)
-				}
-			}
-			if cmint <= ms.lastT {
-				return fmt.Errorf("series %s has overlapping chunks", lset)
-			}
-			ms.closed = append(ms.closed, chunk{c: c.(*chunkenc.XORChunk), mint: cmint, maxt: cmaxt})
-			ms.lastT = cmaxt
+		}
+		if ms.lastT != minInt64 {
+			s.addLocked(ms)
 		}
 	}
 	return nil
+}
+
+func readSeriesV2(r *bufio.Reader, size int, mint int64, ms *memSeries) error {
+	flags, err := r.ReadByte()
+	if err != nil {
+		return err
+	}
+	ms.counter = flags&snapCounter != 0
+	var pending bool
+	var pt int64
+	var pv float64
+	if flags&snapPending != 0 {
+		if pt, err = binary.ReadVarint(r); err != nil {
+			return err
+		}
+		if pv, err = getFloat(r); err != nil {
+			return err
+		}
+		pending = true
+	}
+	if flags&snapHasPrev != 0 {
+		if ms.ds.prev, err = getFloat(r); err != nil {
+			return err
+		}
+		ms.ds.hasPrev = true
+	}
+	if err := readChunks(r, size, mint, ms, &ms.coarse); err != nil {
+		return err
+	}
+	if pending && pt >= mint {
+		if pt <= ms.lastT {
+			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
+		}
+		ms.ds.pending, ms.ds.t, ms.ds.v = true, pt, pv
+		ms.lastT = pt
+	}
+	return readChunks(r, size, mint, ms, &ms.raw)
+}
+
+// readChunks reads a count and that many chunks into tr as closed chunks,
+// skipping those that end before mint.
+func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier) error {
+	nc, err := binary.ReadUvarint(r)
+	if err != nil {
+		return err
+	}
+	for range nc {
+		cmint, err := binary.ReadVarint(r)
+		if err != nil {
+			return err
+		}
+		cmaxt, err := binary.ReadVarint(r)
+		if err != nil {
+			return err
+		}
+		l, err := binary.ReadUvarint(r)
+		if err != nil {
+			return err
+		}
+		if l > uint64(size) {
+			return errors.New("chunk length beyond the end of the file")
+		}
+		cb := make([]byte, l)
+		if _, err := io.ReadFull(r, cb); err != nil {
+			return err
+		}
+		if cmaxt < mint {
+			continue
+		}
+		c, err := chunkenc.FromData(chunkenc.EncXOR, cb)
+		if err != nil {
+			return err
+		}
+		if cmint <= ms.lastT || cmaxt < cmint {
+			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
+		}
+		tr.closed = append(tr.closed, chunk{c: c.(*chunkenc.XORChunk), mint: cmint, maxt: cmaxt})
+		ms.lastT = cmaxt
+	}
+	return nil
+}
+
+func putFloat(w *bytes.Buffer, v float64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], math.Float64bits(v))
+	w.Write(b[:])
+}
+
+func getFloat(r *bufio.Reader) (float64, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, err
+	}
+	return math.Float64frombits(binary.BigEndian.Uint64(b[:])), nil
 }
 
 func putUvarint(w *bytes.Buffer, v uint64) {
