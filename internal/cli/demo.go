@@ -30,6 +30,8 @@ import (
 // embeddedFlags are serve's flags for the embedded history, rules and UI.
 type embeddedFlags struct {
 	history       string
+	fullRes       string
+	downStep      string
 	snapshotFile  string
 	ruleFiles     []string
 	alertmanagers []string
@@ -37,6 +39,8 @@ type embeddedFlags struct {
 
 func (f *embeddedFlags) register(c *kingpin.CmdClause) {
 	c.Flag("history", "In-memory history window for the web UI, the query API and alert rules, e.g. 6h; 0 turns history, rules and charts off. Default: the config's history.retention (1h).").PlaceHolder("DURATION").StringVar(&f.history)
+	c.Flag("history.full-resolution", "How much of the newest history keeps every scrape; older data is downsampled to --history.downsample-step. Default 1h.").PlaceHolder("DURATION").StringVar(&f.fullRes)
+	c.Flag("history.downsample-step", "Resolution of history older than --history.full-resolution (the newest sample of each step, plus the samples around counter resets and staleness markers). Default 1m.").PlaceHolder("DURATION").StringVar(&f.downStep)
 	c.Flag("history.snapshot-file", "File the history is written to periodically and on shutdown, and restored from on start, so a restart keeps the window. Default: the config's history.snapshot_file (none).").PlaceHolder("FILE").StringVar(&f.snapshotFile)
 	c.Flag("rules.file", "Prometheus rule file (recording and alert rules) to evaluate over the history; repeat for several. Default: the rules `kvwatch stack generate` writes, with the config's alert thresholds.").PlaceHolder("FILE").StringsVar(&f.ruleFiles)
 	c.Flag("alertmanager.url", "Alertmanager base URL to send alerts to (its v2 API); repeat for several. Added to the config's alerting.alertmanagers.").PlaceHolder("URL").StringsVar(&f.alertmanagers)
@@ -66,10 +70,21 @@ func attachEmbedded(e *env, d *serve.Daemon, f embeddedFlags) (*embedded, error)
 	if f.snapshotFile != "" {
 		h.SnapshotFile = f.snapshotFile
 	}
+	var tiers [2]time.Duration
+	for i, fl := range []struct{ name, val string }{{"--history.full-resolution", f.fullRes}, {"--history.downsample-step", f.downStep}} {
+		if fl.val != "" {
+			d, err := parseDuration(fl.val)
+			if err != nil {
+				return nil, usageError{fmt.Errorf("%s: %w", fl.name, err)}
+			}
+			tiers[i] = time.Duration(d)
+		}
+	}
 	emb := &embedded{}
 	interval := time.Duration(cfg.Global.ScrapeInterval)
 	if h.Retention > 0 {
 		emb.store = history.New(history.Options{Retention: time.Duration(h.Retention), Interval: interval,
+			FullResolution: tiers[0], DownsampleStep: tiers[1],
 			SnapshotFile: h.SnapshotFile, SnapshotInterval: time.Duration(h.SnapshotInterval), Logger: e.Logger})
 		if err := emb.store.Restore(time.Now()); err != nil && !errors.Is(err, history.ErrNoSnapshot) {
 			return nil, err
