@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -275,4 +277,42 @@ func TestReadyAfterFirstRound(t *testing.T) {
 	if code, _ := get(t, nil, d.base+PathReady); code != http.StatusOK {
 		t.Errorf("/-/ready after the first scrape = %d, want 200", code)
 	}
+}
+
+func TestNoSecretsInLogsMetricsOrReport(t *testing.T) {
+	dead := closedPort(t)
+	var logs lockedLog
+	d := start(t, Options{
+		Config: configWith(t, "http://kvwatch:hunter2@"+dead+"/metrics"),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	waitFor(t, "the first round", d.Ready)
+	_, metrics := get(t, nil, d.base+PathMetrics)
+	_, rep := get(t, nil, d.base+PathReport)
+	for where, s := range map[string]string{"logs": logs.String(), "/metrics": metrics, "report": rep} {
+		if strings.Contains(s, "hunter2") {
+			t.Errorf("%s contain the target's password:\n%s", where, s)
+		}
+	}
+	if !strings.Contains(logs.String(), "target down") {
+		t.Errorf("no 'target down' log for the dead target:\n%s", logs.String())
+	}
+}
+
+// lockedLog collects log output from many goroutines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
