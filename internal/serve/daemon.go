@@ -77,7 +77,8 @@ type Daemon struct {
 	own       *prometheus.Registry
 	kvReg     *prometheus.Registry
 	mux       *http.ServeMux
-	handled   map[string]bool
+	handledMu sync.Mutex
+	handled   map[string]bool // patterns added by Handle
 	listeners []net.Listener
 	sem       chan struct{}
 	probes    *probeCache
@@ -245,7 +246,9 @@ func (d *Daemon) Handle(pattern string, h http.Handler) {
 		panic("serve: Handle called after Run")
 	}
 	d.mux.Handle(pattern, h)
+	d.handledMu.Lock()
 	d.handled[pattern] = true
+	d.handledMu.Unlock()
 }
 
 // Gatherer gathers only the normalized kvwatch_* families and per-target
@@ -264,8 +267,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.started.Swap(true) {
 		return errors.New("serve: Run called twice")
 	}
-	if !d.handled["/"] {
-		d.mux.Handle("/", d.landingPage())
+	d.handledMu.Lock()
+	root := false
+	for _, p := range []string{"/", "GET /", "/{$}", "GET /{$}"} {
+		root = root || d.handled[p]
+	}
+	d.handledMu.Unlock()
+	if !root { // nobody serves a UI: link serve's routes
+		d.mux.Handle("GET /{$}", d.landingPage())
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel, below

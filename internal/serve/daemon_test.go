@@ -143,6 +143,9 @@ targets:
 			t.Errorf("%s = %d %s, want 200", p, code, body)
 		}
 	}
+	if code, body := get(t, nil, d.base+"/"); code != http.StatusOK || !strings.Contains(body, PathReport) {
+		t.Errorf("GET / = %d, want 200 with a landing page linking %s:\n%s", code, PathReport, body)
+	}
 	if code, _ := get(t, nil, d.base+PathReload); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET %s = %d, want 405", PathReload, code)
 	}
@@ -315,4 +318,40 @@ func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+func TestHandleAddsRoutesBehindTheSameServer(t *testing.T) {
+	opts := Options{Config: emptyConfig(), ListenAddresses: []string{"127.0.0.1:0"}, Logger: testLogger(t)}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("web ui")) }))
+	d.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("query api")) }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	base := "http://" + d.Addrs()[0].String()
+	waitFor(t, "the daemon", func() bool { return d.running.Load() })
+	for _, c := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/", 200, "web ui"},
+		{"/api/v1/query", 200, "query api"},
+		{"/nothing-here", 404, ""},
+		{PathHealthy, 200, "healthy"},
+	} {
+		code, body := get(t, nil, base+c.path)
+		if code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s = %d %q, want %d with %q", c.path, code, body, c.code, c.body)
+		}
+	}
 }
