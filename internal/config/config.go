@@ -1,8 +1,8 @@
 // Package config reads kvwatch's YAML config file, shared by `status`, `top`,
 // `serve` and `stack generate`. Decoding is strict (unknown keys are errors),
 // defaults are applied before validation, and every problem is reported at
-// once with its line. It does not watch files or scrape anything; file_sd
-// target files are read by ReadFileSD when the caller asks.
+// once with its line. It does not read file_sd target files, watch files or
+// scrape anything (serve does).
 package config
 
 import (
