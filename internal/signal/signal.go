@@ -23,8 +23,8 @@ type Metric struct {
 	// (0–1), "seconds", "bytes", "" for info or state metrics.
 	Unit string
 	Help string
-	// Labels are the labels beyond the identity labels (ServerLabels or
-	// TargetLabels) that the family always carries.
+	// Labels are the labels beyond the identity labels (ServerLabels, which
+	// target families carry too) that the family always carries.
 	Labels []string
 	// PerRank is true for families exported once per engine rank, carrying
 	// RankLabels as well.
