@@ -1,0 +1,89 @@
+package report
+
+import (
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+)
+
+func target(name string) *scrape.Target {
+	u, _ := url.Parse("http://" + name + "/metrics")
+	return &scrape.Target{Name: name, URL: u}
+}
+
+// decode is an SGLang decode server as the adapter reports it: 2,581,504
+// tokens, 12,034 used, context length 524,288.
+func decode(prompt, hit, query, preempt float64) *kv.Server {
+	s := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, ContextLength: kv.Of(524288),
+		Ranks: []kv.Rank{{RankID: kv.RankID{TP: "0"}, Signals: kv.Signals{
+			Capacity: kv.Of(2581504), Used: kv.Of(12034),
+			Counters: kv.Counters{PromptTokens: kv.Of(prompt), PrefixHitTokens: kv.Of(hit),
+				PrefixQueryTokens: kv.Of(query), Preemptions: kv.Of(preempt)}}}}}
+	s.Rollup()
+	return s
+}
+
+func TestTrackerRatesAndHeadroom(t *testing.T) {
+	tr := NewTracker([]int{8192, 8192, 4096})
+	t0 := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	dec, down := target("decode"), target("down")
+	r1 := tr.Update(t0, []scrape.Result{
+		{Target: dec, Time: t0, Server: decode(1000, 100, 400, 2)},
+		{Target: down, Time: t0, Err: errors.New("connection refused"), Reason: "refused"},
+	})
+	if r1.Servers[0].Rates != nil {
+		t.Errorf("first report has no rates")
+	}
+	// Sizes sorted and de-duplicated, the context length added and marked.
+	hs := r1.Servers[0].Headroom
+	want := []struct {
+		tokens int
+		ctx    bool
+		fit    float64
+	}{{4096, false, 627}, {8192, false, 313}, {524288, true, 4}}
+	if len(hs) != len(want) {
+		t.Fatalf("headroom = %+v", hs)
+	}
+	for i, w := range want {
+		if hs[i].Tokens != w.tokens || hs[i].Context != w.ctx || hs[i].Requests.V != w.fit {
+			t.Errorf("headroom[%d] = %+v, want %+v", i, hs[i], w)
+		}
+	}
+	if r1.Servers[1].OK || r1.Servers[1].Error != "connection refused" || r1.Servers[1].Server != nil || r1.Servers[1].Role != "" {
+		t.Errorf("failed row = %+v", r1.Servers[1])
+	}
+	if r1.Fleet.Servers != 1 || r1.Fleet.Used.V != 12034 {
+		t.Errorf("fleet = %+v", r1.Fleet)
+	}
+
+	t1 := t0.Add(10 * time.Second)
+	r2 := tr.Update(t1, []scrape.Result{{Target: dec, Time: t1, Server: decode(3000, 400, 1000, 7)}})
+	r := r2.Servers[0].Rates
+	// 300 of 600 more queried tokens hit; 5 retractions and 2,000 prompt tokens in 10 s.
+	if r == nil || r.PrefixHitRatio.V != 0.5 || r.PreemptionsPerSec.V != 0.5 || r.PromptTokensPS.V != 200 || r.WindowSeconds != 10 || r.Reset {
+		t.Fatalf("rates = %+v", r)
+	}
+	t2 := t1.Add(5 * time.Second)
+	r3 := tr.Update(t2, []scrape.Result{{Target: dec, Time: t2, Server: decode(50, 0, 0, 0)}})
+	r = r3.Servers[0].Rates
+	if r == nil || !r.Reset || r.PromptTokensPS.V != 10 || r.PrefixHitRatio.OK() {
+		t.Errorf("after a restart: %+v; want a reset, 50 tokens in 5 s, no hit ratio without traffic", r)
+	}
+
+	tr.Forget(map[string]bool{})
+	r4 := tr.Update(t2.Add(time.Second), []scrape.Result{{Target: dec, Time: t2.Add(time.Second), Server: decode(60, 0, 0, 0)}})
+	if r4.Servers[0].Rates != nil {
+		t.Errorf("a forgotten target starts without rates")
+	}
+}
+
+func TestRouterHasNoHeadroom(t *testing.T) {
+	s := &kv.Server{Role: kv.RoleRouter, Router: &kv.Router{}}
+	if hs := Headrooms(s, []int{8192}); hs != nil {
+		t.Errorf("router headroom = %+v", hs)
+	}
+}
