@@ -24,7 +24,8 @@ import (
 )
 
 // e2eScenario is a small PD cluster whose decode KV cache fills quickly
-// when the router's load is multiplied.
+// when the router's load is multiplied. The decode server has two TP ranks,
+// so the per-rank panels have series (servers with one rank export none).
 const e2eScenario = `model_name: e2e
 servers:
   - name: router
@@ -38,6 +39,7 @@ servers:
   - name: decode
     engine: sglang
     role: decode
+    tp: 2
     capacity_tokens: 150000
     max_running_requests: 1024
 `
