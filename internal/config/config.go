@@ -320,7 +320,7 @@ type validator struct {
 // addf records a problem at the node found by path (map keys as strings,
 // sequence indexes as ints).
 func (v *validator) addf(path []any, format string, args ...any) {
-	line := lineOf(v.root, path)
+	line := LineOf(v.root, path)
 	msg := fmt.Sprintf("%s: %s", pathString(path), fmt.Sprintf(format, args...))
 	if line > 0 {
 		msg = fmt.Sprintf("line %d: %s", line, msg)
@@ -344,9 +344,10 @@ func pathString(path []any) string {
 	return b.String()
 }
 
-// lineOf returns the line of the node at path, or of its nearest ancestor
-// present in the file.
-func lineOf(root *yaml.Node, path []any) int {
+// LineOf returns the line of the node at path in a parsed config file (map
+// keys as strings, sequence indexes as ints), or of its nearest ancestor
+// present in the file; 0 when root is nil.
+func LineOf(root *yaml.Node, path []any) int {
 	if root == nil {
 		return 0
 	}

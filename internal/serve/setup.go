@@ -124,41 +124,10 @@ func buildSetup(cfg *config.Config, name, file string, extra []config.Target, re
 
 // atLine prefixes msg with the line of the node at path in root, if found.
 func atLine(root *yaml.Node, path []any, msg string) string {
-	if root == nil {
-		return msg
+	if line := config.LineOf(root, path); line > 0 {
+		return fmt.Sprintf("line %d: %s", line, msg)
 	}
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	for _, p := range path {
-		var next *yaml.Node
-		switch p := p.(type) {
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == p {
-						line, next = n.Content[i].Line, n.Content[i+1]
-						break
-					}
-				}
-			}
-		case int:
-			if n.Kind == yaml.SequenceNode && p < len(n.Content) {
-				next = n.Content[p]
-				line = next.Line
-			}
-		}
-		if next == nil {
-			break
-		}
-		n = next
-	}
-	if line == 0 {
-		return msg
-	}
-	return fmt.Sprintf("line %d: %s", line, msg)
+	return msg
 }
 
 // sdTarget is one target read from a file_sd file.
