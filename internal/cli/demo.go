@@ -118,7 +118,8 @@ func attachEmbedded(e *env, d *serve.Daemon, f embeddedFlags) (*embedded, error)
 		promapi.New(api).Register(d)
 	}
 	web.Register(d, web.Options{Report: d.Report, Warning: cfg.Alerts.KVUsageWarning, Critical: cfg.Alerts.KVUsageCritical,
-		HistorySeconds: time.Duration(h.Retention).Seconds(), HistoryEnabled: emb.store != nil, AlertsEnabled: emb.rules != nil})
+		HistorySeconds: time.Duration(h.Retention).Seconds(), HistoryEnabled: emb.store != nil, AlertsEnabled: emb.rules != nil,
+		ScrapeIntervalSeconds: interval.Seconds(), FullResolutionSeconds: tiers[0].Seconds(), DownsampleStepSeconds: tiers[1].Seconds()})
 	if err := web.CheckAssets(); err != nil {
 		e.Logger.Warn("web UI unavailable", "err", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
@@ -70,8 +71,10 @@ func artifactsDir(t *testing.T) string {
 
 // demoEnv starts the default simulated PD cluster on a manual clock (so its
 // pages hold still while the browser and the test read them) and serve with
-// history and the built-in rules, as `kvwatch demo` does.
-func demoEnv(t *testing.T) (url string, d *serve.Daemon, emb *embedded) {
+// history and the built-in rules, as `kvwatch demo` does, scraping every
+// 200ms. Only the daemon runs in real time: the test fills the history
+// with feed, so what the charts hold is known.
+func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time, advance time.Duration) []*dto.MetricFamily) {
 	t.Helper()
 	if err := web.CheckAssets(); err != nil {
 		t.Fatal(err)
@@ -89,13 +92,16 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, emb *embedded) {
 		t.Fatal(err)
 	}
 	c.Advance(10 * time.Minute) // some KV in use
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
+	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
 	e := &env{Streams: Streams{Stdout: os.Stdout, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err = demoDaemon(e, c, nil, "127.0.0.1:0", embeddedFlags{history: "1h"})
+	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- emb.run(ctx, d) }()
+	go func() { done <- d.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -103,14 +109,58 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, emb *embedded) {
 		}
 		c.Close()
 	})
-	// Wait until every target was scraped and the history holds samples.
-	for i := 0; !d.Ready() || emb.store.Stats().Samples == 0; i++ {
+	for i := 0; !d.Ready(); i++ {
 		if i > 600 {
-			t.Fatal("serve did not become ready with history within a minute")
+			t.Fatal("serve did not scrape every target within a minute")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return externalURL(d), d, emb
+	// feed moves the simulated clock on, waits until every target was
+	// scraped after that, and appends what serve exports to the history
+	// at ts (and evaluates the rules there).
+	feed = func(ts time.Time, advance time.Duration) []*dto.MetricFamily {
+		t.Helper()
+		c.Advance(advance)
+		mark := time.Now()
+		for i, fresh := 0, false; !fresh; i++ {
+			if i > 1200 {
+				t.Fatal("serve did not scrape every target again within a minute")
+			}
+			time.Sleep(50 * time.Millisecond)
+			fresh = true
+			for _, s := range d.Report().Servers {
+				fresh = fresh && s.ScrapedAt.After(mark)
+			}
+		}
+		mfs, err := d.Gatherer().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb.store.AppendFamilies(ts, mfs)
+		emb.rules.EvalAt(ctx, ts)
+		return mfs
+	}
+	return externalURL(d), d, feed
+}
+
+// counterOf sums the counter samples of family name with server=server.
+func counterOf(mfs []*dto.MetricFamily, name, server string) (float64, bool) {
+	var sum float64
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "server" && lp.GetValue() == server {
+					sum += m.GetCounter().GetValue()
+					found = true
+				}
+			}
+		}
+	}
+	return sum, found
 }
 
 // expectedRow formats a report row the way the UI must show it.
@@ -160,21 +210,20 @@ func commas(n int64) string {
 	return b.String()
 }
 
+// TestBrowserOverviewAndServerPage opens the UI in headless Chromium
+// twice: with one sample in the history (charts say they are collecting
+// data; the rows match the report JSON), then with eight samples 10s apart
+// (charts draw over a range chosen from the data, the prefill server's
+// prefix hit ratio is the one of the history's counters, rates have data,
+// per-rank lines are named by the labels the ranks have).
 func TestBrowserOverviewAndServerPage(t *testing.T) {
 	chromium := requireTool(t, "chromium", "chromium")
-	url, _, _ := demoEnv(t)
+	url, _, feed := demoEnv(t)
+	t0 := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
+	first := feed(t0, 0)
 
 	// The report as `kvwatch status --output json` and the UI read it.
-	resp, err := http.Get(url + "api/kvwatch/v1/report")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report.Report
-	err = json.NewDecoder(resp.Body).Decode(&rep)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fetchReport(t, url)
 	if len(rep.Servers) != 3 {
 		t.Fatalf("report has %d servers, want the 3 of pd-sglang", len(rep.Servers))
 	}
@@ -183,7 +232,7 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer acancel()
@@ -192,7 +241,7 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 
 	var mu sync.Mutex
 	var consoleErrors []string
-	err = chromedp.Listen(bctx, func(ev any) {
+	err := chromedp.Listen(bctx, func(ev any) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch ev := ev.(type) {
@@ -216,45 +265,6 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	defer tcancel()
 
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	if err := chromedp.Do(bctx,
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(css(`#servers tbody tr`)),
-		chromedp.WaitVisible(css(`#chart-usage[data-points]`)),
-	); err != nil {
-		t.Fatalf("overview: %v", err)
-	}
-	rows, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]map[string]string](`(() => {
-		const out = {};
-		document.querySelectorAll('#servers tbody tr').forEach(tr => {
-			const r = {};
-			tr.querySelectorAll('[data-field]').forEach(td => r[td.dataset.field] = td.textContent.trim());
-			out[tr.dataset.server] = r;
-		});
-		return out;
-	})()`))
-	if err != nil {
-		t.Fatalf("read overview: %v", err)
-	}
-	for _, s := range rep.Servers {
-		got, ok := rows[s.Name]
-		if !ok {
-			t.Errorf("server %s of the report is missing from the overview (rows: %v)", s.Name, rows)
-			continue
-		}
-		for k, w := range expectedRow(s) {
-			if got[k] != w {
-				t.Errorf("overview %s %s = %q, want %q (from the report JSON)", s.Name, k, got[k], w)
-			}
-		}
-	}
-	points, err := chromedp.Run(bctx, chromedp.Evaluate[int](`Number(document.getElementById('chart-usage').dataset.points)`))
-	if err != nil || points == 0 {
-		t.Errorf("the fleet chart drew %d data points (%v), want some", points, err)
-	}
-	canvases, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#chart-usage canvas').length`))
-	if err != nil || canvases == 0 {
-		t.Errorf("the fleet chart has no canvas (%v): uPlot did not draw", err)
-	}
 	shot := func(name string) {
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 		if err != nil {
@@ -267,20 +277,146 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 		}
 		t.Logf("screenshot: %s", p)
 	}
+	type field struct{ Text, Title string }
+	readRows := func() map[string]map[string]field {
+		rows, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]map[string]field](`(() => {
+			const out = {};
+			document.querySelectorAll('#servers tbody tr').forEach(tr => {
+				const r = {};
+				tr.querySelectorAll('[data-field]').forEach(td => r[td.dataset.field] = {text: td.textContent.trim(), title: td.title});
+				out[tr.dataset.server] = r;
+			});
+			return out;
+		})()`))
+		if err != nil {
+			t.Fatalf("read overview: %v", err)
+		}
+		return rows
+	}
+	dataset := func(id string) map[string]string {
+		ds, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](fmt.Sprintf("Object.assign({}, document.getElementById(%q).dataset)", id)))
+		if err != nil {
+			t.Fatalf("read #%s: %v", id, err)
+		}
+		return ds
+	}
+
+	// One sample: the rows match the report, the charts wait for a second.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(css(`#servers tbody tr`)),
+		chromedp.WaitVisible(css(`#chart-usage[data-state]`)),
+	); err != nil {
+		t.Fatalf("overview: %v", err)
+	}
+	rows := readRows()
+	for _, s := range rep.Servers {
+		got, ok := rows[s.Name]
+		if !ok {
+			t.Errorf("server %s of the report is missing from the overview (rows: %v)", s.Name, rows)
+			continue
+		}
+		for k, w := range expectedRow(s) {
+			if got[k].Text != w {
+				t.Errorf("overview %s %s = %q, want %q (from the report JSON)", s.Name, k, got[k].Text, w)
+			}
+		}
+	}
+	if hit := rows["prefill"]["hit"]; hit.Text != "--" || hit.Title == "" {
+		t.Errorf("prefill prefix hit with one sample and a still clock = %q (title %q), want -- with the reason in its title", hit.Text, hit.Title)
+	}
+	if ds := dataset("chart-usage"); ds["state"] != "collecting" {
+		t.Errorf("fleet chart with one sample in the history: state %q, want collecting (a lone dot says nothing)", ds["state"])
+	}
+	text, _ := chromedp.Run(bctx, chromedp.Text(css(`#chart-usage`)))
+	if !strings.Contains(text, "collecting data") {
+		t.Errorf("fleet chart with one sample says %q, want it to say it is collecting data", text)
+	}
+	shot("web-overview-collecting.png")
+
+	// Seven more samples, 10s of simulated time apart.
+	last := first
+	for i := 1; i <= 7; i++ {
+		last = feed(t0.Add(time.Duration(i)*10*time.Second), 10*time.Second)
+	}
+	// The prefix hit ratio over the history's window, worked out from the
+	// counters appended: both series have the same timestamps, so
+	// rate(hit)/rate(query) is Δhit/Δquery.
+	var ends [2][2]float64
+	for i, mfs := range [][]*dto.MetricFamily{first, last} {
+		for j, name := range []string{"kvwatch_prefix_cache_hit_tokens_total", "kvwatch_prefix_cache_query_tokens_total"} {
+			v, ok := counterOf(mfs, name, "prefill")
+			if !ok {
+				t.Fatalf("serve exports no %s for prefill", name)
+			}
+			ends[i][j] = v
+		}
+	}
+	dq := ends[1][1] - ends[0][1]
+	if dq <= 0 {
+		t.Fatalf("the simulated prefill server looked up no prefix tokens in 70s (query counter %v → %v)", ends[0][1], ends[1][1])
+	}
+	wantHit := (ends[1][0] - ends[0][0]) / dq * 100
+
+	if err := chromedp.Do(bctx,
+		chromedp.Reload(),
+		chromedp.WaitVisible(css(`#servers tbody tr`)),
+		chromedp.WaitVisible(css(`#chart-usage[data-state="drawn"]`)),
+	); err != nil {
+		t.Fatalf("overview with history: %v", err)
+	}
+	rows = readRows()
+	hit := rows["prefill"]["hit"]
+	var gotHit float64
+	if _, err := fmt.Sscanf(hit.Text, "%f%%", &gotHit); err != nil || math.Abs(gotHit-wantHit) > 0.051 {
+		t.Errorf("prefill prefix hit = %q (title %q), want %.1f%% (Δhit/Δquery of the history's counters)", hit.Text, hit.Title, wantHit)
+	}
+	ds := dataset("chart-usage")
+	var points, start, end float64
+	fmt.Sscan(ds["points"], &points)
+	fmt.Sscan(ds["rangeStart"], &start)
+	fmt.Sscan(ds["rangeEnd"], &end)
+	if points < 2*2 {
+		t.Errorf("the fleet chart drew %v points, want at least two per server", points)
+	}
+	// 80s of data, ending about 50s ago: the axis spans 5 minutes, not the
+	// 1h range chosen.
+	if span := end - start; span < 299 || span > 310 {
+		t.Errorf("fleet chart x range spans %.0fs, want 5 minutes (the data is 80s long)", span)
+	}
+	if float64(t0.Unix()) < start {
+		t.Errorf("fleet chart x range starts at %v, after the first sample at %v", start, t0.Unix())
+	}
+	canvases, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#chart-usage canvas').length`))
+	if err != nil || canvases == 0 {
+		t.Errorf("the fleet chart has no canvas (%v): uPlot did not draw", err)
+	}
 	shot("web-overview.png")
 
-	// The server page opens from the overview's link and draws its charts.
+	// The server page opens from the overview's link and draws its charts;
+	// rates have data although samples are 10s apart and serve scrapes
+	// every 200ms.
 	if err := chromedp.Do(bctx,
 		chromedp.Click(css(`#servers tr[data-server="decode"] a`)),
 		chromedp.WaitVisible(css(`#server-title`)),
-		chromedp.WaitVisible(css(`#c-tokens[data-points]`)),
+		chromedp.WaitVisible(css(`#c-tokens[data-state="drawn"]`)),
+		chromedp.WaitVisible(css(`#c-tput[data-state]`)),
 	); err != nil {
 		t.Fatalf("server page: %v", err)
 	}
 	title, _ := chromedp.Run(bctx, chromedp.Text(css(`#server-title`)))
-	tokPoints, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`Number(document.getElementById('c-tokens').dataset.points)`))
-	if !strings.HasPrefix(title, "decode") || tokPoints == 0 {
-		t.Errorf("server page title %q, token chart points %d; want decode with points", title, tokPoints)
+	if !strings.HasPrefix(title, "decode") {
+		t.Errorf("server page title %q, want decode", title)
+	}
+	for _, id := range []string{"c-usage", "c-tokens", "c-ranks", "c-queues", "c-tput"} {
+		if ds := dataset(id); ds["state"] != "drawn" || ds["points"] == "0" {
+			t.Errorf("decode chart %s: state %q, %s points (rate range %s); want drawn points", id, ds["state"], ds["points"], ds["rateInterval"])
+		}
+	}
+	// pd-sglang's decode server has 4 TP ranks and no DP label.
+	legend, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#c-ranks .u-legend .u-series .u-label')].slice(1).map(e => e.textContent)`))
+	if want := []string{"tp0", "tp1", "tp2", "tp3"}; err != nil || !slices.Equal(legend, want) {
+		t.Errorf("per-rank legend = %q (%v), want %q", legend, err, want)
 	}
 	shot("web-server.png")
 
@@ -295,20 +431,48 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 		t.Fatalf("alerts and planner pages: %v", err)
 	}
 	planned, _ := chromedp.Run(bctx, chromedp.Text(cell))
-	for _, s := range rep.Servers {
+	var headroom kv.Value
+	for _, s := range fetchReport(t, url).Servers {
 		if s.Name == "decode" {
-			if w := commas(int64(s.Server.Headroom(8192).V)); planned != w {
-				t.Errorf("planner decode requests of 8192 tokens = %q, want %q", planned, w)
-			}
+			headroom = s.Server.Headroom(8192)
 		}
 	}
+	if w := commas(int64(headroom.V)); !headroom.OK() || planned != w {
+		t.Errorf("planner decode requests of 8192 tokens = %q, want %q", planned, w)
+	}
 	shot("web-planner.png")
+
+	// Narrow: the overview still reads at 800px.
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(800, 900),
+		chromedp.Navigate(url+"#/"),
+		chromedp.WaitVisible(css(`#chart-usage[data-state="drawn"]`)),
+	); err != nil {
+		t.Fatalf("overview at 800px: %v", err)
+	}
+	shot("web-overview-800.png")
 
 	mu.Lock()
 	defer mu.Unlock()
 	if len(consoleErrors) > 0 {
 		t.Errorf("browser console errors:\n%s", strings.Join(consoleErrors, "\n"))
 	}
+}
+
+// fetchReport reads the report as `kvwatch status --output json` and the
+// UI do.
+func fetchReport(t *testing.T, url string) report.Report {
+	t.Helper()
+	resp, err := http.Get(url + "api/kvwatch/v1/report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep report.Report
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // TestSimulatedKVAlertFiresAndResolves drives the simulated decode server's

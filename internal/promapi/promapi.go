@@ -224,7 +224,13 @@ func (a *API) runQuery(ctx context.Context, q promql.Query) (any, *apiError) {
 	if res.Err != nil {
 		return nil, queryError(res.Err)
 	}
-	return queryData{ResultType: res.Value.Type(), Result: res.Value}, nil
+	// Marshal before Close: Close hands the result's points back to the
+	// engine's pool, where a concurrent query reuses them.
+	b, err := json.Marshal(queryData{ResultType: res.Value.Type(), Result: res.Value})
+	if err != nil {
+		return nil, &apiError{errInternal, err}
+	}
+	return json.RawMessage(b), nil
 }
 
 func queryError(err error) *apiError {

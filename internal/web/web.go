@@ -63,6 +63,14 @@ type Options struct {
 	HistoryEnabled bool
 	// AlertsEnabled is false when no rules are evaluated.
 	AlertsEnabled bool
+	// ScrapeIntervalSeconds is serve's scrape interval; rate() ranges in
+	// charts are at least 4 of them. Default 15 (a safe upper guess).
+	ScrapeIntervalSeconds float64
+	// FullResolutionSeconds is how much of the newest history keeps every
+	// sample, and DownsampleStepSeconds the step of the older part: a chart
+	// reaching past FullResolution uses rate() ranges of at least two steps.
+	// Defaults 3600 and 60, as in package history.
+	FullResolutionSeconds, DownsampleStepSeconds float64
 }
 
 // Handler is what routes are registered on; *http.ServeMux and serve's
@@ -76,6 +84,15 @@ type Handler interface {
 func Register(mux Handler, o Options) {
 	if o.RefreshSeconds <= 0 {
 		o.RefreshSeconds = 5
+	}
+	if o.ScrapeIntervalSeconds <= 0 {
+		o.ScrapeIntervalSeconds = 15
+	}
+	if o.FullResolutionSeconds <= 0 {
+		o.FullResolutionSeconds = 3600
+	}
+	if o.DownsampleStepSeconds <= 0 {
+		o.DownsampleStepSeconds = 60
 	}
 	sub, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(sub)
@@ -95,6 +112,9 @@ func Register(mux Handler, o Options) {
 			"kv_usage_warning": o.Warning, "kv_usage_critical": o.Critical,
 			"refresh_seconds": o.RefreshSeconds, "history_seconds": o.HistorySeconds,
 			"history": o.HistoryEnabled, "alerts": o.AlertsEnabled,
+			"scrape_interval_seconds":         o.ScrapeIntervalSeconds,
+			"history_full_resolution_seconds": o.FullResolutionSeconds,
+			"history_downsample_step_seconds": o.DownsampleStepSeconds,
 		})
 	}))
 	mux.Handle("GET "+PathCapacity, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

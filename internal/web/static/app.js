@@ -4,7 +4,7 @@
 // An unavailable value is shown as "--", never as 0.
 "use strict";
 
-const state = { settings: null, report: null, alerts: [], charts: [], timer: null, page: "" };
+const state = { settings: null, report: null, alerts: [], charts: [], timer: null, page: "", range: 3600, win: null };
 
 // ---- formatting --------------------------------------------------------
 
@@ -14,14 +14,49 @@ function val(v) {
   if (v.provenance === "unavailable" || v.value == null) return null;
   return v.value;
 }
+function prov(v) { return v && typeof v === "object" ? v.provenance || "unavailable" : "unavailable"; }
 function fmtInt(x) { return x == null ? "--" : Math.round(x).toLocaleString("en-US"); }
-function fmtPct(x) { return x == null ? "--" : (x * 100).toFixed(1) + "%"; }
+function fmtPct(x) { return x == null || !isFinite(x) ? "--" : (x * 100).toFixed(1) + "%"; }
 function fmtNum(x) {
-  if (x == null) return "--";
-  return Number.isInteger(x) ? x.toLocaleString("en-US") : x.toFixed(2);
+  if (x == null || !isFinite(x)) return "--";
+  return Number.isInteger(x) ? x.toLocaleString("en-US") : x.toLocaleString("en-US", { maximumFractionDigits: 2 });
+}
+// fmtCompact writes large numbers with an SI suffix for chart axes: 2.58M.
+function fmtCompact(x) {
+  if (x == null || !isFinite(x)) return "--";
+  const a = Math.abs(x);
+  for (const [d, suf] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+    if (a >= d) return parseFloat((x / d).toPrecision(3)) + suf;
+  }
+  return String(parseFloat(x.toPrecision(3)));
 }
 function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+function fmtDur(sec) {
+  if (sec >= 86400 && sec % 86400 === 0) return sec / 86400 + "d";
+  if (sec >= 3600 && sec % 3600 === 0) return sec / 3600 + "h";
+  if (sec >= 60 && sec % 60 === 0) return sec / 60 + "m";
+  return Math.round(sec) + "s";
+}
+
+// Provenance markers: a reservation is not real use (TGI, SGLang PD
+// pre-allocation) and a derived value is computed from others. Direct and
+// unavailable values carry no marker ("--" says unavailable).
+const provText = {
+  reserved: "reservation: KV reserved at admission, not KV actually written",
+  derived: "derived: computed by kvwatch from other values",
+};
+function mark(p, why) {
+  if (p !== "reserved" && p !== "derived") return "";
+  const t = esc(why ? provText[p] + " (" + why + ")" : provText[p]);
+  return `<span class="prov-mark prov-${p}" title="${t}" aria-label="${t}" role="img">${p === "reserved" ? "R" : "d"}</span>`;
+}
+// cell formats a kv.Value with its marker; the number sits in its own
+// element (data-field) so tests and copy-paste read it alone.
+function cell(field, v, fmt) {
+  const x = val(v);
+  return `<span data-field="${esc(field)}">${fmt(x)}</span>${x == null ? "" : mark(prov(v))}`;
 }
 function queuedTotal(q) {
   if (!q) return null;
@@ -38,15 +73,34 @@ function barClass(r) {
   if (r >= state.settings.kv_usage_warning) return "warn";
   return "ok";
 }
-function bar(r) {
+// bar draws a KV usage bar with ticks at the warning and critical
+// thresholds; a reservation is hatched.
+function bar(v) {
+  const r = val(v);
   const w = r == null ? 0 : Math.min(100, Math.max(0, r * 100));
-  return `<span class="bar ${barClass(r)}" title="${fmtPct(r)}"><span style="width:${w}%"></span></span>`;
+  const s = state.settings;
+  const level = { ok: "below warning", warn: "at or over warning", crit: "at or over critical", unknown: "unavailable" }[barClass(r)];
+  const label = `KV usage ${fmtPct(r)}, ${level} (warning ${fmtPct(s.kv_usage_warning)}, critical ${fmtPct(s.kv_usage_critical)})` +
+    (prov(v) === "reserved" ? "; a reservation, not real use" : "");
+  return `<span class="bar ${barClass(r)}${prov(v) === "reserved" ? " reserved" : ""}" role="img" title="${esc(label)}" aria-label="${esc(label)}">` +
+    `<span class="fill" style="width:${w}%"></span>` +
+    `<span class="tick" style="left:${s.kv_usage_warning * 100}%"></span><span class="tick" style="left:${s.kv_usage_critical * 100}%"></span></span>`;
 }
 // headroom picks the smallest configured request size (not the context length).
 function headroom(s) {
   const list = (s.headroom || []).filter((h) => !h.context_length);
   const h = list[0] || (s.headroom || [])[0];
-  return h ? { tokens: h.request_tokens, requests: val(h.requests) } : null;
+  return h ? { tokens: h.request_tokens, requests: h.requests } : null;
+}
+// rankLabel names a rank by the labels it has: "tp0", "dp1 tp0". The
+// pipeline rank is left out while every rank of the set (all) is pp 0.
+function rankLabel(m, all) {
+  const pp = (all || [m]).some((x) => x.pp_rank && x.pp_rank !== "0");
+  const parts = [];
+  for (const [k, p] of [["dp_rank", "dp"], ["tp_rank", "tp"], ["pp_rank", "pp"]]) {
+    if (m[k] != null && m[k] !== "" && (k !== "pp_rank" || pp)) parts.push(p + m[k]);
+  }
+  return parts.join(" ") || "rank";
 }
 
 // ---- data --------------------------------------------------------------
@@ -71,72 +125,200 @@ async function refreshData() {
   badge.hidden = n === 0;
   badge.textContent = n;
   document.getElementById("updated").textContent = "updated " + new Date(state.report.time).toLocaleTimeString();
+  state.win = state.settings.history && (state.page === "overview" || state.page === "server") ? await timeWindow() : null;
 }
 function alertsOf(server) { return state.alerts.filter((a) => a.labels.server === server); }
+
+// Range choices of the charts, cut to the history window.
+const ranges = [900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400];
+const minSpan = 5 * 60; // a chart spans at least 5 minutes
+const hitWindow = 5 * 60; // the overview's prefix hit ratio window
+
+// timeWindow decides the charts' time range, step and rate() range from
+// the data the history holds: from the first sample (at least minSpan) up
+// to now, within the chosen range. samples counts the most-sampled
+// target's samples in it.
+async function timeWindow() {
+  const s = state.settings;
+  const end = Date.now() / 1000;
+  const max = Math.min(state.range, s.history_seconds || state.range);
+  const step0 = Math.max(s.scrape_interval_seconds, Math.ceil(max / 240));
+  const [cnt, first] = await Promise.all([
+    api("api/v1/query", { query: `max(count_over_time(kvwatch_target_up[${Math.ceil(max)}s]))`, time: end }),
+    api("api/v1/query_range", { query: "count(kvwatch_target_up)", start: end - max, end, step: step0 }),
+  ]);
+  const samples = cnt.result.length ? parseFloat(cnt.result[0].value[1]) : 0;
+  const firstTs = first.result.length && first.result[0].values.length ? first.result[0].values[0][0] : null;
+  let start = end - max;
+  if (firstTs != null) start = Math.max(start, Math.min(firstTs - step0, end - minSpan));
+  const span = end - start;
+  const step = Math.max(s.scrape_interval_seconds, Math.ceil(span / 240));
+  // Like Grafana's $__rate_interval: at least 4 scrapes and 2 steps, and
+  // 2 downsampled steps once the range reaches the downsampled history;
+  // 2 observed sample gaps cover history gathered at another interval.
+  const gap = firstTs != null && samples > 1 ? (end - Math.max(firstTs, start)) / (samples - 1) : 0;
+  let rate = Math.max(4 * s.scrape_interval_seconds, 2 * step, 2 * gap);
+  if (start < end - s.history_full_resolution_seconds) rate = Math.max(rate, 2 * s.history_downsample_step_seconds);
+  return { start, end, step, rate: Math.ceil(rate), samples, firstTs };
+}
 
 // ---- charts ------------------------------------------------------------
 
 const colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
+const units = {
+  ratio: { axis: (v) => (v * 100).toFixed(0) + "%", legend: fmtPct },
+  tokens: { axis: fmtCompact, legend: (v) => fmtInt(v) },
+  requests: { axis: fmtCompact, legend: (v) => fmtInt(v) },
+  rate: { axis: fmtCompact, legend: (v) => fmtNum(v) },
+};
 
-// chart draws the range queries into el. Each query is {q, label(metric)}.
-async function chart(el, queries, unit) {
-  const range = Math.min(state.settings.history_seconds || 3600, 30 * 60);
-  const end = Date.now() / 1000, start = end - range;
-  const step = Math.max(5, Math.ceil(range / 240));
-  const results = await Promise.all(queries.map((q) => api("api/v1/query_range", { query: q.q, start, end, step })));
+// chart draws range queries into el over state.win. Each query is
+// {q, label(metric)}; "$rate" in q is replaced by the rate() range.
+// opts: {unit, thresholds: true to draw the KV warning/critical lines}.
+async function chart(el, queries, opts) {
+  const w = state.win;
+  el.innerHTML = "";
+  delete el.dataset.points;
+  if (w.samples < 2) {
+    el.dataset.state = "collecting";
+    el.dataset.points = "0";
+    el.innerHTML = `<p class="muted collecting">collecting data… (${w.samples} sample${w.samples === 1 ? "" : "s"} so far; charts draw from two)</p>`;
+    return;
+  }
+  const rate = fmtDur(w.rate);
+  const results = await Promise.all(queries.map((q) =>
+    api("api/v1/query_range", { query: q.q.replaceAll("$rate", rate), start: w.start, end: w.end, step: w.step })));
   const xsSet = new Set();
   const lines = [];
   results.forEach((res, i) => {
-    for (const s of res.result) {
-      const m = new Map(s.values.map(([t, v]) => [t, parseFloat(v)]));
+    const all = res.result.map((r) => r.metric);
+    const own = res.result.map((s) => {
       s.values.forEach(([t]) => xsSet.add(t));
-      lines.push({ label: queries[i].label(s.metric), m });
-    }
+      return { label: queries[i].label(s.metric, all), m: new Map(s.values.map(([t, v]) => [t, parseFloat(v)])) };
+    });
+    // Queries keep their order; the series of one are sorted by name.
+    own.sort((a, b) => a.label.localeCompare(b.label, "en", { numeric: true }));
+    lines.push(...own);
   });
   const xs = [...xsSet].sort((a, b) => a - b);
   const data = [xs, ...lines.map((l) => xs.map((t) => (l.m.has(t) && isFinite(l.m.get(t)) ? l.m.get(t) : null)))];
-  el.innerHTML = "";
   let points = 0;
   data.slice(1).forEach((d) => d.forEach((v) => { if (v != null) points++; }));
   el.dataset.points = points;
-  if (lines.length === 0) {
-    el.innerHTML = '<p class="muted">no data in the history yet</p>';
+  el.dataset.rangeStart = w.start;
+  el.dataset.rangeEnd = w.end;
+  el.dataset.rateInterval = rate;
+  if (points === 0) {
+    el.dataset.state = "empty";
+    el.innerHTML = `<p class="muted">no data in this range${queries.some((q) => q.q.includes("$rate")) ? ` (rates over ${rate})` : ""}</p>`;
     return;
   }
-  const fmt = unit === "ratio" ? (v) => fmtPct(v) : (v) => fmtNum(v);
+  el.dataset.state = "drawn";
+  const u0 = units[opts.unit];
+  // Last non-null index of each series: the legend shows the newest values
+  // when the cursor is not over the chart.
+  const lastIdx = data.map((d, i) => { if (i === 0) return xs.length - 1; for (let j = d.length - 1; j >= 0; j--) if (d[j] != null) return j; return null; });
+  // Points are drawn while a series has few of them (a line alone would
+  // hide a single sample between gaps).
+  const sparse = Math.max(...data.slice(1).map((d) => d.filter((v) => v != null).length)) < 30;
+  const thr = opts.thresholds ? [[state.settings.kv_usage_warning, "#d9a400"], [state.settings.kv_usage_critical, "#d64541"]] : [];
+  const showLatest = (u) => { if (u.cursor.idx == null) u.setLegend({ idxs: lastIdx }, false); };
   const u = new uPlot({
-    width: Math.max(300, el.clientWidth || 500), height: 200,
-    scales: { x: { time: true, range: () => [start, end] } },
-    series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: colors[i % colors.length], width: 1.5, value: (_, v) => fmt(v) }))],
-    axes: [{}, { values: (_, ticks) => ticks.map(fmt), size: 70 }],
+    width: Math.max(280, el.clientWidth || 500), height: 200,
+    scales: { x: { time: true, range: () => [w.start, w.end] }, ...(opts.unit === "ratio" ? { y: { range: (_, lo, hi) => [0, Math.max(1, hi || 0)] } } : {}) },
+    series: [{ value: (_, v) => (v == null ? "" : new Date(v * 1000).toLocaleTimeString()) },
+      ...lines.map((l, i) => ({ label: l.label, stroke: colors[i % colors.length], width: 1.5, spanGaps: false,
+        points: { show: sparse, size: 5 }, value: (_, v) => (v == null ? "--" : u0.legend(v)) }))],
+    axes: [{ space: 70 }, { values: (_, ticks) => ticks.map(u0.axis), size: 56 }],
+    hooks: {
+      draw: [(u) => {
+        const ctx = u.ctx;
+        for (const [v, c] of thr) {
+          const y = Math.round(u.valToPos(v, "y", true));
+          ctx.save();
+          ctx.strokeStyle = c;
+          ctx.lineWidth = devicePixelRatio;
+          ctx.setLineDash([5 * devicePixelRatio, 4 * devicePixelRatio]);
+          ctx.beginPath();
+          ctx.moveTo(u.bbox.left, y);
+          ctx.lineTo(u.bbox.left + u.bbox.width, y);
+          ctx.stroke();
+          ctx.restore();
+        }
+      }],
+      setCursor: [showLatest],
+      ready: [showLatest],
+    },
   }, data, el);
   state.charts.push(u);
 }
-function chartBox(id, title) {
-  return `<div class="chart card"><h3>${esc(title)}</h3><div id="${id}" class="plot"></div></div>`;
+function chartBox(id, title, note) {
+  return `<div class="chart card"><h3>${esc(title)}${note ? ` <span class="muted note">${note}</span>` : ""}</h3><div id="${id}" class="plot"></div></div>`;
 }
 function destroyCharts() {
   state.charts.forEach((u) => u.destroy());
   state.charts = [];
 }
 function sel(name) { return JSON.stringify(name); }
+function rangePicker() {
+  const max = state.settings.history_seconds || 3600;
+  const opts = ranges.filter((r) => r <= max);
+  if (!opts.includes(max) && max < ranges[ranges.length - 1]) opts.push(max);
+  return `<label class="range">Range <select id="range">${opts.map((r) => `<option value="${r}"${r === state.range ? " selected" : ""}>${fmtDur(r)}</option>`).join("")}</select></label>`;
+}
+function windowNote() {
+  const w = state.win;
+  if (!w) return "";
+  const from = new Date(w.start * 1000).toLocaleTimeString();
+  return `<p class="muted window-note">Charts from ${esc(from)} to now, ${w.samples} sample${w.samples === 1 ? "" : "s"} per target; rates over ${fmtDur(w.rate)}. ${rangePicker()}</p>`;
+}
 
 // ---- pages -------------------------------------------------------------
 
 function fleetCards(f) {
   return `<div class="fleet">
-    <div class="card"><div class="muted">Fleet KV usage</div><div class="v" data-field="fleet-usage">${fmtPct(val(f.usage_ratio))}</div></div>
-    <div class="card"><div class="muted">Used / capacity (tokens)</div><div class="v"><span data-field="fleet-used">${fmtInt(val(f.used_tokens))}</span> / <span data-field="fleet-capacity">${fmtInt(val(f.capacity_tokens))}</span></div></div>
-    <div class="card"><div class="muted">Running / queued</div><div class="v">${fmtInt(val(f.running))} / ${fmtInt(val(f.queued))}</div></div>
+    <div class="card"><div class="muted">Fleet KV usage</div><div class="v">${cell("fleet-usage", f.usage_ratio, fmtPct)}</div></div>
+    <div class="card"><div class="muted">Used / capacity (tokens)</div><div class="v">${cell("fleet-used", f.used_tokens, fmtInt)} / ${cell("fleet-capacity", f.capacity_tokens, fmtInt)}</div></div>
+    <div class="card"><div class="muted">Running / queued</div><div class="v">${cell("fleet-running", f.running, fmtInt)} / ${cell("fleet-queued", f.queued, fmtInt)}</div></div>
     <div class="card"><div class="muted">Servers counted</div><div class="v">${f.counted} / ${f.servers}</div></div>
   </div>`;
 }
 
+// hitRatios reads every server's prefix-cache hit ratio over hitWindow
+// from the history: a Map server → ratio (NaN: counters, but no traffic).
+async function hitRatios() {
+  if (!state.settings.history) return new Map();
+  const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
+  const q = `sum by (server) (rate(kvwatch_prefix_cache_hit_tokens_total[${win}])) / sum by (server) (rate(kvwatch_prefix_cache_query_tokens_total[${win}]))`;
+  const res = await api("api/v1/query", { query: q, time: state.win.end });
+  return new Map(res.result.map((r) => [r.metric.server, parseFloat(r.value[1])]));
+}
+// hitCell shows the windowed hit ratio from the history, else the report's
+// rate since the previous scrape, else "--" with the reason.
+function hitCell(s, hits) {
+  const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
+  const sv = s.server;
+  const out = (text, why, p) => `<span data-field="hit" title="${esc(why)}">${text}</span>${p ? mark(p, why) : ""}`;
+  if (s.role === "router") return out("--", "routers hold no KV cache");
+  if (!sv) return out("--", "unavailable: the last scrape failed");
+  const c = sv.counters || {};
+  if (val(c.prefix_query_tokens) == null || val(c.prefix_hit_tokens) == null) {
+    return out("--", `unavailable: ${sv.engine || "the engine"} exports no prefix-cache counters`);
+  }
+  const h = hits.get(s.name);
+  if (h != null && isFinite(h)) return out(fmtPct(h), `rate of hit over rate of queried tokens over the last ${win}`, "derived");
+  const rr = s.rates ? val(s.rates.prefix_hit_ratio) : null;
+  if (rr != null) return out(fmtPct(rr), `hit over queried tokens since the previous scrape (${fmtNum(s.rates.window_seconds)}s)`, "derived");
+  if (h != null) return out("--", `no prefix-cache traffic in the last ${win}`);
+  if (s.rates) return out("--", "no prefix-cache traffic since the previous scrape");
+  return out("--", "collecting data: the ratio needs two scrapes");
+}
+
 async function overview(main) {
   const r = state.report;
+  const hits = await hitRatios();
   const rows = r.servers.map((s) => {
     const sv = s.server || {};
-    const ratio = val(sv.usage_ratio);
     const hr = headroom(s);
     const al = alertsOf(s.name);
     const firing = al.filter((a) => a.state === "firing").length;
@@ -145,32 +327,33 @@ async function overview(main) {
       <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${status}</td>
       <td data-field="role">${esc(s.role)}</td>
       <td data-field="engine">${esc(sv.engine || "--")}</td>
-      <td>${s.role === "router" ? '<span class="muted">router</span>' : bar(ratio)}</td>
-      <td class="num" data-field="usage">${fmtPct(ratio)}</td>
-      <td class="num" data-field="used">${fmtInt(val(sv.used_tokens))}</td>
-      <td class="num" data-field="capacity">${fmtInt(val(sv.capacity_tokens))}</td>
-      <td class="num" data-field="headroom" title="${hr ? "requests of " + hr.tokens + " tokens" : ""}">${hr ? fmtInt(hr.requests) : "--"}</td>
-      <td class="num" data-field="running">${fmtInt(val(sv.running))}</td>
-      <td class="num" data-field="queued">${fmtInt(queuedTotal(sv.queued))}</td>
-      <td class="num" data-field="hit">${fmtPct(s.rates ? val(s.rates.prefix_hit_ratio) : null)}</td>
+      <td>${s.role === "router" ? '<span class="muted">router</span>' : bar(sv.usage_ratio)}</td>
+      <td class="num">${cell("usage", sv.usage_ratio, fmtPct)}</td>
+      <td class="num">${cell("used", sv.used_tokens, fmtInt)}</td>
+      <td class="num">${cell("capacity", sv.capacity_tokens, fmtInt)}</td>
+      <td class="num" title="${hr ? "more requests of " + hr.tokens + " tokens that fit" : ""}">${hr ? cell("headroom", hr.requests, fmtInt) : '<span data-field="headroom">--</span>'}</td>
+      <td class="num">${cell("running", sv.running, fmtInt)}</td>
+      <td class="num"><span data-field="queued">${fmtInt(queuedTotal(sv.queued))}</span></td>
+      <td class="num">${hitCell(s, hits)}</td>
       <td data-field="alerts">${al.length === 0 ? "" : `<a href="#/alerts" class="${firing ? "state-firing" : "state-pending"}">${al.length} ${firing ? "firing" : "pending"}</a>`}</td>
     </tr>`;
   }).join("");
   const hrTokens = r.servers.map(headroom).find((h) => h);
   main.innerHTML = fleetCards(r.fleet) + `
-    <table id="servers"><thead><tr><th>Server</th><th>Role</th><th>Engine</th><th>KV cache</th>
-      <th class="num">Usage</th><th class="num">Used tok</th><th class="num">Capacity tok</th>
-      <th class="num">Headroom${hrTokens ? " (×" + hrTokens.tokens + " tok)" : ""}</th><th class="num">Running</th><th class="num">Queued</th>
-      <th class="num">Prefix hit</th><th>Alerts</th></tr></thead><tbody>${rows}</tbody></table>
-    ${state.settings.history ? `<div class="charts">${chartBox("chart-usage", "KV usage by server")}</div>`
+    <div class="table-wrap"><table id="servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Engine</th><th scope="col">KV cache</th>
+      <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
+      <th scope="col" class="num">Headroom${hrTokens ? " (×" + hrTokens.tokens + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
+      <th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
+    ${state.settings.history ? windowNote() + `<div class="charts">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
   if (state.settings.history) {
-    await chart(document.getElementById("chart-usage"), [{ q: 'kvwatch_kv_usage_ratio', label: (m) => m.server }], "ratio");
+    await chart(document.getElementById("chart-usage"), [{ q: "kvwatch_kv_usage_ratio", label: (m) => m.server }], { unit: "ratio", thresholds: true });
   }
 }
 
 function signalRow(name, v, fmt) {
-  return `<tr><td>${esc(name)}</td><td class="num" data-field="${esc(name)}">${fmt(val(v))}</td><td class="prov">${esc(v ? v.provenance : "unavailable")}</td></tr>`;
+  const p = prov(v);
+  return `<tr><td>${esc(name)}</td><td class="num">${cell(name, v, fmt)}</td><td class="prov prov-${esc(p)}">${esc(p)}</td></tr>`;
 }
 
 async function serverPage(main, name) {
@@ -181,7 +364,8 @@ async function serverPage(main, name) {
   }
   const sv = s.server || {};
   const q = sv.queued || {};
-  const signals = s.server ? `<table><thead><tr><th>Signal</th><th class="num">Value</th><th>Provenance</th></tr></thead><tbody>
+  const rates = s.rates || {};
+  const signals = s.server ? `<table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
     ${signalRow("usage_ratio", sv.usage_ratio, fmtPct)}
     ${signalRow("reserved_ratio", sv.reserved_ratio, fmtPct)}
     ${signalRow("used_tokens", sv.used_tokens, fmtInt)}
@@ -192,17 +376,23 @@ async function serverPage(main, name) {
     ${signalRow("context_length_tokens", sv.context_length_tokens, fmtInt)}
     ${signalRow("rank_spread_ratio", sv.rank_spread_ratio, fmtPct)}
     ${(s.headroom || []).map((h) => signalRow("headroom ×" + h.request_tokens, h.requests, fmtInt)).join("")}
+    ${signalRow("prefix_hit_ratio", rates.prefix_hit_ratio, fmtPct)}
+    ${signalRow("preemptions_per_second", rates.preemptions_per_second, fmtNum)}
+    ${signalRow("prompt_tokens_per_second", rates.prompt_tokens_per_second, fmtNum)}
+    ${signalRow("generation_tokens_per_second", rates.generation_tokens_per_second, fmtNum)}
   </tbody></table>` : "";
-  const ranks = (sv.ranks || []).length ? `<h3>Ranks</h3><table><thead><tr><th>DP</th><th>TP</th><th>PP</th><th class="num">Usage</th><th class="num">Used</th><th class="num">Capacity</th></tr></thead><tbody>
-    ${sv.ranks.map((k) => `<tr><td>${esc(k.dp_rank || "--")}</td><td>${esc(k.tp_rank || "--")}</td><td>${esc(k.pp_rank || "--")}</td>
-      <td class="num">${fmtPct(val(k.usage_ratio))}</td><td class="num">${fmtInt(val(k.used_tokens))}</td><td class="num">${fmtInt(val(k.capacity_tokens))}</td></tr>`).join("")}
+  const ranks = (sv.ranks || []).length ? `<h3>Ranks</h3><table id="ranks"><thead><tr><th scope="col">Rank</th><th scope="col" class="num">Usage</th><th scope="col" class="num">Used</th><th scope="col" class="num">Capacity</th></tr></thead><tbody>
+    ${sv.ranks.map((k) => `<tr><td>${esc(rankLabel(k, sv.ranks))}</td>
+      <td class="num">${cell("usage", k.usage_ratio, fmtPct)}</td><td class="num">${cell("used", k.used_tokens, fmtInt)}</td><td class="num">${cell("capacity", k.capacity_tokens, fmtInt)}</td></tr>`).join("")}
   </tbody></table>` : "";
+  // Series labels say when the value is a reservation.
+  const rsv = (v, label) => (prov(v) === "reserved" ? label + " (reservation)" : label);
   const sq = `server=${sel(name)}`;
   main.innerHTML = `<h2 id="server-title">${esc(name)} <span class="muted">${esc(s.role)} · ${esc(sv.engine || "--")} ${esc(sv.model || "")}</span></h2>
     ${s.ok ? "" : `<p class="error">${esc(s.error || s.reason)}</p>`}
     <p class="muted">${esc(s.url)}</p>
-    ${state.settings.history ? `<div class="charts">
-      ${chartBox("c-usage", "KV usage (and reserved)")}
+    ${state.settings.history ? windowNote() + `<div class="charts">
+      ${chartBox("c-usage", "KV usage (and reserved)", "dashed: warning and critical")}
       ${chartBox("c-tokens", "KV tokens: used, capacity, evictable")}
       ${chartBox("c-ranks", "KV usage per rank")}
       ${chartBox("c-queues", "Running and queued requests")}
@@ -213,22 +403,22 @@ async function serverPage(main, name) {
   if (!state.settings.history) return;
   await Promise.all([
     chart(document.getElementById("c-usage"), [
-      { q: `kvwatch_kv_usage_ratio{${sq}}`, label: () => "used" },
-      { q: `kvwatch_kv_reserved_ratio{${sq}}`, label: () => "reserved" }], "ratio"),
+      { q: `kvwatch_kv_usage_ratio{${sq}}`, label: () => rsv(sv.usage_ratio, "used") },
+      { q: `kvwatch_kv_reserved_ratio{${sq}}`, label: () => "reserved" }], { unit: "ratio", thresholds: true }),
     chart(document.getElementById("c-tokens"), [
-      { q: `kvwatch_kv_used_tokens{${sq}}`, label: () => "used" },
+      { q: `kvwatch_kv_used_tokens{${sq}}`, label: () => rsv(sv.used_tokens, "used") },
       { q: `kvwatch_kv_capacity_tokens{${sq}}`, label: () => "capacity" },
-      { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], "tokens"),
+      { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], { unit: "tokens" }),
     chart(document.getElementById("c-ranks"), [
-      { q: `kvwatch_rank_kv_usage_ratio{${sq}}`, label: (m) => `dp${m.dp_rank || "-"} tp${m.tp_rank || "-"}` }], "ratio"),
+      { q: `kvwatch_rank_kv_usage_ratio{${sq}}`, label: rankLabel }], { unit: "ratio", thresholds: true }),
     chart(document.getElementById("c-queues"), [
       { q: `kvwatch_requests_running{${sq}}`, label: () => "running" },
-      { q: `kvwatch_requests_queued{${sq}}`, label: (m) => "queued " + m.queue }], "requests"),
+      { q: `kvwatch_requests_queued{${sq}}`, label: (m) => "queued " + m.queue }], { unit: "requests" }),
     chart(document.getElementById("c-preempt"), [
-      { q: `rate(kvwatch_preemptions_total{${sq}}[1m])`, label: () => "preemptions/s" }], "rate"),
+      { q: `rate(kvwatch_preemptions_total{${sq}}[$rate])`, label: () => "preemptions/s" }], { unit: "rate" }),
     chart(document.getElementById("c-tput"), [
-      { q: `rate(kvwatch_prompt_tokens_total{${sq}}[1m])`, label: () => "prompt" },
-      { q: `rate(kvwatch_generation_tokens_total{${sq}}[1m])`, label: () => "generation" }], "rate"),
+      { q: `rate(kvwatch_prompt_tokens_total{${sq}}[$rate])`, label: () => "prompt" },
+      { q: `rate(kvwatch_generation_tokens_total{${sq}}[$rate])`, label: () => "generation" }], { unit: "rate" }),
   ]);
 }
 
@@ -240,21 +430,21 @@ async function alertsPage(main) {
   const rules = (await api("api/v1/rules", { type: "alert" })).groups.flatMap((g) => g.rules);
   const active = state.alerts.map((a) => `<tr><td class="state-${esc(a.state)}">${esc(a.state)}</td>
       <td>${esc(a.labels.alertname)}</td><td>${esc(a.labels.server || "")}</td><td>${esc(a.labels.severity || "")}</td>
-      <td>${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num">${esc(a.value)}</td></tr>`).join("");
+      <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num">${esc(a.value)}</td></tr>`).join("");
   main.innerHTML = `<h2>Active alerts</h2>
-    ${active ? `<table id="alerts"><thead><tr><th>State</th><th>Alert</th><th>Server</th><th>Severity</th><th>Summary</th><th>Active since</th><th class="num">Value</th></tr></thead><tbody>${active}</tbody></table>`
+    ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
       : '<p id="alerts" class="muted">No alert is pending or firing.</p>'}
-    <h2>Rules</h2><table><thead><tr><th>Rule</th><th>State</th><th>Health</th><th>For</th><th>Expression</th></tr></thead><tbody>
+    <h2>Rules</h2><div class="table-wrap"><table><thead><tr><th scope="col">Rule</th><th scope="col">State</th><th scope="col">Health</th><th scope="col">For</th><th scope="col">Expression</th></tr></thead><tbody>
     ${rules.map((r) => `<tr><td>${esc(r.name)}</td><td class="state-${esc(r.state)}">${esc(r.state)}</td>
       <td>${esc(r.health)}${r.lastError ? ` <span class="error">${esc(r.lastError)}</span>` : ""}</td>
-      <td>${r.duration ? esc(r.duration + "s") : ""}</td><td><code>${esc(r.query)}</code></td></tr>`).join("")}
-    </tbody></table>`;
+      <td>${r.duration ? esc(r.duration + "s") : ""}</td><td class="wrap"><code>${esc(r.query)}</code></td></tr>`).join("")}
+    </tbody></table></div>`;
 }
 
 async function plannerPage(main) {
   if (!document.getElementById("tokens")) {
     main.innerHTML = `<h2>Capacity planner</h2>
-      <p>How many more requests of <input id="tokens" type="number" min="1" value="8192"> tokens (prompt + output) fit right now?
+      <p><label for="tokens">How many more requests of</label> <input id="tokens" type="number" min="1" value="8192"> tokens (prompt + output) fit right now?
       Per DP rank: floor(free KV / N), summed; evictable prefix cache counts as free.</p><div id="plan"></div>`;
     document.getElementById("tokens").addEventListener("input", () => renderPlan());
   }
@@ -268,12 +458,12 @@ async function renderPlan() {
     return;
   }
   const c = await getJSON("api/kvwatch/v1/capacity", { tokens: n });
-  out.innerHTML = `<table id="plan-servers"><thead><tr><th>Server</th><th>Role</th><th class="num">Free KV tokens</th><th class="num">More requests of ${n} tokens</th></tr></thead><tbody>
+  out.innerHTML = `<div class="table-wrap"><table id="plan-servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col" class="num">Free KV tokens</th><th scope="col" class="num">More requests of ${n} tokens</th></tr></thead><tbody>
     ${c.servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
-      <td class="num">${fmtInt(val(s.available_tokens))}</td>
-      <td class="num" data-field="requests">${fmtInt(val(s.requests))}${s.fits_context === false ? ' <span class="muted">(over the context length)</span>' : ""}</td></tr>`).join("")}
+      <td class="num">${cell("available", s.available_tokens, fmtInt)}</td>
+      <td class="num">${cell("requests", s.requests, fmtInt)}${s.fits_context === false ? ' <span class="muted">(over the context length)</span>' : ""}</td></tr>`).join("")}
     </tbody><tfoot>${c.roles.map((r) => `<tr data-role="${esc(r.role)}"><th>fleet · ${esc(r.role)}</th><th>${r.servers} servers</th><th></th>
-      <th class="num" data-field="requests">${fmtInt(val(r.requests))}</th></tr>`).join("")}</tfoot></table>`;
+      <th class="num">${cell("requests", r.requests, fmtInt)}</th></tr>`).join("")}</tfoot></table></div>`;
 }
 
 // ---- router ------------------------------------------------------------
@@ -313,7 +503,14 @@ async function start() {
     document.getElementById("main").innerHTML = `<p class="error">Cannot load settings: ${esc(e.message)}</p>`;
     return;
   }
+  state.range = Math.min(3600, state.settings.history_seconds || 3600);
   window.addEventListener("hashchange", () => render());
+  document.getElementById("main").addEventListener("change", (e) => {
+    if (e.target.id === "range") {
+      state.range = Number(e.target.value);
+      render();
+    }
+  });
   await render();
   state.timer = setInterval(() => { if (!document.hidden) render(); }, state.settings.refresh_seconds * 1000);
 }
