@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,7 +106,9 @@ func rssMB() float64 {
 // coarse tier holds the most it keeps in steady state (trimSteps beyond the
 // window). It reports the memory it takes.
 // Run it once: -benchtime=1x. KVWATCH_BENCH_FULL_RESOLUTION (e.g. 24h)
-// changes the full-resolution window.
+// changes the full-resolution window, KVWATCH_BENCH_DOWNSAMPLE_STEP the
+// step; KVWATCH_BENCH_HEAPPROFILE=file writes the live heap at the end
+// (run with -test.memprofilerate=4096 for detail).
 func BenchmarkHistory24h(b *testing.B) {
 	const step = 5 * time.Second
 	opts := Options{Retention: 24 * time.Hour, Interval: step}
@@ -179,7 +182,23 @@ func BenchmarkHistory24h(b *testing.B) {
 		b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "allocMB")
 		b.ReportMetric(rssMB(), "rssMB")
 		b.ReportMetric(fill.Seconds(), "fill-s")
+		if path := os.Getenv("KVWATCH_BENCH_HEAPPROFILE"); path != "" {
+			writeHeapProfile(b, path)
+		}
 		runtime.KeepAlive(st)
+	}
+}
+
+// writeHeapProfile writes the live heap to path (go tool pprof
+// -sample_index=inuse_space), with the store still referenced.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }
 

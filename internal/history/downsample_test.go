@@ -27,7 +27,7 @@ func samplesOf(t *testing.T, chunks []chunk) []sample {
 	t.Helper()
 	var out []sample
 	for _, c := range chunks {
-		it := c.c.Iterator(nil)
+		it := c.Iterator(nil)
 		for it.Next() == chunkenc.ValFloat {
 			ts, v := it.At()
 			out = append(out, sample{ts / 1000, v})

@@ -95,6 +95,8 @@ type Store struct {
 	// lastGather is the (aligned) timestamp of the previous AppendFamilies.
 	lastGather int64
 	dropped    int64
+	// rawArena and coarseArena hold the closed chunks of each tier.
+	rawArena, coarseArena arena
 }
 
 // New returns an empty store.
@@ -134,7 +136,7 @@ func (s *Store) getOrCreate(lset labels.Labels) *memSeries {
 	if ms, ok := s.lookupLocked(lset); ok {
 		return ms
 	}
-	ms := newSeries(lset)
+	ms := newSeries(lset, &s.rawArena, &s.coarseArena)
 	s.addLocked(ms)
 	return ms
 }
@@ -183,7 +185,7 @@ func (s *Store) downsampleLocked(ms *memSeries, now int64) {
 	}
 	boundary := now - s.opts.FullResolution.Milliseconds()
 	slack := rawTrimSteps * s.opts.DownsampleStep.Milliseconds()
-	if h := ms.raw.head; h.c != nil && h.maxt < boundary && len(ms.raw.closed) == 0 {
+	if ms.raw.open() && ms.raw.hmaxt < boundary && len(ms.raw.closed) == 0 {
 		// An idle series (it ended, or is no longer gathered) moves down
 		// too instead of keeping up to a chunk at full resolution.
 		ms.raw.closeHead()

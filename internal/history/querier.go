@@ -136,11 +136,11 @@ func (s *series) Labels() labels.Labels { return s.lset }
 // engine filters by time itself.
 func (s *series) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 	if len(s.chunks) == 1 {
-		return s.chunks[0].c.Iterator(it)
+		return s.chunks[0].Iterator(it)
 	}
 	its := make([]chunkenc.Iterable, len(s.chunks))
 	for i, c := range s.chunks {
-		its[i] = c.c
+		its[i] = c
 	}
 	return storage.ChainSampleIteratorFromIterables(it, its)
 }

@@ -1,7 +1,10 @@
 package history
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -16,38 +19,88 @@ import (
 // queries without copying.
 const samplesPerChunk = 240
 
-// chunk is one Gorilla (XOR) encoded chunk and its time range, in
-// milliseconds.
+// chunk is one closed Gorilla (XOR) encoded chunk and its time range, in
+// milliseconds. Its bytes are immutable and shared with readers.
 type chunk struct {
-	c          *chunkenc.XORChunk
+	b          []byte
 	mint, maxt int64
 }
 
-// tier is a run of chunks, oldest first, and the open head chunk.
+// Iterator implements chunkenc.Iterable.
+func (c chunk) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	var x chunkenc.XORChunk
+	x.Reset(c.b)
+	return x.Iterator(it)
+}
+
+func (c chunk) numSamples() int { return int(binary.BigEndian.Uint16(c.b)) }
+
+// slabSize is the size of the arena's slabs.
+const slabSize = 64 << 10
+
+// arena hands out the bytes of closed chunks from 64 KiB slabs, each at its
+// exact size. Chunks closed at about the same time are dropped at about the
+// same time (the window moves on for every series alike), so they share a
+// slab instead of leaving holes in the heap's size classes between chunks
+// that live an hour and chunks that live a day; the garbage collector frees
+// a slab once none of its chunks is referenced. Chunks that live shortly
+// (re-encoded by trim) do not go through an arena. The Store keeps one
+// arena per tier; callers hold the Store's lock. A nil arena allocates each
+// chunk on its own.
+type arena struct {
+	slab []byte
+}
+
+func (a *arena) copy(b []byte) []byte {
+	if a == nil || len(b) > slabSize/16 {
+		return append(make([]byte, 0, len(b)), b...)
+	}
+	if cap(a.slab)-len(a.slab) < len(b) {
+		a.slab = make([]byte, 0, slabSize)
+	}
+	n := len(a.slab)
+	a.slab = append(a.slab, b...)
+	return a.slab[n : n+len(b) : n+len(b)]
+}
+
+// tier is a run of closed chunks, oldest first, and the open head chunk.
 type tier struct {
 	closed []chunk
-	head   chunk
-	app    chunkenc.Appender
+	// head is the open chunk (nil when there is none); its time range is
+	// hmint..hmaxt.
+	head         *chunkenc.XORChunk
+	app          chunkenc.Appender
+	hmint, hmaxt int64
+	arena        *arena
 }
+
+func (tr *tier) open() bool { return tr.head != nil }
 
 // append adds a sample after the tier's newest one.
 func (tr *tier) append(t int64, v float64) {
-	if tr.head.c != nil && tr.head.c.NumSamples() >= samplesPerChunk {
-		tr.head.c.Compact()
-		tr.closed = append(tr.closed, tr.head)
-		tr.head = chunk{}
-		tr.app = nil
+	if tr.open() && tr.head.NumSamples() >= samplesPerChunk {
+		tr.closeHead()
 	}
-	if tr.head.c == nil {
-		tr.head = chunk{c: chunkenc.NewXORChunk(), mint: t}
-		app, err := tr.head.c.Appender()
+	if !tr.open() {
+		tr.head = chunkenc.NewXORChunk()
+		app, err := tr.head.Appender()
 		if err != nil { // cannot happen for an empty chunk
 			panic(err)
 		}
-		tr.app = app
+		tr.app, tr.hmint = app, t
 	}
 	tr.app.Append(0, t, v)
-	tr.head.maxt = t
+	tr.hmaxt = t
+}
+
+// closeHead closes the head chunk: its bytes are copied at their exact
+// size into the tier's arena.
+func (tr *tier) closeHead() {
+	if !tr.open() {
+		return
+	}
+	tr.closed = append(tr.closed, chunk{b: tr.arena.copy(tr.head.Bytes()), mint: tr.hmint, maxt: tr.hmaxt})
+	tr.head, tr.app = nil, nil
 }
 
 // truncate drops closed chunks that end before mint, and the head chunk as
@@ -57,12 +110,9 @@ func (tr *tier) truncate(mint int64) {
 	for n < len(tr.closed) && tr.closed[n].maxt < mint {
 		n++
 	}
-	if n > 0 {
-		tr.closed = append(tr.closed[:0:0], tr.closed[n:]...)
-	}
-	if len(tr.closed) == 0 && tr.head.c != nil && tr.head.maxt < mint {
-		tr.head = chunk{}
-		tr.app = nil
+	tr.dropOldest(n)
+	if len(tr.closed) == 0 && tr.open() && tr.hmaxt < mint {
+		tr.head, tr.app = nil, nil
 	}
 }
 
@@ -73,7 +123,7 @@ func (tr *tier) truncate(mint int64) {
 // cut off are passed to drop, oldest first, when it is not nil. Call it
 // after whole chunks before mint are gone.
 func (tr *tier) trim(mint, slack int64, drop func(t int64, v float64)) {
-	if h := tr.head; len(tr.closed) == 0 && h.c != nil && h.mint <= mint-slack && h.maxt >= mint {
+	if len(tr.closed) == 0 && tr.open() && tr.hmint <= mint-slack && tr.hmaxt >= mint {
 		tr.closeHead() // the next sample starts a new head chunk
 	}
 	if len(tr.closed) == 0 {
@@ -89,7 +139,7 @@ func (tr *tier) trim(mint, slack int64, drop func(t int64, v float64)) {
 		panic(err)
 	}
 	first := int64(math.MaxInt64)
-	it := old.c.Iterator(nil)
+	it := old.Iterator(nil)
 	for it.Next() == chunkenc.ValFloat {
 		t, v := it.At()
 		if t >= mint {
@@ -99,31 +149,35 @@ func (tr *tier) trim(mint, slack int64, drop func(t int64, v float64)) {
 			drop(t, v)
 		}
 	}
-	c.Compact()
-	// Readers share the old chunk; it is replaced, never changed.
-	tr.closed[0] = chunk{c: c, mint: first, maxt: old.maxt}
+	// Readers share the old chunk; it is replaced, never changed. The new
+	// one lives until the next trim, so it stays out of the arena.
+	b := c.Bytes()
+	tr.closed[0] = chunk{b: append(make([]byte, 0, len(b)), b...), mint: first, maxt: old.maxt}
 }
 
-// closeHead closes the head chunk (of a series no longer appended to).
-func (tr *tier) closeHead() {
-	if tr.head.c == nil {
+// dropOldest drops the n oldest closed chunks, in place: readers hold
+// copies of the chunk list (view), never the list itself, so the slice
+// keeps its capacity instead of being reallocated at every drop.
+func (tr *tier) dropOldest(n int) {
+	if n == 0 {
 		return
 	}
-	tr.head.c.Compact()
-	tr.closed = append(tr.closed, tr.head)
-	tr.head = chunk{}
-	tr.app = nil
+	k := copy(tr.closed, tr.closed[n:])
+	clear(tr.closed[k:])
+	tr.closed = tr.closed[:k]
 }
 
-func (tr *tier) empty() bool { return len(tr.closed) == 0 && tr.head.c == nil }
+func (tr *tier) empty() bool { return len(tr.closed) == 0 && !tr.open() }
 
+// bytes is the memory the tier's samples take: closed chunks at their
+// size, the head at its buffer's capacity.
 func (tr *tier) bytes() int {
 	n := 0
 	for _, c := range tr.closed {
-		n += cap(c.c.Bytes())
+		n += len(c.b)
 	}
-	if tr.head.c != nil {
-		n += cap(tr.head.c.Bytes())
+	if tr.open() {
+		n += cap(tr.head.Bytes())
 	}
 	return n
 }
@@ -131,10 +185,10 @@ func (tr *tier) bytes() int {
 func (tr *tier) samples() int {
 	n := 0
 	for _, c := range tr.closed {
-		n += c.c.NumSamples()
+		n += c.numSamples()
 	}
-	if tr.head.c != nil {
-		n += tr.head.c.NumSamples()
+	if tr.open() {
+		n += tr.head.NumSamples()
 	}
 	return n
 }
@@ -147,11 +201,8 @@ func (tr *tier) view(out []chunk, mint, maxt int64) []chunk {
 			out = append(out, c)
 		}
 	}
-	if h := tr.head; h.c != nil && h.maxt >= mint && h.mint <= maxt {
-		b := append([]byte(nil), h.c.Bytes()...)
-		c := chunkenc.NewXORChunk()
-		c.Reset(b)
-		out = append(out, chunk{c: c, mint: h.mint, maxt: h.maxt})
+	if tr.open() && tr.hmaxt >= mint && tr.hmint <= maxt {
+		out = append(out, chunk{b: bytes.Clone(tr.head.Bytes()), mint: tr.hmint, maxt: tr.hmaxt})
 	}
 	return out
 }
@@ -162,7 +213,7 @@ func (tr *tier) overlaps(mint, maxt int64) bool {
 			return true
 		}
 	}
-	return tr.head.c != nil && tr.head.maxt >= mint && tr.head.mint <= maxt
+	return tr.open() && tr.hmaxt >= mint && tr.hmint <= maxt
 }
 
 // memSeries is one series in two tiers: coarse holds downsampled samples
@@ -174,6 +225,9 @@ type memSeries struct {
 	// counter says the series is a counter: the downsampler then keeps the
 	// samples on both sides of every reset.
 	counter bool
+	// rounded says the series stores its values rounded to
+	// keptSignificandBits (see reducedPrecision).
+	rounded bool
 	coarse  tier
 	ds      downsampler
 	raw     tier
@@ -181,8 +235,46 @@ type memSeries struct {
 	lastT int64
 }
 
-func newSeries(lset labels.Labels) *memSeries {
-	return &memSeries{lset: lset, lastT: math.MinInt64}
+// newSeries returns an empty series whose tiers take closed chunks from
+// raw and coarse.
+func newSeries(lset labels.Labels, raw, coarse *arena) *memSeries {
+	ms := &memSeries{lset: lset, lastT: math.MinInt64, rounded: reducedPrecision(lset.Get(labels.MetricName))}
+	ms.raw.arena, ms.coarse.arena = raw, coarse
+	return ms
+}
+
+// keptSignificandBits is how many of a float64's 52 explicit significand
+// bits the series of reducedPrecision keep: a value is stored rounded to
+// the nearest number with 21 significant bits, a relative error of at most
+// 2^-21 (4.8e-7). The dropped bits are noise for these series but cost
+// about 4 bytes a sample in the XOR encoding, which cannot compress random
+// low bits; rounded values XOR to long runs of trailing zeros. The same
+// trade as VictoriaMetrics' -precisionBits, for a few series only.
+const keptSignificandBits = 20
+
+// reducedPrecision reports whether the series named name stores its values
+// rounded to keptSignificandBits: ratios (names ending in _ratio, 0–1
+// fractions of token counts) and measured durations (_duration_seconds).
+// Token counts, request counts, counters, timestamps and every other
+// series are stored exactly.
+func reducedPrecision(name string) bool {
+	return strings.HasSuffix(name, "_ratio") || strings.HasSuffix(name, "_duration_seconds")
+}
+
+// roundSignificand rounds v to keptSignificandBits significand bits, to
+// nearest with ties away from zero. Zero, subnormal numbers (below
+// 2^-1022, whose significand has fewer bits), infinities and NaNs
+// (staleness markers) are returned unchanged.
+func roundSignificand(v float64) float64 {
+	if math.Abs(v) < 0x1p-1022 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	const drop = 52 - keptSignificandBits
+	b := math.Float64bits(v)
+	if r := math.Float64frombits((b + 1<<(drop-1)) &^ (1<<drop - 1)); !math.IsInf(r, 0) {
+		return r
+	}
+	return math.Float64frombits(b &^ (1<<drop - 1)) // the largest float64s
 }
 
 // append adds a sample at full resolution; it reports false when t is not
@@ -190,6 +282,9 @@ func newSeries(lset labels.Labels) *memSeries {
 func (s *memSeries) append(t int64, v float64) bool {
 	if t <= s.lastT {
 		return false
+	}
+	if s.rounded && !s.counter {
+		v = roundSignificand(v)
 	}
 	s.raw.append(t, v)
 	s.lastT = t
@@ -204,15 +299,13 @@ func (s *memSeries) downsample(boundary, stepMs, slack int64) {
 	feed := func(t int64, v float64) { s.ds.feed(&s.coarse, stepMs, s.counter, t, v) }
 	n := 0
 	for n < len(s.raw.closed) && s.raw.closed[n].maxt < boundary {
-		it := s.raw.closed[n].c.Iterator(nil)
+		it := s.raw.closed[n].Iterator(nil)
 		for it.Next() == chunkenc.ValFloat {
 			feed(it.At())
 		}
 		n++
 	}
-	if n > 0 {
-		s.raw.closed = append(s.raw.closed[:0:0], s.raw.closed[n:]...)
-	}
+	s.raw.dropOldest(n)
 	s.raw.trim(boundary, slack, feed)
 }
 
@@ -255,7 +348,7 @@ func (s *memSeries) view(mint, maxt int64) []chunk {
 		c := chunkenc.NewXORChunk()
 		app, _ := c.Appender()
 		app.Append(0, p.t, p.v)
-		out = append(out, chunk{c: c, mint: p.t, maxt: p.t})
+		out = append(out, chunk{b: c.Bytes(), mint: p.t, maxt: p.t})
 	}
 	return s.raw.view(out, mint, maxt)
 }

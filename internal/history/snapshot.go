@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // snapshotMagic starts every snapshot file; the last byte is the format
@@ -106,7 +105,7 @@ func putChunks(buf *bytes.Buffer, chunks []chunk) {
 	for _, c := range chunks {
 		putVarint(buf, c.mint)
 		putVarint(buf, c.maxt)
-		b := c.c.Bytes()
+		b := c.b
 		putUvarint(buf, uint64(len(b)))
 		buf.Write(b)
 	}
@@ -161,6 +160,7 @@ func (s *Store) restore(data []byte, mint int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b labels.ScratchBuilder
+	var scratch []byte
 	for range n {
 		nl, err := binary.ReadUvarint(r)
 		if err != nil {
@@ -183,15 +183,15 @@ func (s *Store) restore(data []byte, mint int64) error {
 		if _, dup := s.lookupLocked(lset); dup {
 			return fmt.Errorf("series %s appears twice", lset)
 		}
-		ms := newSeries(lset)
+		ms := newSeries(lset, &s.rawArena, &s.coarseArena)
 		if version == 1 {
 			// Version 1 kept no type; kvwatch's counters end in _total.
 			ms.counter = strings.HasSuffix(lset.Get(labels.MetricName), "_total")
-			if err := readChunks(r, len(body), mint, ms, &ms.raw); err != nil {
+			if err := readChunks(r, len(body), mint, ms, &ms.raw, &scratch); err != nil {
 				return err
 			}
 		} else {
-			if err := readSeriesV2(r, len(body), mint, ms); err != nil {
+			if err := readSeriesV2(r, len(body), mint, ms, &scratch); err != nil {
 				return err
 			}
 		}
@@ -202,7 +202,7 @@ func (s *Store) restore(data []byte, mint int64) error {
 	return nil
 }
 
-func readSeriesV2(r *bufio.Reader, size int, mint int64, ms *memSeries) error {
+func readSeriesV2(r *bufio.Reader, size int, mint int64, ms *memSeries, scratch *[]byte) error {
 	flags, err := r.ReadByte()
 	if err != nil {
 		return err
@@ -226,7 +226,7 @@ func readSeriesV2(r *bufio.Reader, size int, mint int64, ms *memSeries) error {
 		}
 		ms.ds.hasPrev = true
 	}
-	if err := readChunks(r, size, mint, ms, &ms.coarse); err != nil {
+	if err := readChunks(r, size, mint, ms, &ms.coarse, scratch); err != nil {
 		return err
 	}
 	if pending && pt >= mint {
@@ -236,12 +236,12 @@ func readSeriesV2(r *bufio.Reader, size int, mint int64, ms *memSeries) error {
 		ms.ds.pending, ms.ds.t, ms.ds.v = true, pt, pv
 		ms.lastT = pt
 	}
-	return readChunks(r, size, mint, ms, &ms.raw)
+	return readChunks(r, size, mint, ms, &ms.raw, scratch)
 }
 
 // readChunks reads a count and that many chunks into tr as closed chunks,
-// skipping those that end before mint.
-func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier) error {
+// skipping those that end before mint. scratch is the read buffer, reused.
+func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier, scratch *[]byte) error {
 	nc, err := binary.ReadUvarint(r)
 	if err != nil {
 		return err
@@ -262,21 +262,23 @@ func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier) 
 		if l > uint64(size) {
 			return errors.New("chunk length beyond the end of the file")
 		}
-		cb := make([]byte, l)
+		if cap(*scratch) < int(l) {
+			*scratch = make([]byte, l)
+		}
+		cb := (*scratch)[:l]
 		if _, err := io.ReadFull(r, cb); err != nil {
 			return err
 		}
 		if cmaxt < mint {
 			continue
 		}
-		c, err := chunkenc.FromData(chunkenc.EncXOR, cb)
-		if err != nil {
-			return err
+		if l < 2 {
+			return fmt.Errorf("series %s has a chunk of %d bytes, shorter than its header", ms.lset, l)
 		}
 		if cmint <= ms.lastT || cmaxt < cmint {
 			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
 		}
-		tr.closed = append(tr.closed, chunk{c: c.(*chunkenc.XORChunk), mint: cmint, maxt: cmaxt})
+		tr.closed = append(tr.closed, chunk{b: tr.arena.copy(cb), mint: cmint, maxt: cmaxt})
 		ms.lastT = cmaxt
 	}
 	return nil
