@@ -210,7 +210,8 @@ async function chart(el, queries, opts) {
   el.dataset.rateInterval = rate;
   if (points === 0) {
     el.dataset.state = "empty";
-    el.innerHTML = `<p class="muted">no data in this range${queries.some((q) => q.q.includes("$rate")) ? ` (rates over ${rate})` : ""}</p>`;
+    el.innerHTML = `<p class="muted">${opts.unavailable ? esc(opts.unavailable) : "no data in this range" +
+      (queries.some((q) => q.q.includes("$rate")) ? ` (rates over ${rate})` : "")}</p>`;
     return;
   }
   el.dataset.state = "drawn";
@@ -353,7 +354,7 @@ async function overview(main) {
 
 function signalRow(name, v, fmt) {
   const p = prov(v);
-  return `<tr><td>${esc(name)}</td><td class="num">${cell(name, v, fmt)}</td><td class="prov prov-${esc(p)}">${esc(p)}</td></tr>`;
+  return `<tr><td>${esc(name)}</td><td class="num">${cell(name, v, fmt)}</td><td class="prov" data-provenance="${esc(p)}">${esc(p)}</td></tr>`;
 }
 
 async function serverPage(main, name) {
@@ -385,6 +386,10 @@ async function serverPage(main, name) {
     ${sv.ranks.map((k) => `<tr><td>${esc(rankLabel(k, sv.ranks))}</td>
       <td class="num">${cell("usage", k.usage_ratio, fmtPct)}</td><td class="num">${cell("used", k.used_tokens, fmtInt)}</td><td class="num">${cell("capacity", k.capacity_tokens, fmtInt)}</td></tr>`).join("")}
   </tbody></table>` : "";
+  // Why a chart can stay empty, from the report.
+  const eng = sv.engine || "the engine";
+  const none = (v, what) => (s.server && val(v) == null ? `unavailable: ${eng} exports no ${what}` : "");
+  const counters = sv.counters || {};
   // Series labels say when the value is a reservation.
   const rsv = (v, label) => (prov(v) === "reserved" ? label + " (reservation)" : label);
   const sq = `server=${sel(name)}`;
@@ -410,15 +415,18 @@ async function serverPage(main, name) {
       { q: `kvwatch_kv_capacity_tokens{${sq}}`, label: () => "capacity" },
       { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], { unit: "tokens" }),
     chart(document.getElementById("c-ranks"), [
-      { q: `kvwatch_rank_kv_usage_ratio{${sq}}`, label: rankLabel }], { unit: "ratio", thresholds: true }),
+      { q: `kvwatch_rank_kv_usage_ratio{${sq}}`, label: rankLabel }], { unit: "ratio", thresholds: true,
+      unavailable: s.server && !(sv.ranks || []).length ? `unavailable: ${eng} reports no per-rank KV` : "" }),
     chart(document.getElementById("c-queues"), [
       { q: `kvwatch_requests_running{${sq}}`, label: () => "running" },
       { q: `kvwatch_requests_queued{${sq}}`, label: (m) => "queued " + m.queue }], { unit: "requests" }),
     chart(document.getElementById("c-preempt"), [
-      { q: `rate(kvwatch_preemptions_total{${sq}}[$rate])`, label: () => "preemptions/s" }], { unit: "rate" }),
+      { q: `rate(kvwatch_preemptions_total{${sq}}[$rate])`, label: () => "preemptions/s" }], { unit: "rate",
+      unavailable: none(counters.preemptions, "preemption or retraction counter") }),
     chart(document.getElementById("c-tput"), [
       { q: `rate(kvwatch_prompt_tokens_total{${sq}}[$rate])`, label: () => "prompt" },
-      { q: `rate(kvwatch_generation_tokens_total{${sq}}[$rate])`, label: () => "generation" }], { unit: "rate" }),
+      { q: `rate(kvwatch_generation_tokens_total{${sq}}[$rate])`, label: () => "generation" }], { unit: "rate",
+      unavailable: val(counters.prompt_tokens) == null && val(counters.generation_tokens) == null ? none(null, "token counters") : "" }),
   ]);
 }
 
