@@ -103,7 +103,7 @@ func (s *Store) WriteSnapshot(path string) error {
 func putChunks(buf *bytes.Buffer, chunks []chunk) {
 	putUvarint(buf, uint64(len(chunks)))
 	for _, c := range chunks {
-		putVarint(buf, c.mint)
+		putVarint(buf, c.mint())
 		putVarint(buf, c.maxt)
 		b := c.b
 		putUvarint(buf, uint64(len(b)))
@@ -272,13 +272,15 @@ func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier, 
 		if cmaxt < mint {
 			continue
 		}
-		if l < 2 {
-			return fmt.Errorf("series %s has a chunk of %d bytes, shorter than its header", ms.lset, l)
+		c := chunk{b: cb, maxt: cmaxt}
+		if l < 3 || c.numSamples() == 0 || c.mint() != cmint {
+			return fmt.Errorf("series %s has a chunk whose samples do not match its time range", ms.lset)
 		}
 		if cmint <= ms.lastT || cmaxt < cmint {
 			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
 		}
-		tr.closed = append(tr.closed, chunk{b: tr.arena.copy(cb), mint: cmint, maxt: cmaxt})
+		c.b = tr.arena.copy(cb)
+		tr.closed = append(tr.closed, c)
 		ms.lastT = cmaxt
 	}
 	return nil
