@@ -137,7 +137,9 @@ func TestQueries(t *testing.T) {
 			}
 			for _, res := range d.Result {
 				got, _ := strconv.ParseFloat(res.Value[1].(string), 64)
-				if w := tt.want[res.Metric[tt.by]]; math.Abs(got-w) > 1e-9 {
+				// The history stores *_ratio series to 21 significant
+				// bits (docs/web.md, "Stored precision"): 2^-21 relative.
+				if w := tt.want[res.Metric[tt.by]]; math.Abs(got-w) > 1e-6*math.Max(1, math.Abs(w)) {
 					t.Errorf("%s %s [%s] = %v, want %v", method, tt.query, res.Metric[tt.by], got, w)
 				}
 				if ts := res.Value[0].(float64); ts != float64(end.Unix()) {
