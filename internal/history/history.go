@@ -190,7 +190,7 @@ func (s *Store) downsampleLocked(ms *memSeries, now int64) {
 		// too instead of keeping up to a chunk at full resolution.
 		ms.raw.closeHead()
 	}
-	if len(ms.raw.closed) > 0 && ms.raw.closed[0].mint() <= boundary-slack {
+	if len(ms.raw.closed) > 0 && ms.raw.closed[0].mint <= boundary-slack {
 		ms.downsample(boundary, s.opts.DownsampleStep.Milliseconds(), slack)
 	}
 }

@@ -103,7 +103,7 @@ func (s *Store) WriteSnapshot(path string) error {
 func putChunks(buf *bytes.Buffer, chunks []chunk) {
 	putUvarint(buf, uint64(len(chunks)))
 	for _, c := range chunks {
-		putVarint(buf, c.mint())
+		putVarint(buf, c.mint)
 		putVarint(buf, c.maxt)
 		b := c.b
 		putUvarint(buf, uint64(len(b)))
@@ -272,8 +272,8 @@ func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier, 
 		if cmaxt < mint {
 			continue
 		}
-		c := chunk{b: cb, maxt: cmaxt}
-		if l < 3 || c.numSamples() == 0 || c.mint() != cmint {
+		c := chunk{b: cb, mint: cmint, maxt: cmaxt}
+		if first, _ := binary.Varint(cb[min(2, l):]); l < 3 || c.numSamples() == 0 || first != cmint {
 			return fmt.Errorf("series %s has a chunk whose samples do not match its time range", ms.lset)
 		}
 		if cmint <= ms.lastT || cmaxt < cmint {
