@@ -295,14 +295,23 @@ func statusLine(r report.Report, emb *embedded) string {
 		if s.Role == kv.RoleRouter {
 			continue
 		}
-		u := "--"
-		if s.Server != nil && s.Server.UsageRatio.OK() {
-			u = fmt.Sprintf("%.1f%%", s.Server.UsageRatio.V*100)
-		} else if !s.OK && s.Reason != "" {
-			u = s.Reason
+		name := s.Name
+		if string(s.Role) != s.Name {
+			name = fmt.Sprintf("%s (%s)", s.Name, s.Role)
 		}
-		parts = append(parts, fmt.Sprintf("%s %s KV %s", s.Role, s.Name, u))
+		if !s.OK || s.Server == nil {
+			parts = append(parts, fmt.Sprintf("%s DOWN: %s", name, orDash(s.Reason)))
+			continue
+		}
+		v := s.Server
+		part := fmt.Sprintf("%s KV %s %s tok, run=%s queue=%s", name, percent(v.UsageRatio), count(v.Used), count(v.Running), count(v.Queued.QueuedTotal()))
+		if len(s.Headroom) > 0 {
+			part += fmt.Sprintf(", fits %s×%s", count(s.Headroom[0].Requests), tokens(s.Headroom[0].Tokens))
+		}
+		parts = append(parts, part)
 	}
+	f := r.Fleet
+	parts = append(parts, "fleet KV "+percent(f.UsageRatio))
 	line := time.Now().Format("15:04:05") + "  " + strings.Join(parts, " | ")
 	if emb.rules != nil {
 		firing, pending := 0, 0
