@@ -179,7 +179,11 @@ func renderRanks(w io.Writer, s *kv.Server) {
 		fmt.Fprintf(w, "\t  %s\t\tKV %s\t\trun=%s\tqueue=%s\n", rankName(r.RankID),
 			kvCell(r.Used, r.Capacity, r.UsageRatio), count(r.Running), count(r.Queued.Waiting))
 	}
-	fmt.Fprintf(w, "\t  imbalance\t\tDP usage spread %s\n", percent(s.Spread))
+	if len(s.DPGroups()) < 2 {
+		fmt.Fprintf(w, "\t  imbalance\t\tnone: one DP rank (TP/PP ranks share its KV)\n")
+		return
+	}
+	fmt.Fprintf(w, "\t  imbalance\t\tDP usage spread %s (highest minus lowest)\n", percent(s.Spread))
 }
 
 func rankName(id kv.RankID) string {
