@@ -362,24 +362,44 @@ func limitParam(r *http.Request) (int, *apiError) {
 	return n, nil
 }
 
-func (a *API) series(r *http.Request) (any, *apiError) {
-	sets, aerr := a.matchers(r, true)
-	if aerr != nil {
+// metaQuery is what the series and label endpoints share: their match[]
+// sets, time window, limit and a querier over that window.
+type metaQuery struct {
+	sets       [][]*labels.Matcher
+	mint, maxt int64
+	limit      int
+	q          storage.Querier
+}
+
+// openMeta reads the shared parameters and opens a querier; the caller
+// closes m.q.
+func (a *API) openMeta(r *http.Request, matchersRequired bool) (*metaQuery, *apiError) {
+	m := &metaQuery{}
+	var aerr *apiError
+	if m.sets, aerr = a.matchers(r, matchersRequired); aerr != nil {
 		return nil, aerr
 	}
-	mint, maxt, aerr := a.window(r)
-	if aerr != nil {
+	if m.mint, m.maxt, aerr = a.window(r); aerr != nil {
 		return nil, aerr
 	}
-	limit, aerr := limitParam(r)
-	if aerr != nil {
+	if m.limit, aerr = limitParam(r); aerr != nil {
 		return nil, aerr
 	}
-	q, err := a.opts.Queryable.Querier(mint, maxt)
+	q, err := a.opts.Queryable.Querier(m.mint, m.maxt)
 	if err != nil {
 		return nil, &apiError{errInternal, err}
 	}
-	defer q.Close()
+	m.q = q
+	return m, nil
+}
+
+func (a *API) series(r *http.Request) (any, *apiError) {
+	m, aerr := a.openMeta(r, true)
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer m.q.Close()
+	sets, q, mint, maxt, limit := m.sets, m.q, m.mint, m.maxt, m.limit
 	seen := map[uint64]bool{}
 	out := []labels.Labels{}
 	for _, ms := range sets {
@@ -405,23 +425,12 @@ func (a *API) series(r *http.Request) (any, *apiError) {
 // labelQuery runs f over each match[] set (or once without matchers) and
 // returns the sorted union.
 func (a *API) labelQuery(r *http.Request, f func(storage.Querier, []*labels.Matcher) ([]string, error)) (any, *apiError) {
-	sets, aerr := a.matchers(r, false)
+	m, aerr := a.openMeta(r, false)
 	if aerr != nil {
 		return nil, aerr
 	}
-	mint, maxt, aerr := a.window(r)
-	if aerr != nil {
-		return nil, aerr
-	}
-	limit, aerr := limitParam(r)
-	if aerr != nil {
-		return nil, aerr
-	}
-	q, err := a.opts.Queryable.Querier(mint, maxt)
-	if err != nil {
-		return nil, &apiError{errInternal, err}
-	}
-	defer q.Close()
+	defer m.q.Close()
+	sets, q, limit := m.sets, m.q, m.limit
 	if len(sets) == 0 {
 		sets = [][]*labels.Matcher{nil}
 	}
