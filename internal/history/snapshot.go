@@ -33,57 +33,38 @@ const (
 // yet (the first start).
 var ErrNoSnapshot = errors.New("no history snapshot yet")
 
+// snapWriter is what the snapshot encoders write to: a *bufio.Writer for
+// the file, a *bytes.Buffer in tests.
+type snapWriter interface {
+	io.Writer
+	io.ByteWriter
+	io.StringWriter
+}
+
+// snapshotBufSize is the buffer between the encoder and the file, in both
+// directions: the snapshot is streamed, never held in memory as a whole.
+const snapshotBufSize = 1 << 16
+
 // WriteSnapshot writes every series to path atomically (a temporary file
 // renamed over path). The format is the magic, then per series its labels,
 // a flags byte (counter, pending sample, previous counter value), the
 // downsampler's pending sample and previous value when flagged, and the
 // coarse then the full-resolution tier's chunks (time range and bytes),
 // all length-prefixed, then a CRC32 (Castagnoli) of everything before it.
+//
+// The file is written through a 64 KiB buffer while the CRC is computed
+// over the same bytes, so writing costs no memory proportional to the
+// history. The store's read lock is taken per series, not for the whole
+// write: appends wait for at most one series' encoding, and each series
+// is written as it was at that moment.
 func (s *Store) WriteSnapshot(path string) error {
-	var buf bytes.Buffer
-	buf.Write(snapshotMagic)
-	s.mu.RLock()
-	list := s.sortedSeriesLocked()
-	putUvarint(&buf, uint64(len(list)))
-	for _, ms := range list {
-		putUvarint(&buf, uint64(ms.lset.Len()))
-		ms.lset.Range(func(l labels.Label) {
-			putString(&buf, l.Name)
-			putString(&buf, l.Value)
-		})
-		var flags byte
-		if ms.counter {
-			flags |= snapCounter
-		}
-		if ms.ds.pending {
-			flags |= snapPending
-		}
-		if ms.ds.hasPrev {
-			flags |= snapHasPrev
-		}
-		buf.WriteByte(flags)
-		if ms.ds.pending {
-			putVarint(&buf, ms.ds.t)
-			putFloat(&buf, ms.ds.v)
-		}
-		if ms.ds.hasPrev {
-			putFloat(&buf, ms.ds.prev)
-		}
-		putChunks(&buf, ms.coarse.view(nil, minInt64, maxInt64))
-		putChunks(&buf, ms.raw.view(nil, minInt64, maxInt64))
-	}
-	s.mu.RUnlock()
-	var sum [4]byte
-	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(buf.Bytes(), castagnoli))
-	buf.Write(sum[:])
-
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("write history snapshot: %w (check that the directory of history.snapshot_file exists and is writable)", err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(buf.Bytes())
+	err = s.writeSnapshot(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -100,15 +81,83 @@ func (s *Store) WriteSnapshot(path string) error {
 	return nil
 }
 
-func putChunks(buf *bytes.Buffer, chunks []chunk) {
-	putUvarint(buf, uint64(len(chunks)))
-	for _, c := range chunks {
-		putVarint(buf, c.mint)
-		putVarint(buf, c.maxt)
-		b := c.b
-		putUvarint(buf, uint64(len(b)))
-		buf.Write(b)
+// writeSnapshot streams the snapshot to f, then appends the CRC of what
+// it wrote.
+func (s *Store) writeSnapshot(f io.Writer) error {
+	sum := crc32.New(castagnoli)
+	w := bufio.NewWriterSize(io.MultiWriter(f, sum), snapshotBufSize)
+	w.Write(snapshotMagic)
+	s.mu.RLock()
+	list := s.sortedSeriesLocked()
+	s.mu.RUnlock()
+	putUvarint(w, uint64(len(list)))
+	for _, ms := range list {
+		s.mu.RLock()
+		putSeries(w, ms)
+		s.mu.RUnlock()
+		// A series truncated away after the list was taken is written
+		// with no samples; Restore skips it.
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], sum.Sum32())
+	_, err := f.Write(b[:])
+	return err
+}
+
+// putSeries encodes one series; callers hold s.mu (read).
+func putSeries(w snapWriter, ms *memSeries) {
+	putUvarint(w, uint64(ms.lset.Len()))
+	ms.lset.Range(func(l labels.Label) {
+		putString(w, l.Name)
+		putString(w, l.Value)
+	})
+	var flags byte
+	if ms.counter {
+		flags |= snapCounter
+	}
+	if ms.ds.pending {
+		flags |= snapPending
+	}
+	if ms.ds.hasPrev {
+		flags |= snapHasPrev
+	}
+	w.WriteByte(flags)
+	if ms.ds.pending {
+		putVarint(w, ms.ds.t)
+		putFloat(w, ms.ds.v)
+	}
+	if ms.ds.hasPrev {
+		putFloat(w, ms.ds.prev)
+	}
+	putTier(w, &ms.coarse)
+	putTier(w, &ms.raw)
+}
+
+// putTier writes tr's closed chunks and its open head, as chunks. Unlike
+// tier.view it does not copy the head: callers hold the lock that keeps
+// it from changing.
+func putTier(w snapWriter, tr *tier) {
+	n := len(tr.closed)
+	if tr.open() {
+		n++
+	}
+	putUvarint(w, uint64(n))
+	for _, c := range tr.closed {
+		putChunk(w, c.mint, c.maxt, c.b)
+	}
+	if tr.open() {
+		putChunk(w, tr.hmint, tr.hmaxt, tr.head.Bytes())
+	}
+}
+
+func putChunk(w snapWriter, mint, maxt int64, b []byte) {
+	putVarint(w, mint)
+	putVarint(w, maxt)
+	putUvarint(w, uint64(len(b)))
+	w.Write(b)
 }
 
 const (
@@ -120,45 +169,92 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Restore reads the snapshot file into an empty store, keeping only chunks
 // that still hold samples inside the retention window before now. It
-// returns ErrNoSnapshot when the file does not exist.
+// returns ErrNoSnapshot when the file does not exist. The file is read
+// through a 64 KiB buffer, its CRC computed on the way; when the CRC or
+// the contents are wrong the store is left empty.
 func (s *Store) Restore(now time.Time) error {
 	path := s.opts.SnapshotFile
 	if path == "" {
 		return ErrNoSnapshot
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return ErrNoSnapshot
 	}
 	if err != nil {
 		return fmt.Errorf("read history snapshot: %w", err)
 	}
-	if err := s.restore(data, now.UnixMilli()-s.opts.Retention.Milliseconds()); err != nil {
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("read history snapshot: %w", err)
+	}
+	if err := s.restore(f, fi.Size(), now.UnixMilli()-s.opts.Retention.Milliseconds()); err != nil {
 		return fmt.Errorf("read history snapshot %s: %w (delete the file to start with an empty history)", path, err)
 	}
 	return nil
 }
 
-func (s *Store) restore(data []byte, mint int64) error {
-	magic := snapshotMagic[:len(snapshotMagic)-1]
-	if len(data) < len(snapshotMagic)+4 || !bytes.Equal(data[:len(magic)], magic) {
+// restore reads a snapshot of size bytes from f. On any error the store
+// is emptied again.
+func (s *Store) restore(f io.ReaderAt, size int64, mint int64) error {
+	if size < int64(len(snapshotMagic))+4 {
 		return errors.New("not a kvwatch history snapshot")
 	}
-	version := data[len(magic)]
+	body := size - 4
+	sum := crc32.New(castagnoli)
+	r := bufio.NewReaderSize(io.TeeReader(io.NewSectionReader(f, 0, body), sum), snapshotBufSize)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.restoreLocked(r, body, mint)
+	if errors.Is(err, errNotSnapshot) || errors.Is(err, errNewerVersion) {
+		return err
+	}
+	// Hash what the parser did not read (trailing bytes, or the rest
+	// after an error), then compare: a wrong checksum explains a parse
+	// error better than the parse error does.
+	if _, cerr := io.Copy(io.Discard, r); cerr != nil && err == nil {
+		err = cerr
+	}
+	var want [4]byte
+	if _, rerr := f.ReadAt(want[:], body); rerr != nil {
+		err = rerr
+	} else if sum.Sum32() != binary.BigEndian.Uint32(want[:]) {
+		err = errors.New("checksum mismatch: the file is truncated or corrupt")
+	}
+	if err != nil {
+		s.resetLocked()
+	}
+	return err
+}
+
+var (
+	errNotSnapshot  = errors.New("not a kvwatch history snapshot")
+	errNewerVersion = errors.New("written by a newer kvwatch")
+)
+
+// resetLocked empties the store (after a failed restore).
+func (s *Store) resetLocked() {
+	clear(s.series)
+	clear(s.byName)
+	clear(s.gathered)
+	s.rawArena, s.coarseArena = arena{}, arena{}
+}
+
+func (s *Store) restoreLocked(r *bufio.Reader, size int64, mint int64) error {
+	magic := snapshotMagic[:len(snapshotMagic)-1]
+	head := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(r, head); err != nil || !bytes.Equal(head[:len(magic)], magic) {
+		return errNotSnapshot
+	}
+	version := head[len(magic)]
 	if version != 1 && version != 2 {
-		return fmt.Errorf("unknown snapshot version %d (written by a newer kvwatch)", version)
+		return fmt.Errorf("unknown snapshot version %d (%w)", version, errNewerVersion)
 	}
-	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
-		return errors.New("checksum mismatch: the file is truncated or corrupt")
-	}
-	r := bufio.NewReader(bytes.NewReader(body[len(snapshotMagic):]))
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var b labels.ScratchBuilder
 	var scratch []byte
 	for range n {
@@ -187,11 +283,11 @@ func (s *Store) restore(data []byte, mint int64) error {
 		if version == 1 {
 			// Version 1 kept no type; kvwatch's counters end in _total.
 			ms.counter = strings.HasSuffix(lset.Get(labels.MetricName), "_total")
-			if err := readChunks(r, len(body), mint, ms, &ms.raw, &scratch); err != nil {
+			if err := readChunks(r, size, mint, ms, &ms.raw, &scratch); err != nil {
 				return err
 			}
 		} else {
-			if err := readSeriesV2(r, len(body), mint, ms, &scratch); err != nil {
+			if err := readSeriesV2(r, size, mint, ms, &scratch); err != nil {
 				return err
 			}
 		}
@@ -202,7 +298,7 @@ func (s *Store) restore(data []byte, mint int64) error {
 	return nil
 }
 
-func readSeriesV2(r *bufio.Reader, size int, mint int64, ms *memSeries, scratch *[]byte) error {
+func readSeriesV2(r *bufio.Reader, size int64, mint int64, ms *memSeries, scratch *[]byte) error {
 	flags, err := r.ReadByte()
 	if err != nil {
 		return err
@@ -241,7 +337,7 @@ func readSeriesV2(r *bufio.Reader, size int, mint int64, ms *memSeries, scratch 
 
 // readChunks reads a count and that many chunks into tr as closed chunks,
 // skipping those that end before mint. scratch is the read buffer, reused.
-func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier, scratch *[]byte) error {
+func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier, scratch *[]byte) error {
 	nc, err := binary.ReadUvarint(r)
 	if err != nil {
 		return err
@@ -286,7 +382,7 @@ func readChunks(r *bufio.Reader, size int, mint int64, ms *memSeries, tr *tier, 
 	return nil
 }
 
-func putFloat(w *bytes.Buffer, v float64) {
+func putFloat(w snapWriter, v float64) {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], math.Float64bits(v))
 	w.Write(b[:])
@@ -300,17 +396,17 @@ func getFloat(r *bufio.Reader) (float64, error) {
 	return math.Float64frombits(binary.BigEndian.Uint64(b[:])), nil
 }
 
-func putUvarint(w *bytes.Buffer, v uint64) {
+func putUvarint(w snapWriter, v uint64) {
 	var b [binary.MaxVarintLen64]byte
 	w.Write(b[:binary.PutUvarint(b[:], v)])
 }
 
-func putVarint(w *bytes.Buffer, v int64) {
+func putVarint(w snapWriter, v int64) {
 	var b [binary.MaxVarintLen64]byte
 	w.Write(b[:binary.PutVarint(b[:], v)])
 }
 
-func putString(w *bytes.Buffer, s string) {
+func putString(w snapWriter, s string) {
 	putUvarint(w, uint64(len(s)))
 	w.WriteString(s)
 }
