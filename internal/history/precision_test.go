@@ -57,9 +57,9 @@ func TestRoundSignificandError(t *testing.T) {
 	}
 }
 
-// TestReducedPrecisionSeries appends through the store: ratios and
-// durations come back rounded (within 2^-21), token counts, counters and
-// timestamps exactly.
+// TestReducedPrecisionSeries appends through the store: ratios, durations
+// and recording-rule rates, ratios and derivatives come back rounded
+// (within 2^-21), token counts, counters, sums and timestamps exactly.
 func TestReducedPrecisionSeries(t *testing.T) {
 	st := New(Options{Retention: 24 * time.Hour})
 	ts := t0.UnixMilli()
@@ -75,6 +75,16 @@ func TestReducedPrecisionSeries(t *testing.T) {
 		{"kvwatch_prompt_tokens_total", 9007199254740991, false},
 		{"kvwatch_target_last_success_timestamp_seconds", 1.8e9 + 0.123456, false},
 		{"kvwatch_requests_running", 0.123456789012345, false},
+		// Recording-rule results (level:metric:operations): rates, ratios
+		// and derivatives are rounded, sums of token counts are not.
+		{"server:kvwatch_prompt_tokens:rate5m", 1234.56789012345, true},
+		{"server:kvwatch_prefix_cache_hit_per_query_tokens:ratio_rate5m", 0.456789012345678, true},
+		{"server:kvwatch_kv_seconds_to_full:deriv15m", 345.678901234567, true},
+		{"pool:kvwatch_kv_used_per_capacity:ratio", 0.876543210987654, true},
+		{"server:kvwatch_generation_tokens:irate1m", 98765.4321098765, true},
+		{"pool:kvwatch_kv_used_tokens:sum", 123456789012345, false},
+		{"pool:kvwatch_generation_tokens:increase1h", 1234.56789012345, false},
+		{"kvwatch_tokens:rate5m", 1234.56789012345, false}, // one colon: not a rule name
 	}
 	for _, tt := range tests {
 		lset := labels.FromStrings(labels.MetricName, tt.name, "server", "a")

@@ -257,11 +257,27 @@ const keptSignificandBits = 20
 
 // reducedPrecision reports whether the series named name stores its values
 // rounded to keptSignificandBits: ratios (names ending in _ratio, 0–1
-// fractions of token counts) and measured durations (_duration_seconds).
-// Token counts, request counts, counters, timestamps and every other
-// series are stored exactly.
+// fractions of token counts), measured durations (_duration_seconds), and
+// recording-rule results (level:metric:operations) whose operations are a
+// rate, a ratio or a derivative (rate5m, irate1m, ratio, ratio_rate5m,
+// deriv15m): quotients whose low bits are noise of the division. Token
+// counts, request counts, counters, timestamps, sums of token counts
+// (pool:...:sum) and every other series are stored exactly.
 func reducedPrecision(name string) bool {
-	return strings.HasSuffix(name, "_ratio") || strings.HasSuffix(name, "_duration_seconds")
+	if strings.HasSuffix(name, "_ratio") || strings.HasSuffix(name, "_duration_seconds") {
+		return true
+	}
+	i := strings.LastIndexByte(name, ':')
+	if i < 0 || strings.IndexByte(name, ':') == i {
+		return false // not level:metric:operations
+	}
+	op := name[i+1:]
+	for _, p := range []string{"rate", "irate", "ratio", "deriv"} {
+		if strings.HasPrefix(op, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // roundSignificand rounds v to keptSignificandBits significand bits, to
