@@ -34,14 +34,7 @@ func TestRulesPromtool(t *testing.T) {
 	promtool := tool(t, "promtool")
 	for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
 		t.Run(name, func(t *testing.T) {
-			files, err := Generate(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			if err := files.Write(dir); err != nil {
-				t.Fatal(err)
-			}
+			_, dir := generateDir(t, o)
 			run(t, dir, promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
 			run(t, dir, promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
 		})

@@ -26,6 +26,21 @@ func tool(t *testing.T, names ...string) string {
 	return ""
 }
 
+// generateDir generates the stack for o into a new temporary directory and
+// returns the files and the directory.
+func generateDir(t *testing.T, o Options) (Files, string) {
+	t.Helper()
+	files, err := Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	return files, dir
+}
+
 // run runs a tool in dir and fails the test with its output on error.
 func run(t *testing.T, dir, bin string, args ...string) string {
 	t.Helper()
@@ -44,14 +59,7 @@ func TestAlertmanagerConfigAmtool(t *testing.T) {
 	amtool := tool(t, "amtool")
 	for name, o := range map[string]Options{"no receivers": {}, "all receivers": goldenOptions()} {
 		t.Run(name, func(t *testing.T) {
-			files, err := Generate(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			if err := files.Write(dir); err != nil {
-				t.Fatal(err)
-			}
+			_, dir := generateDir(t, o)
 			out := run(t, dir, amtool, "check-config", "alertmanager.yml")
 			if !strings.Contains(out, "SUCCESS") {
 				t.Errorf("amtool check-config: %s", out)
@@ -62,14 +70,7 @@ func TestAlertmanagerConfigAmtool(t *testing.T) {
 
 func TestPrometheusConfigPromtool(t *testing.T) {
 	promtool := tool(t, "promtool")
-	files, err := Generate(goldenOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := files.Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	files, dir := generateDir(t, goldenOptions())
 	for _, p := range files.Paths() {
 		if p == "prometheus.yml" || (strings.HasPrefix(p, "ha/") && strings.HasSuffix(p, ".yml") && strings.Contains(p, "prometheus")) {
 			out := run(t, dir, promtool, "check", "config", p)

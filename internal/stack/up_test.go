@@ -78,16 +78,9 @@ func TestSuperviseRestartsKilledProcess(t *testing.T) {
 }
 
 func TestUpReportsMissingBinaries(t *testing.T) {
-	dir := t.TempDir()
-	files, err := Generate(Options{GrafanaAdminPassword: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := files.Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	_, dir := generateDir(t, Options{GrafanaAdminPassword: "x"})
 	notFound := func(string) (string, error) { return "", exec.ErrNotFound }
-	err = Up(context.Background(), UpOptions{Dir: dir, LookPath: notFound})
+	err := Up(context.Background(), UpOptions{Dir: dir, LookPath: notFound})
 	var me *MissingError
 	if !errors.As(err, &me) {
 		t.Fatalf("Up with nothing installed = %v, want a MissingError", err)
@@ -110,14 +103,7 @@ func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
 	tool(t, "prometheus-alertmanager", "alertmanager")
 	o := Options{PrometheusAddress: freeAddr(t), AlertmanagerAddress: freeAddr(t), GrafanaAddress: freeAddr(t),
 		KVWatchAddress: freeAddr(t), GrafanaAdminPassword: "x"}
-	files, err := Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := files.Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	_, dir := generateDir(t, o)
 	noGrafana := func(name string) (string, error) {
 		if strings.HasPrefix(name, "grafana") {
 			return "", exec.ErrNotFound
@@ -147,14 +133,7 @@ func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
 }
 
 func TestInstall(t *testing.T) {
-	dir := t.TempDir()
-	files, err := Generate(Options{GrafanaAdminPassword: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := files.Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	files, dir := generateDir(t, Options{GrafanaAdminPassword: "x"})
 	root := t.TempDir()
 	var out bytes.Buffer
 	if err := Install(InstallOptions{Dir: dir, Root: root, DryRun: true, Out: &out}); err != nil {
