@@ -80,17 +80,7 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time,
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sc, err := sim.BuiltinScenario("pd-sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startPD(ctx, t)
 	c.Advance(10 * time.Minute) // some KV in use
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
@@ -502,17 +492,7 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc, err := sim.BuiltinScenario("pd-sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startPD(ctx, t)
 	defer c.Close()
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
@@ -574,4 +554,22 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 	if want := []string{"firing", "resolved"}; !slices.Equal(slices.Compact(slices.Clone(hooks)), want) {
 		t.Errorf("webhook got %v, want firing (repeated) then resolved", hooks)
 	}
+}
+
+// startPD starts the default simulated PD cluster on a manual clock until
+// ctx ends.
+func startPD(ctx context.Context, t *testing.T) *sim.Cluster {
+	t.Helper()
+	sc, err := sim.BuiltinScenario("pd-sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

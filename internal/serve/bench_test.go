@@ -16,21 +16,9 @@ import (
 // with 8 TP ranks through the daemon's scrape path (fetch, parse, normalize,
 // report row, state update). See docs/benchmarks.md ("serve").
 func BenchmarkScrapeSGLangTP8(b *testing.B) {
-	sc, err := sim.GeneratedScenario(1, sim.EngineSGLang, 8)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, Speed: 1, Tick: time.Second, ListenHost: "127.0.0.1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cl.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	ep := cl.Endpoints()[0]
+	ep := simulatedSGLangTP8(ctx, b)
 	url := ep.URL + ep.MetricsPath
 	resp, err := http.Get(url)
 	if err != nil {
@@ -39,7 +27,7 @@ func BenchmarkScrapeSGLangTP8(b *testing.B) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 
-	d, err := New(Options{Config: configWith(&testing.T{}, url), ListenAddresses: []string{"127.0.0.1:0"}})
+	d, err := New(Options{Config: configWith(b, url), ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,26 +52,14 @@ func BenchmarkScrapeSGLangTP8(b *testing.B) {
 // BenchmarkMetrics2000 measures one /metrics exposition of 2,000 SGLang TP=8
 // servers (the kvwatch_* families only: what Gatherer returns, text-encoded).
 func BenchmarkMetrics2000(b *testing.B) {
-	sc, err := sim.GeneratedScenario(1, sim.EngineSGLang, 8)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, Speed: 1, Tick: time.Second, ListenHost: "127.0.0.1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cl.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	ep := cl.Endpoints()[0]
+	ep := simulatedSGLangTP8(ctx, b)
 	urls := make([]string, 2000)
 	for i := range urls {
 		urls[i] = ep.URL + ep.MetricsPath
 	}
-	d, err := New(Options{Config: configWith(&testing.T{}, urls...), ListenAddresses: []string{"127.0.0.1:0"}})
+	d, err := New(Options{Config: configWith(b, urls...), ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,4 +90,23 @@ func BenchmarkMetrics2000(b *testing.B) {
 			}
 		}
 	}
+}
+
+// simulatedSGLangTP8 starts one simulated SGLang server with 8 TP ranks on
+// loopback until ctx ends, and returns its endpoint.
+func simulatedSGLangTP8(ctx context.Context, b *testing.B) sim.Endpoint {
+	b.Helper()
+	sc, err := sim.GeneratedScenario(1, sim.EngineSGLang, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, Speed: 1, Tick: time.Second, ListenHost: "127.0.0.1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cl.Close() })
+	return cl.Endpoints()[0]
 }

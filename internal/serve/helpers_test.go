@@ -206,7 +206,7 @@ func engineServerFunc(t *testing.T, h http.HandlerFunc) *httptest.Server {
 func emptyConfig() *config.Config { return config.Default() }
 
 // configWith returns a config scraping urls every second, named t0, t1, ...
-func configWith(t *testing.T, urls ...string) *config.Config {
+func configWith(t testing.TB, urls ...string) *config.Config {
 	t.Helper()
 	c := config.Default()
 	c.Global.ScrapeInterval = model.Duration(time.Second)
