@@ -23,28 +23,10 @@ WARMUP=${WARMUP:-15}
 BASE=${BASE_PORT:-23000} # below the ephemeral port range
 KV_PORT=${KV_PORT:-19478}
 HZ=$(getconf CLK_TCK)
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/bench-lib.sh"
 
-wait_http() { # wait until URL answers 200
-	for _ in $(seq 1 900); do
-		curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-		sleep 1
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
 status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }   # status_kb PID VmRSS
 cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; } # utime + stime
-metric_sum() { # metric_sum FILE NAME: sum of a metric's series in a /metrics snapshot
-	awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%.0f\n", s }' "$1"
-}
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -52,32 +34,7 @@ go build -o "$work/kvwatch" ./cmd/kvwatch
 go test -c -o "$work/history.test" ./internal/history
 
 # 1. The simulator: N SGLang servers with TP ranks each.
-"$work/kvwatch" simulate --servers "$N" --engine sglang --tp "$TP" --base-port "$BASE" >"$work/sim.out" 2>"$work/sim.err" &
-sim=$!
-pids+=($sim)
-for _ in $(seq 1 300); do
-	[ "$(wc -l <"$work/sim.out")" -ge "$N" ] && break
-	kill -0 $sim 2>/dev/null || break
-	sleep 1
-done
-[ "$(wc -l <"$work/sim.out")" -ge "$N" ] || { echo "simulator did not start:" >&2; cat "$work/sim.err" >&2; exit 1; }
-page_bytes=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | wc -c)
-page_samples=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | grep -vc '^#')
-{
-	printf '[{"labels": {"engine": "sglang"}, "targets": ['
-	for i in $(seq 0 $((N - 1))); do
-		[ "$i" -gt 0 ] && printf ','
-		printf '"127.0.0.1:%d"' $((BASE + i))
-	done
-	printf ']}]\n'
-} >"$work/targets.json"
-cat >"$work/kvwatch.yml" <<YAML
-global:
-  scrape_interval: 5s
-  scrape_timeout: 4s
-file_sd_configs:
-  - files: [targets.json]
-YAML
+start_simulator "$TP"
 serve() { # serve SNAPSHOT_FILE: start kvwatch serve with a 24 h history
 	"$work/kvwatch" serve --config.file "$work/kvwatch.yml" --web.listen-address "127.0.0.1:$KV_PORT" \
 		--history 24h --history.snapshot-file "$1" --log.level warn 2>>"$work/serve.err" &
@@ -132,10 +89,10 @@ oldest=$(curl -fsS "http://127.0.0.1:$KV_PORT/api/v1/query" --data-urlencode 'qu
 kill -TERM $kv
 wait $kv || true
 
-s0=$(metric_sum "$work/m0.prom" kvwatch_target_scrapes_total) s1=$(metric_sum "$work/m1.prom" kvwatch_target_scrapes_total)
-m0=$(metric_sum "$work/m0.prom" kvwatch_scrape_deadline_misses_total) m1=$(metric_sum "$work/m1.prom" kvwatch_scrape_deadline_misses_total)
-up=$(metric_sum "$work/m1.prom" kvwatch_target_up)
-g() { metric_sum "$work/m1.prom" "$1"; }
+s0=$(metric_sum "$work/m0.prom" kvwatch_target_scrapes_total %.0f) s1=$(metric_sum "$work/m1.prom" kvwatch_target_scrapes_total %.0f)
+m0=$(metric_sum "$work/m0.prom" kvwatch_scrape_deadline_misses_total %.0f) m1=$(metric_sum "$work/m1.prom" kvwatch_scrape_deadline_misses_total %.0f)
+up=$(metric_sum "$work/m1.prom" kvwatch_target_up %.0f)
+g() { metric_sum "$work/m1.prom" "$1" %.0f; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
 bmib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 w=$(secs "$t0" "$t1")

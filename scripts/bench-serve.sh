@@ -16,14 +16,7 @@ BASE=${BASE_PORT:-20000} # below the ephemeral port range, so no outgoing connec
 KV_PORT=${KV_PORT:-19477}
 PROM_PORT=${PROM_PORT:-19090}
 HZ=$(getconf CLK_TCK)
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/bench-lib.sh"
 
 snapshot() { # snapshot URL FILE: fetch /metrics once; print "wall_seconds fetch_seconds"
 	local t0 t1
@@ -32,52 +25,14 @@ snapshot() { # snapshot URL FILE: fetch /metrics once; print "wall_seconds fetch
 	t1=$(date +%s.%N)
 	echo "$t0 $(awk -v a="$t1" -v b="$t0" 'BEGIN { print a - b }')"
 }
-metric_sum() { # metric_sum FILE NAME: sum of a metric's series in a /metrics snapshot
-	awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%.3f\n", s }' "$1"
-}
-wait_http() { # wait until URL answers 200
-	for _ in $(seq 1 600); do
-		curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-		sleep 1
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
 
 go build -o "$work/kvwatch" ./cmd/kvwatch
 command -v prometheus >/dev/null || { echo "prometheus not on PATH: apt-get install prometheus" >&2; exit 1; }
 
 # 1. The simulator: N SGLang servers with 8 TP ranks each.
-"$work/kvwatch" simulate --servers "$N" --engine sglang --tp 8 --base-port "$BASE" >"$work/sim.out" 2>"$work/sim.err" &
-sim=$!
-pids+=($sim)
-for _ in $(seq 1 300); do
-	[ "$(wc -l <"$work/sim.out")" -ge "$N" ] && break
-	kill -0 $sim 2>/dev/null || break
-	sleep 1
-done
-[ "$(wc -l <"$work/sim.out")" -ge "$N" ] || { echo "simulator did not start:" >&2; cat "$work/sim.err" >&2; exit 1; }
-page_bytes=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | wc -c)
-page_samples=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | grep -vc '^#')
-
-# The same targets for both, as a Prometheus file_sd file.
-{
-	printf '[{"labels": {"engine": "sglang"}, "targets": ['
-	for i in $(seq 0 $((N - 1))); do
-		[ "$i" -gt 0 ] && printf ','
-		printf '"127.0.0.1:%d"' $((BASE + i))
-	done
-	printf ']}]\n'
-} >"$work/targets.json"
+start_simulator 8
 
 # 2. kvwatch serve.
-cat >"$work/kvwatch.yml" <<YAML
-global:
-  scrape_interval: 5s
-  scrape_timeout: 4s
-file_sd_configs:
-  - files: [targets.json]
-YAML
 "$work/kvwatch" serve --config.file "$work/kvwatch.yml" --web.listen-address "127.0.0.1:$KV_PORT" --log.level warn 2>"$work/serve.err" &
 kv=$!
 pids+=($kv)
