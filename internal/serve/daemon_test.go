@@ -146,6 +146,9 @@ targets:
 	if code, body := get(t, nil, d.base+"/"); code != http.StatusOK || !strings.Contains(body, PathReport) {
 		t.Errorf("GET / = %d, want 200 with a landing page linking %s:\n%s", code, PathReport, body)
 	}
+	if code, body := get(t, nil, d.base+PathPprof+"heap?debug=1"); code != http.StatusOK || !strings.Contains(body, "heap profile:") {
+		t.Errorf("GET %sheap?debug=1 = %d, want 200 with a heap profile:\n%.200s", PathPprof, code, body)
+	}
 	if code, _ := get(t, nil, d.base+PathReload); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET %s = %d, want 405", PathReload, code)
 	}

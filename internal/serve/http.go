@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,6 +20,9 @@ const (
 	PathReady   = "/-/ready"
 	PathReload  = "/-/reload"
 	PathReport  = "/api/kvwatch/v1/report"
+	// PathPprof serves Go's runtime profiles (heap, CPU, goroutines), as
+	// Prometheus does, behind the same TLS and authentication as the rest.
+	PathPprof = "/debug/pprof/"
 )
 
 func (d *Daemon) routes() {
@@ -53,6 +57,11 @@ func (d *Daemon) routes() {
 		}
 		fmt.Fprintln(w, "config reloaded.")
 	})
+	d.mux.HandleFunc(PathPprof, pprof.Index)
+	d.mux.HandleFunc(PathPprof+"cmdline", pprof.Cmdline)
+	d.mux.HandleFunc(PathPprof+"profile", pprof.Profile)
+	d.mux.HandleFunc(PathPprof+"symbol", pprof.Symbol)
+	d.mux.HandleFunc(PathPprof+"trace", pprof.Trace)
 	d.mux.HandleFunc("GET "+PathReport, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -69,8 +69,8 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	t.Cleanup(client.CloseIdleConnections)
 
-	req := func(user, pass string) int {
-		r, err := http.NewRequest(http.MethodGet, base+PathMetrics, nil)
+	req := func(path, user, pass string) int {
+		r, err := http.NewRequest(http.MethodGet, base+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 		}
 		resp, err := client.Do(r)
 		if err != nil {
-			t.Fatalf("GET %s: %v", base+PathMetrics, err)
+			t.Fatalf("GET %s: %v", base+path, err)
 		}
 		resp.Body.Close()
 		return resp.StatusCode
@@ -93,8 +93,10 @@ func TestTLSAndBasicAuth(t *testing.T) {
 		{"unknown user", "root", "s3cret", http.StatusUnauthorized},
 		{"right credentials", "prom", "s3cret", http.StatusOK},
 	} {
-		if got := req(c.user, c.pass); got != c.want {
-			t.Errorf("%s: GET /metrics = %d, want %d", c.name, got, c.want)
+		for _, path := range []string{PathMetrics, PathPprof + "heap"} {
+			if got := req(path, c.user, c.pass); got != c.want {
+				t.Errorf("%s: GET %s = %d, want %d", c.name, path, got, c.want)
+			}
 		}
 	}
 	// Plain HTTP gets no metrics.
