@@ -20,12 +20,14 @@ import (
 const samplesPerChunk = 240
 
 // chunk is one closed Gorilla (XOR) encoded chunk, never empty, and its
-// time range, in milliseconds. Its bytes are immutable and shared with
-// readers. (Reading mint from the encoding instead would save 8 bytes a
-// chunk but costs a cache miss per series and gather: 50% more CPU in
-// BenchmarkHistory24h.)
+// time range, in milliseconds. Its bytes are immutable; they live in slab
+// (outside the Go heap) when slab is set, and are then read only under the
+// Store's lock or copied (view). (Reading mint from the encoding instead
+// would save 8 bytes a chunk but costs a cache miss per series and gather:
+// 50% more CPU in BenchmarkHistory24h.)
 type chunk struct {
 	b          []byte
+	slab       *slab
 	mint, maxt int64
 }
 
@@ -37,34 +39,6 @@ func (c chunk) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 }
 
 func (c chunk) numSamples() int { return int(binary.BigEndian.Uint16(c.b)) }
-
-// slabSize is the size of the arena's slabs.
-const slabSize = 64 << 10
-
-// arena hands out the bytes of closed chunks from 64 KiB slabs, each at its
-// exact size. Chunks closed at about the same time are dropped at about the
-// same time (the window moves on for every series alike), so they share a
-// slab instead of leaving holes in the heap's size classes between chunks
-// that live an hour and chunks that live a day; the garbage collector frees
-// a slab once none of its chunks is referenced. Chunks that live shortly
-// (re-encoded by trim) do not go through an arena. The Store keeps one
-// arena per tier; callers hold the Store's lock. A nil arena allocates each
-// chunk on its own.
-type arena struct {
-	slab []byte
-}
-
-func (a *arena) copy(b []byte) []byte {
-	if a == nil || len(b) > slabSize/16 {
-		return append(make([]byte, 0, len(b)), b...)
-	}
-	if cap(a.slab)-len(a.slab) < len(b) {
-		a.slab = make([]byte, 0, slabSize)
-	}
-	n := len(a.slab)
-	a.slab = append(a.slab, b...)
-	return a.slab[n : n+len(b) : n+len(b)]
-}
 
 // tier is a run of closed chunks, oldest first, and the open head chunk.
 type tier struct {
@@ -102,8 +76,22 @@ func (tr *tier) closeHead() {
 	if !tr.open() {
 		return
 	}
-	tr.closed = append(tr.closed, chunk{b: tr.arena.copy(tr.head.Bytes()), mint: tr.hmint, maxt: tr.hmaxt})
+	b, sl := tr.arena.copy(tr.head.Bytes())
+	if len(tr.closed) == cap(tr.closed) {
+		// Lists are short and change every chunk (20m at 5s, 4h at 1m):
+		// grow by two, not twice the size, to keep 51,000 of them small.
+		tr.closed = growExact(tr.closed, 2)
+	}
+	tr.closed = append(tr.closed, chunk{b: b, slab: sl, mint: tr.hmint, maxt: tr.hmaxt})
 	tr.head, tr.app = nil, nil
+}
+
+// growExact returns list with room for exactly n more chunks (append and
+// slices.Grow would double a short list's capacity).
+func growExact(list []chunk, n int) []chunk {
+	out := make([]chunk, len(list), len(list)+n)
+	copy(out, list)
+	return out
 }
 
 // truncate drops closed chunks that end before mint, and the head chunk as
@@ -152,10 +140,10 @@ func (tr *tier) trim(mint, slack int64, drop func(t int64, v float64)) {
 			drop(t, v)
 		}
 	}
-	// Readers share the old chunk; it is replaced, never changed. The new
-	// one lives until the next trim, so it stays out of the arena.
-	b := c.Bytes()
-	tr.closed[0] = chunk{b: append(make([]byte, 0, len(b)), b...), mint: first, maxt: old.maxt}
+	// The new chunk lives until the next trim: it goes to the arena's
+	// slabs for those.
+	b, sl := tr.arena.copyTrimmed(c.Bytes())
+	tr.closed[0] = chunk{b: b, slab: sl, mint: first, maxt: old.maxt}
 }
 
 // dropOldest drops the n oldest closed chunks, in place: readers hold
@@ -196,12 +184,13 @@ func (tr *tier) samples() int {
 	return n
 }
 
-// view appends the chunks overlapping [mint, maxt] to out, for reading
-// outside the lock: closed chunks are shared, the head chunk is copied.
+// view appends copies of the chunks overlapping [mint, maxt] to out, on
+// the Go heap, for reading outside the lock: a slab's memory is returned
+// once its chunks are dropped, whoever still reads them.
 func (tr *tier) view(out []chunk, mint, maxt int64) []chunk {
 	for _, c := range tr.closed {
 		if c.maxt >= mint && c.mint <= maxt {
-			out = append(out, c)
+			out = append(out, chunk{b: bytes.Clone(c.b), mint: c.mint, maxt: c.maxt})
 		}
 	}
 	if tr.open() && tr.hmaxt >= mint && tr.hmint <= maxt {

@@ -342,6 +342,9 @@ func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier
 	if err != nil {
 		return err
 	}
+	if nc <= 1<<10 { // room for the chunks and the next one, not more
+		tr.closed = growExact(tr.closed, int(nc)+1)
+	}
 	for range nc {
 		cmint, err := binary.ReadVarint(r)
 		if err != nil {
@@ -375,7 +378,7 @@ func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier
 		if cmint <= ms.lastT || cmaxt < cmint {
 			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
 		}
-		c.b = tr.arena.copy(cb)
+		c.b, c.slab = tr.arena.copy(cb)
 		tr.closed = append(tr.closed, c)
 		ms.lastT = cmaxt
 	}

@@ -1,0 +1,93 @@
+package history
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// offHeapBytes is the memory of the slabs mapped outside the Go heap, in
+// every Store of the process.
+var offHeapBytes atomic.Int64
+
+// OffHeapBytes returns the memory the history's closed chunks take outside
+// the Go heap (in every Store of the process): resident memory is about
+// this plus the Go runtime's own.
+func OffHeapBytes() int64 { return offHeapBytes.Load() }
+
+// slabSize is the size of an arena's slabs.
+const slabSize = 256 << 10
+
+// slab is a block of memory outside the Go heap (see allocSlab) that closed
+// chunks take their bytes from. Every chunk cut from a slab points to it;
+// once none does, the garbage collector runs the slab's cleanup, which
+// returns the memory to the operating system. Chunk bytes are only read
+// under the Store's lock, or copied out of it (tier.view), so no reader
+// holds them after their chunk is gone.
+//
+// Keeping chunk bytes out of the Go heap matters for memory: the garbage
+// collector lets the heap grow to (1+GOGC/100) times its live size between
+// collections, and closed chunks, most of the history, would count in that
+// live size although they never change and hold no pointers. Outside the
+// heap they cost their size once (docs/benchmarks.md, "serve with
+// history").
+type slab struct {
+	mem []byte
+}
+
+func newSlab() *slab {
+	mem, offHeap := allocSlab(slabSize)
+	s := &slab{mem: mem}
+	if offHeap {
+		offHeapBytes.Add(int64(len(mem)))
+		runtime.AddCleanup(s, func(mem []byte) {
+			freeSlab(mem)
+			offHeapBytes.Add(-int64(len(mem)))
+		}, mem)
+	}
+	return s
+}
+
+// bump hands out the bytes of one slab in order, each at its exact size.
+type bump struct {
+	cur *slab
+	off int
+}
+
+func (b *bump) copy(p []byte) ([]byte, *slab) {
+	if b.cur == nil || len(b.cur.mem)-b.off < len(p) {
+		b.cur, b.off = newSlab(), 0
+	}
+	n := b.off
+	b.off += copy(b.cur.mem[n:], p)
+	return b.cur.mem[n:b.off:b.off], b.cur
+}
+
+// arena hands out the bytes of closed chunks from slabs. Chunks closed at
+// about the same time are dropped at about the same time (the window moves
+// on for every series alike, and series are gathered together, so their
+// chunks fill up together), so they share a slab, which is freed once the
+// last of them is gone. Chunks re-encoded by trim live only until the next
+// trim, so they come from a slab of their own instead of pinning one of
+// long-lived chunks. The Store keeps one arena per tier; callers hold the
+// Store's lock. A nil arena allocates each chunk on the Go heap, as do
+// chunks larger than a sixteenth of a slab.
+type arena struct {
+	closed, trimmed bump
+}
+
+// copy returns a copy of a closed chunk's bytes and the slab they are in
+// (nil on the Go heap).
+func (a *arena) copy(p []byte) ([]byte, *slab) {
+	if a == nil || len(p) > slabSize/16 {
+		return append(make([]byte, 0, len(p)), p...), nil
+	}
+	return a.closed.copy(p)
+}
+
+// copyTrimmed is copy for the chunks trim re-encodes.
+func (a *arena) copyTrimmed(p []byte) ([]byte, *slab) {
+	if a == nil || len(p) > slabSize/16 {
+		return append(make([]byte, 0, len(p)), p...), nil
+	}
+	return a.trimmed.copy(p)
+}
