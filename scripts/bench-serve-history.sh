@@ -10,6 +10,11 @@
 #
 #   scripts/bench-serve-history.sh [N=1000] [SECONDS=360] [TP=2]
 #
+# ARTIFACTS=DIR keeps the snapshots, the RSS timeline and a heap profile
+# taken at the end (go tool pprof -sample_index=inuse_space DIR/heap.prof);
+# SNAPSHOT=FILE skips steps 2 and 3 and restores serve from FILE (a 24 h
+# snapshot kept by an earlier run with the same N and TP).
+#
 # Needs: go, curl. Prints a Markdown summary for docs/benchmarks.md. Resident
 # memory is read from /proc/PID/status (VmRSS, VmHWM), CPU from
 # /proc/PID/stat (utime + stime). Everything listens on 127.0.0.1 only; all
@@ -42,20 +47,26 @@ serve() { # serve SNAPSHOT_FILE: start kvwatch serve with a 24 h history
 	pids+=($kv)
 }
 
-# 2. Seed: serve with history on for SEED_SECONDS; its snapshot on shutdown
-# holds every series it records.
-serve "$work/seed.snap"
-wait_http "http://127.0.0.1:$KV_PORT/-/ready"
-sleep "$SEED_SECONDS"
-seed_rss=$(status_kb $kv VmRSS) seed_hwm=$(status_kb $kv VmHWM)
-kill -TERM $kv
-wait $kv || { echo "serve failed:" >&2; cat "$work/serve.err" >&2; exit 1; }
-[ -s "$work/seed.snap" ] || { echo "serve wrote no snapshot:" >&2; cat "$work/serve.err" >&2; exit 1; }
+if [ -n "${SNAPSHOT:-}" ]; then
+	cp "$SNAPSHOT" "$work/24h.snap"
+	seed_rss=0 seed_hwm=0 gen="(restored from $SNAPSHOT)"
+else
+	# 2. Seed: serve with history on for SEED_SECONDS; its snapshot on
+	# shutdown holds every series it records.
+	serve "$work/seed.snap"
+	wait_http "http://127.0.0.1:$KV_PORT/-/ready"
+	sleep "$SEED_SECONDS"
+	seed_rss=$(status_kb $kv VmRSS) seed_hwm=$(status_kb $kv VmHWM)
+	kill -TERM $kv
+	wait $kv || { echo "serve failed:" >&2; cat "$work/serve.err" >&2; exit 1; }
+	[ -s "$work/seed.snap" ] || { echo "serve wrote no snapshot:" >&2; cat "$work/serve.err" >&2; exit 1; }
 
-# 3. The compressed 24 h for exactly those series.
-KVWATCH_BENCH_SEED_SNAPSHOT="$work/seed.snap" KVWATCH_BENCH_SNAPSHOT="$work/24h.snap" \
-	"$work/history.test" -test.run '^$' -test.bench 'Snapshot24h' -test.benchtime 1x >"$work/gen.out"
-gen=$(grep '^BenchmarkSnapshot24h' "$work/gen.out") || { cat "$work/gen.out" >&2; exit 1; }
+	# 3. The compressed 24 h for exactly those series.
+	KVWATCH_BENCH_SEED_SNAPSHOT="$work/seed.snap" KVWATCH_BENCH_SNAPSHOT="$work/24h.snap" \
+		"$work/history.test" -test.run '^$' -test.bench 'Snapshot24h' -test.benchtime 1x >"$work/gen.out"
+	gen=$(grep '^BenchmarkSnapshot24h' "$work/gen.out") || { cat "$work/gen.out" >&2; exit 1; }
+	[ -n "${ARTIFACTS:-}" ] && mkdir -p "$ARTIFACTS" && cp "$work/seed.snap" "$work/24h.snap" "$ARTIFACTS/"
+fi
 snap_bytes=$(stat -c %s "$work/24h.snap")
 
 # 4. Serve restored from it, scraping the live simulator.
@@ -80,6 +91,11 @@ done
 c1=$(cpu_ticks $kv) t1=$(now)
 end_rss=$(status_kb $kv VmRSS) end_hwm=$(status_kb $kv VmHWM)
 curl -fsS "http://127.0.0.1:$KV_PORT/metrics" >"$work/m1.prom"
+if [ -n "${ARTIFACTS:-}" ]; then
+	mkdir -p "$ARTIFACTS"
+	curl -fsS -o "$ARTIFACTS/heap.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/heap"
+	cp "$work/rss.txt" "$work/m1.prom" "$ARTIFACTS/"
+fi
 # After the memory readings: how much the history holds (this query reads
 # every sample of one series per endpoint).
 held=$(curl -fsS "http://127.0.0.1:$KV_PORT/api/v1/query" --data-urlencode 'query=sum(count_over_time(kvwatch_target_up[1d]))' |
