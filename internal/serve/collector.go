@@ -58,9 +58,6 @@ func newCollector(src source) *collector {
 	c := &collector{src: src, descs: map[string]*prometheus.Desc{}}
 	for _, m := range append(signal.Server(), signal.Target()...) {
 		labels := append(signal.ServerLabels(), m.Labels...)
-		if m.PerRank {
-			labels = append(labels, signal.RankLabels()...)
-		}
 		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
 	}
 	return c
@@ -148,11 +145,14 @@ func (c *collector) collectEntry(ch chan<- prometheus.Metric, e *entry) {
 	known(signal.PromptTokens, k.PromptTokens)
 	known(signal.GenerationTokens, k.GenerationTokens)
 	known(signal.RankSpreadRatio, s.Spread)
-	if len(s.Ranks) > 1 {
-		for _, r := range s.Ranks {
-			known(signal.RankKVUsageRatio, r.UsageRatio, r.DP, r.TP, r.PP)
-			known(signal.RankKVUsedTokens, r.Used, r.DP, r.TP, r.PP)
-			known(signal.RankKVCapacityTokens, r.Capacity, r.DP, r.TP, r.PP)
+	// Per DP rank, and only with more than one: TP and PP ranks of a DP
+	// rank hold the same KV, and one DP rank would repeat the server series.
+	if groups := s.DPGroups(); len(groups) > 1 {
+		for i, dp := range dpRanks(s) {
+			g := &groups[i]
+			known(signal.RankKVUsageRatio, g.UsageRatio, dp)
+			known(signal.RankKVUsedTokens, g.Used, dp)
+			known(signal.RankKVCapacityTokens, g.Capacity, dp)
 		}
 	}
 	if s.Router != nil {
@@ -162,6 +162,20 @@ func (c *collector) collectEntry(ch chan<- prometheus.Metric, e *entry) {
 	for _, si := range signalProvenances(s) {
 		emit(signal.SignalInfo, 1, si.name, si.prov.String())
 	}
+}
+
+// dpRanks returns the DP label values of s's ranks in first-seen order: the
+// order of the groups kv.Server.DPGroups returns.
+func dpRanks(s *kv.Server) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range s.Ranks {
+		if !seen[r.DP] {
+			seen[r.DP] = true
+			out = append(out, r.DP)
+		}
+	}
+	return out
 }
 
 type provenanceOf struct {

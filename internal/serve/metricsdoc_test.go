@@ -39,9 +39,9 @@ var provenanceDoc = map[string]string{
 	signal.PromptTokens.Name:           "per server: `signal=\"prompt_tokens\"`",
 	signal.GenerationTokens.Name:       "per server: `signal=\"generation_tokens\"`",
 	signal.RankSpreadRatio.Name:        "derived from the per-rank usage ratios",
-	signal.RankKVUsageRatio.Name:       "direct, or derived from the rank's used / capacity; only for servers with more than one rank",
-	signal.RankKVUsedTokens.Name:       "direct, or derived from the rank's ratio × capacity; only for servers with more than one rank",
-	signal.RankKVCapacityTokens.Name:   "direct; only for servers with more than one rank",
+	signal.RankKVUsageRatio.Name:       "direct, or derived from the DP rank's used / capacity; only for servers with more than one DP rank",
+	signal.RankKVUsedTokens.Name:       "direct, or derived from the DP rank's ratio × capacity; only for servers with more than one DP rank",
+	signal.RankKVCapacityTokens.Name:   "direct; only for servers with more than one DP rank",
 	signal.RouterWorkers.Name:          "direct (routers only)",
 	signal.ServerInfo.Name:             "info",
 	signal.SignalInfo.Name:             "info: the provenance of every signal of every server",
@@ -70,9 +70,6 @@ func renderMetricsDoc(t *testing.T) string {
 				labels = append(labels, signal.ServerLabels()...)
 			}
 			labels = append(labels, m.Labels...)
-			if m.PerRank {
-				labels = append(labels, signal.RankLabels()...)
-			}
 			unit := m.Unit
 			if unit == "" {
 				unit = "–"

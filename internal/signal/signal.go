@@ -26,9 +26,6 @@ type Metric struct {
 	// Labels are the labels beyond the identity labels (ServerLabels, which
 	// target families carry too) that the family always carries.
 	Labels []string
-	// PerRank is true for families exported once per engine rank, carrying
-	// RankLabels as well.
-	PerRank bool
 	// Target is true for families about a scrape target rather than a
 	// normalized server signal; they carry ServerLabels too.
 	Target bool
@@ -44,9 +41,7 @@ const (
 	LabelRole    = "role"    // prefill, decode, unified or router
 	LabelCluster = "cluster" // from the config file
 	LabelPool    = "pool"    // from the config file
-	LabelDPRank  = "dp_rank" // data-parallel rank; "" when the engine has none
-	LabelTPRank  = "tp_rank" // tensor-parallel rank; "" when the engine has none
-	LabelPPRank  = "pp_rank" // pipeline-parallel rank; "" when the engine has none
+	LabelDPRank  = "dp_rank" // data-parallel rank, as the engine labels it
 	LabelQueue   = "queue"   // waiting, prealloc, bootstrap, transfer, inflight
 	LabelRequest = "request_tokens"
 	LabelSignal  = "signal"
@@ -62,9 +57,6 @@ const (
 func ServerLabels() []string {
 	return []string{LabelServer, LabelRole, LabelCluster, LabelPool}
 }
-
-// RankLabels are added to per-rank series.
-func RankLabels() []string { return []string{LabelDPRank, LabelTPRank, LabelPPRank} }
 
 // Queue label values of RequestsQueued.
 const (
@@ -117,12 +109,18 @@ var (
 		Help: "Generation (decode) tokens produced."}
 	RankSpreadRatio = Metric{Name: "kvwatch_kv_rank_spread_ratio", Type: Gauge, Unit: "ratio",
 		Help: "Highest minus lowest KV usage ratio across the server's DP ranks (0 with one rank)."}
+	// The rank families are exported once per DP rank, and only for servers
+	// with more than one: TP and PP ranks of one DP rank hold the same KV, and
+	// with one DP rank the series would repeat the server's.
 	RankKVUsageRatio = Metric{Name: "kvwatch_rank_kv_usage_ratio", Type: Gauge, Unit: "ratio",
-		Help: "KV usage ratio of one engine rank.", PerRank: true}
+		Help:   "KV usage ratio (0-1) per DP rank (TP and PP ranks collapsed by maximum).",
+		Labels: []string{LabelDPRank}}
 	RankKVUsedTokens = Metric{Name: "kvwatch_rank_kv_used_tokens", Type: Gauge, Unit: "tokens",
-		Help: "KV used tokens of one engine rank.", PerRank: true}
+		Help:   "KV used tokens per DP rank (TP and PP ranks collapsed by maximum).",
+		Labels: []string{LabelDPRank}}
 	RankKVCapacityTokens = Metric{Name: "kvwatch_rank_kv_capacity_tokens", Type: Gauge, Unit: "tokens",
-		Help: "KV capacity of one engine rank, in tokens.", PerRank: true}
+		Help:   "KV capacity in tokens per DP rank (TP and PP ranks collapsed by maximum).",
+		Labels: []string{LabelDPRank}}
 	RouterWorkers = Metric{Name: "kvwatch_router_workers", Type: Gauge, Unit: "",
 		Help: "Workers behind a router, by state (healthy, total).", Labels: []string{LabelState}}
 	ServerInfo = Metric{Name: "kvwatch_server_info", Type: Gauge, Unit: "",

@@ -71,3 +71,17 @@ func TestQueues(t *testing.T) {
 		t.Errorf("Queues() = %s", got)
 	}
 }
+
+// TestRankFamiliesPerDPRank checks that the rank families carry the DP rank
+// only: TP and PP ranks of one DP rank hold the same KV, so labelling them
+// would export identical copies.
+func TestRankFamiliesPerDPRank(t *testing.T) {
+	for _, m := range []Metric{RankKVUsageRatio, RankKVUsedTokens, RankKVCapacityTokens} {
+		if got := strings.Join(m.Labels, ","); got != LabelDPRank {
+			t.Errorf("%s labels = %s, want %s", m.Name, got, LabelDPRank)
+		}
+		if !strings.HasSuffix(m.Help, " per DP rank (TP and PP ranks collapsed by maximum).") {
+			t.Errorf("%s help %q does not say it is per DP rank, TP and PP collapsed by maximum", m.Name, m.Help)
+		}
+	}
+}

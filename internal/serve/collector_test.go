@@ -1,0 +1,153 @@
+package serve
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// rank is one engine rank reporting capacity and used tokens; a negative
+// value is one the rank does not report.
+func rank(dp, tp, pp string, capacity, used float64) kv.Rank {
+	r := kv.Rank{RankID: kv.RankID{DP: dp, TP: tp, PP: pp}}
+	if capacity >= 0 {
+		r.Capacity = kv.Of(capacity)
+	}
+	if used >= 0 {
+		r.Used = kv.Of(used)
+	}
+	return r
+}
+
+// TestCollectorRankSeriesPerDPRank checks that the kvwatch_rank_* families
+// come once per DP rank with the dp_rank label only, TP and PP ranks
+// collapsed, and not at all for servers with one DP rank.
+func TestCollectorRankSeriesPerDPRank(t *testing.T) {
+	const (
+		usage = "kvwatch_rank_kv_usage_ratio"
+		used  = "kvwatch_rank_kv_used_tokens"
+		capa  = "kvwatch_rank_kv_capacity_tokens"
+	)
+	for _, c := range []struct {
+		name  string
+		ranks []kv.Rank
+		// want maps family → label set → value, worked out by hand.
+		want map[string]map[string]float64
+	}{
+		{
+			name: "dp2 tp2 pp2",
+			ranks: []kv.Rank{
+				rank("0", "0", "0", 1000, 300), rank("0", "1", "0", 1000, 300),
+				rank("0", "0", "1", 1000, 300), rank("0", "1", "1", 1000, 300),
+				rank("1", "0", "0", 1000, 600), rank("1", "1", "0", 1000, 600),
+				rank("1", "0", "1", 1000, 600), rank("1", "1", "1", 1000, 600),
+			},
+			want: map[string]map[string]float64{
+				usage: {"dp_rank=0": 0.3, "dp_rank=1": 0.6},
+				used:  {"dp_rank=0": 300, "dp_rank=1": 600},
+				capa:  {"dp_rank=0": 1000, "dp_rank=1": 1000},
+			},
+		},
+		{
+			// One TP rank of DP 1 reports no used tokens: the other's counts.
+			name: "dp2 tp2, a TP rank without used",
+			ranks: []kv.Rank{
+				rank("0", "0", "", 800, 200), rank("0", "1", "", 800, 200),
+				rank("1", "0", "", 800, -1), rank("1", "1", "", 800, 400),
+			},
+			want: map[string]map[string]float64{
+				usage: {"dp_rank=0": 0.25, "dp_rank=1": 0.5},
+				used:  {"dp_rank=0": 200, "dp_rank=1": 400},
+				capa:  {"dp_rank=0": 800, "dp_rank=1": 800},
+			},
+		},
+		{
+			// Unknown is not zero: DP 1's capacity, and so its ratio, are absent.
+			name: "dp2, one DP rank without capacity",
+			ranks: []kv.Rank{
+				rank("0", "", "", 1000, 100), rank("1", "", "", -1, 700),
+			},
+			want: map[string]map[string]float64{
+				usage: {"dp_rank=0": 0.1},
+				used:  {"dp_rank=0": 100, "dp_rank=1": 700},
+				capa:  {"dp_rank=0": 1000},
+			},
+		},
+		{
+			name: "dp4 as vLLM engines",
+			ranks: []kv.Rank{
+				rank("0", "", "", 100, 10), rank("1", "", "", 100, 20),
+				rank("2", "", "", 100, 30), rank("3", "", "", 100, 40),
+			},
+			want: map[string]map[string]float64{
+				usage: {"dp_rank=0": 0.1, "dp_rank=1": 0.2, "dp_rank=2": 0.3, "dp_rank=3": 0.4},
+				used:  {"dp_rank=0": 10, "dp_rank=1": 20, "dp_rank=2": 30, "dp_rank=3": 40},
+				capa:  {"dp_rank=0": 100, "dp_rank=1": 100, "dp_rank=2": 100, "dp_rank=3": 100},
+			},
+		},
+		{
+			// TP=4 without DP: the rank series would repeat the server's.
+			name: "tp4 without DP label",
+			ranks: []kv.Rank{
+				rank("", "0", "0", 1000, 500), rank("", "1", "0", 1000, 500),
+				rank("", "2", "0", 1000, 500), rank("", "3", "0", 1000, 500),
+			},
+			want: map[string]map[string]float64{usage: {}, used: {}, capa: {}},
+		},
+		{
+			name: "one DP rank labelled 0, tp2",
+			ranks: []kv.Rank{
+				rank("0", "0", "0", 1000, 500), rank("0", "1", "0", 1000, 500),
+			},
+			want: map[string]map[string]float64{usage: {}, used: {}, capa: {}},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, Ranks: c.ranks}
+			s.Rollup()
+			e := entry{
+				target:  &scrape.Target{Name: "srv", Labels: map[string]string{signal.LabelCluster: "c1", signal.LabelPool: "p1"}},
+				scraped: true,
+				res:     scrape.Result{Server: s},
+				role:    kv.RoleDecode,
+			}
+			reg := prometheus.NewPedanticRegistry()
+			if err := reg.Register(newCollector(func() []entry { return []entry{e} })); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]map[string]float64{usage: {}, used: {}, capa: {}}
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ident := map[string]string{"server": "srv", "role": "decode", "cluster": "c1", "pool": "p1"}
+			for _, mf := range mfs {
+				if got[mf.GetName()] == nil {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					var rest []string
+					for _, l := range m.GetLabel() {
+						if want, ok := ident[l.GetName()]; ok {
+							if l.GetValue() != want {
+								t.Errorf("%s: label %s=%q, want %q", mf.GetName(), l.GetName(), l.GetValue(), want)
+							}
+							continue
+						}
+						rest = append(rest, l.GetName()+"="+l.GetValue())
+					}
+					got[mf.GetName()][strings.Join(rest, ",")] = value(m)
+				}
+			}
+			if d := cmp.Diff(c.want, got); d != "" {
+				t.Errorf("rank series (-want +got):\n%s", d)
+			}
+		})
+	}
+}
