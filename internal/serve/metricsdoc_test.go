@@ -38,7 +38,7 @@ var provenanceDoc = map[string]string{
 	signal.Preemptions.Name:            "per server: `signal=\"preemptions\"`",
 	signal.PromptTokens.Name:           "per server: `signal=\"prompt_tokens\"`",
 	signal.GenerationTokens.Name:       "per server: `signal=\"generation_tokens\"`",
-	signal.RankSpreadRatio.Name:        "derived from the per-rank usage ratios",
+	signal.RankSpreadRatio.Name:        "derived from the per-DP-rank usage ratios",
 	signal.RankKVUsageRatio.Name:       "direct, or derived from the DP rank's used / capacity; only for servers with more than one DP rank",
 	signal.RankKVUsedTokens.Name:       "direct, or derived from the DP rank's ratio × capacity; only for servers with more than one DP rank",
 	signal.RankKVCapacityTokens.Name:   "direct; only for servers with more than one DP rank",
@@ -87,7 +87,7 @@ func renderMetricsDoc(t *testing.T) string {
 		}
 	}
 	b.WriteString(docBegin + "\n")
-	table("Per server", "One series per server (and per rank for the `rank_` families). "+
+	table("Per server", "One series per server (and per DP rank for the `rank_` families). "+
 		"Absent when the engine does not report the value or the last scrape failed; never 0 for unknown.", signal.Server())
 	table("Per target", "Scrape health of every configured target, whether or not the last scrape worked.", signal.Target())
 	table("kvwatch serve itself", "No identity labels.", signal.Self())

@@ -24,8 +24,9 @@ import (
 )
 
 // e2eScenario is a small PD cluster whose decode KV cache fills quickly
-// when the router's load is multiplied. The decode server has two TP ranks,
-// so the per-rank panels have series (servers with one rank export none).
+// when the router's load is multiplied. The decode server runs DP=2 (each
+// DP rank with TP=2, 75,000 tokens and 512 running requests), so the
+// per-DP-rank panels have series (servers with one DP rank export none).
 const e2eScenario = `model_name: e2e
 servers:
   - name: router
@@ -39,9 +40,10 @@ servers:
   - name: decode
     engine: sglang
     role: decode
+    dp: 2
     tp: 2
-    capacity_tokens: 150000
-    max_running_requests: 1024
+    capacity_tokens: 75000
+    max_running_requests: 512
 `
 
 // e2eOptions are the test-only stack options: 1s scrapes and evaluations,
