@@ -1,7 +1,10 @@
 // Package alerting evaluates Prometheus rule groups (recording and alerting
 // rules, in the rulefmt YAML that `kvwatch stack` generates) with the promql
 // engine over serve's in-memory history. Recording rules write their results
-// back into the history; alerting rules go pending → firing → resolved with
+// back into the history, except label-preserving ones (one output series per
+// input series, such as rate(counter[5m])): those are computed on demand,
+// their names expanded into their expressions in every other rule and, through
+// the Manager's Expand, in the query API (see ondemand.go). Alerting rules go pending → firing → resolved with
 // their `for` and `keep_firing_for`, write ALERTS series, and are sent to
 // Alertmanager's v2 API and to webhooks when configured.
 //
@@ -62,6 +65,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// StoreAllRules evaluates and stores every recording rule, as
+	// Prometheus does, instead of computing label-preserving ones on
+	// demand. It costs one stored series per input series of each such
+	// rule; the default (false) saves that memory for query-time CPU.
+	StoreAllRules bool
 }
 
 // Alert states, as the Prometheus API names them.
@@ -106,9 +114,14 @@ type Rule struct {
 	LastError   string        `json:"lastError,omitempty"`
 	Type        string        `json:"type"`
 	State       string        `json:"state,omitempty"`
-	LastEval    time.Time     `json:"lastEvaluation"`
-	EvalTime    float64       `json:"evaluationTime"`
-	expr        parser.Expr
+	// OnDemand marks a recording rule that is not evaluated on a schedule
+	// nor stored: queries compute it from its expression when they name
+	// it. Its health is "ok", its lastEvaluation the zero time and its
+	// evaluationTime 0, as for a rule not evaluated yet.
+	OnDemand    bool      `json:"onDemand,omitempty"`
+	LastEval    time.Time `json:"lastEvaluation"`
+	EvalTime    float64   `json:"evaluationTime"`
+	evalQuery   string
 	forD        time.Duration
 	keep        time.Duration
 	recordName  string
@@ -131,10 +144,11 @@ type Group struct {
 
 // Manager evaluates rule groups. It is safe for concurrent use.
 type Manager struct {
-	opts   Options
-	mu     sync.RWMutex
-	groups []*Group
-	ext    *url.URL
+	opts     Options
+	mu       sync.RWMutex
+	groups   []*Group
+	ext      *url.URL
+	expander *Expander
 }
 
 // New checks every rule's expression and returns a manager for them.
@@ -168,6 +182,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	p := parser.NewParser(parser.Options{})
 	var errs []error
+	var recs []RecordingRule
 	for _, g := range opts.Groups {
 		grp := &Group{Name: g.Name, File: "", interval: time.Duration(g.Interval)}
 		if grp.interval <= 0 {
@@ -181,10 +196,11 @@ func New(opts Options) (*Manager, error) {
 				continue
 			}
 			lset := labels.FromMap(mergeMaps(g.Labels, r.Labels))
-			rule := &Rule{Query: expr.String(), Labels: lset, Health: "unknown", expr: expr,
+			rule := &Rule{Query: expr.String(), Labels: lset, Health: "unknown", evalQuery: expr.String(),
 				active: map[uint64]*Alert{}, prevSeries: map[uint64]labels.Labels{}, labelTmpl: lset.Map()}
 			if r.Record != "" {
 				rule.Name, rule.Type, rule.recordName = r.Record, "recording", r.Record
+				recs = append(recs, RecordingRule{Name: r.Record, Expr: expr, Labels: lset, Interval: grp.interval})
 			} else {
 				rule.Name, rule.Type, rule.State = r.Alert, "alerting", StateInactive
 				rule.forD, rule.keep = time.Duration(r.For), time.Duration(r.KeepFiringFor)
@@ -199,9 +215,34 @@ func New(opts Options) (*Manager, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	if !opts.StoreAllRules {
+		m.expander = NewExpander(recs)
+	}
+	for _, g := range m.groups {
+		for _, r := range g.Rules {
+			if r.Type == "recording" && m.expander.OnDemand(r.Name) {
+				r.OnDemand, r.Health = true, "ok"
+				continue
+			}
+			q, err := m.expander.ExpandString(r.Query)
+			if err != nil {
+				return nil, fmt.Errorf("group %q, rule %q: expand on-demand rules: %w", g.Name, r.Name, err)
+			}
+			r.evalQuery = q
+		}
+	}
 	m.attach()
 	return m, nil
 }
+
+// Expand returns q with the names of on-demand recording rules replaced by
+// their expressions (see Expander.Expand), ready for the promql engine; q
+// itself when it names none. The error is q's parse error.
+func (m *Manager) Expand(q string) (string, error) { return m.expander.ExpandString(q) }
+
+// OnDemandNames returns the names of the on-demand recording rules, sorted:
+// they have no stored series, but queries that name them get results.
+func (m *Manager) OnDemandNames() []string { return m.expander.Names() }
 
 func mergeMaps(a, b map[string]string) map[string]string {
 	out := map[string]string{}
@@ -271,8 +312,11 @@ func (m *Manager) evalGroup(ctx context.Context, g *Group, ts time.Time) []Alert
 	start := time.Now()
 	var due []Alert
 	for _, r := range g.Rules {
+		if r.OnDemand {
+			continue
+		}
 		rs := time.Now()
-		vec, err := m.query(ctx, r.expr.String(), ts)
+		vec, err := m.query(ctx, r.evalQuery, ts)
 		m.mu.Lock()
 		r.LastEval = ts
 		if err != nil {
@@ -420,7 +464,13 @@ func strconvF(f float64) string { return model.SampleValue(f).String() }
 func (m *Manager) expand(ctx context.Context, r *Rule, s promql.Sample, ts time.Time) (labels.Labels, labels.Labels) {
 	data := template.AlertTemplateData(s.Metric.Map(), nil, m.opts.ExternalURL, s)
 	defs := "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
-	query := func(ctx context.Context, q string, t time.Time) (promql.Vector, error) { return m.query(ctx, q, t) }
+	query := func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
+		q, err := m.Expand(q)
+		if err != nil {
+			return nil, err
+		}
+		return m.query(ctx, q, t)
+	}
 	expand := func(text string) string {
 		if !strings.Contains(text, "{{") {
 			return text

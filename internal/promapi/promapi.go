@@ -4,6 +4,12 @@
 // (from package signal), format_query, rules, alerts and buildinfo, in GET and POST form, with Prometheus' JSON
 // envelope and error types.
 //
+// Queries may name on-demand recording rules (label-preserving rules that
+// the alerting manager does not store, see package alerting): query and
+// query_range expand them into their expressions before the engine runs,
+// and label/__name__/values lists their names; series does not list their
+// series, since none are stored.
+//
 // It does not serve remote read/write, targets, TSDB status, flags or admin
 // endpoints, and holds no exemplars (query_exemplars is always empty);
 // Prometheus itself does that.
@@ -32,11 +38,17 @@ import (
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
-// Rules is where /api/v1/rules and /api/v1/alerts read from;
-// *alerting.Manager satisfies it.
+// Rules is where /api/v1/rules and /api/v1/alerts read from, and what
+// expands on-demand recording rules in queries; *alerting.Manager
+// satisfies it.
 type Rules interface {
 	Groups() []alerting.Group
 	Alerts() []alerting.Alert
+	// Expand returns the query with on-demand rule names replaced by their
+	// expressions; the error is the query's parse error.
+	Expand(query string) (string, error)
+	// OnDemandNames lists the on-demand rules' names.
+	OnDemandNames() []string
 }
 
 // Options configure an API.
@@ -46,8 +58,9 @@ type Options struct {
 	// Engine runs queries. Default: a new engine with a 5m lookback and a
 	// 2m timeout.
 	Engine *promql.Engine
-	// Rules, when set, answers /api/v1/rules and /api/v1/alerts; without it
-	// they answer with no groups and no alerts.
+	// Rules, when set, answers /api/v1/rules and /api/v1/alerts and
+	// expands on-demand recording rules in queries; without it they answer
+	// with no groups and no alerts, and queries run as written.
 	Rules Rules
 	// Version, Revision, Branch, BuildDate are reported by status/buildinfo.
 	Version, Revision, Branch, BuildDate string
@@ -272,11 +285,30 @@ func (a *API) query(r *http.Request) (any, *apiError) {
 		return nil, aerr
 	}
 	defer cancel()
-	q, err := a.opts.Engine.NewInstantQuery(ctx, a.opts.Queryable, nil, r.Form.Get("query"), ts)
+	qs, aerr := a.expand(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	q, err := a.opts.Engine.NewInstantQuery(ctx, a.opts.Queryable, nil, qs, ts)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
 	return a.runQuery(ctx, q)
+}
+
+// expand returns the request's query with on-demand recording rules
+// expanded. The engine then parses the expansion's text again: it has no
+// entry point that takes a parsed expression.
+func (a *API) expand(r *http.Request) (string, *apiError) {
+	q := r.Form.Get("query")
+	if a.opts.Rules == nil {
+		return q, nil
+	}
+	qs, err := a.opts.Rules.Expand(q)
+	if err != nil {
+		return "", badData("invalid parameter \"query\": %v", err)
+	}
+	return qs, nil
 }
 
 // maxPoints is Prometheus' limit of points per series of a range query.
@@ -314,7 +346,11 @@ func (a *API) queryRange(r *http.Request) (any, *apiError) {
 		return nil, aerr
 	}
 	defer cancel()
-	q, err := a.opts.Engine.NewRangeQuery(ctx, a.opts.Queryable, nil, r.Form.Get("query"), start, end, step)
+	qs, aerr := a.expand(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	q, err := a.opts.Engine.NewRangeQuery(ctx, a.opts.Queryable, nil, qs, start, end, step)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
@@ -423,8 +459,9 @@ func (a *API) series(r *http.Request) (any, *apiError) {
 }
 
 // labelQuery runs f over each match[] set (or once without matchers) and
-// returns the sorted union.
-func (a *API) labelQuery(r *http.Request, f func(storage.Querier, []*labels.Matcher) ([]string, error)) (any, *apiError) {
+// returns the sorted union with extra's answer for each set.
+func (a *API) labelQuery(r *http.Request, f func(storage.Querier, []*labels.Matcher) ([]string, error),
+	extra func([]*labels.Matcher) []string) (any, *apiError) {
 	m, aerr := a.openMeta(r, false)
 	if aerr != nil {
 		return nil, aerr
@@ -443,6 +480,9 @@ func (a *API) labelQuery(r *http.Request, f func(storage.Querier, []*labels.Matc
 		for _, v := range vals {
 			set[v] = true
 		}
+		for _, v := range extra(ms) {
+			set[v] = true
+		}
 	}
 	out := make([]string, 0, len(set))
 	for v := range set {
@@ -459,7 +499,7 @@ func (a *API) labelNames(r *http.Request) (any, *apiError) {
 	return a.labelQuery(r, func(q storage.Querier, ms []*labels.Matcher) ([]string, error) {
 		v, _, err := q.LabelNames(r.Context(), nil, ms...)
 		return v, err
-	})
+	}, func([]*labels.Matcher) []string { return nil })
 }
 
 func (a *API) labelValues(r *http.Request) (any, *apiError) {
@@ -470,7 +510,36 @@ func (a *API) labelValues(r *http.Request) (any, *apiError) {
 	return a.labelQuery(r, func(q storage.Querier, ms []*labels.Matcher) ([]string, error) {
 		v, _, err := q.LabelValues(r.Context(), name, nil, ms...)
 		return v, err
+	}, func(ms []*labels.Matcher) []string {
+		if name != labels.MetricName {
+			return nil
+		}
+		return a.onDemandNames(ms)
 	})
+}
+
+// onDemandNames returns the on-demand rules' names that the matchers
+// select: all without matchers; with matchers only on __name__, the names
+// they accept; none when other labels are matched, since telling which
+// on-demand series exist would mean computing them.
+func (a *API) onDemandNames(ms []*labels.Matcher) []string {
+	if a.opts.Rules == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range a.opts.Rules.OnDemandNames() {
+		ok := true
+		for _, m := range ms {
+			if m.Name != labels.MetricName || !m.Matches(n) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // metadataEntry is one family's metadata in /api/v1/metadata.
