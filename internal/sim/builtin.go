@@ -10,7 +10,10 @@ import (
 // builtins are the scenarios kvwatch simulate knows by name. Each is YAML so
 // that it goes through the same parser, defaults and validation as a file.
 var builtins = map[string]string{
-	// The default: PD-disaggregated SGLang as operators run it.
+	// The default: PD-disaggregated SGLang as operators run it. Decode runs
+	// DP attention: 2 DP ranks of TP=4 (1,290,752 tokens and 512 running
+	// requests each, 2,581,504 tokens in all), so per-DP-rank views have
+	// data.
 	"pd-sglang": `
 model_name: deepseek-ai/DeepSeek-V3
 servers:
@@ -27,10 +30,11 @@ servers:
   - name: decode
     engine: sglang
     role: decode
+    dp: 2
     tp: 4
-    capacity_tokens: 2581504
+    capacity_tokens: 1290752
     context_length: 524288
-    max_running_requests: 1024
+    max_running_requests: 512
 `,
 	// vLLM V1 with data parallelism: one engine label per DP rank.
 	"vllm-dp": `

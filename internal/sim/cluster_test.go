@@ -457,3 +457,32 @@ func TestFaults(t *testing.T) {
 		t.Errorf("bad load = %d %s", resp.StatusCode, eb)
 	}
 }
+
+// TestPDSGLangDecodeDP checks the default scenario's decode server: DP
+// attention with 2 DP ranks of TP=4, every (dp_rank, tp_rank) pair a series,
+// 1,290,752 tokens per DP rank.
+func TestPDSGLangDecodeDP(t *testing.T) {
+	c := startCluster(t, "pd-sglang")
+	c.Advance(time.Minute)
+	var url string
+	for _, ep := range c.Endpoints() {
+		if ep.Name == "decode" {
+			url = ep.URL
+		}
+	}
+	code, b, err := get(t, url+"/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("GET decode /metrics = %d, %v", code, err)
+	}
+	p := parse(t, b)
+	if n := len(p["sglang:max_total_num_tokens"].GetMetric()); n != 8 {
+		t.Errorf("sglang:max_total_num_tokens has %d series, want 8 (2 DP × 4 TP)", n)
+	}
+	for _, dp := range []string{"0", "1"} {
+		for _, tp := range []string{"0", "1", "2", "3"} {
+			if got := one(t, p, "sglang:max_total_num_tokens", "dp_rank", dp, "tp_rank", tp); got != 1290752 {
+				t.Errorf("max_total_num_tokens dp%s tp%s = %g, want 1290752", dp, tp, got)
+			}
+		}
+	}
+}
