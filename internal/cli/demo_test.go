@@ -205,7 +205,8 @@ func commas(n int64) string {
 // data; the rows match the report JSON), then with eight samples 10s apart
 // (charts draw over a range chosen from the data, the prefill server's
 // prefix hit ratio is the one of the history's counters, rates have data,
-// per-rank lines are named by the labels the ranks have).
+// per-DP-rank lines are named dp0, dp1; a server with one DP rank gets a
+// note instead of an empty chart).
 func TestBrowserOverviewAndServerPage(t *testing.T) {
 	chromium := requireTool(t, "chromium", "chromium")
 	url, _, feed := demoEnv(t)
@@ -403,12 +404,25 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 			t.Errorf("decode chart %s: state %q, %s points (rate range %s); want drawn points", id, ds["state"], ds["points"], ds["rateInterval"])
 		}
 	}
-	// pd-sglang's decode server has 4 TP ranks and no DP label.
+	// pd-sglang's decode server has 2 DP ranks of 4 TP ranks each: one
+	// line per DP rank.
 	legend, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#c-ranks .u-legend .u-series .u-label')].slice(1).map(e => e.textContent)`))
-	if want := []string{"tp0", "tp1", "tp2", "tp3"}; err != nil || !slices.Equal(legend, want) {
-		t.Errorf("per-rank legend = %q (%v), want %q", legend, err, want)
+	if want := []string{"dp0", "dp1"}; err != nil || !slices.Equal(legend, want) {
+		t.Errorf("per-DP-rank legend = %q (%v), want %q", legend, err, want)
 	}
 	shot("web-server.png")
+
+	// The prefill server has 4 TP ranks and one DP rank: no per-DP-rank
+	// series, and the chart says why.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(url+"#/server/prefill"),
+		chromedp.WaitVisible(css(`#c-ranks[data-state="empty"]`)),
+	); err != nil {
+		t.Fatalf("prefill server page: %v", err)
+	}
+	if note, _ := chromedp.Run(bctx, chromedp.Text(css(`#c-ranks`))); note != "one DP rank: same as the server's usage" {
+		t.Errorf("prefill per-DP-rank chart says %q, want the one-DP-rank note", note)
+	}
 
 	// The alerts page and the capacity planner render.
 	cell := css(`#plan-servers tr[data-server="decode"] [data-field="requests"]`)

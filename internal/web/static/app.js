@@ -102,6 +102,9 @@ function rankLabel(m, all) {
   }
   return parts.join(" ") || "rank";
 }
+// dpRanks counts the DP ranks of a server's ranks (kvwatch_rank_* series
+// exist only with more than one).
+function dpRanks(ranks) { return new Set(ranks.map((r) => r.dp_rank || "")).size; }
 
 // ---- data --------------------------------------------------------------
 
@@ -399,7 +402,7 @@ async function serverPage(main, name) {
     ${state.settings.history ? windowNote() + `<div class="charts">
       ${chartBox("c-usage", "KV usage (and reserved)", "dashed: warning and critical")}
       ${chartBox("c-tokens", "KV tokens: used, capacity, evictable")}
-      ${chartBox("c-ranks", "KV usage per rank")}
+      ${chartBox("c-ranks", "KV usage per DP rank", "TP and PP ranks collapsed")}
       ${chartBox("c-queues", "Running and queued requests")}
       ${chartBox("c-preempt", "Preemptions / retractions per second")}
       ${chartBox("c-tput", "Throughput (tokens/s)")}
@@ -416,7 +419,8 @@ async function serverPage(main, name) {
       { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], { unit: "tokens" }),
     chart(document.getElementById("c-ranks"), [
       { q: `kvwatch_rank_kv_usage_ratio{${sq}}`, label: rankLabel }], { unit: "ratio", thresholds: true,
-      unavailable: s.server && !(sv.ranks || []).length ? `unavailable: ${eng} reports no per-rank KV` : "" }),
+      unavailable: !s.server ? "" : !(sv.ranks || []).length ? `unavailable: ${eng} reports no per-rank KV` :
+        dpRanks(sv.ranks) === 1 ? "one DP rank: same as the server's usage" : "" }),
     chart(document.getElementById("c-queues"), [
       { q: `kvwatch_requests_running{${sq}}`, label: () => "running" },
       { q: `kvwatch_requests_queued{${sq}}`, label: (m) => "queued " + m.queue }], { unit: "requests" }),
