@@ -2,6 +2,7 @@ package crosscheck
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -126,6 +127,17 @@ func TestAdaptersReportTruth(t *testing.T) {
 							fit += (r.CapacityTokens - r.UsedTokens) / 8192
 						}
 						check(t, name+" headroom 8k", s.Headroom(8192), float64(fit))
+						// Per DP rank (what kvwatch_rank_* export): TP
+						// duplicates collapsed, in DP order.
+						if groups := s.DPGroups(); len(truth.Ranks) > 1 && len(groups) != len(truth.Ranks) {
+							t.Errorf("%s has %d DP groups, want %d", name, len(groups), len(truth.Ranks))
+						} else if len(truth.Ranks) > 1 {
+							for i, r := range truth.Ranks {
+								dp := fmt.Sprintf("%s dp%d", name, r.DPRank)
+								check(t, dp+" capacity", groups[i].Capacity, float64(r.CapacityTokens))
+								check(t, dp+" used", groups[i].Used, float64(r.UsedTokens))
+							}
+						}
 					}
 					if ep.Engine == "vllm" {
 						check(t, name+" preemptions", s.Counters.Preemptions, float64(truth.Counters.Preemptions))
