@@ -284,3 +284,88 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOnDemandRules queries the stack's on-demand server rules (never
+// stored) the way the generated dashboards do, and checks they are listed
+// as metric names and rules.
+func TestOnDemandRules(t *testing.T) {
+	st, end := fixture(t)
+	groups := append(stack.RecordingRules(stack.Options{}).Groups, stack.AlertRules(stack.Options{}).Groups...)
+	m, err := alerting.New(alerting.Options{Groups: groups, Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ts := end.Add(-5 * time.Minute); !ts.After(end); ts = ts.Add(15 * time.Second) {
+		m.EvalAt(t.Context(), ts)
+	}
+	srv := server(t, Options{Queryable: st, Rules: m, Now: func() time.Time { return end }})
+	hit := stack.RecHitRatio("server")
+	// Every server's hit counter grows 40 tokens/s and query counter 100/s:
+	// ratio 0.4; d1 fills 10 tokens/s of 100000 from 13000 at the end:
+	// (1 - 0.13) / 1e-4 = 8700 s to full; d2 and p are flat (no result).
+	tests := []struct {
+		query string
+		want  map[string]float64 // by server
+		name  string             // the __name__ of the results, "" for none
+	}{
+		{hit, map[string]float64{"d1": 0.4, "d2": 0.4, "p": 0.4}, hit},
+		{hit + `{role="decode"}`, map[string]float64{"d1": 0.4, "d2": 0.4}, hit},
+		{stack.RecTimeToFull, map[string]float64{"d1": 8700}, stack.RecTimeToFull},
+		{`bottomk(10, ` + stack.RecTimeToFull + `{pool="p1"})`, map[string]float64{"d1": 8700}, stack.RecTimeToFull},
+		{`server:kvwatch_prefix_cache_query_tokens:rate5m{server="p"} * 2`, map[string]float64{"p": 200}, ""},
+		{`max_over_time(server:kvwatch_prefix_cache_hit_tokens:rate5m{server="d2"}[10m])`, map[string]float64{"d2": 40}, ""},
+	}
+	for _, tt := range tests {
+		code, r := call(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {tt.query}})
+		if code != 200 {
+			t.Fatalf("%s: %d %s", tt.query, code, r.Error)
+		}
+		var d vectorData
+		json.Unmarshal(r.Data, &d)
+		got := map[string]float64{}
+		for _, res := range d.Result {
+			v, _ := strconv.ParseFloat(res.Value[1].(string), 64)
+			got[res.Metric["server"]] = v
+			if res.Metric["__name__"] != tt.name {
+				t.Errorf("%s: result __name__ %q, want %q", tt.query, res.Metric["__name__"], tt.name)
+			}
+		}
+		ok := len(got) == len(tt.want)
+		for k, w := range tt.want {
+			// The usage ratio is stored to 21 bits: 2^-21 relative.
+			if g, found := got[k]; !found || math.Abs(g-w) > 1e-5*w {
+				ok = false
+			}
+		}
+		if !ok {
+			t.Errorf("%s = %v, want %v", tt.query, got, tt.want)
+		}
+	}
+	form := url.Values{"query": {hit + `{server="d1"}`}, "start": {unix(end.Add(-2 * time.Minute))}, "end": {unix(end)}, "step": {"60"}}
+	code, r := call(t, srv, http.MethodPost, "/api/v1/query_range", form)
+	var d vectorData
+	json.Unmarshal(r.Data, &d)
+	if code != 200 || len(d.Result) != 1 || len(d.Result[0].Values) != 3 || d.Result[0].Values[2][1] != "0.4" {
+		t.Errorf("query_range %s = %d %s, want 3 points of 0.4", form.Get("query"), code, r.Data)
+	}
+	code, r = call(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {hit + "{"}})
+	if code != 400 || r.ErrorType != "bad_data" || !strings.Contains(r.Error, "parse error") {
+		t.Errorf("bad query = %d %s %s, want 400 bad_data with the parse error", code, r.ErrorType, r.Error)
+	}
+	code, r = call(t, srv, http.MethodGet, "/api/v1/label/__name__/values", nil)
+	if code != 200 || !strings.Contains(string(r.Data), `"`+hit+`"`) || !strings.Contains(string(r.Data), `"`+signal.KVUsageRatio.Name+`"`) {
+		t.Errorf("label/__name__/values = %s, want the stored names and %s", r.Data, hit)
+	}
+	code, r = call(t, srv, http.MethodGet, "/api/v1/label/__name__/values", url.Values{"match[]": {`{__name__=~"server:.*"}`}})
+	if code != 200 || !strings.Contains(string(r.Data), `"`+stack.RecTimeToFull+`"`) {
+		t.Errorf("label/__name__/values{__name__=~server:.*} = %s, want %s", r.Data, stack.RecTimeToFull)
+	}
+	code, r = call(t, srv, http.MethodGet, "/api/v1/label/__name__/values", url.Values{"match[]": {`{role="decode"}`}})
+	if code != 200 || strings.Contains(string(r.Data), hit) {
+		t.Errorf("label/__name__/values{role=decode} = %s, want no on-demand name (unknown without computing)", r.Data)
+	}
+	code, r = call(t, srv, http.MethodGet, "/api/v1/rules", url.Values{"type": {"record"}})
+	if code != 200 || !strings.Contains(string(r.Data), `"name":"`+hit+`"`) || !strings.Contains(string(r.Data), `"onDemand":true`) {
+		t.Errorf("/api/v1/rules?type=record = %d %s, want %s marked onDemand", code, r.Data, hit)
+	}
+}
