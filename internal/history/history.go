@@ -89,9 +89,10 @@ type Store struct {
 	mu     sync.RWMutex
 	series map[uint64][]*memSeries
 	byName map[string][]*memSeries
-	// gathered are the series seen in the previous AppendFamilies call;
-	// those missing from the next one get a staleness marker.
-	gathered map[*memSeries]bool
+	// gen counts AppendFamilies calls; a series' gen is the last call that
+	// had it, so those of the previous call missing from the next one get
+	// a staleness marker.
+	gen uint32
 	// lastGather is the (aligned) timestamp of the previous AppendFamilies.
 	lastGather int64
 	dropped    int64
@@ -102,10 +103,9 @@ type Store struct {
 // New returns an empty store.
 func New(opts Options) *Store {
 	return &Store{
-		opts:     opts.withDefaults(),
-		series:   map[uint64][]*memSeries{},
-		byName:   map[string][]*memSeries{},
-		gathered: map[*memSeries]bool{},
+		opts:   opts.withDefaults(),
+		series: map[uint64][]*memSeries{},
+		byName: map[string][]*memSeries{},
 	}
 }
 
@@ -206,11 +206,18 @@ func (s *Store) downsampleLocked(ms *memSeries, now int64) {
 // (at most 50ms) of it: a timestamp delta that repeats costs 1 bit in the
 // XOR encoding instead of 16 or more.
 func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
-	var b labels.ScratchBuilder
+	var (
+		b       labels.ScratchBuilder
+		scratch labels.Labels
+	)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := s.align(t.UnixMilli())
-	now := make(map[*memSeries]bool, len(s.gathered))
+	prev := s.gen
+	s.gen++
+	if s.gen == 0 { // wrapped (after 680 years at 5s): 0 means never
+		s.gen = 1
+	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			counter := false
@@ -234,19 +241,20 @@ func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
 				}
 			}
 			b.Sort()
-			ms := s.getOrCreate(b.Labels())
+			// Look up with reused label bytes; only a new series keeps a
+			// copy.
+			b.Overwrite(&scratch)
+			ms, ok := s.lookupLocked(scratch)
+			if !ok {
+				ms = newSeries(b.Labels(), &s.rawArena, &s.coarseArena)
+				s.addLocked(ms)
+			}
 			ms.counter = counter
 			s.appendLocked(ms, ts, v)
-			now[ms] = true
+			ms.gen = s.gen
 		}
 	}
-	for ms := range s.gathered {
-		if !now[ms] {
-			s.appendLocked(ms, ts, math.Float64frombits(value.StaleNaN))
-		}
-	}
-	s.gathered = now
-	s.truncateLocked(ts)
+	s.sweepLocked(ts, prev)
 }
 
 // align snaps ts onto the grid of the previous gather; callers hold s.mu.
@@ -271,16 +279,23 @@ func (s *Store) Truncate(now time.Time) {
 	s.truncateLocked(now.UnixMilli())
 }
 
-func (s *Store) truncateLocked(now int64) {
+func (s *Store) truncateLocked(now int64) { s.sweepLocked(now, 0) }
+
+// sweepLocked gives the series that AppendFamilies call stale (not 0) had
+// but the latest did not a staleness marker at now, then downsamples and
+// truncates every series, in one pass.
+func (s *Store) sweepLocked(now int64, stale uint32) {
 	mint := now - s.opts.Retention.Milliseconds()
 	slack := trimSteps * s.opts.DownsampleStep.Milliseconds()
 	for h, list := range s.series {
 		kept := list[:0]
 		for _, ms := range list {
+			if stale != 0 && ms.gen == stale {
+				s.appendLocked(ms, now, math.Float64frombits(value.StaleNaN))
+			}
 			s.downsampleLocked(ms, now)
 			if ms.truncate(mint, slack) {
 				s.removeNameLocked(ms)
-				delete(s.gathered, ms)
 				continue
 			}
 			kept = append(kept, ms)

@@ -220,9 +220,12 @@ type memSeries struct {
 	// rounded says the series stores its values rounded to
 	// keptSignificandBits (see reducedPrecision).
 	rounded bool
-	coarse  tier
-	ds      downsampler
-	raw     tier
+	// gen is the Store's AppendFamilies call that last had the series (0:
+	// none).
+	gen    uint32
+	coarse tier
+	ds     downsampler
+	raw    tier
 	// lastT is the timestamp of the newest sample (math.MinInt64 when empty).
 	lastT int64
 }

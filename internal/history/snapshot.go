@@ -237,7 +237,7 @@ var (
 func (s *Store) resetLocked() {
 	clear(s.series)
 	clear(s.byName)
-	clear(s.gathered)
+	s.gen = 0
 	s.rawArena, s.coarseArena = arena{}, arena{}
 }
 
