@@ -15,7 +15,7 @@ var offHeapBytes atomic.Int64
 func OffHeapBytes() int64 { return offHeapBytes.Load() }
 
 // slabSize is the size of an arena's slabs.
-const slabSize = 256 << 10
+const slabSize = 64 << 10
 
 // slab is a block of memory outside the Go heap (see allocSlab) that closed
 // chunks take their bytes from. Every chunk cut from a slab points to it;
@@ -73,7 +73,14 @@ func (b *bump) copy(p []byte) ([]byte, *slab) {
 // chunks larger than a sixteenth of a slab.
 type arena struct {
 	closed, trimmed bump
+	// restored, while a snapshot is read, groups the chunks read by when
+	// they end (see copyRestored).
+	restored map[int64]*bump
 }
+
+// restoreBucket is the span of chunk end times that share slabs while a
+// snapshot is restored.
+const restoreBucket = int64(30 * 60 * 1000)
 
 // copy returns a copy of a closed chunk's bytes and the slab they are in
 // (nil on the Go heap).
@@ -83,6 +90,30 @@ func (a *arena) copy(p []byte) ([]byte, *slab) {
 	}
 	return a.closed.copy(p)
 }
+
+// copyRestored is copy for a chunk read from a snapshot that ends at
+// maxt. A snapshot lists every chunk of one series before the next
+// series, so taking them in file order would put a day of one series'
+// chunks in one slab, pinned until the newest of them is dropped; instead
+// chunks that end in the same restoreBucket share slabs, as they do when
+// the store fills as it runs. endRestore drops the grouping.
+func (a *arena) copyRestored(p []byte, maxt int64) ([]byte, *slab) {
+	if a == nil || len(p) > slabSize/16 {
+		return a.copy(p)
+	}
+	if a.restored == nil {
+		a.restored = map[int64]*bump{}
+	}
+	k := floorDiv(maxt, restoreBucket)
+	b := a.restored[k]
+	if b == nil {
+		b = &bump{}
+		a.restored[k] = b
+	}
+	return b.copy(p)
+}
+
+func (a *arena) endRestore() { a.restored = nil }
 
 // copyTrimmed is copy for the chunks trim re-encodes.
 func (a *arena) copyTrimmed(p []byte) ([]byte, *slab) {

@@ -2,6 +2,9 @@ package history
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -92,6 +95,56 @@ func TestSlabsFreedAfterRetention(t *testing.T) {
 	}
 	if n < 720 {
 		t.Errorf("read %d samples of the first hour, want at least 720", n)
+	}
+	runtime.KeepAlive(st)
+}
+
+// A restored store lays its chunks out in slabs by when they end, as a
+// running store does, so that retention frees slabs as it drops chunks
+// instead of each slab holding a day of a few series, pinned by their
+// newest chunk.
+func TestRestoredSlabsFreedByRetention(t *testing.T) {
+	if _, offHeap := allocSlab(1); !offHeap {
+		t.Skip("no anonymous mappings on this system: slabs are on the Go heap")
+	}
+	const series, step = 500, int64(60 * 1000)
+	path := filepath.Join(t.TempDir(), "history.snap")
+	opts := Options{Retention: 12 * time.Hour, FullResolution: 12 * time.Hour, Interval: time.Minute, SnapshotFile: path}
+	end := int64(12 * 3600 * 1000) // 720 samples, 3 chunks a series
+	func() {
+		st := New(opts)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range series {
+			l := labels.FromStrings("__name__", "kvwatch_kv_used_tokens", "server", fmt.Sprintf("s%03d", i))
+			v := 0.0
+			for ts := step; ts <= end; ts += step {
+				v += float64(r.IntN(2000))
+				st.Append(l, ts, v)
+			}
+		}
+		if err := st.WriteSnapshot(path); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	base := waitOffHeap(t, 0)
+
+	st := New(opts)
+	if err := st.Restore(time.UnixMilli(end)); err != nil {
+		t.Fatal(err)
+	}
+	restored := OffHeapBytes() - base
+	if restored < 4*slabSize {
+		t.Fatalf("restore mapped %d bytes, want several slabs", restored)
+	}
+	// Four hours later the oldest of the three chunks of every series is
+	// out of the window.
+	st.Truncate(time.UnixMilli(end + 4*3600*1000 + step))
+	if got, want := st.Stats().Samples, series*(720-240); got != want {
+		t.Fatalf("after retention the store holds %d samples, want %d", got, want)
+	}
+	kept := waitOffHeap(t, base+restored*3/4) - base
+	if kept > restored*3/4 {
+		t.Errorf("retention dropped a third of the chunks but %d of %d restored bytes stay mapped", kept, restored)
 	}
 	runtime.KeepAlive(st)
 }

@@ -207,6 +207,8 @@ func (s *Store) restore(f io.ReaderAt, size int64, mint int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.restoreLocked(r, body, mint)
+	s.rawArena.endRestore()
+	s.coarseArena.endRestore()
 	if errors.Is(err, errNotSnapshot) || errors.Is(err, errNewerVersion) {
 		return err
 	}
@@ -378,7 +380,7 @@ func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier
 		if cmint <= ms.lastT || cmaxt < cmint {
 			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
 		}
-		c.b, c.slab = tr.arena.copy(cb)
+		c.b, c.slab = tr.arena.copyRestored(cb, cmaxt)
 		tr.closed = append(tr.closed, c)
 		ms.lastT = cmaxt
 	}
