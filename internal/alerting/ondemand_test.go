@@ -19,7 +19,7 @@ import (
 // testExpander classifies a rule set that has every kind of rule: the
 // kvwatch-server rules' shapes (on demand), an aggregation over them
 // (stored), and rules that must stay stored for each reason.
-func testExpander(t *testing.T) *Expander {
+func testExpander(t testing.TB) *Expander {
 	t.Helper()
 	p := parser.NewParser(parser.Options{})
 	rule := func(name, expr string, interval time.Duration, lbls ...string) RecordingRule {
@@ -136,6 +136,33 @@ func TestExpand(t *testing.T) {
 	if _, err := e.ExpandString("sum("); err == nil {
 		t.Error("ExpandString(sum() = nil error, want the parse error")
 	}
+}
+
+// FuzzExpandString: any query that parses expands without panicking into
+// a query that parses, and one naming no on-demand rule stays as it was.
+func FuzzExpandString(f *testing.F) {
+	for _, s := range []string{`server:hit:ratio{pool="p1"} offset 5m`, `max_over_time(server:neg[10m:1m])`,
+		`avg_over_time(server:full:deriv15m[30m] @ end())`, `sum(rate(x[5m]))`, `server:p90 / on(a) group_left server:high`} {
+		f.Add(s)
+	}
+	e := testExpander(f)
+	p := parser.NewParser(parser.Options{})
+	f.Fuzz(func(t *testing.T, q string) {
+		expr, err := p.ParseExpr(q)
+		if err != nil {
+			return
+		}
+		got, err := e.ExpandString(q)
+		if err != nil {
+			t.Fatalf("ExpandString(%q): %v", q, err)
+		}
+		if _, err := p.ParseExpr(got); err != nil {
+			t.Fatalf("ExpandString(%q) = %q does not parse: %v", q, got, err)
+		}
+		if !e.references(expr) && got != q {
+			t.Fatalf("ExpandString(%q) = %q, want it unchanged", q, got)
+		}
+	})
 }
 
 // TestOnDemandRuleInAlert drives KVPreemptionsSustained, whose expression
