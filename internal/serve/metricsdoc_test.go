@@ -56,6 +56,11 @@ var provenanceDoc = map[string]string{
 	signal.ConfigReloadTime.Name:       "kvwatch itself",
 	signal.ScrapeDeadlineMisses.Name:   "kvwatch itself",
 	signal.Targets.Name:                "kvwatch itself",
+	signal.HistorySeries.Name:          "kvwatch's history",
+	signal.HistorySamples.Name:         "kvwatch's history",
+	signal.HistoryChunkBytes.Name:      "kvwatch's history",
+	signal.HistoryOffHeapBytes.Name:    "kvwatch's history",
+	signal.HistoryDropped.Name:         "kvwatch's history",
 }
 
 // renderMetricsDoc writes the tables of docs/metrics.md from package signal.
@@ -91,6 +96,8 @@ func renderMetricsDoc(t *testing.T) string {
 		"Absent when the engine does not report the value or the last scrape failed; never 0 for unknown.", signal.Server())
 	table("Per target", "Scrape health of every configured target, whether or not the last scrape worked.", signal.Target())
 	table("kvwatch serve itself", "No identity labels.", signal.Self())
+	table("History", "With `--history` (on by default in `serve` and `demo`): the size of the in-memory history. No identity labels. "+
+		"Resident memory is about `go_memstats_heap_inuse_bytes` plus `kvwatch_history_off_heap_bytes` plus goroutine stacks.", signal.History())
 	b.WriteString("\n" + docEnd + "\n")
 	return b.String()
 }

@@ -159,6 +159,34 @@ var (
 		Help: "Targets serve scrapes (config file, command line and file_sd)."}
 )
 
+// LabelTier is the label of the history families that are per tier:
+// TierFull (every sample of the newest --history.full-resolution) or
+// TierDownsampled (one per --history.downsample-step before that).
+const (
+	LabelTier       = "tier"
+	TierFull        = "full"
+	TierDownsampled = "downsampled"
+)
+
+// Families about serve's in-memory history (present with --history).
+var (
+	HistorySeries = Metric{Name: "kvwatch_history_series", Type: Gauge, Unit: "", Self: true,
+		Help: "Series held in the in-memory history."}
+	HistorySamples = Metric{Name: "kvwatch_history_samples", Type: Gauge, Unit: "", Self: true,
+		Help: "Samples held in the in-memory history, by tier (full resolution or downsampled).", Labels: []string{LabelTier}}
+	HistoryChunkBytes = Metric{Name: "kvwatch_history_chunk_bytes", Type: Gauge, Unit: "bytes", Self: true,
+		Help: "Encoded size of the history's samples, by tier (open chunks at their buffer's capacity).", Labels: []string{LabelTier}}
+	HistoryOffHeapBytes = Metric{Name: "kvwatch_history_off_heap_bytes", Type: Gauge, Unit: "bytes", Self: true,
+		Help: "Memory mapped outside the Go heap for the history's closed chunks (not in go_memstats_*; part of process_resident_memory_bytes)."}
+	HistoryDropped = Metric{Name: "kvwatch_history_samples_dropped_total", Type: Counter, Unit: "", Self: true,
+		Help: "Samples the history refused because they were not newer than the series' last one."}
+)
+
+// History lists the families about serve's history in documentation order.
+func History() []Metric {
+	return []Metric{HistorySeries, HistorySamples, HistoryChunkBytes, HistoryOffHeapBytes, HistoryDropped}
+}
+
 // Server lists the per-server normalized families in documentation order.
 func Server() []Metric {
 	return []Metric{KVCapacityTokens, KVUsedTokens, KVAvailableTokens, KVEvictableTokens,
@@ -181,7 +209,9 @@ func Self() []Metric {
 }
 
 // All lists every exported kvwatch_* family.
-func All() []Metric { return append(append(Server(), Target()...), Self()...) }
+func All() []Metric {
+	return append(append(append(Server(), Target()...), Self()...), History()...)
+}
 
 // Signal names used as the signal label of SignalInfo.
 const (
