@@ -94,6 +94,7 @@ curl -fsS "http://127.0.0.1:$KV_PORT/metrics" >"$work/m1.prom"
 if [ -n "${ARTIFACTS:-}" ]; then
 	mkdir -p "$ARTIFACTS"
 	curl -fsS -o "$ARTIFACTS/heap.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/heap"
+	cp "/proc/$kv/smaps" "$ARTIFACTS/smaps"
 	cp "$work/rss.txt" "$work/m1.prom" "$ARTIFACTS/"
 fi
 # After the memory readings: how much the history holds (this query reads
