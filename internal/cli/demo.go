@@ -109,6 +109,9 @@ func attachEmbedded(e *env, d *serve.Daemon, f embeddedFlags) (*embedded, error)
 		if err := emb.store.Restore(time.Now()); err != nil && !errors.Is(err, history.ErrNoSnapshot) {
 			return nil, err
 		}
+		if err := d.RegisterOwn(emb.store.Collector()); err != nil {
+			return nil, fmt.Errorf("history metrics: %w", err)
+		}
 		groups, err := ruleGroups(f.ruleFiles, cfg)
 		if err != nil {
 			return nil, usageError{err}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -561,6 +562,16 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 	}
 	if want := []string{"inactive", "pending", "firing", "inactive"}; !slices.Equal(states, want) {
 		t.Errorf("%s state changes = %v, want %v", stack.AlertKVHigh, states, want)
+	}
+	// serve's /metrics tells how big the history is.
+	resp, err := http.Get("http://" + d.Addrs()[0].String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("\nkvwatch_history_series %d\n", emb.store.Stats().Series); !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
 	}
 	mu.Lock()
 	defer mu.Unlock()

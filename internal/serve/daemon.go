@@ -251,6 +251,11 @@ func (d *Daemon) Handle(pattern string, h http.Handler) {
 	d.handledMu.Unlock()
 }
 
+// RegisterOwn adds a collector of kvwatch's own metrics (e.g. the
+// history's size), served on /metrics next to the process and Go metrics
+// and never recorded into the history.
+func (d *Daemon) RegisterOwn(c prometheus.Collector) error { return d.own.Register(c) }
+
 // Gatherer gathers only the normalized kvwatch_* families and per-target
 // scrape health, from the latest scrape of each target.
 func (d *Daemon) Gatherer() prometheus.Gatherer { return d.kvReg }
