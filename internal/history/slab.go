@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"runtime"
 	"sync/atomic"
 )
@@ -18,7 +19,8 @@ func OffHeapBytes() int64 { return offHeapBytes.Load() }
 const slabSize = 64 << 10
 
 // slab is a block of memory outside the Go heap (see allocSlab) that closed
-// chunks take their bytes from. Every chunk cut from a slab points to it;
+// chunks take their bytes from (or, for chunks on the Go heap, the bytes of
+// one chunk or of a reader's copies). Every chunk cut from a slab points to it;
 // once none does, the garbage collector runs the slab's cleanup, which
 // returns the memory to the operating system. Chunk bytes are only read
 // under the Store's lock, or copied out of it (tier.view), so no reader
@@ -53,13 +55,13 @@ type bump struct {
 	off int
 }
 
-func (b *bump) copy(p []byte) ([]byte, *slab) {
+func (b *bump) copy(p []byte) (*slab, uint32) {
 	if b.cur == nil || len(b.cur.mem)-b.off < len(p) {
 		b.cur, b.off = newSlab(), 0
 	}
 	n := b.off
 	b.off += copy(b.cur.mem[n:], p)
-	return b.cur.mem[n:b.off:b.off], b.cur
+	return b.cur, uint32(n)
 }
 
 // arena hands out the bytes of closed chunks from slabs. Chunks closed at
@@ -82,11 +84,11 @@ type arena struct {
 // snapshot is restored.
 const restoreBucket = int64(30 * 60 * 1000)
 
-// copy returns a copy of a closed chunk's bytes and the slab they are in
-// (nil on the Go heap).
-func (a *arena) copy(p []byte) ([]byte, *slab) {
+// copy copies a closed chunk's bytes into a slab and returns the slab and
+// their offset in it.
+func (a *arena) copy(p []byte) (*slab, uint32) {
 	if a == nil || len(p) > slabSize/16 {
-		return append(make([]byte, 0, len(p)), p...), nil
+		return &slab{mem: bytes.Clone(p)}, 0
 	}
 	return a.closed.copy(p)
 }
@@ -97,7 +99,7 @@ func (a *arena) copy(p []byte) ([]byte, *slab) {
 // chunks in one slab, pinned until the newest of them is dropped; instead
 // chunks that end in the same restoreBucket share slabs, as they do when
 // the store fills as it runs. endRestore drops the grouping.
-func (a *arena) copyRestored(p []byte, maxt int64) ([]byte, *slab) {
+func (a *arena) copyRestored(p []byte, maxt int64) (*slab, uint32) {
 	if a == nil || len(p) > slabSize/16 {
 		return a.copy(p)
 	}
@@ -116,9 +118,9 @@ func (a *arena) copyRestored(p []byte, maxt int64) ([]byte, *slab) {
 func (a *arena) endRestore() { a.restored = nil }
 
 // copyTrimmed is copy for the chunks trim re-encodes.
-func (a *arena) copyTrimmed(p []byte) ([]byte, *slab) {
+func (a *arena) copyTrimmed(p []byte) (*slab, uint32) {
 	if a == nil || len(p) > slabSize/16 {
-		return append(make([]byte, 0, len(p)), p...), nil
+		return a.copy(p)
 	}
 	return a.trimmed.copy(p)
 }

@@ -146,7 +146,7 @@ func putTier(w snapWriter, tr *tier) {
 	}
 	putUvarint(w, uint64(n))
 	for _, c := range tr.closed {
-		putChunk(w, c.mint, c.maxt, c.b)
+		putChunk(w, c.mint, c.maxt, c.bytes())
 	}
 	if tr.open() {
 		putChunk(w, tr.hmint, tr.hmaxt, tr.head.Bytes())
@@ -373,14 +373,14 @@ func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier
 		if cmaxt < mint {
 			continue
 		}
-		c := chunk{b: cb, mint: cmint, maxt: cmaxt}
+		c := chunk{slab: &slab{mem: cb}, n: uint32(l), mint: cmint, maxt: cmaxt}
 		if first, _ := binary.Varint(cb[min(2, l):]); l < 3 || c.numSamples() == 0 || first != cmint {
 			return fmt.Errorf("series %s has a chunk whose samples do not match its time range", ms.lset)
 		}
 		if cmint <= ms.lastT || cmaxt < cmint {
 			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
 		}
-		c.b, c.slab = tr.arena.copyRestored(cb, cmaxt)
+		c.slab, c.off = tr.arena.copyRestored(cb, cmaxt)
 		tr.closed = append(tr.closed, c)
 		ms.lastT = cmaxt
 	}
