@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/prometheus/model/rulefmt"
 
@@ -177,7 +178,7 @@ func (emb *embedded) run(ctx context.Context, d *serve.Daemon) error {
 	var wg sync.WaitGroup
 	var histErr error
 	wg.Add(2)
-	go func() { defer wg.Done(); histErr = emb.store.Run(ctx, d.Gatherer()) }()
+	go func() { defer wg.Done(); histErr = emb.store.Run(ctx, daemonFeeder{d}) }()
 	go func() { defer wg.Done(); emb.rules.Run(ctx) }()
 	err := d.Run(ctx)
 	cancel()
@@ -329,3 +330,11 @@ func statusLine(r report.Report, emb *embedded) string {
 	}
 	return line
 }
+
+// daemonFeeder lets the history record the daemon's samples straight from
+// its latest scrapes (history.Feeder) instead of gathering metric
+// families every interval.
+type daemonFeeder struct{ d *serve.Daemon }
+
+func (f daemonFeeder) Gather() ([]*dto.MetricFamily, error) { return f.d.Gatherer().Gather() }
+func (f daemonFeeder) Feed(b *history.Batch)                { f.d.Walk(b.Add) }

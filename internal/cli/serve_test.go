@@ -3,8 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,5 +71,61 @@ func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "kvwatch serve stopped") {
 		t.Errorf("no graceful stop in the log:\n%s", stderr.String())
+	}
+}
+
+// serve with history records the daemon's samples every interval (through
+// the daemon's Walk, not a gather) and answers PromQL over them.
+func TestServeHistoryRecordsScrapes(t *testing.T) {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
+	}))
+	defer engine.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
+	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m"},
+			Streams{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("serve exit code = %d, want 0; log:\n%s", code, stderr.String())
+		}
+	}()
+	query := func(q string) string {
+		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	// Three gathers of the target's used tokens, with the server's labels.
+	want := `"metric":{"role":"unified","server":"a"},"value":[`
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got := query(`count_over_time(kvwatch_kv_used_tokens[10m]) >= 3`)
+		if strings.Contains(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history never held 3 samples of a's used tokens; last answer: %s\nlog:\n%s", got, stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := query(`max_over_time(kvwatch_kv_used_tokens{server="a"}[10m])`); !strings.Contains(got, `"10"]`) {
+		t.Errorf("used tokens in the history: %s, want 10", got)
 	}
 }

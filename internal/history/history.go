@@ -206,18 +206,9 @@ func (s *Store) downsampleLocked(ms *memSeries, now int64) {
 // (at most 50ms) of it: a timestamp delta that repeats costs 1 bit in the
 // XOR encoding instead of 16 or more.
 func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
-	var (
-		b       labels.ScratchBuilder
-		scratch labels.Labels
-	)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ts := s.align(t.UnixMilli())
-	prev := s.gen
-	s.gen++
-	if s.gen == 0 { // wrapped (after 680 years at 5s): 0 means never
-		s.gen = 1
-	}
+	b := s.Begin(t)
+	defer b.Commit()
+	var pairs []string
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			counter := false
@@ -233,28 +224,75 @@ func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
 			default:
 				continue
 			}
-			b.Reset()
-			b.Add(labels.MetricName, mf.GetName())
+			pairs = pairs[:0]
 			for _, lp := range m.GetLabel() {
-				if lp.GetValue() != "" {
-					b.Add(lp.GetName(), lp.GetValue())
-				}
+				pairs = append(pairs, lp.GetName(), lp.GetValue())
 			}
-			b.Sort()
-			// Look up with reused label bytes; only a new series keeps a
-			// copy.
-			b.Overwrite(&scratch)
-			ms, ok := s.lookupLocked(scratch)
-			if !ok {
-				ms = newSeries(b.Labels(), &s.rawArena, &s.coarseArena)
-				s.addLocked(ms)
-			}
-			ms.counter = counter
-			s.appendLocked(ms, ts, v)
-			ms.gen = s.gen
+			b.Add(mf.GetName(), counter, v, pairs...)
 		}
 	}
-	s.sweepLocked(ts, prev)
+}
+
+// Batch records one gather's samples, all at the same timestamp, without
+// building metric families first (see Feeder). It holds the Store's lock
+// from Begin to Commit.
+type Batch struct {
+	s       *Store
+	ts      int64
+	prev    uint32
+	b       labels.ScratchBuilder
+	scratch labels.Labels
+}
+
+// Begin starts recording a gather at t (aligned like AppendFamilies).
+// Commit must follow.
+func (s *Store) Begin(t time.Time) *Batch {
+	s.mu.Lock()
+	b := &Batch{s: s, ts: s.align(t.UnixMilli()), prev: s.gen}
+	s.gen++
+	if s.gen == 0 { // wrapped (after 680 years at 5s): 0 means never
+		s.gen = 1
+	}
+	return b
+}
+
+// Add records one sample of the metric name with the label pairs (name,
+// value, name, value...; empty values are left out, in any order); counter
+// says the series is a counter.
+func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
+	b.b.Reset()
+	b.b.Add(labels.MetricName, name)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			b.b.Add(pairs[i], pairs[i+1])
+		}
+	}
+	b.b.Sort()
+	// Look up with reused label bytes; only a new series keeps a copy.
+	b.b.Overwrite(&b.scratch)
+	s := b.s
+	ms, ok := s.lookupLocked(b.scratch)
+	if !ok {
+		ms = newSeries(b.b.Labels(), &s.rawArena, &s.coarseArena)
+		s.addLocked(ms)
+	}
+	ms.counter = counter
+	s.appendLocked(ms, b.ts, v)
+	ms.gen = s.gen
+}
+
+// Commit ends the gather: series of the previous gather that this one did
+// not have get a staleness marker, and the window moves on.
+func (b *Batch) Commit() {
+	b.s.sweepLocked(b.ts, b.prev)
+	b.s.mu.Unlock()
+}
+
+// Feeder writes a gather's samples straight into a Batch; Run uses it
+// instead of Gather when its Gatherer is one too (serve's exporter is:
+// it saves building a metric family per series every interval).
+type Feeder interface {
+	Feed(*Batch)
 }
 
 // align snaps ts onto the grid of the previous gather; callers hold s.mu.
@@ -394,6 +432,12 @@ func (s *Store) Run(ctx context.Context, g Gatherer) error {
 }
 
 func (s *Store) gatherOnce(g Gatherer) {
+	if f, ok := g.(Feeder); ok {
+		b := s.Begin(s.opts.Now())
+		f.Feed(b)
+		b.Commit()
+		return
+	}
 	mfs, err := g.Gather()
 	if err != nil {
 		// A partial gather still holds every family that worked.

@@ -396,3 +396,44 @@ func TestAppendFamiliesAlignsTimestamps(t *testing.T) {
 		t.Errorf("sample times = %v, want %v", got, want)
 	}
 }
+
+// feedFunc is a Gatherer that is also a Feeder: Run must use Feed.
+type feedFunc func(*Batch)
+
+func (f feedFunc) Gather() ([]*dto.MetricFamily, error) {
+	return nil, errors.New("Gather called on a Feeder")
+}
+func (f feedFunc) Feed(b *Batch) { f(b) }
+
+func TestRunFeedsBatches(t *testing.T) {
+	st := New(Options{Retention: time.Hour, Interval: time.Hour, Now: func() time.Time { return t0 }})
+	ctx, cancel := context.WithCancel(context.Background())
+	fed := make(chan struct{}, 1)
+	g := feedFunc(func(b *Batch) {
+		defer func() { fed <- struct{}{} }()
+		b.Add("kvwatch_kv_used_tokens", false, 7, "server", "a", "cluster", "", "role", "decode")
+		b.Add("kvwatch_prompt_tokens_total", true, 70, "role", "decode", "server", "a")
+	})
+	done := make(chan error)
+	go func() { done <- st.Run(ctx, g) }()
+	<-fed // Run feeds once at start
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := instant(t, st, `kvwatch_kv_used_tokens{role="decode",cluster=""}`, t0, "server"); got["a"] != 7 {
+		t.Errorf("used = %v, want a=7", got)
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	for _, list := range st.series {
+		for _, ms := range list {
+			if name := ms.lset.Get(labels.MetricName); ms.counter != (name == "kvwatch_prompt_tokens_total") {
+				t.Errorf("%s: counter = %v", ms.lset, ms.counter)
+			}
+			if ms.lset.Has("cluster") {
+				t.Errorf("%s keeps an empty label", ms.lset)
+			}
+		}
+	}
+}

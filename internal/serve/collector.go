@@ -52,13 +52,16 @@ type source func() []entry
 type collector struct {
 	src   source
 	descs map[string]*prometheus.Desc
+	// labels are each family's label names, in the order of its values.
+	labels map[string][]string
 }
 
 func newCollector(src source) *collector {
-	c := &collector{src: src, descs: map[string]*prometheus.Desc{}}
+	c := &collector{src: src, descs: map[string]*prometheus.Desc{}, labels: map[string][]string{}}
 	for _, m := range append(signal.Server(), signal.Target()...) {
 		labels := append(signal.ServerLabels(), m.Labels...)
 		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
+		c.labels[m.Name] = labels
 	}
 	return c
 }
@@ -72,8 +75,28 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	emit := func(m signal.Metric, v float64, values []string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[m.Name], valueType(m), v, values...)
+	}
 	for _, e := range c.src() {
-		c.collectEntry(ch, &e)
+		c.collectEntry(&e, emit)
+	}
+}
+
+// walk passes every sample Collect would export to fn, with its label
+// pairs (name, value, ...), without building metrics: the history records
+// a gather this way.
+func (c *collector) walk(fn func(name string, counter bool, v float64, pairs ...string)) {
+	var pairs []string
+	emit := func(m signal.Metric, v float64, values []string) {
+		pairs = pairs[:0]
+		for i, n := range c.labels[m.Name] {
+			pairs = append(pairs, n, values[i])
+		}
+		fn(m.Name, m.Type == signal.Counter, v, pairs...)
+	}
+	for _, e := range c.src() {
+		c.collectEntry(&e, emit)
 	}
 }
 
@@ -84,10 +107,13 @@ func valueType(m signal.Metric) prometheus.ValueType {
 	return prometheus.GaugeValue
 }
 
-func (c *collector) collectEntry(ch chan<- prometheus.Metric, e *entry) {
+// collectEntry passes e's samples to out with their label values, in the
+// order of the family's labels.
+func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, values []string)) {
 	id := []string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+	buf := make([]string, 0, len(id)+4) // out copies what it keeps
 	emit := func(m signal.Metric, v float64, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(c.descs[m.Name], valueType(m), v, append(id[:len(id):len(id)], extra...)...)
+		out(m, v, append(append(buf[:0], id...), extra...))
 	}
 	known := func(m signal.Metric, v kv.Value, extra ...string) {
 		if v.OK() {

@@ -1,11 +1,13 @@
 package serve
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -149,5 +151,60 @@ func TestCollectorRankSeriesPerDPRank(t *testing.T) {
 				t.Errorf("rank series (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// Walk yields exactly the samples Gather does (what the history records
+// from either is the same).
+func TestWalkEqualsGather(t *testing.T) {
+	a := engineServer(t, page(t, "sglang-dp2.prom"))
+	d := start(t, Options{Config: configWith(t, a.URL, "http://127.0.0.1:1/metrics")})
+	waitFor(t, "the first round", d.Ready)
+	type sample struct {
+		name    string
+		counter bool
+		v       float64
+		labels  string
+	}
+	key := func(pairs []string) string {
+		var kv []string
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if pairs[i+1] != "" {
+				kv = append(kv, pairs[i]+"="+pairs[i+1])
+			}
+		}
+		slices.Sort(kv)
+		return strings.Join(kv, ",")
+	}
+	var walked []sample
+	d.Walk(func(name string, counter bool, v float64, pairs ...string) {
+		walked = append(walked, sample{name, counter, v, key(pairs)})
+	})
+	mfs, err := d.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gathered []sample
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var pairs []string
+			for _, lp := range m.GetLabel() {
+				pairs = append(pairs, lp.GetName(), lp.GetValue())
+			}
+			v := m.GetGauge().GetValue()
+			if mf.GetType() == dto.MetricType_COUNTER {
+				v = m.GetCounter().GetValue()
+			}
+			gathered = append(gathered, sample{mf.GetName(), mf.GetType() == dto.MetricType_COUNTER, v, key(pairs)})
+		}
+	}
+	less := func(a, b sample) int { return strings.Compare(a.name+"{"+a.labels, b.name+"{"+b.labels) }
+	slices.SortFunc(walked, less)
+	slices.SortFunc(gathered, less)
+	if len(gathered) < 40 {
+		t.Fatalf("gathered only %d samples", len(gathered))
+	}
+	if diff := cmp.Diff(gathered, walked, cmp.AllowUnexported(sample{})); diff != "" {
+		t.Errorf("Walk differs from Gather (-gather +walk):\n%s", diff)
 	}
 }

@@ -76,6 +76,7 @@ type Daemon struct {
 	engines   *engine.Registry
 	own       *prometheus.Registry
 	kvReg     *prometheus.Registry
+	coll      *collector
 	mux       *http.ServeMux
 	handledMu sync.Mutex
 	handled   map[string]bool // patterns added by Handle
@@ -170,7 +171,8 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
-	d.kvReg.MustRegister(newCollector(d.entries))
+	d.coll = newCollector(d.entries)
+	d.kvReg.MustRegister(d.coll)
 	d.routes()
 
 	for _, a := range opts.ListenAddresses {
@@ -259,6 +261,14 @@ func (d *Daemon) RegisterOwn(c prometheus.Collector) error { return d.own.Regist
 // Gatherer gathers only the normalized kvwatch_* families and per-target
 // scrape health, from the latest scrape of each target.
 func (d *Daemon) Gatherer() prometheus.Gatherer { return d.kvReg }
+
+// Walk passes every sample the Gatherer would gather to fn, with its label
+// pairs (name, value, ...; empty values included), without building metric
+// families: cheaper for a consumer that only records samples, such as the
+// history.
+func (d *Daemon) Walk(fn func(name string, counter bool, v float64, pairs ...string)) {
+	d.coll.walk(fn)
+}
 
 // Ready reports whether every target has been scraped once since Run.
 func (d *Daemon) Ready() bool { return d.ready.Load() }
