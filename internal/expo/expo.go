@@ -14,6 +14,10 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -82,22 +86,35 @@ func Canonical(name string) string {
 // ErrNotMetrics is wrapped by Parse when the body is not an exposition at all.
 var ErrNotMetrics = errors.New("not a Prometheus metrics page")
 
-// Want reports whether a canonical sample name is needed.
+// Want reports whether a canonical sample name is needed. name may point
+// into the body being read: Want must not keep it.
 type Want func(name string) bool
 
 // Parse reads body. contentType is the response's Content-Type header
 // (OpenMetrics is recognised; anything else is read as the text format).
 // Only samples for which want(canonical name) is true are kept; want nil
-// keeps everything.
+// keeps everything. The page keeps no reference into body, and Parse is
+// safe for concurrent use.
 func Parse(body []byte, contentType string, want Want) (*Page, error) {
-	filtered, fams, example, err := filter(body, want)
+	var scratch *[]byte
+	dst := []byte(nil)
+	if want != nil {
+		scratch = getFiltered()
+		dst = (*scratch)[:0]
+	}
+	filtered, fams, example, err := filter(body, want, dst)
+	if scratch != nil {
+		// Nothing the page keeps points into filtered: type names are
+		// copied, and label sets are built into buffers of their own.
+		defer putFiltered(scratch, filtered)
+	}
 	if err != nil {
 		return nil, err
 	}
 	p := &Page{samples: map[string][]Sample{}, types: map[string]model.MetricType{}, Families: fams, Example: example}
 	om := strings.Contains(contentType, "application/openmetrics-text")
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
-		return nil, fmt.Errorf("openmetrics page ends without '# EOF': the body was cut short")
+		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
 	}
 	st := labels.NewSymbolTable()
 	var parser textparse.Parser
@@ -106,7 +123,11 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 	} else {
 		parser = textparse.NewPromParser(filtered, st, false)
 	}
-	var lset labels.Labels
+	var (
+		lset labels.Labels
+		sb   = labels.NewScratchBuilder(8)
+		ls   simpleSeries
+	)
 	for {
 		entry, err := parser.Next()
 		if errors.Is(err, io.EOF) {
@@ -120,22 +141,133 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 			name, typ := parser.Type()
 			p.types[Canonical(string(name))] = typ
 		case textparse.EntrySeries:
-			_, _, v := parser.Series()
-			parser.Labels(&lset)
+			series, _, v := parser.Series()
+			if !om && ls.read(series) {
+				// The common case, built without the parser's two copies
+				// (of the series text and of the label set) and only for
+				// wanted names.
+				if want != nil && !want(Canonical(yoloString(ls.name))) {
+					continue
+				}
+				lset = ls.labels(&sb)
+			} else {
+				parser.Labels(&lset)
+				lset = lset.Copy()
+			}
 			name := Canonical(lset.Get(labels.MetricName))
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
 			}
-			p.samples[name] = append(p.samples[name], Sample{Name: name, Labels: lset.Copy(), Value: v})
+			p.samples[name] = append(p.samples[name], Sample{Name: name, Labels: lset, Value: v})
 		}
 	}
 	return p, nil
 }
 
-// filter copies the lines of wanted families out of body and counts the
-// families. It rejects bodies that are clearly not expositions (HTML, JSON,
+// filteredBufs holds *[]byte that filter copies wanted lines into: a
+// scrape reuses the slice an earlier one grew to its page's size (growing
+// a new one was half the bytes a scrape allocated). Slices larger than
+// maxPooledFiltered are dropped.
+var filteredBufs sync.Pool
+
+// maxPooledFiltered is the largest filtered-body slice kept for reuse, in
+// bytes.
+const maxPooledFiltered = 1 << 20
+
+func getFiltered() *[]byte {
+	if b, ok := filteredBufs.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
+}
+
+func putFiltered(b *[]byte, used []byte) {
+	if cap(used) > maxPooledFiltered {
+		return
+	}
+	*b = used[:0]
+	filteredBufs.Put(b)
+}
+
+// simpleSeries is a text-format series in its usual shape, split without
+// copying: name{l1="v1",...} (or a bare name) with plain label names, values
+// without escapes, no blanks, and none of the labels whose values the
+// parser rewrites or that would clash with the name ("le", "quantile",
+// "__name__"). Its strings point into the series bytes.
+type simpleSeries struct {
+	name  []byte
+	pairs [][2][]byte
+}
+
+// read splits series and reports whether it has the simple shape; when it
+// does not, the caller asks the parser.
+func (s *simpleSeries) read(series []byte) bool {
+	s.pairs = s.pairs[:0]
+	i := bytes.IndexByte(series, '{')
+	if i < 0 {
+		s.name = series
+		return validName(series)
+	}
+	s.name = series[:i]
+	if !validName(s.name) {
+		return false
+	}
+	rest := series[i+1:]
+	for {
+		if len(rest) == 1 && rest[0] == '}' {
+			return true
+		}
+		j := 0
+		for j < len(rest) && isLabelChar(rest[j], j == 0) {
+			j++
+		}
+		if j == 0 || j+1 >= len(rest) || rest[j] != '=' || rest[j+1] != '"' {
+			return false
+		}
+		ln := rest[:j]
+		switch string(ln) {
+		case "le", "quantile", labels.MetricName:
+			return false
+		}
+		rest = rest[j+2:]
+		k := bytes.IndexAny(rest, "\"\\")
+		if k < 0 || rest[k] != '"' {
+			return false
+		}
+		s.pairs = append(s.pairs, [2][]byte{ln, rest[:k]})
+		rest = rest[k+1:]
+		if len(rest) > 0 && rest[0] == ',' {
+			rest = rest[1:]
+		} else if len(rest) == 0 || rest[0] != '}' {
+			return false
+		}
+	}
+}
+
+// labels builds the label set the way the text parser does (name first,
+// then the labels in order, sorted) into a string of its own.
+func (s *simpleSeries) labels(sb *labels.ScratchBuilder) labels.Labels {
+	sb.Reset()
+	sb.Add(labels.MetricName, yoloString(s.name))
+	for _, p := range s.pairs {
+		sb.Add(yoloString(p[0]), yoloString(p[1]))
+	}
+	sb.Sort()
+	return sb.Labels()
+}
+
+func isLabelChar(c byte, first bool) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9')
+}
+
+// yoloString views b as a string without copying; the string must not
+// outlive b's contents.
+func yoloString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// filter copies the lines of wanted families out of body, appending them
+// to dst, and counts the families (with want nil it returns body itself). It rejects bodies that are clearly not expositions (HTML, JSON,
 // binary) and lines whose metric name is malformed, with the line number.
-func filter(body []byte, want Want) (out []byte, families int, example []string, err error) {
+func filter(body []byte, want Want, dst []byte) (out []byte, families int, example []string, err error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 {
 		switch trimmed[0] {
@@ -150,7 +282,7 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 	if want == nil {
 		out = body
 	} else {
-		out = make([]byte, 0, len(body)/8)
+		out = dst
 	}
 	seen := map[string]struct{}{}
 	wantFamily := func(f string) bool {
@@ -188,21 +320,21 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 			continue
 		}
 		if t[0] == '#' {
-			f := bytes.Fields(t)
-			if len(f) >= 3 && (string(f[1]) == "TYPE" || string(f[1]) == "HELP" || string(f[1]) == "UNIT") {
-				name := string(f[2])
+			f, nf := fields3(t)
+			if nf >= 3 && (string(f[1]) == "TYPE" || string(f[1]) == "HELP" || string(f[1]) == "UNIT") {
 				if string(f[1]) == "TYPE" {
-					if _, ok := seen[name]; !ok {
+					if _, ok := seen[string(f[2])]; !ok {
+						name := string(f[2])
 						seen[name] = struct{}{}
 						if len(example) < 5 {
 							example = append(example, name)
 						}
 					}
 				}
-				if want != nil && wantFamily(name) {
+				if want != nil && wantFamily(yoloString(f[2])) {
 					out = append(out, line...)
 				}
-			} else if want != nil && len(f) >= 2 && string(f[1]) == "EOF" {
+			} else if want != nil && nf >= 2 && string(f[1]) == "EOF" {
 				out = append(out, line...)
 			}
 			continue
@@ -243,6 +375,36 @@ func filter(body []byte, want Want) (out []byte, families int, example []string,
 		families = len(example)
 	}
 	return out, max(families, len(seen)), example, nil
+}
+
+// fields3 returns the first three of bytes.Fields(b) and how many of them
+// there are (at most 3), without allocating.
+func fields3(b []byte) (f [3][]byte, n int) {
+	start := -1
+	for i := 0; i < len(b); {
+		r, size := rune(b[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRune(b[i:])
+		}
+		if unicode.IsSpace(r) {
+			if start >= 0 {
+				f[n] = b[start:i]
+				n++
+				if n == 3 {
+					return f, n
+				}
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+		i += size
+	}
+	if start >= 0 {
+		f[n] = b[start:]
+		n++
+	}
+	return f, n
 }
 
 // familyOf strips the histogram and counter sample suffixes.

@@ -1,10 +1,15 @@
 package expo
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // FuzzParse: Parse never panics, and what it keeps is canonical and wanted.
@@ -54,4 +59,68 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzParseMatchesReference: Parse returns exactly what the straightforward
+// parse it replaced (parseReference) returns: the same error text, or the
+// same samples (labels, value bits, order), types, family count and
+// examples. Repeated calls check that pooled buffers leak nothing between
+// pages.
+//
+//	go test ./internal/expo -run '^$' -fuzz FuzzParseMatchesReference -fuzztime 60s -fuzzminimizetime 3s
+func FuzzParseMatchesReference(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("..", "engine", "testdata", "fixtures", "*.prom"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, "")
+		f.Add(append(b, "# EOF\n"...), "application/openmetrics-text; version=1.0.0")
+	}
+	for _, s := range []string{
+		"{\"utf8.name\",a=\"b\"} 1\n",
+		"sglang:x{a=\"1\",} 1\nsglang:x{ a=\"2\"} 2\nsglang:x {b=\"3\"} 3\n",
+		"sglang:x{a=\"q\\\"\\\\\\n\",__name__=\"y\"} 1\nsglang:x{le=\"1\",quantile=\"0.5\"} 2\n",
+		"# TYPE sglang:h histogram\nsglang:h_bucket{le=\"1\"} 1\nsglang:h_count 1\n",
+		"sglang_x{\"a.b\"=\"c\",z=\"\"} 1 1000\n",
+		"#\u00a0TYPE\u00a0sglang:x gauge\n# TYPE\u0085sglang:y gauge\nsglang:y 1\n",
+	} {
+		f.Add([]byte(s), "")
+	}
+	want := func(n string) bool {
+		return strings.HasPrefix(n, "sglang:") || strings.HasPrefix(n, "vllm:") || strings.HasPrefix(n, "llamacpp:")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
+		for _, w := range []Want{want, nil} {
+			wantPage, wantErr := parseReference(body, contentType, w)
+			for range 2 {
+				got, err := Parse(body, contentType, w)
+				if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+					t.Fatalf("Parse error = %v, want %v", err, wantErr)
+				}
+				if err != nil {
+					continue
+				}
+				if diff := cmp.Diff(dumpPage(wantPage), dumpPage(got)); diff != "" {
+					t.Fatalf("Parse differs from parseReference (-want +got):\n%s", diff)
+				}
+			}
+		}
+	})
+}
+
+// dumpPage renders everything a page holds, NaN payloads included.
+func dumpPage(p *Page) []string {
+	out := []string{fmt.Sprintf("families=%d example=%q", p.Families, p.Example)}
+	for n, t := range p.types {
+		out = append(out, fmt.Sprintf("type %q %s", n, t))
+	}
+	for n, ss := range p.samples {
+		for i, s := range ss {
+			out = append(out, fmt.Sprintf("sample %q[%d] %q %s %x", n, i, s.Name, s.Labels.String(), math.Float64bits(s.Value)))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
