@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -96,22 +97,15 @@ type Want func(name string) bool
 // keeps everything. The page keeps no reference into body, and Parse is
 // safe for concurrent use.
 func Parse(body []byte, contentType string, want Want) (*Page, error) {
-	var scratch *[]byte
-	dst := []byte(nil)
-	if want != nil {
-		scratch = getFiltered()
-		dst = (*scratch)[:0]
-	}
-	filtered, fams, example, err := filter(body, want, dst)
-	if scratch != nil {
-		// Nothing the page keeps points into filtered: type names are
-		// copied, and label sets are built into buffers of their own.
-		defer putFiltered(scratch, filtered)
-	}
+	sc := getScratch()
+	// Nothing the page keeps points into the scratch space or body: type
+	// names are copied, and label sets are built into buffers of their own.
+	defer putScratch(sc)
+	filtered, fams, example, nseries, err := filter(body, want, sc)
 	if err != nil {
 		return nil, err
 	}
-	p := &Page{samples: map[string][]Sample{}, types: map[string]model.MetricType{}, Families: fams, Example: example}
+	p := &Page{types: map[string]model.MetricType{}, Families: fams, Example: example}
 	om := strings.Contains(contentType, "application/openmetrics-text")
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
@@ -127,6 +121,9 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 		lset labels.Labels
 		sb   = labels.NewScratchBuilder(8)
 		ls   simpleSeries
+		// all holds the page's samples in page order; Parse files them by
+		// name at the end, in one array instead of a growing one per name.
+		all = make([]Sample, 0, nseries)
 	)
 	for {
 		entry, err := parser.Next()
@@ -158,35 +155,70 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
 			}
-			p.samples[name] = append(p.samples[name], Sample{Name: name, Labels: lset, Value: v})
+			all = append(all, Sample{Name: name, Labels: lset, Value: v})
 		}
 	}
+	p.samples = byName(all)
 	return p, nil
 }
 
-// filteredBufs holds *[]byte that filter copies wanted lines into: a
-// scrape reuses the slice an earlier one grew to its page's size (growing
-// a new one was half the bytes a scrape allocated). Slices larger than
-// maxPooledFiltered are dropped.
-var filteredBufs sync.Pool
-
-// maxPooledFiltered is the largest filtered-body slice kept for reuse, in
-// bytes.
-const maxPooledFiltered = 1 << 20
-
-func getFiltered() *[]byte {
-	if b, ok := filteredBufs.Get().(*[]byte); ok {
-		return b
+// byName files samples by name, each name's in their order in all. The
+// slices share all's array and are capped, so appending to one copies.
+func byName(all []Sample) map[string][]Sample {
+	slices.SortStableFunc(all, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
+	runs := 0
+	for i := range all {
+		if i == 0 || all[i].Name != all[i-1].Name {
+			runs++
+		}
 	}
-	return new([]byte)
+	out := make(map[string][]Sample, runs)
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].Name == all[i].Name {
+			j++
+		}
+		out[all[i].Name] = all[i:j:j]
+		i = j
+	}
+	return out
 }
 
-func putFiltered(b *[]byte, used []byte) {
-	if cap(used) > maxPooledFiltered {
-		return
+// scratch is what filter needs while it reads one body, reused from one
+// Parse to the next through scratchPool: growing a new filtered copy for
+// every page was half the bytes a scrape allocated. Nothing in it outlives
+// a Parse call; the map keys point into the body being read.
+type scratch struct {
+	// filtered receives the wanted lines.
+	filtered []byte
+	// seen holds the family names of TYPE lines.
+	seen map[string]struct{}
+	// decided caches want's answer per sample name.
+	decided map[string]bool
+}
+
+var scratchPool sync.Pool
+
+// maxPooledFiltered is the largest filtered copy kept for reuse, in bytes;
+// kvwatch keeps a few KB of a 10–200 KB page.
+const maxPooledFiltered = 1 << 20
+
+func getScratch() *scratch {
+	if sc, ok := scratchPool.Get().(*scratch); ok {
+		return sc
 	}
-	*b = used[:0]
-	filteredBufs.Put(b)
+	return &scratch{seen: map[string]struct{}{}, decided: map[string]bool{}}
+}
+
+func putScratch(sc *scratch) {
+	if cap(sc.filtered) > maxPooledFiltered {
+		sc.filtered = nil
+	}
+	sc.filtered = sc.filtered[:0]
+	// clear drops the keys, so a pooled scratch pins no old body.
+	clear(sc.seen)
+	clear(sc.decided)
+	scratchPool.Put(sc)
 }
 
 // simpleSeries is a text-format series in its usual shape, split without
@@ -265,26 +297,34 @@ func isLabelChar(c byte, first bool) bool {
 func yoloString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // filter copies the lines of wanted families out of body, appending them
-// to dst, and counts the families (with want nil it returns body itself). It rejects bodies that are clearly not expositions (HTML, JSON,
-// binary) and lines whose metric name is malformed, with the line number.
-func filter(body []byte, want Want, dst []byte) (out []byte, families int, example []string, err error) {
+// to sc.filtered, and counts the families (with want nil it returns body
+// itself). series counts the sample lines returned, a capacity hint. It
+// rejects bodies that are clearly not expositions (HTML, JSON, binary) and
+// lines whose metric name is malformed, with the line number.
+func filter(body []byte, want Want, sc *scratch) (out []byte, families int, example []string, series int, err error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 {
 		switch trimmed[0] {
 		case '<':
-			return nil, 0, nil, fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
+			return nil, 0, nil, 0, fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
 		case '{', '[':
 			if json.Valid(trimmed) {
-				return nil, 0, nil, fmt.Errorf("%w: the body is JSON; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrNotMetrics)
+				return nil, 0, nil, 0, fmt.Errorf("%w: the body is JSON; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrNotMetrics)
 			}
 		}
 	}
 	if want == nil {
 		out = body
 	} else {
-		out = dst
+		out = sc.filtered[:0]
+		// Whatever out grows to goes back to the pool with sc.
+		defer func() {
+			if out != nil {
+				sc.filtered = out[:0]
+			}
+		}()
 	}
-	seen := map[string]struct{}{}
+	seen := sc.seen
 	wantFamily := func(f string) bool {
 		c := Canonical(f)
 		return want(c) || want(c+"_total")
@@ -295,7 +335,7 @@ func filter(body []byte, want Want, dst []byte) (out []byte, families int, examp
 	// decision are reused. Decisions are cached per name for the rest.
 	var lastName []byte
 	lastKeep := false
-	decided := map[string]bool{}
+	decided := sc.decided
 	lineNo := 0
 	for rest := body; len(rest) > 0; {
 		lineNo++
@@ -314,6 +354,9 @@ func filter(body []byte, want Want, dst []byte) (out []byte, families int, examp
 			if lastKeep {
 				out = append(out, line...)
 			}
+			if lastKeep || want == nil {
+				series++
+			}
 			continue
 		}
 		if len(bytes.TrimSpace(t)) == 0 {
@@ -324,10 +367,9 @@ func filter(body []byte, want Want, dst []byte) (out []byte, families int, examp
 			if nf >= 3 && (string(f[1]) == "TYPE" || string(f[1]) == "HELP" || string(f[1]) == "UNIT") {
 				if string(f[1]) == "TYPE" {
 					if _, ok := seen[string(f[2])]; !ok {
-						name := string(f[2])
-						seen[name] = struct{}{}
+						seen[yoloString(f[2])] = struct{}{}
 						if len(example) < 5 {
-							example = append(example, name)
+							example = append(example, string(f[2]))
 						}
 					}
 				}
@@ -343,6 +385,7 @@ func filter(body []byte, want Want, dst []byte) (out []byte, families int, examp
 			if want != nil {
 				out = append(out, line...)
 			}
+			series++
 			continue
 		}
 		end := bytes.IndexAny(t, "{ \t")
@@ -351,7 +394,7 @@ func filter(body []byte, want Want, dst []byte) (out []byte, families int, examp
 		}
 		name := t[:end]
 		if !validName(name) || end == len(t) || (t[end] != '{' && !valueStart(t[end:])) {
-			return nil, 0, nil, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
+			return nil, 0, nil, 0, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
 		}
 		if len(example) < 5 { // untyped pages: name a few families
 			if fam := familyOf(string(name)); !containsString(example, fam) {
@@ -360,12 +403,15 @@ func filter(body []byte, want Want, dst []byte) (out []byte, families int, examp
 		}
 		keep, ok := decided[string(name)]
 		if !ok {
-			keep = want != nil && want(Canonical(string(name)))
-			decided[string(name)] = keep
+			keep = want != nil && want(Canonical(yoloString(name)))
+			decided[yoloString(name)] = keep
 		}
 		lastName, lastKeep = name, keep
 		if keep {
 			out = append(out, line...)
+		}
+		if keep || want == nil {
+			series++
 		}
 	}
 	if want != nil && len(out) > 0 && out[len(out)-1] != '\n' {
@@ -374,7 +420,7 @@ func filter(body []byte, want Want, dst []byte) (out []byte, families int, examp
 	if len(seen) == 0 {
 		families = len(example)
 	}
-	return out, max(families, len(seen)), example, nil
+	return out, max(families, len(seen)), example, series, nil
 }
 
 // fields3 returns the first three of bytes.Fields(b) and how many of them
