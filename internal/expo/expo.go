@@ -136,10 +136,21 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 		switch entry {
 		case textparse.EntryType:
 			name, typ := parser.Type()
-			p.types[Canonical(string(name))] = typ
+			p.types[canonicalTypeName(name)] = typ
 		case textparse.EntrySeries:
 			series, _, v := parser.Series()
-			if !om && ls.read(series) {
+			var (
+				name   string
+				is     internedSeries
+				cached bool
+			)
+			if !om {
+				is, cached = seriesCache.get(series)
+			}
+			if cached {
+				// Seen on an earlier page (only simple series are cached).
+				lset, name = is.labels, is.name
+			} else if !om && ls.read(series) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
 				// wanted names.
@@ -147,11 +158,13 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 					continue
 				}
 				lset = ls.labels(&sb)
+				name = Canonical(lset.Get(labels.MetricName))
+				seriesCache.put(series, internedSeries{labels: lset, name: name})
 			} else {
 				parser.Labels(&lset)
 				lset = lset.Copy()
+				name = Canonical(lset.Get(labels.MetricName))
 			}
-			name := Canonical(lset.Get(labels.MetricName))
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
 			}
@@ -195,6 +208,8 @@ type scratch struct {
 	seen map[string]struct{}
 	// decided caches want's answer per sample name.
 	decided map[string]bool
+	// name is room for a family name plus a suffix.
+	name []byte
 }
 
 var scratchPool sync.Pool
@@ -327,7 +342,12 @@ func filter(body []byte, want Want, sc *scratch) (out []byte, families int, exam
 	seen := sc.seen
 	wantFamily := func(f string) bool {
 		c := Canonical(f)
-		return want(c) || want(c+"_total")
+		if want(c) {
+			return true
+		}
+		// c+"_total", built in sc's buffer: want does not keep it.
+		sc.name = append(append(sc.name[:0], c...), "_total"...)
+		return want(yoloString(sc.name))
 	}
 	// Sample lines of one family come in runs (a histogram's buckets above
 	// all): a line that starts with the previous line's name followed by
