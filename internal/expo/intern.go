@@ -10,17 +10,23 @@ import (
 // a fleet's servers of one model expose the same series with the same
 // labels scrape after scrape, so a label set is built once and then found
 // by its series text, without allocating. Values depend only on the key
-// text, so a hit returns exactly what building would. The cache stops
-// growing at maxInterned entries (about 2 MB of series text and label sets
-// at kvwatch's sizes); later names are built every time, as without it.
+// text, so a hit returns exactly what building would. A cache stops
+// growing at maxInterned entries or maxInternedBytes of keys and values,
+// whichever comes first; later keys are built every time, as without it.
 type internCache[V any] struct {
-	mu sync.RWMutex
-	m  map[string]V
+	mu    sync.RWMutex
+	m     map[string]V
+	bytes int
 }
 
-// maxInterned bounds each cache: 8,192 series are about 40 differently
-// labelled SGLang TP=8 servers' kept series.
+// maxInterned bounds each cache's entries: 8,192 series are about 40
+// differently labelled SGLang TP=8 servers' kept series.
 const maxInterned = 8192
+
+// maxInternedBytes bounds each cache's size, estimated as twice the key
+// text plus 64 bytes an entry, so that pages with huge label values cannot
+// pin much memory.
+const maxInternedBytes = 2 << 20
 
 func (c *internCache[V]) get(key []byte) (V, bool) {
 	c.mu.RLock()
@@ -34,8 +40,11 @@ func (c *internCache[V]) put(key []byte, v V) {
 	if c.m == nil {
 		c.m = map[string]V{}
 	}
-	if len(c.m) < maxInterned {
-		c.m[string(key)] = v
+	if size := 2*len(key) + 64; len(c.m) < maxInterned && c.bytes+size <= maxInternedBytes {
+		if _, ok := c.m[string(key)]; !ok {
+			c.m[string(key)] = v
+			c.bytes += size
+		}
 	}
 	c.mu.Unlock()
 }
