@@ -2,8 +2,9 @@
 // into a Page of samples, using the Prometheus project's textparse parsers.
 // Before parsing it drops every family the caller does not want, which is
 // most of an engine's page (histogram buckets above all), so reading a page
-// costs a fraction of a full parse. It does not fetch anything and knows no
-// engine; callers say which sample names they need.
+// costs a fraction of a full parse. Label sets met on earlier pages are
+// shared from bounded caches rather than built again. It does not fetch
+// anything and knows no engine; callers say which sample names they need.
 package expo
 
 import (
