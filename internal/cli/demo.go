@@ -62,7 +62,7 @@ type embedded struct {
 // connections), and Go's default (100) lets the process grow to twice
 // that before collecting (Prometheus lowered its default to 75 for the
 // same reason). Measured in docs/benchmarks.md ("serve with history"):
-// 1,000 endpoints over 24h at 231–264 MiB resident (peak 280 MiB) with 35
+// 1,000 endpoints over 24h at 234–263 MiB resident (peak 265 MiB) with 35
 // against 252–288 (peak 301) with 50, for the same CPU. GOMEMLIMIT, when
 // set, is honoured as well.
 const historyGCPercent = 35
