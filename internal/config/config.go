@@ -79,6 +79,13 @@ type Target struct {
 type FileSD struct {
 	Files           []string       `yaml:"files"`
 	RefreshInterval model.Duration `yaml:"refresh_interval"`
+	// Scheme is the targets' scheme (http or https, default http) unless a
+	// group's __scheme__ label sets one, as in a Prometheus scrape config.
+	Scheme string `yaml:"scheme"`
+	// HTTPClientConfig holds the auth and TLS of every target these files
+	// list, with the same keys as a target's (basic_auth, authorization,
+	// bearer_token_file, tls_config, proxy_url...).
+	HTTPClientConfig promcfg.HTTPClientConfig `yaml:",inline"`
 }
 
 // Probe configures serve's /probe endpoint.
@@ -252,6 +259,7 @@ func Load(path string) (*Config, error) {
 		for j, f := range c.FileSD[i].Files {
 			c.FileSD[i].Files[j] = promcfg.JoinDir(dir, f)
 		}
+		c.FileSD[i].HTTPClientConfig.SetDirectory(dir)
 	}
 	if c.History.SnapshotFile != "" {
 		c.History.SnapshotFile = promcfg.JoinDir(dir, c.History.SnapshotFile)
@@ -438,6 +446,12 @@ func (c *Config) validate(v *validator) {
 			if _, err := filepath.Match(pat, ""); err != nil {
 				v.addf([]any{"file_sd_configs", i, "files", j}, "bad pattern %q: %v", pat, err)
 			}
+		}
+		if f.Scheme != "" && f.Scheme != "http" && f.Scheme != "https" {
+			v.addf([]any{"file_sd_configs", i, "scheme"}, "%q: want http or https", f.Scheme)
+		}
+		if err := f.HTTPClientConfig.Validate(); err != nil {
+			v.addf([]any{"file_sd_configs", i}, "%v", err)
 		}
 	}
 	for i, a := range c.Probe.Allow {

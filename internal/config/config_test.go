@@ -95,6 +95,22 @@ alerts:
 			`line 18: probe.allow[0]: "10.0.0.0/33" is not a CIDR; write e.g. 10.0.0.0/8`,
 			"line 21: alerts.kv_usage_critical: 1.5 is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%",
 		}},
+		{"file_sd scheme and auth", `
+file_sd_configs:
+  - files: [a.json]
+    scheme: ftp
+  - files: [b.json]
+    basic_auth: {username: u, password: p}
+    bearer_token: t
+`, []string{
+			`line 4: file_sd_configs[0].scheme: "ftp": want http or https`,
+			"line 5: file_sd_configs[1]: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured",
+		}},
+		{"file_sd unknown TLS key", `
+file_sd_configs:
+  - files: [c.json]
+    tls_config: {ca_fil: x}
+`, []string{"line 4: field ca_fil not found"}},
 		{"not YAML", "targets: [", []string{"kvwatch.yml: line 1: did not find expected node content"}},
 		{"wrong type", "targets: 3", []string{"line 1: cannot unmarshal !!int `3` into []config.Target"}},
 	} {

@@ -12,11 +12,14 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key to
@@ -112,5 +115,52 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	bad := writeFile(t, dir, "bad.yml", "tls_server_config:\n  cert_file: /nonexistent.pem\n")
 	if _, err := New(Options{Config: emptyConfig(), WebConfigFile: bad, ListenAddresses: []string{"127.0.0.1:0"}}); err == nil {
 		t.Errorf("New accepted a web config with a missing key file")
+	}
+}
+
+// file_sd targets are scraped with their file_sd_configs entry's scheme,
+// TLS and auth (relative files resolved against the config's directory);
+// targets of an entry without them get refused by the same server.
+func TestFileSDTLSAndAuth(t *testing.T) {
+	body := page(t, "sglang-dp2.prom")
+	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "kv" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="metrics"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Write(body)
+	})
+	// Two servers (target names are unique) with httptest's one certificate.
+	eng, other := httptest.NewTLSServer(auth), httptest.NewTLSServer(auth)
+	t.Cleanup(eng.Close)
+	t.Cleanup(other.Close)
+	dir := t.TempDir()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: eng.Certificate().Raw})
+	writeFile(t, dir, "ca.pem", string(ca))
+	writeFile(t, dir, "password", "s3cret\n")
+	addr := strings.TrimPrefix(eng.URL, "https://")
+	writeFile(t, dir, "secure.json", fmt.Sprintf(`[{"targets": [%q], "labels": {"cluster": "secure"}}]`, addr))
+	writeFile(t, dir, "plain.json", fmt.Sprintf(`[{"targets": [%q], "labels": {"__scheme__": "https", "cluster": "plain"}}]`, strings.TrimPrefix(other.URL, "https://")))
+	cfg := writeFile(t, dir, "kvwatch.yml", `file_sd_configs:
+  - files: [secure.json]
+    scheme: https
+    basic_auth: {username: kv, password_file: password}
+    tls_config: {ca_file: ca.pem}
+  - files: [plain.json]
+    tls_config: {ca_file: ca.pem}
+`)
+	d := start(t, Options{ConfigFile: cfg})
+	waitFor(t, "the first round", d.Ready)
+	for _, c := range []struct {
+		cluster string
+		up      float64
+	}{{"secure", 1}, {"plain", 0}} {
+		if got := one(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"cluster": c.cluster}); got != c.up {
+			t.Errorf("file_sd target of cluster %s: up = %g, want %g", c.cluster, got, c.up)
+		}
+	}
+	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"cluster": "secure"}); got != 750 {
+		t.Errorf("used tokens over TLS with basic auth = %g, want 750", got)
 	}
 }

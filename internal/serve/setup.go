@@ -175,7 +175,7 @@ func readFileSD(cfg *config.Config, reg *engine.Registry, root *yaml.Node) ([]sd
 					continue
 				}
 				files[m] = st.ModTime()
-				ts, ps := readSDFile(m, cfg, reg)
+				ts, ps := readSDFile(m, cfg, &cfg.FileSD[i], reg)
 				out = append(out, ts...)
 				problems = append(problems, ps...)
 			}
@@ -185,8 +185,10 @@ func readFileSD(cfg *config.Config, reg *engine.Registry, root *yaml.Node) ([]sd
 }
 
 // readSDFile reads one Prometheus file_sd file (JSON or YAML): a list of
-// {targets: [host:port...], labels: {...}} groups.
-func readSDFile(path string, cfg *config.Config, reg *engine.Registry) ([]sdTarget, []string) {
+// {targets: [host:port...], labels: {...}} groups, scraped with sd's
+// scheme, auth and TLS. A file matched by several file_sd_configs entries
+// is read once, with the first entry's.
+func readSDFile(path string, cfg *config.Config, sd *config.FileSD, reg *engine.Registry) ([]sdTarget, []string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("%s: %v", path, err)}
@@ -240,6 +242,9 @@ func readSDFile(path string, cfg *config.Config, reg *engine.Registry) ([]sdTarg
 		}
 		scheme := labels[sdScheme]
 		if scheme == "" {
+			scheme = sd.Scheme
+		}
+		if scheme == "" {
 			scheme = "http"
 		}
 		if scheme != "http" && scheme != "https" {
@@ -268,7 +273,8 @@ func readSDFile(path string, cfg *config.Config, reg *engine.Registry) ([]sdTarg
 				continue
 			}
 			t := config.Target{Name: u.Host, URL: raw, Role: labels[sdRole], Engine: labels[sdEngine],
-				Labels: map[string]string{}, ScrapeInterval: cfg.Global.ScrapeInterval, ScrapeTimeout: cfg.Global.ScrapeTimeout}
+				Labels: map[string]string{}, ScrapeInterval: cfg.Global.ScrapeInterval, ScrapeTimeout: cfg.Global.ScrapeTimeout,
+				HTTPClientConfig: sd.HTTPClientConfig}
 			for k, v := range cfg.Global.Labels {
 				t.Labels[k] = v
 			}
