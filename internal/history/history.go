@@ -89,9 +89,9 @@ type Store struct {
 	mu     sync.RWMutex
 	series map[uint64][]*memSeries
 	byName map[string][]*memSeries
-	// gen counts AppendFamilies calls; a series' gen is the last call that
-	// had it, so those of the previous call missing from the next one get
-	// a staleness marker.
+	// gen counts gathers (Begin, AppendFamilies); a series' gen is the
+	// last gather that had it, so those of the previous gather missing
+	// from the next one get a staleness marker.
 	gen uint32
 	// lastGather is the (aligned) timestamp of the previous AppendFamilies.
 	lastGather int64
@@ -319,8 +319,8 @@ func (s *Store) Truncate(now time.Time) {
 
 func (s *Store) truncateLocked(now int64) { s.sweepLocked(now, 0) }
 
-// sweepLocked gives the series that AppendFamilies call stale (not 0) had
-// but the latest did not a staleness marker at now, then downsamples and
+// sweepLocked gives the series that gather stale (not 0) had but the
+// latest did not a staleness marker at now, then downsamples and
 // truncates every series, in one pass.
 func (s *Store) sweepLocked(now int64, stale uint32) {
 	mint := now - s.opts.Retention.Milliseconds()
@@ -434,8 +434,8 @@ func (s *Store) Run(ctx context.Context, g Gatherer) error {
 func (s *Store) gatherOnce(g Gatherer) {
 	if f, ok := g.(Feeder); ok {
 		b := s.Begin(s.opts.Now())
+		defer b.Commit()
 		f.Feed(b)
-		b.Commit()
 		return
 	}
 	mfs, err := g.Gather()
