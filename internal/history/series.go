@@ -248,7 +248,7 @@ type memSeries struct {
 	// rounded says the series stores its values rounded to
 	// keptSignificandBits (see reducedPrecision).
 	rounded bool
-	// gen is the Store's AppendFamilies call that last had the series (0:
+	// gen is the Store's gather that last had the series (0:
 	// none).
 	gen    uint32
 	coarse tier
