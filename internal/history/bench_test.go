@@ -160,7 +160,7 @@ func BenchmarkHistory24h(b *testing.B) {
 				}
 			}
 			// As AppendFamilies does after every gather.
-			st.truncateLocked(ts)
+			st.sweepLocked(ts, 0)
 			st.mu.Unlock()
 		}
 		fill := time.Since(start)

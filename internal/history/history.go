@@ -136,6 +136,11 @@ func (s *Store) getOrCreate(lset labels.Labels) *memSeries {
 	if ms, ok := s.lookupLocked(lset); ok {
 		return ms
 	}
+	return s.createLocked(lset)
+}
+
+// createLocked adds an empty series with labels lset, which it keeps.
+func (s *Store) createLocked(lset labels.Labels) *memSeries {
 	ms := newSeries(lset, &s.rawArena, &s.coarseArena)
 	s.addLocked(ms)
 	return ms
@@ -273,8 +278,7 @@ func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 	s := b.s
 	ms, ok := s.lookupLocked(b.scratch)
 	if !ok {
-		ms = newSeries(b.b.Labels(), &s.rawArena, &s.coarseArena)
-		s.addLocked(ms)
+		ms = s.createLocked(b.b.Labels())
 	}
 	ms.counter = counter
 	s.appendLocked(ms, b.ts, v)
@@ -314,10 +318,8 @@ func (s *Store) align(ts int64) int64 {
 func (s *Store) Truncate(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.truncateLocked(now.UnixMilli())
+	s.sweepLocked(now.UnixMilli(), 0)
 }
-
-func (s *Store) truncateLocked(now int64) { s.sweepLocked(now, 0) }
 
 // sweepLocked gives the series that gather stale (not 0) had but the
 // latest did not a staleness marker at now, then downsamples and

@@ -167,7 +167,7 @@ func BenchmarkSnapshot24h(b *testing.B) {
 			for j, ms := range series {
 				st.appendLocked(ms, ts, models[j].next(r))
 			}
-			st.truncateLocked(ts)
+			st.sweepLocked(ts, 0)
 			st.mu.Unlock()
 		}
 		fill := time.Since(start)
