@@ -194,6 +194,7 @@ type demoOpts struct {
 	scenario string
 	listen   string
 	speed    float64
+	basePort int
 	embedded embeddedFlags
 }
 
@@ -203,6 +204,7 @@ func addDemo(app *kingpin.Application, r registry) {
 	c.Flag("scenario", "Simulator scenario: a built-in name ("+strings.Join(sim.BuiltinNames(), ", ")+") or a scenario file.").Default("pd-sglang").StringVar(&o.scenario)
 	c.Flag("web.listen-address", "Address of the web UI and API (loopback).").Default(serve.DefaultListenAddress).StringVar(&o.listen)
 	c.Flag("speed", "Simulated time per wall-clock second.").Default("1").Float64Var(&o.speed)
+	c.Flag("base-port", "Port of the first simulated server; the others follow in scenario order (a scenario's port: wins). 0 picks free ports.").Default("0").IntVar(&o.basePort)
 	o.embedded.register(c)
 	r.add(c, func(ctx context.Context, e *env) int { return exitCode(e, runDemo(ctx, e, o)) })
 }
@@ -215,13 +217,19 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 	if o.speed <= 0 {
 		return usageError{fmt.Errorf("--speed must be positive, got %g", o.speed)}
 	}
+	if err := checkBasePort(o.basePort, len(sc.Servers)); err != nil {
+		return usageError{err}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c, err := sim.NewCluster(sc, sim.Options{Speed: o.speed, Logger: e.Logger})
+	c, err := sim.NewCluster(sc, sim.Options{Speed: o.speed, Logger: e.Logger, BasePort: o.basePort})
 	if err != nil {
 		return usageError{err}
 	}
 	if err := c.Start(ctx); err != nil {
+		if o.basePort != 0 {
+			return fmt.Errorf("%w; pick another --base-port, or leave it out for free ports", err)
+		}
 		return err
 	}
 	defer c.Close()
@@ -232,8 +240,7 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 	done := make(chan error, 1)
 	go func() { done <- emb.run(ctx, d) }()
 	url := externalURL(d)
-	fmt.Fprintf(e.Stdout, "kvwatch demo: %d simulated servers (%s)\n", len(c.Endpoints()), sc.Name)
-	fmt.Fprintf(e.Stdout, "web UI:  %s\nmetrics: %smetrics\nPrometheus API: %sapi/v1/query\nStop with Ctrl-C.\n", url, url, url)
+	printDemo(e.Stdout, sc.Name, c.Endpoints(), url)
 	statusLoop(ctx, e, d, emb, done)
 	cancel()
 	return <-done

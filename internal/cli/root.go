@@ -4,11 +4,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/promslog"
@@ -48,19 +51,15 @@ type registry map[string]runFunc
 
 func (r registry) add(c *kingpin.CmdClause, f runFunc) { r[c.FullCommand()] = f }
 
-// Run parses args, runs the chosen subcommand and returns the process exit code.
-func Run(ctx context.Context, args []string, s Streams) int {
+// helpFlags are the flags that print something and stop, with exit code 0.
+var helpFlags = map[string]bool{"--help": true, "-h": true, "--help-long": true, "--version": true, "--completion-bash": true}
+
+// newApp builds the command line: every subcommand and its flags. The
+// usage and man page generators read it too.
+func newApp() (*kingpin.Application, registry, *promslog.Config) {
 	app := kingpin.New("kvwatch", "KV-cache observability for LLM inference servers: how full is the KV cache, and how much more fits?")
-	app.Version(version.Print("kvwatch"))
+	app.Version(versionText())
 	app.HelpFlag.Short('h')
-	app.UsageWriter(s.Stdout)
-	app.ErrorWriter(s.Stderr)
-	exited := -1
-	app.Terminate(func(code int) {
-		if exited < 0 {
-			exited = code
-		}
-	})
 	logCfg := &promslog.Config{}
 	promslogflag.AddFlags(app, logCfg)
 
@@ -73,10 +72,88 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	addSimulate(app, r)
 	addDemo(app, r)
 	addStack(app, r)
+	return app, r, logCfg
+}
 
-	cmd, err := app.Parse(args)
-	if exited >= 0 { // --help or --version
-		return exitOK
+// versionText is what --version prints. A build without the Makefile's
+// -ldflags has no build user or date; they say so instead of being empty.
+func versionText() string {
+	user, date := version.BuildUser, version.BuildDate
+	defer func() { version.BuildUser, version.BuildDate = user, date }()
+	if version.BuildUser == "" {
+		version.BuildUser = "unknown (built without make)"
+	}
+	if version.BuildDate == "" {
+		version.BuildDate = "unknown (built without make)"
+	}
+	return version.Print("kvwatch")
+}
+
+// firstWord is the first argument that is not a flag: the subcommand.
+func firstWord(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return ""
+}
+
+// terminated carries kingpin's exit code out of Parse: kingpin calls
+// Terminate after --help or --version and expects it not to return.
+type terminated struct{ code int }
+
+// parse runs app.Parse, turning kingpin's Terminate into a return.
+func parse(app *kingpin.Application, args []string) (cmd string, code int, err error) {
+	code = -1
+	defer func() {
+		if v := recover(); v != nil {
+			t, ok := v.(terminated)
+			if !ok {
+				panic(v)
+			}
+			code = t.code
+		}
+	}()
+	app.Terminate(func(c int) { panic(terminated{c}) })
+	cmd, err = app.Parse(args)
+	return cmd, code, err
+}
+
+// Run parses args, runs the chosen subcommand and returns the process exit code.
+func Run(ctx context.Context, args []string, s Streams) int {
+	app, r, logCfg := newApp()
+	// Generated scripts and pages are written here, not by kingpin, which
+	// would append the usage to them (kingpin's own flags of these names are
+	// hidden, and never reached).
+	if !slices.Contains(args, "--completion-bash") {
+		for _, a := range args {
+			if sh, ok := strings.CutPrefix(a, "--completion-script-"); ok {
+				return writeCompletionScript(s, sh)
+			}
+			if a == "--help-man" {
+				if err := writeManPage(s.Stdout, app); err != nil {
+					fmt.Fprintf(s.Stderr, "kvwatch: man page: %v\n", err)
+					return exitFailed
+				}
+				return exitOK
+			}
+		}
+	}
+	var usage bytes.Buffer
+	app.UsageWriter(&usage)
+	app.ErrorWriter(s.Stderr)
+	cmd, code, err := parse(app, args)
+	helpAsked := slices.ContainsFunc(args, func(a string) bool { return helpFlags[a] }) || firstWord(args) == "help"
+	if code == exitOK && !helpAsked || errors.Is(err, kingpin.ErrCommandNotSpecified) {
+		// No (sub)command given: the usage is the answer, but on stderr and
+		// as a usage error, as for any other wrong command line.
+		s.Stderr.Write(usage.Bytes())
+		return exitUsage
+	}
+	s.Stdout.Write(usage.Bytes())
+	if code >= 0 { // --help or --version
+		return code
 	}
 	if err != nil {
 		fmt.Fprintf(s.Stderr, "kvwatch: %v; see 'kvwatch --help'\n", err)
