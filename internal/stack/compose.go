@@ -12,6 +12,7 @@ type composeProject struct {
 
 type composeService struct {
 	Image       string   `yaml:"image"`
+	Entrypoint  []string `yaml:"entrypoint,omitempty"`
 	Command     []string `yaml:"command,omitempty"`
 	Environment []string `yaml:"environment,omitempty"`
 	Volumes     []string `yaml:"volumes"`
@@ -28,6 +29,11 @@ const (
 	imagePrometheus   = "prom/prometheus:v2.53.2"
 	imageAlertmanager = "prom/alertmanager:v0.27.0"
 	imageGrafana      = "grafana/grafana-oss:11.2.0"
+	// No kvwatch image is published: the kvwatch service runs the host's
+	// own binary, mounted read-only into a plain Debian image, from where
+	// the Debian package installs it or from $KVWATCH_BINARY.
+	imageKVWatchBase = "debian:12-slim"
+	kvwatchBinary    = "${KVWATCH_BINARY:-/usr/bin/kvwatch}"
 )
 
 // composeFile returns docker-compose.yml. Every service uses the host
@@ -40,7 +46,10 @@ func composeFile(o Options) composeProject {
 		return composeService{Image: image, NetworkMode: "host", Restart: "on-failure", ReadOnly: true,
 			SecurityOpt: []string{"no-new-privileges:true"}, Volumes: []string{"./:/stack:ro"}}
 	}
-	kv := base(o.Image)
+	kv := base(imageKVWatchBase)
+	kv.Volumes = append(kv.Volumes, kvwatchBinary+":/usr/bin/kvwatch:ro")
+	kv.User = "65534:65534"
+	kv.Entrypoint = []string{"/usr/bin/kvwatch"}
 	kv.Command = []string{"serve", "--config.file=" + c("kvwatch.yml"), "--web.listen-address=" + o.KVWatchAddress}
 	prom := base(imagePrometheus)
 	prom.Command = promArgs(o, c("prometheus.yml"), cp.promData, o.PrometheusAddress)
