@@ -3,6 +3,7 @@ package packaging
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -59,20 +61,39 @@ var wantFiles = []string{
 	"/usr/share/zsh/vendor-completions/_kvwatch",
 }
 
-// buildDeb runs `make package` and returns the path of the one .deb in dist/.
+var (
+	debOnce sync.Once
+	debPath string
+	debErr  string
+)
+
+// buildDeb runs `make package` (once per test binary) and returns the path
+// of the one .deb in dist/.
 func buildDeb(t *testing.T) string {
 	t.Helper()
 	mk := tool(t, "make", "make")
-	cmd(t, "", true, mk, "package")
-	debs, _ := filepath.Glob("../dist/kvwatch_*.deb")
-	if len(debs) != 1 {
-		t.Fatalf("make package left %d packages in dist/ (%q), want 1", len(debs), debs)
+	debOnce.Do(func() {
+		c := exec.Command(mk, "package")
+		c.Dir = ".."
+		if out, err := c.CombinedOutput(); err != nil {
+			debErr = "make package: " + err.Error() + "\n" + string(out)
+			return
+		}
+		debs, _ := filepath.Glob("../dist/kvwatch_*.deb")
+		if len(debs) != 1 {
+			debErr = fmt.Sprintf("make package left %d packages in dist/ (%q), want 1", len(debs), debs)
+			return
+		}
+		p, err := filepath.Abs(debs[0])
+		if err != nil {
+			debErr = err.Error()
+		}
+		debPath = p
+	})
+	if debErr != "" {
+		t.Fatal(debErr)
 	}
-	p, err := filepath.Abs(debs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return debPath
 }
 
 // TestDebianPackage builds the .deb and checks it unpacked into a directory

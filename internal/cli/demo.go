@@ -227,9 +227,6 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 		return usageError{err}
 	}
 	if err := c.Start(ctx); err != nil {
-		if o.basePort != 0 {
-			return fmt.Errorf("%w; pick another --base-port, or leave it out for free ports", err)
-		}
 		return err
 	}
 	defer c.Close()
