@@ -25,7 +25,7 @@ CHECK_GO_VERSION = @v=$$($(GO) env GOVERSION | sed 's/^go//'); \
 	{ echo "make: Go $$v is too old: install Go $(GO_MIN) or newer (https://go.dev/dl/)" >&2; exit 1; }
 # Tools of the end-to-end tests: missing ones make those tests skip
 # (fail under KVWATCH_REQUIRE_TOOLS=1, as in .ci/run, which installs them).
-TEST_TOOLS := prometheus promtool prometheus-alertmanager amtool chromium tmux systemd-analyze dpkg-deb groff
+TEST_TOOLS := prometheus promtool prometheus-alertmanager amtool chromium tmux systemd-analyze dpkg-deb groff zsh fish
 
 .PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go
 

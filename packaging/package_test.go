@@ -188,6 +188,26 @@ func TestDebianPackage(t *testing.T) {
 		t.Errorf("packaged bash completion:\n%s", comp)
 	}
 
+	// zsh autoloads _kvwatch from its vendor-completions directory (on
+	// $fpath), fish finds kvwatch.fish under $XDG_DATA_DIRS: both complete.
+	usrBin, share := filepath.Dir(bin), filepath.Join(root, "usr/share")
+	if zsh, err := exec.LookPath("zsh"); err == nil {
+		out := cmd(t, "", false, zsh, "-f", "-c", `PATH="$1:$PATH"; fpath=("$2" $fpath); autoload -Uz compinit && compinit -u -D
+print -r -- "registered: $_comps[kvwatch]"
+compadd() { print -r -- "added: ${(P)2}" }
+words=(kvwatch sta); CURRENT=2; _kvwatch`, "zsh", usrBin, filepath.Join(share, "zsh/vendor-completions"))
+		if out != "registered: _kvwatch\nadded: help status top serve check simulate demo stack\n" {
+			t.Errorf("packaged zsh completion:\n%s", out)
+		}
+	}
+	if fish, err := exec.LookPath("fish"); err == nil {
+		c := exec.Command(fish, "-c", "complete -C'kvwatch sta'")
+		c.Env = append(os.Environ(), "PATH="+usrBin+":"+os.Getenv("PATH"), "XDG_DATA_DIRS="+share, "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
+		if out, err := c.Output(); err != nil || string(out) != "stack\nstatus\n" {
+			t.Errorf("packaged fish completion: %v\n%s", err, out)
+		}
+	}
+
 	// The man page is the binary's own --help-man, gzipped.
 	f, err := os.Open(filepath.Join(root, "usr/share/man/man1/kvwatch.1.gz"))
 	if err != nil {
