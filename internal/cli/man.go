@@ -22,9 +22,9 @@ func writeManPage(w io.Writer, app *kingpin.Application) error {
 		ver = "dev"
 	}
 	fmt.Fprintf(&b, ".TH KVWATCH 1 \"\" \"kvwatch %s\" \"kvwatch manual\"\n", roffText(ver))
-	b.WriteString(".SH NAME\nkvwatch \\- " + roffText(m.Help) + "\n")
+	b.WriteString(".SH NAME\nkvwatch \\- " + roffText(appSummary) + "\n")
 	b.WriteString(".SH SYNOPSIS\n.B kvwatch\n[\\fIGLOBAL FLAGS\\fR] \\fICOMMAND\\fR [\\fIFLAGS\\fR] [\\fIARGS\\fR ...]\n")
-	b.WriteString(".SH DESCRIPTION\n" + roffText(m.Help) + "\n.PP\n")
+	b.WriteString(".SH DESCRIPTION\n" + roffText(appSummary) + "\n.PP\n")
 	b.WriteString("Run \\fBkvwatch demo\\fR to see every face of kvwatch on a simulated cluster, and \\fBkvwatch COMMAND \\-\\-help\\fR for one command.\n")
 	b.WriteString(".SH GLOBAL FLAGS\n")
 	manFlags(&b, m.Flags)

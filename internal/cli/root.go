@@ -54,10 +54,15 @@ func (r registry) add(c *kingpin.CmdClause, f runFunc) { r[c.FullCommand()] = f 
 // helpFlags are the flags that print something and stop, with exit code 0.
 var helpFlags = map[string]bool{"--help": true, "-h": true, "--help-long": true, "--version": true, "--completion-bash": true}
 
+// appSummary is kvwatch in one line: the man page's NAME.
+const appSummary = "KV-cache observability for LLM inference servers: how full is the KV cache, and how much more fits?"
+
 // newApp builds the command line: every subcommand and its flags. The
 // usage and man page generators read it too.
 func newApp() (*kingpin.Application, registry, *promslog.Config) {
-	app := kingpin.New("kvwatch", "KV-cache observability for LLM inference servers: how full is the KV cache, and how much more fits?")
+	app := kingpin.New("kvwatch", appSummary+"\n\n"+
+		"Try it without a GPU: kvwatch demo\n\n"+
+		"Completion: source <(kvwatch --completion-script-bash); also -zsh, -fish.")
 	app.Version(versionText())
 	app.HelpFlag.Short('h')
 	logCfg := &promslog.Config{}
