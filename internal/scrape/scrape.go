@@ -160,6 +160,34 @@ func NewTarget(ct *config.Target) (*Target, error) {
 	return newTarget(ct, map[string]*http.Client{})
 }
 
+// NewTargetWithClient builds one target that uses c, ignoring the
+// target's HTTP client settings (for /probe, whose targets share one
+// bounded pool).
+func NewTargetWithClient(ct *config.Target, c *http.Client) (*Target, error) {
+	key, err := yaml.Marshal(ct.HTTPClientConfig)
+	if err != nil {
+		return nil, err
+	}
+	return newTarget(ct, map[string]*http.Client{string(key): c})
+}
+
+// NewPooledClient returns an HTTP client whose connections are pooled for
+// every target that uses it, with at most maxIdle idle connections (2 per
+// host) closed after 30s idle. It follows no redirect and uses no proxy
+// from the environment.
+func NewPooledClient(maxIdle int) *http.Client {
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          maxIdle,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       30 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 0,
+		DisableCompression:    true, // Accept-Encoding and gzip are handled by fetch
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
 func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, error) {
 	u, err := config.ParseTargetURL(ct.URL)
 	if err != nil {
@@ -392,6 +420,7 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 	}
 	req.Header.Set("Accept", acceptHeader)
 	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set("User-Agent", "kvwatch/"+version.Version)
 	resp, err := t.client.Do(req)
 	if err != nil {
 		reason, err := classify(ctx, err, t)

@@ -83,8 +83,6 @@ type Daemon struct {
 	listeners []net.Listener
 	sem       chan struct{}
 	probes    *probeCache
-	// probeLookup replaces DNS resolution for /probe in tests.
-	probeLookup func(ctx context.Context, host string) ([]net.IPAddr, error)
 
 	reloadOK       prometheus.Gauge
 	reloadTime     prometheus.Gauge
