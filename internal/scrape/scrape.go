@@ -468,12 +468,12 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		if gzipped && isGzipError(err) {
 			return nil, "", signal.ReasonParse, fmt.Errorf("scrape %s: bad gzip body after %d bytes: %w; the server's compression is broken (or a proxy mangles it)", where, len(body), err)
 		}
-		reason, err := classify(ctx, err, t)
+		reason, cerr := classify(ctx, err, t)
 		if reason == signal.ReasonOther || reason == signal.ReasonClosed {
 			reason = signal.ReasonTruncated
-			err = fmt.Errorf("the body was cut short after %d bytes (%w); the server closed the connection mid-body", len(body), err)
+			cerr = fmt.Errorf("the body was cut short after %d bytes (%w); the server closed the connection mid-body", len(body), err)
 		}
-		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, err)
+		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, cerr)
 	}
 	if int64(len(body)) > s.bodyLimit {
 		return nil, "", signal.ReasonTooLarge, fmt.Errorf("scrape %s: body is over the %s limit (after decompression); raise global.body_size_limit if the page is really this big", where, units.Base2Bytes(s.bodyLimit))
