@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hostileServers serves targets that attack the terminal, leak secrets or
@@ -120,3 +124,71 @@ func TestCheckConfigSecretsAndWarnings(t *testing.T) {
 		t.Errorf("check config with an address-like glob = %d\n%s%s", code, out, errOut)
 	}
 }
+
+// serve starts on a damaged snapshot (before, it exited 1 on every start):
+// the file is moved aside, the temporary file of a killed write removed,
+// and a new snapshot written at shutdown. The --query.* flags reach the
+// query API.
+func TestServeStartsOnDamagedSnapshot(t *testing.T) {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
+	}))
+	defer engine.Close()
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "history.snap")
+	os.WriteFile(snap, []byte("KVWHIST\x03\x05garbage"), 0o600)
+	os.WriteFile(snap+".tmp4242", []byte("half a write"), 0o600)
+	cfg := writeConfig(t, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n")
+	addr := strings.TrimPrefix(serveAddr(t), "http://")
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m",
+			"--history.snapshot-file", snap, "--query.max-length", "10"}, Streams{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+	}()
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape("kvwatch_kv_used_tokens"))
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = fmt.Sprint(resp.StatusCode, " ", string(b))
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d on a damaged snapshot:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never answered:\n%s", stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(body, "400") || !strings.Contains(body, "over the 10-byte limit") {
+		t.Errorf("a 22-byte query with --query.max-length 10 = %s", body)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("serve exit code = %d, want 0; log:\n%s", code, stderr.String())
+	}
+	log := stderr.String()
+	for _, w := range []string{"history snapshot is damaged: recovered 0 series", "moved_to=" + snap + ".corrupt-", "history snapshot written"} {
+		if !strings.Contains(log, w) {
+			t.Errorf("log lacks %q:\n%s", w, log)
+		}
+	}
+	if _, err := os.Stat(snap + ".tmp4242"); !os.IsNotExist(err) {
+		t.Errorf("the temporary file of a killed write is still there")
+	}
+	if aside, _ := filepath.Glob(snap + ".corrupt-*"); len(aside) != 1 {
+		t.Errorf("set aside: %v, want one file", aside)
+	}
+	if _, err := os.Stat(snap); err != nil {
+		t.Errorf("no new snapshot after shutdown: %v", err)
+	}
+}
+
+// serveAddr returns a free loopback address.
+func serveAddr(t *testing.T) string { return "http://" + closedPort(t) }
