@@ -409,12 +409,6 @@ func (s *Store) restoreV3(f io.ReaderAt, size int64, mint int64) (lost int, err 
 		rr.Reset(bytes.NewReader(rec))
 		if err := s.readSeriesLocked(rr, 3, int64(l), mint, &scratch); err != nil {
 			note(fmt.Errorf("series %d: %w", read+1, err))
-			continue
-		}
-		if rr.Buffered() > 0 {
-			// Bytes left in a record with a good checksum: a kvwatch
-			// bug, not damage; the series was read and is kept.
-			continue
 		}
 	}
 	lost += int(min(n-read, 1<<31))
