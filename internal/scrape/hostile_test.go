@@ -10,6 +10,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
@@ -63,10 +66,11 @@ sglang:max_total_num_tokens{tp_rank="0"} 10
 		{"1 MiB model label by default", hugeModel, config.Limits{}, "model_name label value of 1048576 bytes, over label_value_length_limit 2048"},
 		{"ranks over", rankPage(9), config.Limits{RankLimit: intp(8)}, "9 ranks exceed rank_limit 8"},
 		{"ranks at", rankPage(8), config.Limits{RankLimit: intp(8)}, ""},
-		{"100,000 dp ranks by default", rankPage(100000), config.Limits{}, "more than sample_limit 20000 samples"},
+		{"30,000 dp ranks by default", rankPage(30000), config.Limits{}, "more than sample_limit 20000 samples"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res := New(nil2reg(), 64<<20).Scrape(t.Context(), target(t, config.Target{URL: serveText(t, c.body), Limits: c.limits}))
+			res := New(nil2reg(), 64<<20).Scrape(t.Context(), target(t, config.Target{URL: serveText(t, c.body), Limits: c.limits,
+				ScrapeTimeout: model.Duration(20 * time.Second)}))
 			if c.want == "" {
 				if !res.OK() {
 					t.Fatalf("scrape failed: %v", res.Err)
