@@ -22,8 +22,8 @@ targets:
 	// By hand: a takes the global sample_limit and rank_limit (0: off),
 	// the rest are defaults; b overrides two.
 	want := []TargetLimits{
-		{Samples: 100, Labels: 64, LabelNameLength: 256, LabelValueLength: 2048, Ranks: 0},
-		{Samples: 7, Labels: 64, LabelNameLength: 256, LabelValueLength: 64, Ranks: 0},
+		{Samples: 100, Labels: 128, LabelNameLength: 256, LabelValueLength: 2048, Ranks: 0},
+		{Samples: 7, Labels: 128, LabelNameLength: 256, LabelValueLength: 64, Ranks: 0},
 	}
 	for i, w := range want {
 		if got := c.TargetLimits(i); got != w {

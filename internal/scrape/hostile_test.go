@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
 func intp(n int) *int { return &n }
@@ -106,16 +108,70 @@ func TestTargetsTakeGlobalLimits(t *testing.T) {
 	}
 }
 
-// The defaults leave a real TP=8 and DP=8 page alone (with room: 8x the
-// ranks of a DP=8 x TP=8 page is still under every default).
+// The defaults leave real TP=8 and DP=8 pages alone with room to spare:
+// the simulator's SGLang (TP=8, and DP=8 x TP=8 with DP attention) and
+// vLLM (DP=8, TP=8) pages, with every histogram and per-rank family the
+// engines export, use at most an eighth of each limit.
 func TestDefaultLimitsFitRealPages(t *testing.T) {
-	d := config.DefaultLimits()
-	res := New(nil2reg(), 0).Scrape(t.Context(), target(t, config.Target{URL: serveText(t, rankPage(64))}))
-	if !res.OK() || len(res.Server.Ranks) != 64 {
-		t.Fatalf("a 64-rank page: %v", res.Err)
+	sc, err := sim.ParseScenario("limits", []byte(`
+model_name: deepseek-ai/DeepSeek-V3-0324-with-a-long-served-model-name
+servers:
+  - {name: sglang-tp8, engine: sglang, tp: 8}
+  - {name: sglang-dp8-tp8, engine: sglang, dp: 8, tp: 8}
+  - {name: vllm-dp8, engine: vllm, dp: 8, tp: 8}
+`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d.Samples < 20*128 || d.Ranks < 8*64 {
-		t.Errorf("defaults %+v leave less than 8x room over a DP=8 x TP=8 page", d)
+	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, ManualClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.Advance(time.Minute)
+	d := config.DefaultLimits()
+	reg := nil2reg()
+	for _, ep := range cl.Endpoints() {
+		res := New(reg, 0).Scrape(t.Context(), target(t, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath}))
+		if !res.OK() {
+			t.Fatalf("%s: %v", ep.Name, res.Err)
+		}
+		// Measure the page as checkPage sees it.
+		resp, err := http.Get(ep.URL + ep.MetricsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body bytes.Buffer
+		body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		page, err := expo.Parse(body.Bytes(), resp.Header.Get("Content-Type"), reg.Want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var samples, maxLabels, maxName, maxValue int
+		for _, n := range page.Names() {
+			for _, smp := range page.Samples(n) {
+				samples++
+				maxLabels = max(maxLabels, smp.Labels.Len()-1)
+				smp.Labels.Range(func(l labels.Label) {
+					maxName, maxValue = max(maxName, len(l.Name)), max(maxValue, len(l.Value))
+				})
+			}
+		}
+		ranks := len(res.Server.Ranks)
+		t.Logf("%s: %d samples, %d labels, names %d B, values %d B, %d ranks", ep.Name, samples, maxLabels, maxName, maxValue, ranks)
+		for _, c := range []struct {
+			what       string
+			got, limit int
+		}{{"samples", samples, d.Samples}, {"labels", maxLabels, d.Labels}, {"label name bytes", maxName, d.LabelNameLength},
+			{"label value bytes", maxValue, d.LabelValueLength}, {"ranks", ranks, d.Ranks}} {
+			if c.got*8 > c.limit {
+				t.Errorf("%s: %d %s, more than an eighth of the default limit %d", ep.Name, c.got, c.what, c.limit)
+			}
+		}
 	}
 }
 
