@@ -46,13 +46,8 @@ const maxSnapshotRecord = 256 << 20
 // yet (the first start).
 var ErrNoSnapshot = errors.New("no history snapshot yet")
 
-// snapWriter is what the snapshot encoders write to: a *bufio.Writer for
-// the file, a *bytes.Buffer in tests.
-type snapWriter interface {
-	io.Writer
-	io.ByteWriter
-	io.StringWriter
-}
+// The series encoders (put*) write to a *bytes.Buffer, one series record
+// at a time: a concrete type, so their scratch arrays stay on the stack.
 
 // snapshotBufSize is the buffer between the encoder and the file, in both
 // directions: the snapshot is streamed, never held in memory as a whole.
@@ -126,6 +121,7 @@ func (s *Store) writeSnapshot(f io.Writer) (writeStats, error) {
 	var st writeStats
 	w := bufio.NewWriterSize(f, snapshotBufSize)
 	w.Write(snapshotMagic)
+	var num [binary.MaxVarintLen64]byte
 	s.mu.RLock()
 	list := s.sortedSeriesLocked()
 	s.mu.RUnlock()
@@ -137,7 +133,7 @@ func (s *Store) writeSnapshot(f io.Writer) (writeStats, error) {
 			st.skipped++
 		}
 	}
-	putUvarint(w, uint64(len(keep)))
+	w.Write(binary.AppendUvarint(num[:0], uint64(len(keep))))
 	var rec bytes.Buffer
 	var sum [4]byte
 	for _, ms := range keep {
@@ -147,7 +143,7 @@ func (s *Store) writeSnapshot(f io.Writer) (writeStats, error) {
 		s.mu.RUnlock()
 		// A series truncated away after the list was taken is written
 		// with no samples; Restore skips it.
-		putUvarint(w, uint64(rec.Len()))
+		w.Write(binary.AppendUvarint(num[:0], uint64(rec.Len())))
 		w.Write(rec.Bytes())
 		binary.BigEndian.PutUint32(sum[:], crc32.Checksum(rec.Bytes(), castagnoli))
 		w.Write(sum[:])
@@ -169,7 +165,7 @@ func labelsFit(lset labels.Labels) bool {
 }
 
 // putSeries encodes one series; callers hold s.mu (read).
-func putSeries(w snapWriter, ms *memSeries) {
+func putSeries(w *bytes.Buffer, ms *memSeries) {
 	putUvarint(w, uint64(ms.lset.Len()))
 	ms.lset.Range(func(l labels.Label) {
 		putString(w, l.Name)
@@ -200,7 +196,7 @@ func putSeries(w snapWriter, ms *memSeries) {
 // putTier writes tr's closed chunks and its open head, as chunks. Unlike
 // tier.view it does not copy the head: callers hold the lock that keeps
 // it from changing.
-func putTier(w snapWriter, tr *tier) {
+func putTier(w *bytes.Buffer, tr *tier) {
 	n := len(tr.closed)
 	if tr.open() {
 		n++
@@ -214,7 +210,7 @@ func putTier(w snapWriter, tr *tier) {
 	}
 }
 
-func putChunk(w snapWriter, mint, maxt int64, b []byte) {
+func putChunk(w *bytes.Buffer, mint, maxt int64, b []byte) {
 	putVarint(w, mint)
 	putVarint(w, maxt)
 	putUvarint(w, uint64(len(b)))
@@ -596,7 +592,7 @@ func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier
 	return nil
 }
 
-func putFloat(w snapWriter, v float64) {
+func putFloat(w *bytes.Buffer, v float64) {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], math.Float64bits(v))
 	w.Write(b[:])
@@ -610,17 +606,17 @@ func getFloat(r *bufio.Reader) (float64, error) {
 	return math.Float64frombits(binary.BigEndian.Uint64(b[:])), nil
 }
 
-func putUvarint(w snapWriter, v uint64) {
+func putUvarint(w *bytes.Buffer, v uint64) {
 	var b [binary.MaxVarintLen64]byte
 	w.Write(b[:binary.PutUvarint(b[:], v)])
 }
 
-func putVarint(w snapWriter, v int64) {
+func putVarint(w *bytes.Buffer, v int64) {
 	var b [binary.MaxVarintLen64]byte
 	w.Write(b[:binary.PutVarint(b[:], v)])
 }
 
-func putString(w snapWriter, s string) {
+func putString(w *bytes.Buffer, s string) {
 	putUvarint(w, uint64(len(s)))
 	w.WriteString(s)
 }
