@@ -212,9 +212,31 @@ func TestServeHostileTargets(t *testing.T) {
 		"redirect": func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://10.9.9.9/x", http.StatusFound)
 		},
+		// Slow loris: a valid page, one line every 200ms, for ever.
+		"slowloris": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, "# TYPE sglang:max_total_num_tokens gauge\n")
+			for i := 0; ; i++ {
+				if _, err := fmt.Fprintf(w, "sglang:max_total_num_tokens{tp_rank=\"%d\"} 1000\n", i); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		},
+		// Closes the connection without an answer.
+		"hangup": func(w http.ResponseWriter, r *http.Request) {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+		},
 	}
 	wantReason := map[string]string{"ansi": signal.ReasonHTTPError, "secret": signal.ReasonHTTPError, "bomb": signal.ReasonLimit,
-		"hugelabel": signal.ReasonLimit, "redirect": signal.ReasonRedirect, "badtls": signal.ReasonTLS}
+		"hugelabel": signal.ReasonLimit, "redirect": signal.ReasonRedirect, "badtls": signal.ReasonTLS, "slowloris": signal.ReasonTimeout,
+		"hangup": signal.ReasonClosed}
 	var b strings.Builder
 	b.WriteString("global:\n  scrape_interval: 5s\n  scrape_timeout: 4s\n  body_size_limit: 64MiB\n  secret_query_params: [sig]\ntargets:\n")
 	for _, ep := range cl.Endpoints() {
