@@ -29,6 +29,9 @@ func runCheckConfig(e *env, files []string) int {
 			continue
 		}
 		fmt.Fprintf(e.Stdout, "%s: OK (%d targets)\n", f, len(s.Targets))
+		for _, w := range s.Config.Warnings() {
+			fmt.Fprintf(e.Stderr, "%s: warning: %s\n", f, w)
+		}
 	}
 	return code
 }

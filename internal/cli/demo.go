@@ -38,6 +38,7 @@ type embeddedFlags struct {
 	snapshotFile  string
 	ruleFiles     []string
 	alertmanagers []string
+	query         queryFlags
 }
 
 func (f *embeddedFlags) register(c *kingpin.CmdClause) {
@@ -47,6 +48,7 @@ func (f *embeddedFlags) register(c *kingpin.CmdClause) {
 	c.Flag("history.snapshot-file", "File the history is written to periodically and on shutdown, and restored from on start, so a restart keeps the window. Default: the config's history.snapshot_file (none).").PlaceHolder("FILE").StringVar(&f.snapshotFile)
 	c.Flag("rules.file", "Prometheus rule file (recording and alert rules) to evaluate over the history; repeat for several. Default: the rules `kvwatch stack generate` writes, with the config's alert thresholds.").PlaceHolder("FILE").StringsVar(&f.ruleFiles)
 	c.Flag("alertmanager.url", "Alertmanager base URL to send alerts to (its v2 API); repeat for several. Added to the config's alerting.alertmanagers.").PlaceHolder("URL").StringsVar(&f.alertmanagers)
+	f.query.register(c)
 }
 
 // embedded is the history, rule manager and UI attached to a daemon.
@@ -142,6 +144,7 @@ func attachEmbedded(e *env, d *serve.Daemon, f embeddedFlags) (*embedded, error)
 		}
 		api := promapi.Options{Queryable: emb.store, Logger: e.Logger, Version: version.Version,
 			Revision: version.Revision, Branch: version.Branch, BuildDate: version.BuildDate, Rules: emb.rules}
+		f.query.apply(&api)
 		promapi.New(api).Register(d)
 	}
 	web.Register(d, web.Options{Report: d.Report, Warning: cfg.Alerts.KVUsageWarning, Critical: cfg.Alerts.KVUsageCritical,

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
+
+	"github.com/kvwatch/kvwatch/internal/safetext"
 )
 
 // Exit codes shared by every subcommand.
@@ -165,7 +167,8 @@ func Run(ctx context.Context, args []string, s Streams) int {
 		return exitUsage
 	}
 	logCfg.Writer = s.Stderr
-	e := &env{Streams: s, Logger: promslog.New(logCfg), Interactive: isTerminal(s.Stdout)}
+	// Every log line is redacted and escaped (text from targets, URLs).
+	e := &env{Streams: s, Logger: slog.New(safetext.Handler(promslog.New(logCfg).Handler())), Interactive: isTerminal(s.Stdout)}
 	run, ok := r[cmd]
 	if !ok {
 		fmt.Fprintf(s.Stderr, "kvwatch: no command given; see 'kvwatch --help'\n")

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	ossignal "os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,8 +16,34 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/promapi"
 	"github.com/kvwatch/kvwatch/internal/serve"
 )
+
+// queryFlags bound the query API (/api/v1/query, query_range).
+type queryFlags struct {
+	timeout        time.Duration
+	maxSamples     int
+	maxConcurrency int
+	maxQueued      int
+	maxLength      int
+}
+
+func (f *queryFlags) register(c *kingpin.CmdClause) {
+	c.Flag("query.timeout", "Longest a query of the query API may run, queueing included.").Default(promapi.DefaultTimeout.String()).DurationVar(&f.timeout)
+	c.Flag("query.max-samples", "Most samples one query may hold in memory at once.").Default(strconv.Itoa(promapi.DefaultMaxSamples)).IntVar(&f.maxSamples)
+	c.Flag("query.max-concurrency", "Queries that run at once; more wait for a slot (see --query.max-queued).").Default(strconv.Itoa(promapi.DefaultMaxConcurrency)).IntVar(&f.maxConcurrency)
+	c.Flag("query.max-queued", "Queries that may wait for a slot; beyond them a query is answered 503 at once; 0 for none.").Default(strconv.Itoa(promapi.DefaultMaxQueued)).IntVar(&f.maxQueued)
+	c.Flag("query.max-length", "Longest query expression accepted, in bytes.").Default(strconv.Itoa(promapi.DefaultMaxQueryLength)).IntVar(&f.maxLength)
+}
+
+// apply sets the bounds in o.
+func (f *queryFlags) apply(o *promapi.Options) {
+	o.Timeout, o.MaxSamples, o.MaxConcurrency, o.MaxQueued, o.MaxQueryLength = f.timeout, f.maxSamples, f.maxConcurrency, f.maxQueued, f.maxLength
+	if f.maxQueued == 0 {
+		o.MaxQueued = -1 // none (promapi reads 0 as its default)
+	}
+}
 
 // serveOpts are the flags of kvwatch serve.
 type serveOpts struct {

@@ -21,6 +21,8 @@ import (
 	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kvwatch/kvwatch/internal/safetext"
 )
 
 // Config is the whole config file.
@@ -49,6 +51,11 @@ type Global struct {
 	// Labels (cluster, pool, model) applied to every target that does not
 	// set its own.
 	Labels map[string]string `yaml:"labels"`
+	// Limits bound every target's page (see limits.go).
+	Limits Limits `yaml:",inline"`
+	// SecretQueryParams are query parameters whose values are redacted in
+	// every output, beside those named like token, key, secret, password.
+	SecretQueryParams []string `yaml:"secret_query_params"`
 
 	// BodySizeLimitBytes is BodySizeLimit parsed; set by validation.
 	BodySizeLimitBytes int64 `yaml:"-"`
@@ -70,6 +77,8 @@ type Target struct {
 	Labels         map[string]string `yaml:"labels"`
 	ScrapeInterval model.Duration    `yaml:"scrape_interval"`
 	ScrapeTimeout  model.Duration    `yaml:"scrape_timeout"`
+	// Limits override the global limits (see limits.go).
+	Limits Limits `yaml:",inline"`
 	// HTTPClientConfig holds auth and TLS: bearer_token_file, basic_auth,
 	// authorization, tls_config, ... (the Prometheus keys).
 	HTTPClientConfig promcfg.HTTPClientConfig `yaml:",inline"`
@@ -454,6 +463,7 @@ func (c *Config) validate(v *validator) {
 			v.addf([]any{"file_sd_configs", i}, "%v", err)
 		}
 	}
+	c.validateLimits(v)
 	for i, a := range c.Probe.Allow {
 		if strings.Contains(a, "/") {
 			if _, _, err := net.ParseCIDR(a); err != nil {
@@ -512,13 +522,18 @@ func ParseTargetURL(s string) (*url.URL, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("bad URL %q: %w", s, err)
+		// url.Error repeats the URL, password included: keep its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("bad URL %q: %w", safetext.URLString(s), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("bad URL %q: scheme must be http or https", s)
+		return nil, fmt.Errorf("bad URL %q: scheme must be http or https", safetext.URL(u))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("bad URL %q: no host; write e.g. http://127.0.0.1:30000", s)
+		return nil, fmt.Errorf("bad URL %q: no host; write e.g. http://127.0.0.1:30000", safetext.URL(u))
 	}
 	return u, nil
 }

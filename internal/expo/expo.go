@@ -88,6 +88,9 @@ func Canonical(name string) string {
 // ErrNotMetrics is wrapped by Parse when the body is not an exposition at all.
 var ErrNotMetrics = errors.New("not a Prometheus metrics page")
 
+// ErrJSON is wrapped by Parse when the body is JSON; it wraps ErrNotMetrics.
+var ErrJSON = fmt.Errorf("%w: the body is JSON", ErrNotMetrics)
+
 // Want reports whether a canonical sample name is needed. name may point
 // into the body being read: Want must not keep it.
 type Want func(name string) bool
@@ -325,7 +328,7 @@ func filter(body []byte, want Want, sc *scratch) (out []byte, families int, exam
 			return nil, 0, nil, 0, fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
 		case '{', '[':
 			if json.Valid(trimmed) {
-				return nil, 0, nil, 0, fmt.Errorf("%w: the body is JSON; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrNotMetrics)
+				return nil, 0, nil, 0, fmt.Errorf("%w; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrJSON)
 			}
 		}
 	}

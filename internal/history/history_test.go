@@ -311,22 +311,6 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSnapshotCorrupt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "history.snap")
-	st := New(Options{Retention: time.Hour, SnapshotFile: path})
-	fill(t, st, 1)
-	if err := st.WriteSnapshot(path); err != nil {
-		t.Fatal(err)
-	}
-	data := mustRead(t, path)
-	data[len(data)/2] ^= 0xff
-	mustWrite(t, path, data)
-	err := New(Options{SnapshotFile: path}).Restore(t0)
-	if err == nil || !strings.Contains(err.Error(), "checksum mismatch") || !strings.Contains(err.Error(), "delete the file") {
-		t.Errorf("Restore(corrupt) = %v, want a checksum error saying to delete the file", err)
-	}
-}
-
 // gatherFunc adapts a function to Gatherer.
 type gatherFunc func() ([]*dto.MetricFamily, error)
 

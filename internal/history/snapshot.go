@@ -18,53 +18,68 @@ import (
 )
 
 // snapshotMagic starts every snapshot file; the last byte is the format
-// version: 1 held one tier, 2 (written now) holds both tiers and the
-// downsampler's state. Restore reads both.
-var snapshotMagic = []byte("KVWHIST\x02")
+// version: 1 held one tier, 2 both tiers and the downsampler's state under
+// one checksum at the end, 3 (written now) the same series encoding with a
+// length and a checksum per series, so that a damaged byte costs one
+// series, not the whole history. Restore reads all three.
+var snapshotMagic = []byte("KVWHIST\x03")
 
-// Flags of a series in a version 2 snapshot.
+// Flags of a series in a version 2 or 3 snapshot.
 const (
 	snapCounter = 1 << iota
 	snapPending
 	snapHasPrev
 )
 
+// maxSnapshotLabel is the longest label name or value a snapshot holds, in
+// bytes. Targets' label values are bounded far below it by the scrape
+// limits (config label_value_length_limit); a series over it is left out
+// of the snapshot (and counted in the write's log line) instead of making
+// the file unreadable.
+const maxSnapshotLabel = 1 << 16
+
+// maxSnapshotRecord bounds one series record of a version 3 snapshot, in
+// bytes: a series holds at most a few MiB of chunks.
+const maxSnapshotRecord = 256 << 20
+
 // ErrNoSnapshot is returned by Restore when the snapshot file does not exist
 // yet (the first start).
 var ErrNoSnapshot = errors.New("no history snapshot yet")
 
-// snapWriter is what the snapshot encoders write to: a *bufio.Writer for
-// the file, a *bytes.Buffer in tests.
-type snapWriter interface {
-	io.Writer
-	io.ByteWriter
-	io.StringWriter
-}
+// The series encoders (put*) write to a *bytes.Buffer, one series record
+// at a time: a concrete type, so their scratch arrays stay on the stack.
 
 // snapshotBufSize is the buffer between the encoder and the file, in both
 // directions: the snapshot is streamed, never held in memory as a whole.
 const snapshotBufSize = 1 << 16
 
+// snapshotTempPattern is the name of the temporary file a write renames
+// over the snapshot; Restore removes leftovers (a write killed midway).
+func snapshotTempPattern(path string) string { return filepath.Base(path) + ".tmp*" }
+
 // WriteSnapshot writes every series to path atomically (a temporary file
-// renamed over path). The format is the magic, then per series its labels,
-// a flags byte (counter, pending sample, previous counter value), the
-// downsampler's pending sample and previous value when flagged, and the
-// coarse then the full-resolution tier's chunks (time range and bytes),
-// all length-prefixed, then a CRC32 (Castagnoli) of everything before it.
+// renamed over path). The format is the magic, the number of series, then
+// per series a record: its length, the series (labels, a flags byte for
+// counter, pending sample and previous counter value, the downsampler's
+// pending sample and previous value when flagged, the coarse then the
+// full-resolution tier's chunks as time range and bytes, all
+// length-prefixed) and a CRC32 (Castagnoli) of the record.
 //
-// The file is written through a 64 KiB buffer while the CRC is computed
-// over the same bytes, so writing costs no memory proportional to the
-// history. The store's read lock is taken per series, not for the whole
-// write: appends wait for at most one series' encoding, and each series
-// is written as it was at that moment.
+// The file is written through a 64 KiB buffer, one series encoded at a
+// time, so writing costs no memory proportional to the history. The
+// store's read lock is taken per series, not for the whole write: appends
+// wait for at most one series' encoding, and each series is written as it
+// was at that moment. Each write is logged (series, bytes, time).
 func (s *Store) WriteSnapshot(path string) error {
+	start := time.Now()
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	f, err := os.CreateTemp(dir, snapshotTempPattern(path))
 	if err != nil {
 		return fmt.Errorf("write history snapshot: %w (check that the directory of history.snapshot_file exists and is writable)", err)
 	}
 	tmp := f.Name()
-	err = s.writeSnapshot(f)
+	cw := &countWriter{w: f}
+	st, err := s.writeSnapshot(cw)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -78,37 +93,79 @@ func (s *Store) WriteSnapshot(path string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("write history snapshot %s: %w", path, err)
 	}
+	attrs := []any{"file", path, "series", st.written, "bytes", cw.n, "duration", time.Since(start).Round(time.Millisecond)}
+	if st.skipped > 0 {
+		s.opts.Logger.Warn("history snapshot written without series whose labels are too long", append(attrs, "left_out", st.skipped, "limit_bytes", maxSnapshotLabel)...)
+	} else {
+		s.opts.Logger.Info("history snapshot written", attrs...)
+	}
 	return nil
 }
 
-// writeSnapshot streams the snapshot to f, then appends the CRC of what
-// it wrote.
-func (s *Store) writeSnapshot(f io.Writer) error {
-	sum := crc32.New(castagnoli)
-	w := bufio.NewWriterSize(io.MultiWriter(f, sum), snapshotBufSize)
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// writeStats counts the series a snapshot write wrote and left out.
+type writeStats struct{ written, skipped int }
+
+// writeSnapshot streams the snapshot to f.
+func (s *Store) writeSnapshot(f io.Writer) (writeStats, error) {
+	var st writeStats
+	w := bufio.NewWriterSize(f, snapshotBufSize)
 	w.Write(snapshotMagic)
+	var num [binary.MaxVarintLen64]byte
 	s.mu.RLock()
 	list := s.sortedSeriesLocked()
 	s.mu.RUnlock()
-	putUvarint(w, uint64(len(list)))
+	keep := list[:0:0]
 	for _, ms := range list {
+		if labelsFit(ms.lset) {
+			keep = append(keep, ms)
+		} else {
+			st.skipped++
+		}
+	}
+	w.Write(binary.AppendUvarint(num[:0], uint64(len(keep))))
+	var rec bytes.Buffer
+	var sum [4]byte
+	for _, ms := range keep {
+		rec.Reset()
 		s.mu.RLock()
-		putSeries(w, ms)
+		putSeries(&rec, ms)
 		s.mu.RUnlock()
 		// A series truncated away after the list was taken is written
 		// with no samples; Restore skips it.
+		w.Write(binary.AppendUvarint(num[:0], uint64(rec.Len())))
+		w.Write(rec.Bytes())
+		binary.BigEndian.PutUint32(sum[:], crc32.Checksum(rec.Bytes(), castagnoli))
+		w.Write(sum[:])
+		st.written++
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], sum.Sum32())
-	_, err := f.Write(b[:])
-	return err
+	return st, w.Flush()
+}
+
+// labelsFit reports whether every label name and value of lset is short
+// enough for a snapshot.
+func labelsFit(lset labels.Labels) bool {
+	ok := true
+	lset.Range(func(l labels.Label) {
+		if len(l.Name) > maxSnapshotLabel || len(l.Value) > maxSnapshotLabel {
+			ok = false
+		}
+	})
+	return ok
 }
 
 // putSeries encodes one series; callers hold s.mu (read).
-func putSeries(w snapWriter, ms *memSeries) {
+func putSeries(w *bytes.Buffer, ms *memSeries) {
 	putUvarint(w, uint64(ms.lset.Len()))
 	ms.lset.Range(func(l labels.Label) {
 		putString(w, l.Name)
@@ -139,7 +196,7 @@ func putSeries(w snapWriter, ms *memSeries) {
 // putTier writes tr's closed chunks and its open head, as chunks. Unlike
 // tier.view it does not copy the head: callers hold the lock that keeps
 // it from changing.
-func putTier(w snapWriter, tr *tier) {
+func putTier(w *bytes.Buffer, tr *tier) {
 	n := len(tr.closed)
 	if tr.open() {
 		n++
@@ -153,7 +210,7 @@ func putTier(w snapWriter, tr *tier) {
 	}
 }
 
-func putChunk(w snapWriter, mint, maxt int64, b []byte) {
+func putChunk(w *bytes.Buffer, mint, maxt int64, b []byte) {
 	putVarint(w, mint)
 	putVarint(w, maxt)
 	putUvarint(w, uint64(len(b)))
@@ -169,49 +226,211 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Restore reads the snapshot file into an empty store, keeping only chunks
 // that still hold samples inside the retention window before now. It
-// returns ErrNoSnapshot when the file does not exist. The file is read
-// through a 64 KiB buffer, its CRC computed on the way; when the CRC or
-// the contents are wrong the store is left empty.
+// returns ErrNoSnapshot when the file does not exist, and otherwise nil: a
+// snapshot never keeps serve from starting. A damaged file (truncated,
+// flipped bytes, empty, written by a newer kvwatch, not a snapshot, a
+// directory) gives the store every series that could still be read; the
+// file is then moved aside to <file>.corrupt-<time> and a warning says how
+// much was recovered. Temporary files of writes that never finished are
+// removed first. Each restore is logged (series, bytes, time).
 func (s *Store) Restore(now time.Time) error {
 	path := s.opts.SnapshotFile
 	if path == "" {
 		return ErrNoSnapshot
 	}
+	s.removeTemps(path)
+	start := time.Now()
+	log := s.opts.Logger
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return ErrNoSnapshot
 	}
 	if err != nil {
-		return fmt.Errorf("read history snapshot: %w", err)
+		log.Error("history snapshot cannot be read; starting with an empty history (fix the file's permissions; the next snapshot write replaces it)", "file", path, "err", err)
+		return nil
 	}
-	defer f.Close()
+	var st restoreStats
 	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("read history snapshot: %w", err)
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		err = errors.New("it is a directory, not a file")
+	default:
+		st, err = s.restore(f, fi.Size(), now.UnixMilli()-s.opts.Retention.Milliseconds())
 	}
-	if err := s.restore(f, fi.Size(), now.UnixMilli()-s.opts.Retention.Milliseconds()); err != nil {
-		return fmt.Errorf("read history snapshot %s: %w (delete the file to start with an empty history)", path, err)
+	f.Close()
+	attrs := []any{"file", path, "series", st.series, "bytes", st.bytes, "duration", time.Since(start).Round(time.Millisecond)}
+	if err == nil {
+		log.Info("history snapshot restored", attrs...)
+		return nil
 	}
+	aside := path + ".corrupt-" + now.UTC().Format("20060102T150405Z")
+	if rerr := os.Rename(path, aside); rerr != nil {
+		log.Error("history snapshot is damaged and cannot be moved aside; delete it", append(attrs, "problem", err, "err", rerr)...)
+		return nil
+	}
+	log.Warn(fmt.Sprintf("history snapshot is damaged: recovered %d series, %d unreadable; the file was moved aside and serve starts with what was recovered (keep the file to report the problem, or delete it)", st.series, st.lost),
+		append(attrs, "lost", st.lost, "moved_to", aside, "problem", err)...)
 	return nil
 }
 
-// restore reads a snapshot of size bytes from f. On any error the store
-// is emptied again.
-func (s *Store) restore(f io.ReaderAt, size int64, mint int64) error {
+// removeTemps removes the temporary files that writes of path left behind.
+func (s *Store) removeTemps(path string) {
+	tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), globEscape(snapshotTempPattern(path))))
+	for _, t := range tmps {
+		if err := os.Remove(t); err == nil {
+			s.opts.Logger.Info("removed the temporary file of an unfinished history snapshot write", "file", t)
+		}
+	}
+}
+
+// globEscape escapes the glob metacharacters of a file name, keeping the
+// trailing '*' of a pattern.
+func globEscape(p string) string {
+	base, star := strings.CutSuffix(p, "*")
+	var b strings.Builder
+	for _, r := range base {
+		if strings.ContainsRune(`*?[\\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	if star {
+		b.WriteByte('*')
+	}
+	return b.String()
+}
+
+// restoreStats says what a restore read.
+type restoreStats struct {
+	// series were restored; lost are the series of the file that could
+	// not be read (damaged records, or a count beyond a truncation).
+	series, lost int
+	bytes        int64
+}
+
+// restore reads a snapshot of size bytes from f. On an error the store
+// keeps the series read before it (version 1 and 2) or every series whose
+// record is intact (version 3), and the error says what was wrong.
+func (s *Store) restore(f io.ReaderAt, size int64, mint int64) (st restoreStats, err error) {
+	st.bytes = size
+	head := make([]byte, len(snapshotMagic))
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return st, errNotSnapshot
+	}
+	magic := snapshotMagic[:len(snapshotMagic)-1]
+	if !bytes.Equal(head[:len(magic)], magic) {
+		return st, errNotSnapshot
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer func() {
+		s.rawArena.endRestore()
+		s.coarseArena.endRestore()
+		st.series = s.countLocked()
+	}()
+	switch v := head[len(magic)]; v {
+	case 1, 2:
+		return st, s.restoreV12(f, size, mint)
+	case 3:
+		lost, err := s.restoreV3(f, size, mint)
+		st.lost = lost
+		return st, err
+	default:
+		return st, fmt.Errorf("unknown snapshot version %d (%w)", v, errNewerVersion)
+	}
+}
+
+func (s *Store) countLocked() int {
+	n := 0
+	for _, list := range s.series {
+		n += len(list)
+	}
+	return n
+}
+
+var (
+	errNotSnapshot  = errors.New("not a kvwatch history snapshot")
+	errNewerVersion = errors.New("written by a newer kvwatch")
+)
+
+// restoreV3 reads the series records of a version 3 snapshot, skipping
+// those whose checksum or contents are wrong, and returns how many of the
+// file's series it could not read.
+func (s *Store) restoreV3(f io.ReaderAt, size int64, mint int64) (lost int, err error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, int64(len(snapshotMagic)), size-int64(len(snapshotMagic))), snapshotBufSize)
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, fmt.Errorf("no series count: %w", err)
+	}
+	var (
+		rec, scratch []byte
+		sum          [4]byte
+		rr           = bufio.NewReaderSize(nil, 4096)
+		first        error
+		read         uint64
+	)
+	note := func(e error) {
+		lost++
+		if first == nil {
+			first = e
+		}
+	}
+	for ; read < n; read++ {
+		l, err := binary.ReadUvarint(r)
+		if err != nil {
+			first = errors.Join(first, fmt.Errorf("the file ends after %d of %d series (truncated)", read, n))
+			break
+		}
+		if l > maxSnapshotRecord || l > uint64(size) {
+			first = errors.Join(first, fmt.Errorf("series %d has a record length of %d bytes, beyond the file", read, l))
+			break
+		}
+		if uint64(cap(rec)) < l {
+			rec = make([]byte, l)
+		}
+		rec = rec[:l]
+		if _, err := io.ReadFull(r, rec); err != nil {
+			first = errors.Join(first, fmt.Errorf("the file ends inside series %d of %d (truncated)", read+1, n))
+			break
+		}
+		if _, err := io.ReadFull(r, sum[:]); err != nil {
+			first = errors.Join(first, fmt.Errorf("the file ends inside series %d of %d (truncated)", read+1, n))
+			break
+		}
+		if crc32.Checksum(rec, castagnoli) != binary.BigEndian.Uint32(sum[:]) {
+			note(fmt.Errorf("series %d: checksum mismatch", read+1))
+			continue
+		}
+		rr.Reset(bytes.NewReader(rec))
+		if err := s.readSeriesLocked(rr, 3, int64(l), mint, &scratch); err != nil {
+			note(fmt.Errorf("series %d: %w", read+1, err))
+		}
+	}
+	lost += int(min(n-read, 1<<31))
+	if first == nil {
+		if _, err := r.ReadByte(); err == nil {
+			first = errors.New("trailing bytes after the last series")
+		}
+	}
+	return lost, first
+}
+
+// restoreV12 reads a version 1 or 2 snapshot: one checksum at the end.
+// The series read before an error are kept.
+func (s *Store) restoreV12(f io.ReaderAt, size int64, mint int64) error {
 	if size < int64(len(snapshotMagic))+4 {
-		return errors.New("not a kvwatch history snapshot")
+		return errors.New("the file ends before its first series (truncated)")
 	}
 	body := size - 4
 	sum := crc32.New(castagnoli)
 	r := bufio.NewReaderSize(io.TeeReader(io.NewSectionReader(f, 0, body), sum), snapshotBufSize)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.restoreLocked(r, body, mint)
-	s.rawArena.endRestore()
-	s.coarseArena.endRestore()
-	if errors.Is(err, errNotSnapshot) || errors.Is(err, errNewerVersion) {
+	head := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(r, head); err != nil {
 		return err
 	}
+	version := head[len(head)-1]
+	err := s.restoreSeriesLocked(r, version, body, mint)
 	// Hash what the parser did not read (trailing bytes, or the rest
 	// after an error), then compare: a wrong checksum explains a parse
 	// error better than the parse error does.
@@ -224,78 +443,64 @@ func (s *Store) restore(f io.ReaderAt, size int64, mint int64) error {
 	} else if sum.Sum32() != binary.BigEndian.Uint32(want[:]) {
 		err = errors.New("checksum mismatch: the file is truncated or corrupt")
 	}
-	if err != nil {
-		s.resetLocked()
-	}
 	return err
 }
 
-var (
-	errNotSnapshot  = errors.New("not a kvwatch history snapshot")
-	errNewerVersion = errors.New("written by a newer kvwatch")
-)
-
-// resetLocked empties the store (after a failed restore).
-func (s *Store) resetLocked() {
-	clear(s.series)
-	clear(s.byName)
-	s.gen = 0
-	s.rawArena, s.coarseArena = arena{}, arena{}
-}
-
-func (s *Store) restoreLocked(r *bufio.Reader, size int64, mint int64) error {
-	magic := snapshotMagic[:len(snapshotMagic)-1]
-	head := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(r, head); err != nil || !bytes.Equal(head[:len(magic)], magic) {
-		return errNotSnapshot
-	}
-	version := head[len(magic)]
-	if version != 1 && version != 2 {
-		return fmt.Errorf("unknown snapshot version %d (%w)", version, errNewerVersion)
-	}
+// restoreSeriesLocked reads the series count and the series of a version
+// 1 or 2 snapshot.
+func (s *Store) restoreSeriesLocked(r *bufio.Reader, version byte, size int64, mint int64) error {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return err
 	}
-	var b labels.ScratchBuilder
 	var scratch []byte
 	for range n {
-		nl, err := binary.ReadUvarint(r)
+		if err := s.readSeriesLocked(r, version, size, mint, &scratch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readSeriesLocked reads one series (labels, then the version's series
+// encoding) and adds it to the store when it holds samples in the window.
+func (s *Store) readSeriesLocked(r *bufio.Reader, version byte, size int64, mint int64, scratch *[]byte) error {
+	nl, err := binary.ReadUvarint(r)
+	if err != nil {
+		return err
+	}
+	if nl > 1<<10 {
+		return fmt.Errorf("%d labels: not a series", nl)
+	}
+	var b labels.ScratchBuilder
+	for range nl {
+		name, err := getString(r)
 		if err != nil {
 			return err
 		}
-		b.Reset()
-		for range nl {
-			name, err := getString(r)
-			if err != nil {
-				return err
-			}
-			val, err := getString(r)
-			if err != nil {
-				return err
-			}
-			b.Add(name, val)
+		val, err := getString(r)
+		if err != nil {
+			return err
 		}
-		b.Sort()
-		lset := b.Labels()
-		if _, dup := s.lookupLocked(lset); dup {
-			return fmt.Errorf("series %s appears twice", lset)
+		b.Add(name, val)
+	}
+	b.Sort()
+	lset := b.Labels()
+	if _, dup := s.lookupLocked(lset); dup {
+		return fmt.Errorf("series %s appears twice", lset)
+	}
+	ms := newSeries(lset, &s.rawArena, &s.coarseArena)
+	if version == 1 {
+		// Version 1 kept no type; kvwatch's counters end in _total.
+		ms.counter = strings.HasSuffix(lset.Get(labels.MetricName), "_total")
+		if err := readChunks(r, size, mint, ms, &ms.raw, scratch); err != nil {
+			return err
 		}
-		ms := newSeries(lset, &s.rawArena, &s.coarseArena)
-		if version == 1 {
-			// Version 1 kept no type; kvwatch's counters end in _total.
-			ms.counter = strings.HasSuffix(lset.Get(labels.MetricName), "_total")
-			if err := readChunks(r, size, mint, ms, &ms.raw, &scratch); err != nil {
-				return err
-			}
-		} else {
-			if err := readSeriesV2(r, size, mint, ms, &scratch); err != nil {
-				return err
-			}
-		}
-		if ms.lastT != minInt64 {
-			s.addLocked(ms)
-		}
+	} else if err := readSeriesV2(r, size, mint, ms, scratch); err != nil {
+		return err
+	}
+	if ms.lastT != minInt64 {
+		s.addLocked(ms)
 	}
 	return nil
 }
@@ -387,7 +592,7 @@ func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier
 	return nil
 }
 
-func putFloat(w snapWriter, v float64) {
+func putFloat(w *bytes.Buffer, v float64) {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], math.Float64bits(v))
 	w.Write(b[:])
@@ -401,17 +606,17 @@ func getFloat(r *bufio.Reader) (float64, error) {
 	return math.Float64frombits(binary.BigEndian.Uint64(b[:])), nil
 }
 
-func putUvarint(w snapWriter, v uint64) {
+func putUvarint(w *bytes.Buffer, v uint64) {
 	var b [binary.MaxVarintLen64]byte
 	w.Write(b[:binary.PutUvarint(b[:], v)])
 }
 
-func putVarint(w snapWriter, v int64) {
+func putVarint(w *bytes.Buffer, v int64) {
 	var b [binary.MaxVarintLen64]byte
 	w.Write(b[:binary.PutVarint(b[:], v)])
 }
 
-func putString(w snapWriter, s string) {
+func putString(w *bytes.Buffer, s string) {
 	putUvarint(w, uint64(len(s)))
 	w.WriteString(s)
 }
@@ -421,7 +626,7 @@ func getString(r *bufio.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if l > 1<<16 {
+	if l > maxSnapshotLabel {
 		return "", errors.New("label longer than 64KiB")
 	}
 	b := make([]byte, l)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,8 +68,18 @@ func TestRestoreNewerVersion(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "history.snap")
 	base := t0.Unix()
 	mustWrite(t, path, snapshotV1(t, 9, []sample{{base, 1}}))
-	err := New(Options{Retention: time.Hour, SnapshotFile: path}).Restore(t0)
-	if err == nil || !strings.Contains(err.Error(), "unknown snapshot version 9") || !strings.Contains(err.Error(), "delete the file") {
-		t.Errorf("Restore(format 9) = %v, want an unknown version error saying to delete the file", err)
+	var logs bytes.Buffer
+	st := New(Options{Retention: time.Hour, SnapshotFile: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err := st.Restore(t0); err != nil {
+		t.Fatalf("Restore(format 9) = %v, want nil: a newer file never keeps serve from starting", err)
+	}
+	if !strings.Contains(logs.String(), "unknown snapshot version 9") {
+		t.Errorf("log does not name the version:\n%s", logs.String())
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the newer file was not moved aside: %v", err)
+	}
+	if aside, _ := filepath.Glob(path + ".corrupt-*"); len(aside) != 1 {
+		t.Errorf("moved aside: %v, want one %s.corrupt-<time>", aside, path)
 	}
 }

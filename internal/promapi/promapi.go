@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -55,9 +56,24 @@ type Rules interface {
 type Options struct {
 	// Queryable is the history.
 	Queryable storage.Queryable
-	// Engine runs queries. Default: a new engine with a 5m lookback and a
-	// 2m timeout.
+	// Engine runs queries. Default: a new engine with a 5m lookback,
+	// Timeout and MaxSamples.
 	Engine *promql.Engine
+	// Timeout bounds one query (DefaultTimeout when 0); a request's own
+	// timeout parameter can only shorten it.
+	Timeout time.Duration
+	// MaxSamples bounds the samples one query holds in memory at once
+	// (DefaultMaxSamples when 0), as Prometheus' --query.max-samples.
+	MaxSamples int
+	// MaxConcurrency bounds the queries that run at once
+	// (DefaultMaxConcurrency when 0); up to MaxQueued more wait for a
+	// slot (as long as their timeout allows; DefaultMaxQueued when 0, none
+	// when negative), and beyond that a query is answered 503 at once.
+	MaxConcurrency int
+	MaxQueued      int
+	// MaxQueryLength bounds a query expression, in bytes
+	// (DefaultMaxQueryLength when 0); a longer one is refused with 400.
+	MaxQueryLength int
 	// Rules, when set, answers /api/v1/rules and /api/v1/alerts and
 	// expands on-demand recording rules in queries; without it they answer
 	// with no groups and no alerts, and queries run as written.
@@ -70,10 +86,26 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Defaults of the query bounds, sized for one box running serve beside
+// inference servers (Prometheus: 50,000,000 samples, 2m, 20 at once, no
+// length limit). The largest query kvwatch's dashboards send over 24h of
+// 1,000 endpoints holds well under a million samples.
+const (
+	DefaultTimeout        = 30 * time.Second
+	DefaultMaxSamples     = 5_000_000
+	DefaultMaxConcurrency = 4
+	DefaultMaxQueued      = 16
+	DefaultMaxQueryLength = 16 << 10
+)
+
 // API is the HTTP handler set.
 type API struct {
 	opts   Options
 	parser parser.Parser
+	// slots holds one token per running query; queued counts the queries
+	// waiting for one.
+	slots  chan struct{}
+	queued atomic.Int64
 }
 
 // New returns the API.
@@ -81,15 +113,58 @@ func New(opts Options) *API {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxSamples <= 0 {
+		opts.MaxSamples = DefaultMaxSamples
+	}
+	if opts.MaxConcurrency <= 0 {
+		opts.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if opts.MaxQueued < 0 {
+		opts.MaxQueued = 0
+	} else if opts.MaxQueued == 0 {
+		opts.MaxQueued = DefaultMaxQueued
+	}
+	if opts.MaxQueryLength <= 0 {
+		opts.MaxQueryLength = DefaultMaxQueryLength
+	}
 	if opts.Engine == nil {
-		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: 2 * time.Minute,
+		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: opts.MaxSamples, Timeout: opts.Timeout,
 			LookbackDelta: 5 * time.Minute, Logger: opts.Logger})
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &API{opts: opts, parser: parser.NewParser(parser.Options{})}
+	return &API{opts: opts, parser: parser.NewParser(parser.Options{}), slots: make(chan struct{}, opts.MaxConcurrency)}
 }
+
+// errBusy is the error of a query refused because MaxConcurrency queries
+// run and MaxQueued wait.
+var errBusy = errors.New("too many concurrent queries")
+
+// acquire waits for a query slot; release gives it back.
+func (a *API) acquire(ctx context.Context) *apiError {
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	if a.queued.Add(1) > int64(a.opts.MaxQueued) {
+		a.queued.Add(-1)
+		return &apiError{errUnavailable, fmt.Errorf("%w: %d running and %d waiting (query.max-concurrency); try again shortly", errBusy, a.opts.MaxConcurrency, a.opts.MaxQueued)}
+	}
+	defer a.queued.Add(-1)
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &apiError{errUnavailable, fmt.Errorf("%w: no query slot freed within the query's timeout (query.max-concurrency %d)", errBusy, a.opts.MaxConcurrency)}
+	}
+}
+
+func (a *API) release() { <-a.slots }
 
 // Handler is what routes are registered on; *http.ServeMux and serve's
 // Daemon (behind its TLS and auth) satisfy it.
@@ -125,6 +200,8 @@ const (
 	errCanceled  = "canceled"
 	errInternal  = "internal"
 	errNotAllowd = "method_not_allowed"
+	// errUnavailable is kvwatch's own: the query was not run (503).
+	errUnavailable = "unavailable"
 )
 
 type apiError struct {
@@ -156,7 +233,7 @@ func (a *API) wrap(f func(*http.Request) (any, *apiError)) http.Handler {
 		data, aerr := f(r)
 		if aerr != nil {
 			code := map[string]int{errBadData: 400, errExec: 422, errTimeout: 503, errCanceled: 503,
-				errInternal: 500}[aerr.typ]
+				errInternal: 500, errUnavailable: 503}[aerr.typ]
 			if code == 0 {
 				code = 500
 			}
@@ -233,6 +310,10 @@ type queryData struct {
 
 func (a *API) runQuery(ctx context.Context, q promql.Query) (any, *apiError) {
 	defer q.Close()
+	if aerr := a.acquire(ctx); aerr != nil {
+		return nil, aerr
+	}
+	defer a.release()
 	res := q.Exec(ctx)
 	if res.Err != nil {
 		return nil, queryError(res.Err)
@@ -263,16 +344,19 @@ func queryError(err error) *apiError {
 	return &apiError{errExec, err}
 }
 
+// ctx is the context of one query: the request's, bounded by Timeout or
+// the request's shorter timeout parameter (queueing included).
 func (a *API) ctx(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	d := a.opts.Timeout
 	if to := r.Form.Get("timeout"); to != "" {
-		d, err := parseDuration(to)
+		td, err := parseDuration(to)
 		if err != nil {
 			return nil, nil, badData("invalid parameter \"timeout\": %v", err)
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		return ctx, cancel, nil
+		d = min(d, td)
 	}
-	return r.Context(), func() {}, nil
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	return ctx, cancel, nil
 }
 
 func (a *API) query(r *http.Request) (any, *apiError) {
@@ -289,6 +373,9 @@ func (a *API) query(r *http.Request) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := a.checkSteps(qs, 1); aerr != nil {
+		return nil, aerr
+	}
 	q, err := a.opts.Engine.NewInstantQuery(ctx, a.opts.Queryable, nil, qs, ts)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
@@ -301,6 +388,9 @@ func (a *API) query(r *http.Request) (any, *apiError) {
 // entry point that takes a parsed expression.
 func (a *API) expand(r *http.Request) (string, *apiError) {
 	q := r.Form.Get("query")
+	if len(q) > a.opts.MaxQueryLength {
+		return "", badData("invalid parameter \"query\": the expression is %d bytes, over the %d-byte limit (query.max-length)", len(q), a.opts.MaxQueryLength)
+	}
 	if a.opts.Rules == nil {
 		return q, nil
 	}
@@ -311,8 +401,48 @@ func (a *API) expand(r *http.Request) (string, *apiError) {
 	return qs, nil
 }
 
-// maxPoints is Prometheus' limit of points per series of a range query.
+// maxPoints is Prometheus' limit of points per series of a range query;
+// kvwatch applies it to each subquery as well.
 const maxPoints = 11000
+
+// maxEvalSteps bounds the evaluation steps of one query: the points of a
+// range query times the steps of every subquery nested in one another. A
+// dashboard's 24h at 15s with a [5m:30s] subquery takes 57,600.
+const maxEvalSteps = 2_000_000
+
+// checkSteps refuses a query whose subqueries take more steps than
+// maxPoints each, or maxEvalSteps nested and times points (the engine
+// allocates per step: `[24h:1ms]` is 86 million steps).
+func (a *API) checkSteps(qs string, points int64) *apiError {
+	expr, err := a.parser.ParseExpr(qs)
+	if err != nil {
+		return nil // the engine reports it
+	}
+	var bad *apiError
+	var walk func(n parser.Node, outer int64)
+	walk = func(n parser.Node, outer int64) {
+		if bad != nil || n == nil {
+			return
+		}
+		if sq, ok := n.(*parser.SubqueryExpr); ok && sq.Step > 0 {
+			steps := int64(sq.Range / sq.Step)
+			switch {
+			case steps > maxPoints:
+				bad = badData("invalid parameter \"query\": subquery %s takes %d steps, over the %d per subquery; use a larger step", sq.String(), steps, maxPoints)
+				return
+			case outer*max(steps, 1) > maxEvalSteps:
+				bad = badData("invalid parameter \"query\": the query takes over %d evaluation steps (points times nested subquery steps); use larger steps or a shorter range", maxEvalSteps)
+				return
+			}
+			outer *= max(steps, 1)
+		}
+		for _, c := range parser.Children(n) {
+			walk(c, outer)
+		}
+	}
+	walk(expr, max(points, 1))
+	return bad
+}
 
 func (a *API) queryRange(r *http.Request) (any, *apiError) {
 	for _, p := range []string{"start", "end", "step"} {
@@ -348,6 +478,9 @@ func (a *API) queryRange(r *http.Request) (any, *apiError) {
 	defer cancel()
 	qs, aerr := a.expand(r)
 	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := a.checkSteps(qs, int64(end.Sub(start)/step)+1); aerr != nil {
 		return nil, aerr
 	}
 	q, err := a.opts.Engine.NewRangeQuery(ctx, a.opts.Queryable, nil, qs, start, end, step)

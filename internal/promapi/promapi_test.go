@@ -96,9 +96,11 @@ func call(t *testing.T, srv *httptest.Server, method, path string, form url.Valu
 
 func server(t *testing.T, opts Options) *httptest.Server {
 	mux := http.NewServeMux()
-	New(opts).Register(mux)
+	a := New(opts)
+	a.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	apis.Store(srv, a)
 	return srv
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 )
 
@@ -93,7 +94,7 @@ func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
 func (t *Tracker) row(res *scrape.Result) Server {
 	url := res.URL
 	if url == "" {
-		url = res.Target.URL.Redacted()
+		url = safetext.URL(res.Target.URL, res.Target.SecretParams...)
 	}
 	s := Server{Name: res.Target.Name, URL: url, Labels: res.Target.Labels,
 		OK: res.OK(), Reason: res.Reason, ScrapedAt: res.Time,

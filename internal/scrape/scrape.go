@@ -8,8 +8,11 @@ package scrape
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -24,12 +27,14 @@ import (
 	"github.com/alecthomas/units"
 	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/version"
+	"github.com/prometheus/prometheus/model/labels"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
@@ -57,7 +62,13 @@ type Target struct {
 	Timeout time.Duration
 	// Interval is how often serve scrapes it.
 	Interval time.Duration
-	client   *http.Client
+	// Limits bound what the target's page may hold (config sample_limit,
+	// label_limit, ...); a page over one fails with reason "limit".
+	Limits config.TargetLimits
+	// SecretParams are query parameters redacted in every output besides
+	// those named like secrets (config global.secret_query_params).
+	SecretParams []string
+	client       *http.Client
 }
 
 // Result is the outcome of one scrape.
@@ -136,14 +147,45 @@ func Targets(cfg *config.Config) ([]*Target, error) {
 		if err != nil {
 			return nil, err
 		}
+		t.Limits = cfg.TargetLimits(i)
+		t.SecretParams = cfg.Global.SecretQueryParams
 		out = append(out, t)
 	}
 	return out, nil
 }
 
-// NewTarget builds one target (used by /probe and the status command line).
+// NewTarget builds one target (used by /probe and the status command line),
+// with its own limits over the defaults.
 func NewTarget(ct *config.Target) (*Target, error) {
 	return newTarget(ct, map[string]*http.Client{})
+}
+
+// NewTargetWithClient builds one target that uses c, ignoring the
+// target's HTTP client settings (for /probe, whose targets share one
+// bounded pool).
+func NewTargetWithClient(ct *config.Target, c *http.Client) (*Target, error) {
+	key, err := yaml.Marshal(ct.HTTPClientConfig)
+	if err != nil {
+		return nil, err
+	}
+	return newTarget(ct, map[string]*http.Client{string(key): c})
+}
+
+// NewPooledClient returns an HTTP client whose connections are pooled for
+// every target that uses it, with at most maxIdle idle connections (2 per
+// host) closed after 30s idle. It follows no redirect and uses no proxy
+// from the environment.
+func NewPooledClient(maxIdle int) *http.Client {
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          maxIdle,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       30 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 0,
+		DisableCompression:    true, // Accept-Encoding and gzip are handled by fetch
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, error) {
@@ -152,10 +194,12 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 		return nil, fmt.Errorf("target %s: %w", ct.Name, err)
 	}
 	t := &Target{Name: ct.Name, URL: u, Role: kv.Role(ct.Role), Engine: ct.Engine, Labels: ct.Labels,
-		Timeout: time.Duration(ct.ScrapeTimeout), Interval: time.Duration(ct.ScrapeInterval)}
+		Timeout: time.Duration(ct.ScrapeTimeout), Interval: time.Duration(ct.ScrapeInterval),
+		Limits: ct.Limits.Resolve(config.Limits{})}
 	if t.Name == "" {
 		t.Name = u.Host
 	}
+	t.Name = safetext.Terminal(t.Name)
 	if t.Timeout <= 0 {
 		t.Timeout = 4 * time.Second
 	}
@@ -197,6 +241,9 @@ func (s *Scraper) Scrape(ctx context.Context, t *Target) Result {
 	return res
 }
 
+// redact returns u as shown in every output: secrets masked (safetext.URL).
+func (t *Target) redact(u *url.URL) string { return safetext.URL(u, t.SecretParams...) }
+
 func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	var forced engine.Adapter
 	if t.Engine != "" {
@@ -213,17 +260,17 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 			u.Path = mp.MetricsPath()
 		}
 	}
-	res.URL = u.Redacted()
+	res.URL = t.redact(&u)
 	buf := s.getBuffer()
 	body, ctype, reason, err := s.fetch(ctx, t, &u, forced, buf)
-	res.BodyBytes = int64(len(body))
+	res.BodyBytes = int64(buf.Len())
 	if err != nil {
 		s.putBuffer(buf)
 		res.fail(reason, err)
 		return
 	}
 	page, err := expo.Parse(body, ctype, s.reg.Want)
-	if err != nil && errors.Is(err, expo.ErrNotMetrics) && t.DefaultPath && forced == nil && strings.Contains(err.Error(), "JSON") {
+	if errors.Is(err, expo.ErrJSON) && t.DefaultPath && forced == nil {
 		// trtllm-serve answers /metrics with JSON and serves Prometheus
 		// metrics at /prometheus/metrics.
 		alt := u
@@ -231,7 +278,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		buf.Reset()
 		if b2, ct2, _, err2 := s.fetch(ctx, t, &alt, forced, buf); err2 == nil {
 			if p2, err3 := expo.Parse(b2, ct2, s.reg.Want); err3 == nil {
-				page, err, u, res.BodyBytes, res.URL = p2, nil, alt, int64(len(b2)), alt.Redacted()
+				page, err, u, res.BodyBytes, res.URL = p2, nil, alt, int64(len(b2)), t.redact(&alt)
 			}
 		}
 	}
@@ -242,14 +289,18 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		if errors.Is(err, expo.ErrNotMetrics) {
 			reason = signal.ReasonNotMetrics
 		}
-		res.fail(reason, fmt.Errorf("read %s: %w", u.Redacted(), err))
+		res.fail(reason, fmt.Errorf("read %s: %w", t.redact(&u), err))
+		return
+	}
+	if err := checkPage(page, t.Limits); err != nil {
+		res.fail(signal.ReasonLimit, fmt.Errorf("read %s: %w", t.redact(&u), err))
 		return
 	}
 	a := forced
 	if a == nil {
 		a, err = s.reg.Detect(page)
 		if err != nil {
-			res.fail(signal.ReasonUnknownEngine, fmt.Errorf("read %s: %w", u.Redacted(), err))
+			res.fail(signal.ReasonUnknownEngine, fmt.Errorf("read %s: %w", t.redact(&u), err))
 			return
 		}
 	}
@@ -273,7 +324,11 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	}
 	srv, err := a.Normalize(in)
 	if err != nil {
-		res.fail(signal.ReasonParse, fmt.Errorf("read %s as %s: %w", u.Redacted(), a.Name(), err))
+		res.fail(signal.ReasonParse, fmt.Errorf("read %s as %s: %w", t.redact(&u), a.Name(), err))
+		return
+	}
+	if l := t.Limits.Ranks; l > 0 && len(srv.Ranks) > l {
+		res.fail(signal.ReasonLimit, fmt.Errorf("read %s as %s: %d ranks exceed rank_limit %d; nothing of this page is kept (raise rank_limit for this target, or globally, if the server really has that many ranks)", t.redact(&u), a.Name(), len(srv.Ranks), l))
 		return
 	}
 	if t.Role != "" {
@@ -284,23 +339,88 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	if m := t.Labels["model"]; m != "" && srv.Model == "" {
 		srv.Model = m
 	}
+	// Text from the target reaches terminals: no control characters.
+	srv.Model = safetext.Terminal(srv.Model)
+	for i := range srv.Ranks {
+		id := &srv.Ranks[i].RankID
+		id.DP, id.TP, id.PP = safetext.Terminal(id.DP), safetext.Terminal(id.TP), safetext.Terminal(id.PP)
+	}
 	res.Server = &srv
 }
 
+// checkPage returns an error naming the first limit the page exceeds.
+func checkPage(p *expo.Page, l config.TargetLimits) error {
+	const tail = "; nothing of this page is kept (raise %s for this target, or globally, if the page is really like this)"
+	n := 0
+	for _, name := range p.Names() {
+		for _, smp := range p.Samples(name) {
+			n++
+			if l.Samples > 0 && n > l.Samples {
+				return fmt.Errorf("the page holds more than sample_limit %d samples of the families kvwatch reads"+tail, l.Samples, "sample_limit")
+			}
+			labelsN := 0
+			var bad error
+			smp.Labels.Range(func(lb labels.Label) {
+				if bad != nil || lb.Name == labels.MetricName {
+					return
+				}
+				labelsN++
+				switch {
+				case l.LabelNameLength > 0 && len(lb.Name) > l.LabelNameLength:
+					bad = fmt.Errorf("%s has a label name of %d bytes, over label_name_length_limit %d"+tail, name, len(lb.Name), l.LabelNameLength, "label_name_length_limit")
+				case l.LabelValueLength > 0 && len(lb.Value) > l.LabelValueLength:
+					bad = fmt.Errorf("%s has a %s label value of %d bytes, over label_value_length_limit %d"+tail, name, safetext.Terminal(truncate(lb.Name, 64)), len(lb.Value), l.LabelValueLength, "label_value_length_limit")
+				}
+			})
+			if bad != nil {
+				return bad
+			}
+			if l.Labels > 0 && labelsN > l.Labels {
+				return fmt.Errorf("%s has %d labels, over label_limit %d"+tail, name, labelsN, l.Labels, "label_limit")
+			}
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// safeError is an error whose text is made safe for any output: control
+// characters escaped, URL secrets masked. The cause stays reachable for
+// errors.Is and errors.As.
+type safeError struct {
+	msg string
+	err error
+}
+
+func (e *safeError) Error() string { return e.msg }
+func (e *safeError) Unwrap() error { return e.err }
+
 func (r *Result) fail(reason string, err error) {
-	r.Reason, r.Err = reason, err
+	var extra []string
+	if r.Target != nil {
+		extra = r.Target.SecretParams
+	}
+	r.Reason, r.Err = reason, &safeError{msg: safetext.Line(err.Error(), extra...), err: err}
 }
 
 // fetch GETs u and reads the decompressed body, bounded by the limit, into
 // buf (empty), returning buf's bytes: they are valid until buf is reused.
+// On an error buf holds what was read (for the body size).
 func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.Adapter, buf *bytes.Buffer) (body []byte, contentType, reason string, err error) {
-	where := u.Redacted()
+	where := t.redact(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, "", signal.ReasonOther, fmt.Errorf("scrape %s: %w", where, err)
 	}
 	req.Header.Set("Accept", acceptHeader)
 	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set("User-Agent", "kvwatch/"+version.Version)
 	resp, err := t.client.Do(req)
 	if err != nil {
 		reason, err := classify(ctx, err, t)
@@ -313,6 +433,13 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented {
 		return nil, "", signal.ReasonHTTP404, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(hint))
 	}
+	if resp.StatusCode/100 == 3 {
+		to := "no Location header"
+		if loc, err := resp.Location(); err == nil {
+			to = "to " + safetext.URL(loc, t.SecretParams...)
+		}
+		return nil, "", signal.ReasonRedirect, fmt.Errorf("scrape %s: %s: redirected %s, not followed: kvwatch follows redirects only for targets with follow_redirects: true; point the target at the final URL or set it", where, resp.Status, to)
+	}
 	if resp.StatusCode/100 != 2 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		msg := strings.Join(strings.Fields(string(snippet)), " ")
@@ -322,10 +449,11 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		return nil, "", signal.ReasonHTTPError, fmt.Errorf("scrape %s: %s%s", where, resp.Status, msg)
 	}
 	var r io.Reader = resp.Body
-	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+	gzipped := strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip")
+	if gzipped {
 		gz, err := gzip.NewReader(resp.Body)
 		if err != nil {
-			return nil, "", signal.ReasonParse, fmt.Errorf("scrape %s: bad gzip body: %w", where, err)
+			return nil, "", signal.ReasonParse, fmt.Errorf("scrape %s: bad gzip body: %w; the server's compression is broken (or a proxy mangles it)", where, err)
 		}
 		defer gz.Close()
 		r = gz
@@ -337,17 +465,26 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 	_, err = buf.ReadFrom(io.LimitReader(r, s.bodyLimit+1))
 	body = buf.Bytes()
 	if err != nil {
-		reason, err := classify(ctx, err, t)
-		if reason == signal.ReasonOther {
-			reason = signal.ReasonTruncated
-			err = fmt.Errorf("the body was cut short after %d bytes (%w); the server closed the connection mid-body", len(body), err)
+		if gzipped && isGzipError(err) {
+			return nil, "", signal.ReasonParse, fmt.Errorf("scrape %s: bad gzip body after %d bytes: %w; the server's compression is broken (or a proxy mangles it)", where, len(body), err)
 		}
-		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, err)
+		reason, cerr := classify(ctx, err, t)
+		if reason == signal.ReasonOther || reason == signal.ReasonClosed {
+			reason = signal.ReasonTruncated
+			cerr = fmt.Errorf("the body was cut short after %d bytes (%w); the server closed the connection mid-body", len(body), err)
+		}
+		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, cerr)
 	}
 	if int64(len(body)) > s.bodyLimit {
 		return nil, "", signal.ReasonTooLarge, fmt.Errorf("scrape %s: body is over the %s limit (after decompression); raise global.body_size_limit if the page is really this big", where, units.Base2Bytes(s.bodyLimit))
 	}
 	return body, resp.Header.Get("Content-Type"), "", nil
+}
+
+// isGzipError reports a corrupt gzip stream (not a cut connection).
+func isGzipError(err error) bool {
+	var ce flate.CorruptInputError
+	return errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.As(err, &ce)
 }
 
 // classify maps a transport error to a reason and a message that says what to do.
@@ -364,10 +501,36 @@ func classify(ctx context.Context, err error, t *Target) (string, error) {
 	if errors.As(err, &dnsErr) {
 		return signal.ReasonRefused, fmt.Errorf("cannot resolve host %q: check the target URL", dnsErr.Name)
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) {
-		return signal.ReasonOther, err
+	if tlsProblem(err) {
+		return signal.ReasonTLS, fmt.Errorf("TLS failed: %w; check the target's tls_config (ca_file, server_name, cert_file) or the URL's scheme", err)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) {
+		return signal.ReasonClosed, fmt.Errorf("the server closed the connection without an answer (%w); is it an HTTP server, and is it restarting or overloaded?", err)
 	}
 	return signal.ReasonOther, err
+}
+
+// tlsProblem reports a TLS handshake or certificate failure, or plain HTTP
+// answered to an https URL.
+func tlsProblem(err error) bool {
+	var (
+		certInvalid   x509.CertificateInvalidError
+		unknownAuth   x509.UnknownAuthorityError
+		hostname      x509.HostnameError
+		recordHeader  tls.RecordHeaderError
+		alert         tls.AlertError
+		verify        *tls.CertificateVerificationError
+		echRejected   *tls.ECHRejectionError
+		systemRootErr x509.SystemRootsError
+	)
+	if errors.As(err, &certInvalid) || errors.As(err, &unknownAuth) || errors.As(err, &hostname) ||
+		errors.As(err, &recordHeader) || errors.As(err, &alert) || errors.As(err, &verify) ||
+		errors.As(err, &echRejected) || errors.As(err, &systemRootErr) {
+		return true
+	}
+	// net/http turns the tls.RecordHeaderError of plain HTTP answering an
+	// https URL into an error of no type: its text is all there is.
+	return strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 // disabledHint says how to turn metrics on: for the known engine, or for all.

@@ -29,6 +29,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
@@ -83,8 +84,6 @@ type Daemon struct {
 	listeners []net.Listener
 	sem       chan struct{}
 	probes    *probeCache
-	// probeLookup replaces DNS resolution for /probe in tests.
-	probeLookup func(ctx context.Context, host string) ([]net.IPAddr, error)
 
 	reloadOK       prometheus.Gauge
 	reloadTime     prometheus.Gauge
@@ -613,9 +612,9 @@ func (d *Daemon) record(st *targetState, res scrape.Result) {
 	d.mu.Unlock()
 	switch {
 	case !res.OK() && (!prev.scraped || prev.res.OK() || prev.res.Reason != res.Reason):
-		d.log.Warn("target down", "target", st.target.Name, "url", st.target.URL.Redacted(), "reason", res.Reason, "err", res.Err)
+		d.log.Warn("target down", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...), "reason", res.Reason, "err", res.Err)
 	case res.OK() && prev.scraped && !prev.res.OK():
-		d.log.Info("target up again", "target", st.target.Name, "url", st.target.URL.Redacted())
+		d.log.Info("target up again", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...))
 	}
 }
 

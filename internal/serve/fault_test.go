@@ -6,6 +6,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -211,4 +214,50 @@ func TestNoGrowthAfterManyFailedScrapes(t *testing.T) {
 		t.Errorf("scrapes counted = %d, want 10200", total)
 	}
 	t.Logf("goroutines %d -> %d, heap %d -> %d bytes", g0, g1, h0, h1)
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count file descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+// 10,000 distinct probed URLs leave the file descriptors flat: every
+// probe target shares one bounded connection pool, and evicted targets
+// hold no connection.
+func TestProbeManyURLsFDsFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 probes")
+	}
+	body := page(t, "sglang-dp2.prom")
+	var servers []string
+	for range 4 {
+		servers = append(servers, engineServer(t, body).URL)
+	}
+	cfg := writeFile(t, t.TempDir(), "kvwatch.yml", "probe:\n  allow: [127.0.0.0/8]\n")
+	d := start(t, Options{ConfigFile: cfg})
+	probe := func(i int) {
+		target := fmt.Sprintf("%s/metrics?i=%d", servers[i%len(servers)], i)
+		rec := httptest.NewRecorder()
+		d.serveProbe(rec, httptest.NewRequest(http.MethodGet, PathProbe+"?target="+url.QueryEscape(target), nil))
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), signal.TargetUp.Name+`{cluster="",pool="",role="unified",server="127.0.0.1:`) {
+			t.Fatalf("probe %d of %s = %d:\n%s", i, target, rec.Code, rec.Body.String())
+		}
+	}
+	for i := range 200 {
+		probe(i)
+	}
+	before := openFDs(t)
+	for i := 200; i < 10200; i++ {
+		probe(i)
+	}
+	after := openFDs(t)
+	t.Logf("open fds %d -> %d over 10,000 distinct URLs", before, after)
+	if after > before+probeIdleConns/4 {
+		t.Errorf("open fds grew from %d to %d over 10,000 distinct probed URLs, want flat", before, after)
+	}
 }

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -20,18 +19,21 @@ import (
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 )
 
-// Allowlist decides which hosts /probe may scrape: host names and globs
-// ("gpu-*.example") match the URL's host; CIDRs match every address the host
-// resolves to. Anything else is refused, so serve cannot be used to reach
-// arbitrary addresses.
+// Allowlist decides which hosts /probe may scrape. IP and CIDR entries
+// match only targets given as IP literals; host names and globs match only
+// targets given as host names, label by label: a '*' never crosses a dot,
+// so "gpu-*.example.com" allows gpu-1.example.com but not
+// gpu-1.evil.example.com, and "10.0.0.*" allows no address at all (write
+// 10.0.0.0/24; `check config` warns). A host name is scraped by name, an
+// IP literal at that address. Anything else is refused, so serve cannot be
+// used to reach arbitrary addresses.
 type Allowlist struct {
-	hosts []string
+	hosts [][]string // host names and globs, split into labels
 	nets  []*net.IPNet
-	// lookup resolves host names; net.DefaultResolver when nil.
-	lookup func(ctx context.Context, host string) ([]net.IPAddr, error)
 }
 
 // NewAllowlist builds an allowlist from config.Probe.Allow entries (already
@@ -47,7 +49,15 @@ func NewAllowlist(entries []string) (*Allowlist, error) {
 			a.nets = append(a.nets, n)
 			continue
 		}
-		a.hosts = append(a.hosts, strings.ToLower(e))
+		if ip := net.ParseIP(e); ip != nil {
+			bits := 128
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			a.nets = append(a.nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		a.hosts = append(a.hosts, strings.Split(strings.ToLower(strings.TrimSuffix(e, ".")), "."))
 	}
 	return a, nil
 }
@@ -56,45 +66,40 @@ func NewAllowlist(entries []string) (*Allowlist, error) {
 var errRefused = errors.New("refused")
 
 // Check returns nil and the addresses to connect to when host may be
-// probed. For hosts allowed by name or glob, addrs is nil (connect by name).
-// For hosts allowed by CIDR, addrs are the checked addresses, and the
-// caller connects to one of them, so a DNS answer that changes after the
-// check cannot redirect the scrape.
-func (a *Allowlist) Check(ctx context.Context, host string) (addrs []net.IP, err error) {
+// probed: for an IP literal, that address; for a host name allowed by
+// name or glob, nil (connect by name).
+func (a *Allowlist) Check(host string) (addrs []net.IP, err error) {
+	if len(a.nets) == 0 && len(a.hosts) == 0 {
+		return nil, fmt.Errorf("%w: probe.allow in the config file is empty, so /probe refuses every target; list the hosts, globs or CIDRs it may scrape", errRefused)
+	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if ip := net.ParseIP(h); ip != nil {
+		if slices.ContainsFunc(a.nets, func(n *net.IPNet) bool { return n.Contains(ip) }) {
+			return []net.IP{ip}, nil
+		}
+		return nil, fmt.Errorf("%w: address %s is in no IP or CIDR of probe.allow (host names and globs there match only names); add it to the config file to allow it", errRefused, ip)
+	}
+	labels := strings.Split(h, ".")
 	for _, p := range a.hosts {
-		if ok, _ := path.Match(p, h); ok {
+		if matchLabels(p, labels) {
 			return nil, nil
 		}
 	}
-	if len(a.nets) == 0 {
-		if len(a.hosts) == 0 {
-			return nil, fmt.Errorf("%w: probe.allow in the config file is empty, so /probe refuses every target; list the hosts, globs or CIDRs it may scrape", errRefused)
-		}
-		return nil, fmt.Errorf("%w: host %q matches no host or glob in probe.allow; add it to the config file to allow it", errRefused, host)
+	return nil, fmt.Errorf("%w: host %q matches no host or glob in probe.allow (CIDRs there match only IP addresses given as such); add it to the config file to allow it", errRefused, host)
+}
+
+// matchLabels matches a host, split into labels, against a glob split the
+// same way: the same number of labels, each matching (path.Match).
+func matchLabels(glob, host []string) bool {
+	if len(glob) != len(host) {
+		return false
 	}
-	var ips []net.IP
-	if ip := net.ParseIP(h); ip != nil {
-		ips = []net.IP{ip}
-	} else {
-		lookup := a.lookup
-		if lookup == nil {
-			lookup = net.DefaultResolver.LookupIPAddr
-		}
-		res, err := lookup(ctx, h)
-		if err != nil || len(res) == 0 {
-			return nil, fmt.Errorf("%w: cannot resolve host %q to check it against probe.allow: %v", errRefused, host, err)
-		}
-		for _, r := range res {
-			ips = append(ips, r.IP)
+	for i := range glob {
+		if ok, _ := path.Match(glob[i], host[i]); !ok {
+			return false
 		}
 	}
-	for _, ip := range ips {
-		if !slices.ContainsFunc(a.nets, func(n *net.IPNet) bool { return n.Contains(ip) }) {
-			return nil, fmt.Errorf("%w: host %q resolves to %s, which is in no CIDR of probe.allow (and the host matches no name or glob there); add it to the config file to allow it", errRefused, host, ip)
-		}
-	}
-	return ips, nil
+	return true
 }
 
 // probeCache keeps one scrape target (and its HTTP client, connections and
@@ -105,7 +110,14 @@ type probeCache struct {
 	max   int
 	by    map[string]*probeTarget
 	order []string
+	// client is the one HTTP client of every probed target: its pool
+	// bounds the idle connections (and so the file descriptors) however
+	// many distinct URLs are probed, and an evicted target holds none.
+	client *http.Client
 }
+
+// probeIdleConns bounds the idle connections /probe keeps over all hosts.
+const probeIdleConns = 64
 
 type probeTarget struct {
 	mu      sync.Mutex // one probe of a target at a time
@@ -115,7 +127,7 @@ type probeTarget struct {
 }
 
 func newProbeCache(max int) *probeCache {
-	return &probeCache{max: max, by: map[string]*probeTarget{}}
+	return &probeCache{max: max, by: map[string]*probeTarget{}, client: scrape.NewPooledClient(probeIdleConns)}
 }
 
 func (c *probeCache) get(key string, mk func() (*probeTarget, error)) (*probeTarget, error) {
@@ -168,13 +180,11 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "probe: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	if d.probeLookup != nil {
-		allow.lookup = d.probeLookup
-	}
-	ips, err := allow.Check(r.Context(), u.Hostname())
+	ips, err := allow.Check(u.Hostname())
+	shown := safetext.URL(u, s.Config.Global.SecretQueryParams...)
 	if err != nil {
-		d.log.Warn("probe refused", "target", u.Redacted(), "err", err)
-		http.Error(w, "probe: kvwatch refuses to scrape "+u.Redacted()+": "+strings.TrimPrefix(err.Error(), errRefused.Error()+": "), http.StatusForbidden)
+		d.log.Warn("probe refused", "target", shown, "err", err)
+		http.Error(w, "probe: kvwatch refuses to scrape "+safetext.Terminal(shown)+": "+strings.TrimPrefix(err.Error(), errRefused.Error()+": "), http.StatusForbidden)
 		return
 	}
 	name := u.Host
@@ -194,14 +204,16 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 	key := strings.Join([]string{dial.String(), name, eng, role, timeout.String()}, "\x00")
 	pt, err := d.probes.get(key, func() (*probeTarget, error) {
 		ct := &config.Target{Name: name, URL: dial.String(), Role: role, Engine: eng, Labels: map[string]string{},
-			ScrapeTimeout: model.Duration(timeout), ScrapeInterval: s.Config.Global.ScrapeInterval}
+			ScrapeTimeout: model.Duration(timeout), ScrapeInterval: s.Config.Global.ScrapeInterval,
+			Limits: s.Config.Global.Limits}
 		for k, v := range s.Config.Global.Labels {
 			ct.Labels[k] = v
 		}
-		t, err := scrape.NewTarget(ct)
+		t, err := scrape.NewTargetWithClient(ct, d.probes.client)
 		if err != nil {
 			return nil, err
 		}
+		t.SecretParams = s.Config.Global.SecretQueryParams
 		return &probeTarget{target: t, tracker: report.NewTracker(s.Config.Global.HeadroomTokens)}, nil
 	})
 	if err != nil {
@@ -233,7 +245,7 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 	snap := *e
 	pt.mu.Unlock()
 	if !res.OK() {
-		d.log.Debug("probe failed", "target", u.Redacted(), "reason", res.Reason, "err", res.Err)
+		d.log.Debug("probe failed", "target", shown, "reason", res.Reason, "err", res.Err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(func() []entry { return []entry{snap} }))

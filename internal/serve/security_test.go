@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,17 +11,22 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key to
@@ -163,4 +170,170 @@ func TestFileSDTLSAndAuth(t *testing.T) {
 	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"cluster": "secure"}); got != 750 {
 		t.Errorf("used tokens over TLS with basic auth = %g, want 750", got)
 	}
+}
+
+// TestServeHostileTargets runs serve over the simulator's healthy PD
+// cluster beside hostile targets. Each hostile target fails with its
+// reason and exports nothing but its health; the healthy targets stay
+// exactly the simulator's truth; no face (metrics, report, logs, reload)
+// shows a planted secret or a raw escape, and /metrics stays small.
+func TestServeHostileTargets(t *testing.T) {
+	sc, err := sim.BuiltinScenario("pd-sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, ManualClock: true, ListenHost: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	cl.Advance(time.Minute)
+
+	hostile := map[string]http.HandlerFunc{
+		"ansi": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(500)
+			fmt.Fprint(w, "\x1b[2J\x1b[Hfake: all targets OK")
+		},
+		"secret": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) },
+		"bomb": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, "# TYPE sglang:max_total_num_tokens gauge\n")
+			for i := range 25000 {
+				fmt.Fprintf(w, "sglang:max_total_num_tokens{dp_rank=\"%d\",tp_rank=\"0\"} 1000\n", i)
+			}
+		},
+		"hugelabel": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "# TYPE sglang:max_total_num_tokens gauge\nsglang:max_total_num_tokens{model_name=%q,tp_rank=\"0\"} 1000\n", strings.Repeat("m", 1<<20))
+		},
+		"redirect": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://10.9.9.9/x", http.StatusFound)
+		},
+		// Slow loris: a valid page, one line every 200ms, for ever.
+		"slowloris": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, "# TYPE sglang:max_total_num_tokens gauge\n")
+			for i := 0; ; i++ {
+				if _, err := fmt.Fprintf(w, "sglang:max_total_num_tokens{tp_rank=\"%d\"} 1000\n", i); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		},
+		// Closes the connection without an answer.
+		"hangup": func(w http.ResponseWriter, r *http.Request) {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+		},
+	}
+	wantReason := map[string]string{"ansi": signal.ReasonHTTPError, "secret": signal.ReasonHTTPError, "bomb": signal.ReasonLimit,
+		"hugelabel": signal.ReasonLimit, "redirect": signal.ReasonRedirect, "badtls": signal.ReasonTLS, "slowloris": signal.ReasonTimeout,
+		"hangup": signal.ReasonClosed}
+	var b strings.Builder
+	b.WriteString("global:\n  scrape_interval: 5s\n  scrape_timeout: 4s\n  body_size_limit: 64MiB\n  secret_query_params: [sig]\ntargets:\n")
+	for _, ep := range cl.Endpoints() {
+		fmt.Fprintf(&b, "  - {name: %s, url: %q}\n", ep.Name, ep.URL+ep.MetricsPath)
+	}
+	for name, h := range hostile {
+		u := engineServerFunc(t, h).URL
+		if name == "secret" {
+			u = strings.Replace(u, "http://", "http://bob:pw-planted@", 1) + "/metrics?token=tk-planted&sig=sg-planted"
+		}
+		fmt.Fprintf(&b, "  - {name: %s, url: %q}\n", name, u)
+	}
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(tlsSrv.Close)
+	fmt.Fprintf(&b, "  - {name: badtls, url: %q}\n", tlsSrv.URL)
+	dir := t.TempDir()
+	cfgFile := writeFile(t, dir, "kvwatch.yml", b.String())
+	var logs syncBuffer
+	d := start(t, Options{ConfigFile: cfgFile, Logger: slog.New(safetext.Handler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))})
+	g := d.Gatherer()
+	for name, reason := range wantReason {
+		waitFor(t, name+" to fail with "+reason, func() bool {
+			return len(series(t, g, signal.TargetScrapeError.Name, map[string]string{"server": name, signal.LabelReason: reason})) == 1
+		})
+	}
+	for _, ep := range cl.Endpoints() {
+		waitFor(t, ep.Name+" up", func() bool {
+			for _, v := range series(t, g, signal.TargetUp.Name, map[string]string{"server": ep.Name}) {
+				return v == 1
+			}
+			return false
+		})
+	}
+	// The healthy targets are exactly the simulator's truth.
+	for _, ep := range cl.Endpoints() {
+		if ep.Role == "router" {
+			continue
+		}
+		tr := cl.Truth(ep.Name)
+		if got := one(t, g, signal.KVCapacityTokens.Name, map[string]string{"server": ep.Name}); got != float64(tr.CapacityTokens) {
+			t.Errorf("%s capacity = %g, want %d", ep.Name, got, tr.CapacityTokens)
+		}
+		if got := one(t, g, signal.KVUsedTokens.Name, map[string]string{"server": ep.Name}); got != float64(tr.UsedTokens) {
+			t.Errorf("%s used = %g, want %d", ep.Name, got, tr.UsedTokens)
+		}
+	}
+	// The hostile ones export only their health.
+	for name := range wantReason {
+		if s := series(t, g, signal.KVCapacityTokens.Name, map[string]string{"server": name}); len(s) != 0 {
+			t.Errorf("%s exports capacity %v while failing", name, s)
+		}
+	}
+	_, metrics := get(t, nil, d.base+PathMetrics)
+	if len(metrics) > 200<<10 {
+		t.Errorf("/metrics is %d bytes with a 25,000-rank target: the bomb got through", len(metrics))
+	}
+	_, rep := get(t, nil, d.base+PathReport)
+	for _, want := range []string{`\\x1b[2J\\x1b[Hfake: all targets OK`, "sample_limit 20000", "label_value_length_limit 2048", "redirected to http://10.9.9.9/x", "bob:xxxxx@", "token=xxxxx", "sig=xxxxx"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// A reload with a bad URL holding a password.
+	writeFile(t, dir, "kvwatch.yml", "targets:\n  - url: \"http://bob:pw-planted@host:bad/\"\n")
+	resp, err := http.Post(d.base+PathReload, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(reload), "bob:xxxxx@host:bad") {
+		t.Errorf("reload = %d %s, want 500 naming the redacted URL", resp.StatusCode, reload)
+	}
+	faces := map[string]string{"/metrics": metrics, "report": rep, "reload": string(reload), "logs": logs.String()}
+	for face, text := range faces {
+		for _, bad := range []string{"planted", "\x1b", `\u001b`} {
+			if strings.Contains(text, bad) {
+				t.Errorf("%s holds %q", face, bad)
+			}
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -139,7 +139,7 @@ var (
 	TargetLastSuccess = Metric{Name: "kvwatch_target_last_success_timestamp_seconds", Type: Gauge, Unit: "seconds", Target: true,
 		Help: "Unix time of the last successful scrape of the target (for staleness)."}
 	TargetScrapeError = Metric{Name: "kvwatch_target_scrape_error", Type: Gauge, Unit: "", Target: true,
-		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_error, not_metrics, parse, too_large, truncated, unknown_engine, other); absent when it succeeded.",
+		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_error, not_metrics, parse, too_large, truncated, unknown_engine, limit, redirect, tls, closed, other); absent when it succeeded.",
 		Labels: []string{LabelReason}}
 	TargetScrapes = Metric{Name: "kvwatch_target_scrapes_total", Type: Counter, Unit: "", Target: true,
 		Help: "Scrapes of the target."}
@@ -239,5 +239,9 @@ const (
 	ReasonTooLarge      = "too_large"
 	ReasonTruncated     = "truncated"
 	ReasonUnknownEngine = "unknown_engine"
+	ReasonLimit         = "limit"
+	ReasonRedirect      = "redirect"
+	ReasonTLS           = "tls"
+	ReasonClosed        = "closed"
 	ReasonOther         = "other"
 )
