@@ -1,0 +1,794 @@
+// Package querycheck finds dashboard, alert and autoscaler queries that
+// match nothing. It reads Grafana dashboards, Prometheus rule files,
+// PrometheusRule manifests and files of bare expressions, substitutes
+// Grafana variables, parses every expression with the Prometheus PromQL
+// parser and checks each vector and matrix selector (its metric name, each
+// label matcher's name, and an = matcher's value) against a Store: a
+// Prometheus-compatible API or engine /metrics pages. Without a store it
+// checks names offline against kvwatch's catalog of engine metrics
+// (package catalog) and kvwatch's own metrics (package signal).
+//
+// It does not evaluate queries: a selector that matches series can still
+// be part of an expression that returns nothing (a failed join, a filter
+// that never holds); only a ratio with an empty side is reported.
+package querycheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/kvwatch/kvwatch/internal/catalog"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// Severity of a finding: an error breaks the query, a warning may, info
+// explains what was accepted or skipped.
+type Severity string
+
+// Severities.
+const (
+	Error   Severity = "error"
+	Warning Severity = "warning"
+	Info    Severity = "info"
+)
+
+// Kind classifies a finding (stable strings, used in -o json).
+type Kind string
+
+// Finding kinds.
+const (
+	KindNoSeries         Kind = "no-series"                // nothing has this name
+	KindRenamed          Kind = "renamed"                  // the engine renamed it; Suggestion is the new name
+	KindRemoved          Kind = "removed"                  // the engine removed it without a replacement
+	KindDeprecated       Kind = "deprecated"               // still exposed, but renamed in a newer version
+	KindCounterTotal     Kind = "counter-without-total"    // a counter queried without its _total suffix
+	KindCounterNoTotal   Kind = "counter-with-total"       // _total added to a counter whose library adds none (TGI)
+	KindWrongPrefix      Kind = "wrong-prefix"             // sglang_x where the store holds sglang:x, or the reverse
+	KindEscapedName      Kind = "escaped-name"             // offline: an underscore spelling some scrapers store
+	KindHistogramBucket  Kind = "histogram-without-bucket" // histogram_quantile over a histogram's base name
+	KindUnknownLabel     Kind = "unknown-label"            // a matcher on a label no series of the metric has
+	KindLabelValue       Kind = "no-such-value"            // an = matcher whose value no series has
+	KindEmptyRatio       Kind = "ratio-side-empty"         // a ratio whose one side selects nothing
+	KindUnknownMetric    Kind = "unknown-metric"           // offline: a name the catalog does not know
+	KindRecordedMissing  Kind = "recorded-no-series"       // a recorded series that the store does not hold
+	KindParse            Kind = "parse-error"              // the expression does not parse
+	KindUndefinedVar     Kind = "undefined-variable"       // a $variable the dashboard does not define
+	KindTemplatedName    Kind = "templated-name"           // a metric name made of variables: not checked
+	KindLabelValuesLabel Kind = "label-values-label"       // label_values(..., label) over a label that does not exist
+)
+
+// Finding is one problem (or note) about one selector.
+type Finding struct {
+	File  string `json:"file"`
+	Where string `json:"where"`
+	// Line is the expression's line in the file (0 when unknown).
+	Line int `json:"line,omitempty"`
+	// Expr is the expression as written in the file.
+	Expr string `json:"expr"`
+	// Selector is the selector as written (variables and all).
+	Selector string `json:"selector,omitempty"`
+	// Pos is the selector's byte offset in Expr.
+	Pos        int      `json:"pos"`
+	Kind       Kind     `json:"kind"`
+	Severity   Severity `json:"severity"`
+	Message    string   `json:"message"`
+	Suggestion string   `json:"suggestion,omitempty"`
+	// Fix, when set, is a rename --fix applies: Old becomes New.
+	Fix *Fix `json:"fix,omitempty"`
+}
+
+// Fix is one name replacement.
+type Fix struct {
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// Report is the result of checking inputs.
+type Report struct {
+	// Against describes the store ("offline" without one).
+	Against  string    `json:"against"`
+	Mode     string    `json:"mode"`
+	Queries  int       `json:"queries"`
+	Broken   int       `json:"broken"`
+	Errors   int       `json:"errors"`
+	Warnings int       `json:"warnings"`
+	Findings []Finding `json:"findings"`
+	Notes    []Note    `json:"notes"`
+	// UnknownLabels counts label matchers naming a label no series has.
+	UnknownLabels int `json:"unknown_labels"`
+	// Skipped counts selectors not checked (templated names).
+	Skipped int `json:"skipped_selectors"`
+}
+
+// Checker checks queries against a store or, with Store nil, offline.
+type Checker struct {
+	Store Store
+	// Catalog is the offline knowledge, also used for suggestions against a
+	// store; nil means catalog.Default() plus kvwatch's own metrics.
+	Catalog *catalog.Catalog
+}
+
+// targetLabels are labels a scraper or the usual relabelling adds, so an
+// engine's page does not have them and the offline catalog cannot know them.
+var targetLabels = []string{"job", "instance", "namespace", "pod", "container", "service", "endpoint", "node",
+	"cluster", "region", "zone", "env", "environment", "prometheus", "prometheus_replica", "exported_job", "exported_instance", "team"}
+
+// KVWatchCatalog is the default catalog plus kvwatch's own exported
+// metrics (from package signal), so kvwatch's generated dashboards and
+// rules are known offline.
+func KVWatchCatalog() *catalog.Catalog {
+	def := catalog.Default()
+	ms := def.Metrics()
+	for _, m := range signal.All() {
+		t := catalog.Gauge
+		if m.Type == signal.Counter {
+			t = catalog.Counter
+		}
+		ms = append(ms, catalog.Metric{Engine: "kvwatch", Name: m.Name, Type: t, Labels: m.Labels, Source: "kvwatch internal/signal/signal.go"})
+	}
+	es := append(def.Engines(), catalog.Engine{Name: "kvwatch", Display: "kvwatch", Prefixes: []string{"kvwatch_"}, Source: "kvwatch internal/signal/signal.go"})
+	return catalog.New(ms, def.Renames(), es)
+}
+
+// Check checks every query of in.
+func (c *Checker) Check(ctx context.Context, in *Inputs) (*Report, error) {
+	if c.Catalog == nil {
+		c.Catalog = KVWatchCatalog()
+	}
+	rep := &Report{Against: "offline: kvwatch's catalog of engine metrics", Mode: "offline", Notes: slices.Clone(in.Notes)}
+	if c.Store != nil {
+		rep.Against = c.Store.Describe()
+		rep.Mode = "prometheus"
+		if c.Store.Scraped() {
+			rep.Mode = "metrics"
+		}
+	}
+	for i := range in.Queries {
+		q := &in.Queries[i]
+		fs, skipped, err := c.checkQuery(ctx, q, in.Recorded)
+		if err != nil {
+			return nil, err
+		}
+		rep.Queries++
+		rep.Skipped += skipped
+		broken := false
+		for _, f := range fs {
+			switch f.Severity {
+			case Error:
+				rep.Errors++
+				broken = true
+			case Warning:
+				rep.Warnings++
+			}
+			if f.Kind == KindUnknownLabel || f.Kind == KindLabelValuesLabel {
+				rep.UnknownLabels++
+			}
+		}
+		if broken {
+			rep.Broken++
+		}
+		rep.Findings = append(rep.Findings, fs...)
+	}
+	return rep, nil
+}
+
+// selResult is the verdict on one selector.
+type selResult struct {
+	empty    bool // selects nothing (an error was found)
+	findings []Finding
+}
+
+func (c *Checker) checkQuery(ctx context.Context, q *Query, recorded map[string]Recorded) ([]Finding, int, error) {
+	base := Finding{File: q.File, Where: q.Where, Line: q.Line, Expr: q.Expr}
+	if q.LabelValues && q.Expr == "" {
+		return c.checkLabelName(ctx, base, q.Label)
+	}
+	text, sub := q.Expr, Substituted{}
+	if q.Grafana {
+		sub = Substitute(q.Expr, q.Vars, false)
+		text = sub.Text
+	}
+	var out []Finding
+	if q.Vars != nil {
+		for _, u := range sub.Undefined {
+			f := base
+			f.Kind, f.Severity = KindUndefinedVar, Warning
+			f.Message = "$" + u + " is not a variable of this dashboard; Grafana sends it to Prometheus as written"
+			out = append(out, f)
+		}
+	}
+	p := parser.NewParser(parser.Options{EnableExperimentalFunctions: true})
+	expr, err := p.ParseExpr(text)
+	if err != nil && q.Grafana && len(sub.Used) > 0 {
+		// A variable in a numeric position (topk($n, ...)): retry with numbers.
+		sub2 := Substitute(q.Expr, q.Vars, true)
+		if e2, err2 := p.ParseExpr(sub2.Text); err2 == nil {
+			expr, err, sub = e2, nil, sub2
+		}
+	}
+	if err != nil {
+		f := base
+		f.Kind, f.Severity = KindParse, Error
+		var pe parser.ParseErrors
+		if errors.As(err, &pe) && len(pe) > 0 {
+			f.Pos = mapPos(q, sub, int(pe[0].PositionRange.Start))
+			f.Message = "does not parse: " + pe[0].Err.Error()
+		} else {
+			f.Message = "does not parse: " + err.Error()
+		}
+		if q.Grafana && len(sub.Used) > 0 {
+			f.Message += " (after substituting Grafana variables)"
+		}
+		return append(out, f), 0, nil
+	}
+	results := map[*parser.VectorSelector]*selResult{}
+	skipped := 0
+	var inspectErr error
+	parser.Inspect(expr, func(n parser.Node, path []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok || inspectErr != nil {
+			return nil
+		}
+		inHQ := insideHistogramQuantile(vs, path)
+		r, skip, err := c.checkSelector(ctx, base, q, sub, vs, inHQ, recorded)
+		if err != nil {
+			inspectErr = err
+			return nil
+		}
+		if skip {
+			skipped++
+		}
+		results[vs] = r
+		out = append(out, r.findings...)
+		return nil
+	})
+	if inspectErr != nil {
+		return nil, 0, inspectErr
+	}
+	// A ratio whose one side selects nothing while the other does.
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		be, ok := n.(*parser.BinaryExpr)
+		if !ok || be.Op != parser.DIV {
+			return nil
+		}
+		l, r := sideState(be.LHS, results), sideState(be.RHS, results)
+		for _, side := range []struct {
+			empty, other bool
+			node         parser.Expr
+			name         string
+		}{{l.allEmpty, r.anyFine, be.LHS, "numerator"}, {r.allEmpty, l.anyFine, be.RHS, "denominator"}} {
+			if !side.empty || !side.other {
+				continue
+			}
+			f := base
+			f.Kind, f.Severity = KindEmptyRatio, Error
+			pr := side.node.PositionRange()
+			f.Pos = mapPos(q, sub, int(pr.Start))
+			if e := mapPos(q, sub, int(pr.End)); e > f.Pos {
+				f.Selector = q.Expr[f.Pos:e]
+			}
+			f.Message = "the ratio's " + side.name + " selects nothing, so the ratio is always empty although its other side has series"
+			out = append(out, f)
+		}
+		return nil
+	})
+	if q.LabelValues {
+		fs, _, err := c.checkLabelOf(ctx, base, expr, q.Label)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, fs...)
+	}
+	return out, skipped, nil
+}
+
+type side struct{ allEmpty, anyFine bool }
+
+func sideState(e parser.Expr, results map[*parser.VectorSelector]*selResult) side {
+	s := side{allEmpty: true}
+	n := 0
+	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+		if vs, ok := node.(*parser.VectorSelector); ok {
+			if r := results[vs]; r != nil {
+				n++
+				if !r.empty {
+					s.allEmpty, s.anyFine = false, true
+				}
+			}
+		}
+		return nil
+	})
+	if n == 0 {
+		s.allEmpty = false
+	}
+	return s
+}
+
+func insideHistogramQuantile(vs *parser.VectorSelector, path []parser.Node) bool {
+	for i := len(path) - 1; i >= 0; i-- {
+		call, ok := path[i].(*parser.Call)
+		if !ok {
+			continue
+		}
+		if call.Func.Name == "histogram_quantile" || call.Func.Name == "histogram_fraction" {
+			return len(call.Args) > 0 && !contains(call.Args[0], vs)
+		}
+		// A selector inside another function (e.g. rate) inside
+		// histogram_quantile still counts: keep walking up.
+	}
+	return false
+}
+
+func contains(e parser.Expr, target parser.Node) bool {
+	found := false
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if n == target {
+			found = true
+		}
+		return nil
+	})
+	return found
+}
+
+// mapPos maps a parser offset in the substituted text to the original.
+func mapPos(q *Query, sub Substituted, p int) int {
+	if q.Grafana {
+		p = sub.Orig(p)
+	}
+	if p < 0 {
+		p = 0
+	}
+	if p > len(q.Expr) {
+		p = len(q.Expr)
+	}
+	return p
+}
+
+// selectorName is the selector's metric name: its name, or an
+// __name__="x" matcher's value.
+func selectorName(vs *parser.VectorSelector) string {
+	if vs.Name != "" {
+		return vs.Name
+	}
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			return m.Value
+		}
+	}
+	return ""
+}
+
+func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub Substituted,
+	vs *parser.VectorSelector, inHQ bool, recorded map[string]Recorded) (*selResult, bool, error) {
+	pos := mapPos(q, sub, int(vs.PosRange.Start))
+	end := mapPos(q, sub, int(vs.PosRange.End))
+	if end < pos {
+		end = pos
+	}
+	base.Pos, base.Selector = pos, q.Expr[pos:end]
+	name := selectorName(vs)
+	res := &selResult{}
+	add := func(k Kind, s Severity, msg, suggestion string, fix *Fix) {
+		f := base
+		f.Kind, f.Severity, f.Message, f.Suggestion, f.Fix = k, s, msg, suggestion, fix
+		res.findings = append(res.findings, f)
+		if s == Error && k != KindUnknownLabel && k != KindLabelValue {
+			res.empty = true
+		}
+	}
+	if name == "" {
+		return res, true, nil // {__name__=~"..."}: no single name to check
+	}
+	if templated(name) {
+		add(KindTemplatedName, Info, "metric name made of variables; not checked", "", nil)
+		return res, true, nil
+	}
+	var labelSet []string
+	anyLabels := false
+	if c.Store != nil {
+		info, err := c.Store.Metric(ctx, name)
+		if err != nil {
+			return nil, false, err
+		}
+		if !info.Exists {
+			if r, ok := recorded[name]; ok {
+				add(KindRecordedMissing, Warning, name+": no series; it is recorded by "+r.Rule+" in "+r.File+": is that rule file loaded where --against reads?", "", nil)
+				return res, false, nil
+			}
+			if err := c.diagnoseLive(ctx, name, inHQ, add); err != nil {
+				return nil, false, err
+			}
+			return res, false, nil
+		}
+		for _, r := range c.Catalog.RenamesOf(name) {
+			msg := fmt.Sprintf("%s: still has series here, but %s", name, renameText(c.Catalog, r))
+			add(KindDeprecated, Warning, msg, r.New, fixOf(name, r.New))
+			break
+		}
+		if inHQ && !strings.HasSuffix(name, "_bucket") && !slices.Contains(info.Labels, "le") {
+			if b, err := c.Store.Metric(ctx, name+"_bucket"); err == nil && b.Exists {
+				add(KindHistogramBucket, Error, name+": histogram_quantile needs the histogram's buckets; use "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
+			}
+		}
+		labelSet = info.Labels
+		if c.Store.Scraped() {
+			labelSet = append(slices.Clone(labelSet), targetLabels...)
+		}
+	} else {
+		var ok bool
+		labelSet, anyLabels, ok = c.diagnoseOffline(name, inHQ, recorded, add)
+		if !ok {
+			return res, false, nil
+		}
+	}
+	if anyLabels {
+		return res, false, nil
+	}
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName || m.Matches("") {
+			continue // matches series without the label too
+		}
+		if !slices.Contains(labelSet, m.Name) {
+			sev, msg := Error, fmt.Sprintf("%s: no series of %s has a label %s", m.Name, name, m.Name)
+			switch {
+			case c.Store == nil:
+				sev = Warning
+				msg = fmt.Sprintf("%s: %s carries %s (and the scraper's target labels); %s is none of them unless your relabelling adds it", m.Name, name, listOrNone(labelSet), m.Name)
+			case c.Store.Scraped():
+				sev = Warning
+				msg += " on the engine's page; fine only if your scraper's relabelling adds it"
+			}
+			add(KindUnknownLabel, sev, msg, "", nil)
+			continue
+		}
+		if c.Store != nil && m.Type == labels.MatchEqual && !templated(m.Value) {
+			vals, complete, err := c.Store.LabelValues(ctx, name, m.Name)
+			if err != nil {
+				return nil, false, err
+			}
+			if !slices.Contains(vals, m.Value) {
+				sev := Error
+				if !complete || c.Store.Scraped() {
+					sev = Warning
+				}
+				add(KindLabelValue, sev, fmt.Sprintf("%s=%q: no series of %s has this value; it has %s", m.Name, sanitize(m.Value), name, valuesText(vals)), "", nil)
+			}
+		}
+	}
+	return res, false, nil
+}
+
+// diagnoseLive explains a name the store does not hold, with the catalog's
+// knowledge and the store's own names.
+func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add func(Kind, Severity, string, string, *Fix)) error {
+	has := func(n string) (bool, error) {
+		i, err := c.Store.Metric(ctx, n)
+		return i.Exists, err
+	}
+	for _, r := range c.Catalog.RenamesOf(name) {
+		if r.New == "" {
+			add(KindRemoved, Error, name+": no series; "+renameText(c.Catalog, r), "", nil)
+			return nil
+		}
+		ok, err := has(r.New)
+		if err != nil {
+			return err
+		}
+		msg := name + ": no series; " + renameText(c.Catalog, r)
+		if !ok {
+			msg += " (" + r.New + " has no series here either)"
+		}
+		add(KindRenamed, Error, msg, r.New, fixOf(name, r.New))
+		return nil
+	}
+	if inHQ && !strings.HasSuffix(name, "_bucket") {
+		if ok, err := has(name + "_bucket"); err != nil || ok {
+			if ok {
+				add(KindHistogramBucket, Error, name+": no series; histogram_quantile needs the histogram's buckets: "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
+			}
+			return err
+		}
+	}
+	if ok, err := has(name + "_total"); err != nil || ok {
+		if ok {
+			add(KindCounterTotal, Error, name+": no series; the counter is exposed as "+name+"_total", name+"_total", &Fix{Old: name, New: name + "_total"})
+		}
+		return err
+	}
+	if base, cut := strings.CutSuffix(name, "_total"); cut {
+		if ok, err := has(base); err != nil || ok {
+			if ok {
+				add(KindCounterNoTotal, Error, name+": no series; this counter has no _total suffix: "+base, base, &Fix{Old: name, New: base})
+			}
+			return err
+		}
+	}
+	for _, alt := range swapSeparator(name) {
+		ok, err := has(alt)
+		if err != nil {
+			return err
+		}
+		if ok {
+			add(KindWrongPrefix, Error, name+": no series; this store holds "+alt+" ("+escapingNote()+")", alt, &Fix{Old: name, New: alt})
+			return nil
+		}
+	}
+	msg := name + ": no series"
+	if ss := c.Catalog.Lookup(name); len(ss) > 0 {
+		e, _ := c.Catalog.Engine(ss[0].Metric.Engine)
+		msg += " (a " + displayName(e) + " name: is that engine scraped by this store, and does it run a version that exposes it?)"
+	}
+	add(KindNoSeries, Error, msg, "", nil)
+	return nil
+}
+
+// diagnoseOffline checks name against the catalog. It returns the labels
+// the name carries (any is true when they cannot be known, e.g. an info
+// metric's or a recorded series'), and ok false when the name itself is
+// a finding.
+func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Recorded, add func(Kind, Severity, string, string, *Fix)) (labelSet []string, any bool, ok bool) {
+	if _, rec := recorded[name]; rec {
+		return nil, true, true
+	}
+	res, ok := c.offlineLookup(name, inHQ, add, true)
+	if ok {
+		return res.labels, res.any, true
+	}
+	if res.reported {
+		return nil, false, false
+	}
+	for _, alt := range swapSeparator(name) {
+		r2, ok2 := c.offlineLookup(alt, inHQ, add, false)
+		if !ok2 && !r2.found {
+			continue
+		}
+		if r2.python && strings.Contains(alt, ":") {
+			add(KindEscapedName, Info, name+": the engine exposes "+alt+"; a store holds "+name+" only when "+escapingNote(), "", nil)
+			if ok2 {
+				return r2.labels, r2.any, true
+			}
+			c.offlineLookup(alt, inHQ, add, true) // report what is wrong with the canonical spelling
+			return nil, false, false
+		}
+		add(KindWrongPrefix, Error, name+": no such name; the engine exposes "+alt, alt, &Fix{Old: name, New: alt})
+		return nil, false, false
+	}
+	msg := name + ": not in kvwatch's catalog of engine metrics"
+	if e, ok := c.engineOfPrefix(name); ok {
+		msg = name + ": not a " + displayName(e) + " metric kvwatch knows"
+	}
+	add(KindUnknownMetric, Warning, msg+"; check it against a live store with --against", "", nil)
+	return nil, false, false
+}
+
+type offlineResult struct {
+	found, reported, any, python bool
+	labels                       []string
+}
+
+// offlineLookup resolves name in the catalog. With report false it only
+// looks (for the alternative spelling).
+func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity, string, string, *Fix), report bool) (offlineResult, bool) {
+	var res offlineResult
+	emit := func(k Kind, s Severity, msg, sug string, fix *Fix) {
+		res.reported = true
+		if report {
+			add(k, s, msg, sug, fix)
+		}
+	}
+	for _, r := range c.Catalog.RenamesOf(name) {
+		res.found = true
+		res.python = c.Catalog.PythonClient(r.Engine)
+		if r.New == "" {
+			emit(KindRemoved, Error, name+": "+renameText(c.Catalog, r), "", nil)
+		} else {
+			emit(KindRenamed, Error, name+": "+renameText(c.Catalog, r), r.New, fixOf(name, r.New))
+		}
+		return res, false
+	}
+	ss := c.Catalog.Lookup(name)
+	if len(ss) > 0 {
+		res.found = true
+		res.python = c.Catalog.PythonClient(ss[0].Metric.Engine)
+		for _, s := range ss {
+			if s.Metric.Type == catalog.Info && s.Metric.Labels == nil || s.Metric.Engine == "prometheus" && strings.HasPrefix(name, "ALERTS") {
+				res.any = true
+			}
+			res.labels = append(res.labels, catalog.LabelsOf(s)...)
+		}
+		res.labels = append(res.labels, targetLabels...)
+		hist := ss[0].Metric.Type == catalog.Histogram && ss[0].Suffix == ""
+		if hist && inHQ {
+			emit(KindHistogramBucket, Error, name+": histogram_quantile needs the histogram's buckets; use "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
+			return res, false
+		}
+		if hist {
+			emit(KindNoSeries, Error, name+": a histogram has no series of its own name; query "+name+"_bucket, "+name+"_sum or "+name+"_count", name+"_bucket", nil)
+			return res, false
+		}
+		return res, true
+	}
+	if inHQ && !strings.HasSuffix(name, "_bucket") {
+		if bs := c.Catalog.Family(name); len(bs) > 0 && bs[0].Type == catalog.Histogram {
+			emit(KindHistogramBucket, Error, name+": histogram_quantile needs "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
+			return res, false
+		}
+	}
+	if fam := c.Catalog.Family(name + "_total"); len(fam) > 0 && fam[0].Type == catalog.Counter {
+		res.found, res.python = true, c.Catalog.PythonClient(fam[0].Engine)
+		emit(KindCounterTotal, Error, name+": no such series; "+displayEngine(c.Catalog, fam[0].Engine)+" exposes the counter as "+name+"_total", name+"_total", &Fix{Old: name, New: name + "_total"})
+		return res, false
+	}
+	if base, cut := strings.CutSuffix(name, "_total"); cut {
+		if fam := c.Catalog.Family(base); len(fam) > 0 && fam[0].Type == catalog.Counter {
+			res.found = true
+			emit(KindCounterNoTotal, Error, name+": no such series; "+displayEngine(c.Catalog, fam[0].Engine)+" counters carry no _total suffix: "+base, base, &Fix{Old: name, New: base})
+			return res, false
+		}
+	}
+	return res, false
+}
+
+func (c *Checker) engineOfPrefix(name string) (catalog.Engine, bool) {
+	for _, e := range c.Catalog.Engines() {
+		for _, p := range e.Prefixes {
+			if strings.HasPrefix(name, p) {
+				return e, true
+			}
+		}
+	}
+	return catalog.Engine{}, false
+}
+
+// checkLabelName checks label_values(label): some series must carry it.
+func (c *Checker) checkLabelName(ctx context.Context, base Finding, label string) ([]Finding, int, error) {
+	if c.Store == nil || templated(label) {
+		return nil, 0, nil
+	}
+	api, ok := c.Store.(*API)
+	if !ok {
+		return nil, 0, nil
+	}
+	var names []string
+	if err := api.get(ctx, "/api/v1/labels", map[string][]string{}, &names); err != nil {
+		return nil, 0, err
+	}
+	if slices.Contains(names, label) {
+		return nil, 0, nil
+	}
+	f := base
+	f.Kind, f.Severity = KindLabelValuesLabel, Error
+	f.Message = "label_values(" + label + "): no series has a label " + label + ", so the variable has no values"
+	return []Finding{f}, 0, nil
+}
+
+// checkLabelOf checks that label_values(selector, label)'s label exists on
+// the selector's metric.
+func (c *Checker) checkLabelOf(ctx context.Context, base Finding, expr parser.Expr, label string) ([]Finding, int, error) {
+	vs, ok := expr.(*parser.VectorSelector)
+	if !ok || templated(label) {
+		return nil, 0, nil
+	}
+	name := selectorName(vs)
+	if name == "" || templated(name) {
+		return nil, 0, nil
+	}
+	var have []string
+	if c.Store != nil {
+		info, err := c.Store.Metric(ctx, name)
+		if err != nil || !info.Exists {
+			return nil, 0, err
+		}
+		have = info.Labels
+		if c.Store.Scraped() {
+			have = append(have, targetLabels...)
+		}
+	} else {
+		ss := c.Catalog.Lookup(name)
+		if len(ss) == 0 || ss[0].Metric.Type == catalog.Info && ss[0].Metric.Labels == nil {
+			return nil, 0, nil
+		}
+		for _, s := range ss {
+			have = append(have, catalog.LabelsOf(s)...)
+		}
+		have = append(have, targetLabels...)
+	}
+	if slices.Contains(have, label) {
+		return nil, 0, nil
+	}
+	f := base
+	f.Pos, f.Selector = 0, base.Expr
+	f.Kind, f.Severity = KindLabelValuesLabel, Error
+	if c.Store == nil {
+		f.Severity = Warning
+	}
+	f.Message = fmt.Sprintf("label_values(..., %s): %s has no label %s (it has %s), so the variable has no values", label, name, label, listOrNone(have))
+	return []Finding{f}, 0, nil
+}
+
+// swapSeparator returns name with its prefix separator flipped: sglang:x ↔
+// sglang_x (first ':' becomes '_', or the first '_' becomes ':').
+func swapSeparator(name string) []string {
+	if i := strings.IndexByte(name, ':'); i > 0 {
+		return []string{name[:i] + "_" + name[i+1:]}
+	}
+	if i := strings.IndexByte(name, '_'); i > 0 && i < len(name)-1 {
+		return []string{name[:i] + ":" + name[i+1:]}
+	}
+	return nil
+}
+
+func escapingNote() string {
+	return "prometheus_client ≥ 0.23.0 sends OpenMetrics with ':' spelled '_' unless the scraper asks for UTF-8 names: Prometheus 3 asks and stores sglang:x / vllm:x; Prometheus 2.x, or 3.x with legacy name validation, stores sglang_x / vllm_x"
+}
+
+func renameText(cat *catalog.Catalog, r catalog.Rename) string {
+	s := displayEngine(cat, r.Engine)
+	var msg string
+	if r.New == "" {
+		msg = "removed in " + s + " " + r.Version
+	} else {
+		msg = "renamed in " + s + " " + r.Version + "; use " + r.New
+	}
+	if r.Note != "" {
+		msg += " (" + r.Note + ")"
+	}
+	return msg
+}
+
+func displayEngine(cat *catalog.Catalog, engine string) string {
+	e, ok := cat.Engine(engine)
+	if !ok {
+		return engine
+	}
+	return displayName(e)
+}
+
+func displayName(e catalog.Engine) string {
+	if e.Display != "" {
+		return e.Display
+	}
+	return e.Name
+}
+
+func fixOf(old, new string) *Fix {
+	if new == "" {
+		return nil
+	}
+	return &Fix{Old: old, New: new}
+}
+
+func listOrNone(l []string) string {
+	var out []string
+	for _, x := range l {
+		if x == labels.MetricName || slices.Contains(targetLabels, x) || slices.Contains(out, x) {
+			continue
+		}
+		out = append(out, x)
+	}
+	if len(out) == 0 {
+		return "no labels of its own"
+	}
+	return strings.Join(out, ", ")
+}
+
+func valuesText(vals []string) string {
+	if len(vals) == 0 {
+		return "no values"
+	}
+	var q []string
+	for i, v := range vals {
+		if i == 5 {
+			q = append(q, fmt.Sprintf("and %d more", len(vals)-5))
+			break
+		}
+		q = append(q, fmt.Sprintf("%q", sanitize(v)))
+	}
+	return strings.Join(q, ", ")
+}
