@@ -196,13 +196,57 @@ func (c *Catalog) python(engine string) bool {
 // prometheus_client (see Engine.PythonClient).
 func (c *Catalog) PythonClient(engine string) bool { return c.python(engine) }
 
-// RenamesOf returns the renames whose old name is name.
+// RenamesOf returns the renames whose old name is name. A histogram's
+// _bucket, _sum or _count sample is renamed with its family: the returned
+// copies then carry the suffix on both names.
 func (c *Catalog) RenamesOf(name string) []Rename {
 	var out []Rename
 	for _, i := range c.renamed[name] {
 		out = append(out, c.renames[i])
 	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, suf := range []string{"_bucket", "_sum", "_count"} {
+		base, ok := strings.CutSuffix(name, suf)
+		if !ok {
+			continue
+		}
+		hist := false
+		for _, m := range c.Family(base) {
+			hist = hist || m.Type == Histogram || m.Type == Summary && suf != "_bucket"
+		}
+		if !hist {
+			continue
+		}
+		for _, i := range c.renamed[base] {
+			r := c.renames[i]
+			r.Old = name
+			if r.New != "" {
+				r.New += suf
+			}
+			out = append(out, r)
+		}
+	}
 	return out
+}
+
+// Final follows a chain of renames from r (old → new → newer) and returns
+// every step, r first. It stops at a removal or after 8 steps.
+func (c *Catalog) Final(r Rename) []Rename {
+	chain := []Rename{r}
+	for len(chain) < 8 {
+		last := chain[len(chain)-1]
+		if last.New == "" {
+			break
+		}
+		next := c.RenamesOf(last.New)
+		if len(next) == 0 || next[0].Engine != last.Engine {
+			break
+		}
+		chain = append(chain, next[0])
+	}
+	return chain
 }
 
 // LabelsOf returns the labels a sample carries: the family's labels plus le

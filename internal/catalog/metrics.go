@@ -6,31 +6,32 @@ package catalog
 // in which a name was seen; "" means not pinned down.
 
 const (
-	srcVLLMLoggers   = "vllm-project/vllm vllm/v1/metrics/loggers.py@005a810bc40f (and newer revisions: deprecations in 0.9.2/0.11)"
-	srcVLLMSpec      = "vllm-project/vllm vllm/v1/spec_decode/metrics.py"
-	srcVLLMNixl      = "vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"
-	srcVLLMV0        = "vllm-project/vllm vllm/engine/metrics.py (V0); docs/design/metrics.md@f7e3a0879e63 \"Deprecated Metrics\""
-	srcVLLMDocs      = "vllm-project/vllm docs/design/metrics.md@f7e3a0879e63, docs/usage/metrics.md@044a0565bc59"
-	srcSGLang        = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (older: python/sglang/srt/metrics/collector.py@44cedc2b9c7d)"
-	srcSGLangOld     = "sgl-project/sglang docs/references/production_metrics.md@00b08c497f07; examples/monitoring/grafana.json@f32b0841"
-	srcSGLangRadix   = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (RadixCacheMetricsCollector, storage collector)"
-	srcSMG           = "sgl-project/sglang sgl-model-gateway/src/observability/metrics.rs@01b2d83a"
-	srcSGLRouter     = "sgl-project/sglang sgl-router/src/metrics.rs@584506b4"
-	srcLlamaCpp      = "ggml-org/llama.cpp tools/server/server-context.cpp@fb402660 (get_metrics)"
-	srcLlamaCppOld   = "ggml-org/llama.cpp examples/server/server.cpp (before PR #13660)"
-	srcTGI           = "huggingface/text-generation-inference router/src/server.rs, backends/v3/src/{queue,backend,lib}.rs@db931fcf42da"
-	srcTriton        = "NVIDIA/TensorRT-LLM triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc@0d5352f5"
-	srcTritonCore    = "triton-inference-server/tensorrtllm_backend README.md (Triton core metrics)@0b9d7d5a1958"
-	srcTRTLLMServe   = "NVIDIA/TensorRT-LLM tensorrt_llm/metrics/collector.py@050f80def8df"
-	srcTRTLLMOld     = "NVIDIA/TensorRT-LLM tensorrt_llm/metrics/collector.py@89fd9b74 (un-prefixed names)"
-	srcLMDeploy      = "InternLM/lmdeploy lmdeploy/metrics/loggers.py@1263d5cd889b (history: 1e8ce56db v0.9.2, 6a4ede69f v0.12.1, 7fb77565e v0.12.3, fc9c904ed 0.14.0a1, 75f5ddc74 v0.14.0)"
-	srcDynamo        = "ai-dynamo/dynamo lib/runtime/src/metrics/prometheus_names.rs@04070c75b52f (older @4415465e)"
-	srcDynamoDocs    = "ai-dynamo/dynamo deploy/metrics/README.md, docs/observability/metrics_examples/fe.log"
-	srcLMCache       = "LMCache/LMCache lmcache/observability.py@dd022cce2cab"
-	srcLMCacheMP     = "LMCache/LMCache docs/source/mp/observability/metrics.rst"
-	srcPythonClient  = "prometheus/client_python prometheus_client/{gc_collector,platform_collector,process_collector}.py"
-	srcInstrumentate = "vllm-project/vllm docs/design/metrics.md@f7e3a0879e63 (prometheus_fastapi_instrumentator http_* families)"
-	srcPrometheus    = "prometheus/prometheus scrape/scrape.go (synthetic series), rules/alerting.go (ALERTS, ALERTS_FOR_STATE)"
+	srcVLLMLoggers    = "vllm-project/vllm vllm/v1/metrics/loggers.py@005a810bc40f (and newer revisions: deprecations in 0.9.2/0.11)"
+	srcVLLMSpec       = "vllm-project/vllm vllm/v1/spec_decode/metrics.py"
+	srcVLLMNixl       = "vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"
+	srcVLLMV0         = "vllm-project/vllm vllm/engine/metrics.py (V0); docs/design/metrics.md@f7e3a0879e63 \"Deprecated Metrics\""
+	srcVLLMDocs       = "vllm-project/vllm docs/design/metrics.md@f7e3a0879e63, docs/usage/metrics.md@044a0565bc59"
+	srcSGLang         = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (older: python/sglang/srt/metrics/collector.py@44cedc2b9c7d)"
+	srcSGLangOld      = "sgl-project/sglang docs/references/production_metrics.md@00b08c497f07; examples/monitoring/grafana.json@f32b0841"
+	srcSGLangRadix    = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (RadixCacheMetricsCollector, storage collector)"
+	srcSMG            = "sgl-project/sglang sgl-model-gateway/src/observability/metrics.rs@01b2d83a"
+	srcSGLRouter      = "sgl-project/sglang sgl-router/src/metrics.rs@584506b4"
+	srcLlamaCpp       = "ggml-org/llama.cpp tools/server/server-context.cpp@fb402660 (get_metrics)"
+	srcLlamaCppBuilds = "ggml-org/llama.cpp engine-metrics.md §4 (names third-party scrapers read on recent builds; verify per build)"
+	srcLlamaCppOld    = "ggml-org/llama.cpp examples/server/server.cpp (before PR #13660)"
+	srcTGI            = "huggingface/text-generation-inference router/src/server.rs, backends/v3/src/{queue,backend,lib}.rs@db931fcf42da"
+	srcTriton         = "NVIDIA/TensorRT-LLM triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc@0d5352f5"
+	srcTritonCore     = "triton-inference-server/tensorrtllm_backend README.md (Triton core metrics)@0b9d7d5a1958"
+	srcTRTLLMServe    = "NVIDIA/TensorRT-LLM tensorrt_llm/metrics/collector.py@050f80def8df"
+	srcTRTLLMOld      = "NVIDIA/TensorRT-LLM tensorrt_llm/metrics/collector.py@89fd9b74 (un-prefixed names)"
+	srcLMDeploy       = "InternLM/lmdeploy lmdeploy/metrics/loggers.py@1263d5cd889b (history: 1e8ce56db v0.9.2, 6a4ede69f v0.12.1, 7fb77565e v0.12.3, fc9c904ed 0.14.0a1, 75f5ddc74 v0.14.0)"
+	srcDynamo         = "ai-dynamo/dynamo lib/runtime/src/metrics/prometheus_names.rs@04070c75b52f (older @4415465e)"
+	srcDynamoDocs     = "ai-dynamo/dynamo deploy/metrics/README.md, docs/observability/metrics_examples/fe.log"
+	srcLMCache        = "LMCache/LMCache lmcache/observability.py@dd022cce2cab"
+	srcLMCacheMP      = "LMCache/LMCache docs/source/mp/observability/metrics.rst"
+	srcPythonClient   = "prometheus/client_python prometheus_client/{gc_collector,platform_collector,process_collector}.py"
+	srcInstrumentate  = "vllm-project/vllm docs/design/metrics.md@f7e3a0879e63 (prometheus_fastapi_instrumentator http_* families)"
+	srcPrometheus     = "prometheus/prometheus scrape/scrape.go (synthetic series), rules/alerting.go (ALERTS, ALERTS_FOR_STATE)"
 )
 
 var (
@@ -206,6 +207,10 @@ func metrics() []Metric {
 	t.add("llamacpp", Counter, nil, "b3000", "b6199", srcLlamaCpp, "llamacpp:n_past_max")
 	t.add("llamacpp", Gauge, nil, "b2000", "", srcLlamaCpp, "llamacpp:prompt_tokens_seconds", "llamacpp:predicted_tokens_seconds",
 		"llamacpp:requests_processing", "llamacpp:requests_deferred")
+	// Exposed by some builds (forks and newer servers that third-party
+	// scrapers read); not in the upstream revision above: build-dependent.
+	t.add("llamacpp", Counter, nil, "", "", srcLlamaCppBuilds, "llamacpp:prompt_tokens_cached_total",
+		"llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total")
 	t.add("llamacpp", Gauge, nil, "b2000", "b5500", srcLlamaCppOld, "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens")
 
 	// TGI: Rust metrics crate, counters without _total.
@@ -370,14 +375,14 @@ func renames() []Rename {
 		{Engine: "sglang", Old: "sglang:max_running_requests", New: "", Version: "0.4", Source: srcSGLangOld},
 		{Engine: "sglang", Old: "sglang:max_prefill_tokens", New: "", Version: "0.4", Source: srcSGLangOld},
 		{Engine: "sglang", Old: "sglang:waiting_request_latency_seconds", New: "sglang:queue_time_seconds", Version: "0.4", Source: srcSGLangOld},
-		{Engine: "sglang-router", Old: "sgl_router_requests_total", New: "smg_router_requests_total", Version: "model gateway 0.2 (sgl-router → sgl-model-gateway)", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_request_errors_total", New: "smg_router_request_errors_total", Version: "model gateway 0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_request_duration_seconds", New: "smg_router_request_duration_seconds", Version: "model gateway 0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_retries_total", New: "smg_worker_retries_total", Version: "model gateway 0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_worker_health", New: "smg_worker_health", Version: "model gateway 0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_active_workers", New: "smg_worker_pool_size", Version: "model gateway 0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_worker_load", New: "smg_worker_requests_active", Version: "model gateway 0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_processed_requests_total", New: "smg_worker_selection_total", Version: "model gateway 0.2", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_requests_total", New: "smg_router_requests_total", Version: "0.2 (sgl-router became sgl-model-gateway)", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_request_errors_total", New: "smg_router_request_errors_total", Version: "0.2", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_request_duration_seconds", New: "smg_router_request_duration_seconds", Version: "0.2", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_retries_total", New: "smg_worker_retries_total", Version: "0.2", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_worker_health", New: "smg_worker_health", Version: "0.2", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_active_workers", New: "smg_worker_pool_size", Version: "0.2", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_worker_load", New: "smg_worker_requests_active", Version: "0.2", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_processed_requests_total", New: "smg_worker_selection_total", Version: "0.2", Source: srcSMG},
 		{Engine: "llamacpp", Old: "llamacpp:kv_cache_usage_ratio", New: "", Version: "PR #13660 (mid-2025 builds)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
 		{Engine: "llamacpp", Old: "llamacpp:kv_cache_tokens", New: "", Version: "PR #13660 (mid-2025 builds)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
 		{Engine: "llamacpp", Old: "llamacpp:n_past_max", New: "llamacpp:n_tokens_max", Version: "PR #15361", Source: srcLlamaCpp},

@@ -408,7 +408,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 		}
 		for _, r := range c.Catalog.RenamesOf(name) {
 			msg := fmt.Sprintf("%s: still has series here, but %s", name, renameText(c.Catalog, r))
-			add(KindDeprecated, Warning, msg, r.New, fixOf(name, r.New))
+			add(KindDeprecated, Warning, msg, finalName(c.Catalog, r), fixOf(name, finalName(c.Catalog, r)))
 			break
 		}
 		if inHQ && !strings.HasSuffix(name, "_bucket") && !slices.Contains(info.Labels, "le") {
@@ -472,19 +472,20 @@ func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add 
 		return i.Exists, err
 	}
 	for _, r := range c.Catalog.RenamesOf(name) {
-		if r.New == "" {
+		to := finalName(c.Catalog, r)
+		if to == "" {
 			add(KindRemoved, Error, name+": no series; "+renameText(c.Catalog, r), "", nil)
 			return nil
 		}
-		ok, err := has(r.New)
+		ok, err := has(to)
 		if err != nil {
 			return err
 		}
 		msg := name + ": no series; " + renameText(c.Catalog, r)
 		if !ok {
-			msg += " (" + r.New + " has no series here either)"
+			msg += " (" + to + " has no series here either)"
 		}
-		add(KindRenamed, Error, msg, r.New, fixOf(name, r.New))
+		add(KindRenamed, Error, msg, to, fixOf(name, to))
 		return nil
 	}
 	if inHQ && !strings.HasSuffix(name, "_bucket") {
@@ -585,10 +586,10 @@ func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity,
 	for _, r := range c.Catalog.RenamesOf(name) {
 		res.found = true
 		res.python = c.Catalog.PythonClient(r.Engine)
-		if r.New == "" {
+		if to := finalName(c.Catalog, r); to == "" {
 			emit(KindRemoved, Error, name+": "+renameText(c.Catalog, r), "", nil)
 		} else {
-			emit(KindRenamed, Error, name+": "+renameText(c.Catalog, r), r.New, fixOf(name, r.New))
+			emit(KindRenamed, Error, name+": "+renameText(c.Catalog, r), to, fixOf(name, to))
 		}
 		return res, false
 	}
@@ -728,18 +729,37 @@ func escapingNote() string {
 	return "prometheus_client ≥ 0.23.0 sends OpenMetrics with ':' spelled '_' unless the scraper asks for UTF-8 names: Prometheus 3 asks and stores sglang:x / vllm:x; Prometheus 2.x, or 3.x with legacy name validation, stores sglang_x / vllm_x"
 }
 
+// renameText explains r, following later renames of its new name.
 func renameText(cat *catalog.Catalog, r catalog.Rename) string {
 	s := displayEngine(cat, r.Engine)
-	var msg string
-	if r.New == "" {
-		msg = "removed in " + s + " " + r.Version
-	} else {
-		msg = "renamed in " + s + " " + r.Version + "; use " + r.New
+	chain := cat.Final(r)
+	var parts []string
+	for i, step := range chain {
+		switch {
+		case step.New == "" && i == 0:
+			parts = append(parts, "removed in "+s+" "+step.Version)
+		case step.New == "":
+			parts = append(parts, "then removed in "+step.Version)
+		case i == 0:
+			parts = append(parts, "renamed "+step.New+" in "+s+" "+step.Version)
+		default:
+			parts = append(parts, "then "+step.New+" in "+step.Version)
+		}
+		if step.Note != "" {
+			parts[len(parts)-1] += " (" + step.Note + ")"
+		}
 	}
-	if r.Note != "" {
-		msg += " (" + r.Note + ")"
+	msg := strings.Join(parts, ", ")
+	if last := chain[len(chain)-1]; last.New != "" {
+		msg += "; use " + last.New
 	}
 	return msg
+}
+
+// finalName is the name r's chain of renames ends at ("" if removed).
+func finalName(cat *catalog.Catalog, r catalog.Rename) string {
+	chain := cat.Final(r)
+	return chain[len(chain)-1].New
 }
 
 func displayEngine(cat *catalog.Catalog, engine string) string {
