@@ -215,3 +215,13 @@ func inString(regions [][2]int, p int) bool {
 
 // templated reports whether s contains a placeholder from Substitute.
 func templated(s string) bool { return strings.Contains(s, placeholderPrefix) }
+
+// inSpan reports whether byte p of Text lies inside a substituted variable.
+func (s *Substituted) inSpan(p int) bool {
+	for _, sp := range s.spans {
+		if p >= sp.To && p < sp.To+sp.NewLen {
+			return true
+		}
+	}
+	return false
+}
