@@ -130,7 +130,11 @@ func KVWatchCatalog() *catalog.Catalog {
 		if m.Type == signal.Counter {
 			t = catalog.Counter
 		}
-		ms = append(ms, catalog.Metric{Engine: "kvwatch", Name: m.Name, Type: t, Labels: m.Labels, Source: "kvwatch internal/signal/signal.go"})
+		l := slices.Clone(m.Labels)
+		if !m.Self {
+			l = append(signal.ServerLabels(), l...)
+		}
+		ms = append(ms, catalog.Metric{Engine: "kvwatch", Name: m.Name, Type: t, Labels: l, Source: "kvwatch internal/signal/signal.go"})
 	}
 	es := append(def.Engines(), catalog.Engine{Name: "kvwatch", Display: "kvwatch", Prefixes: []string{"kvwatch_"}, Source: "kvwatch internal/signal/signal.go"})
 	return catalog.New(ms, def.Renames(), es)
@@ -389,7 +393,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 		add(KindTemplatedName, Info, "metric name made of variables; not checked", "", nil)
 		return res, true, nil
 	}
-	var labelSet []string
+	var labelSet, storeLabels []string
 	anyLabels := false
 	if c.Store != nil {
 		info, err := c.Store.Metric(ctx, name)
@@ -398,7 +402,24 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 		}
 		if !info.Exists {
 			if r, ok := recorded[name]; ok {
+				if q, ok := c.Store.(interface {
+					Evaluates(ctx context.Context, name string) (bool, error)
+				}); ok {
+					// Rules a store computes on demand (kvwatch serve) have
+					// no stored series but answer queries.
+					if yes, err := q.Evaluates(ctx, name); err != nil || yes {
+						return res, false, err
+					}
+				}
 				add(KindRecordedMissing, Warning, name+": no series; it is recorded by "+r.Rule+" in "+r.File+": is that rule file loaded where --against reads?", "", nil)
+				return res, false, nil
+			}
+			if fam := c.Catalog.Family(name); len(fam) > 0 && fam[0].Engine == "prometheus" {
+				msg := name + ": no series now; Prometheus writes it only while an alert is pending or firing"
+				if c.Store.Scraped() {
+					msg = name + ": written by Prometheus itself, never on an engine's page; not checked"
+				}
+				add(KindNoSeries, Info, msg, "", nil)
 				return res, false, nil
 			}
 			if err := c.diagnoseLive(ctx, name, inHQ, add); err != nil {
@@ -416,7 +437,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 				add(KindHistogramBucket, Error, name+": histogram_quantile needs the histogram's buckets; use "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
 			}
 		}
-		labelSet = info.Labels
+		labelSet, storeLabels = info.Labels, info.Labels
 		if c.Store.Scraped() {
 			labelSet = append(slices.Clone(labelSet), targetLabels...)
 		}
@@ -434,6 +455,9 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 		if m.Name == labels.MetricName || m.Matches("") {
 			continue // matches series without the label too
 		}
+		if (m.Type == labels.MatchRegexp || m.Type == labels.MatchNotRegexp) && templated(m.Value) {
+			continue // a multi-value or "All" variable may expand to .*
+		}
 		if !slices.Contains(labelSet, m.Name) {
 			sev, msg := Error, fmt.Sprintf("%s: no series of %s has a label %s", m.Name, name, m.Name)
 			switch {
@@ -447,7 +471,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 			add(KindUnknownLabel, sev, msg, "", nil)
 			continue
 		}
-		if c.Store != nil && m.Type == labels.MatchEqual && !templated(m.Value) {
+		if c.Store != nil && m.Type == labels.MatchEqual && !templated(m.Value) && (!c.Store.Scraped() || slices.Contains(storeLabels, m.Name)) {
 			vals, complete, err := c.Store.LabelValues(ctx, name, m.Name)
 			if err != nil {
 				return nil, false, err

@@ -177,6 +177,42 @@ func (a *API) LabelValues(ctx context.Context, name, label string) ([]string, bo
 	return got, len(got) < a.limit(), nil
 }
 
+// Evaluates reports whether an instant query for name returns anything:
+// for recorded series a store computes on demand instead of storing
+// them (kvwatch serve's label-preserving rules).
+func (a *API) Evaluates(ctx context.Context, name string) (bool, error) {
+	var res struct {
+		Result []json.RawMessage `json:"result"`
+	}
+	u := *a.Base
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/query"
+	u.RawQuery = url.Values{"query": {"count(" + matchName(name) + ")"}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	c := a.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("query %s: %w", a.Base.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Status string          `json:"status"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&env); err != nil || env.Status != "success" {
+		return false, nil // not an answer: report the series as missing
+	}
+	if err := json.Unmarshal(env.Data, &res); err != nil {
+		return false, nil
+	}
+	return len(res.Result) > 0, nil
+}
+
 // matchName is a selector for exactly the name, valid for any name.
 func matchName(name string) string { return `{__name__=` + strconv.Quote(name) + `}` }
 
