@@ -50,6 +50,10 @@ type Metric struct {
 	Since, Until string
 	// Source is the file the name was read from: repo path[@commit].
 	Source string
+	// Conditional, when set, says when the series exist at all (e.g.
+	// "only with speculative decoding"): a store without them may simply
+	// not be in that state.
+	Conditional string
 }
 
 // Current reports whether the newest known version still exposes m.

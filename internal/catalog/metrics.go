@@ -1,5 +1,7 @@
 package catalog
 
+import "strings"
+
 // The tables below were written by reading each engine's sources through
 // kvwatch's search tools (and ../shared/reference/engine-metrics.md, which
 // cites them); each block names its file. Versions are the engine versions
@@ -74,6 +76,18 @@ type table []Metric
 func (t *table) add(engine string, typ Type, labels []string, since, until, src string, names ...string) {
 	for _, n := range names {
 		*t = append(*t, Metric{Engine: engine, Name: n, Type: typ, Labels: labels, Since: since, Until: until, Source: src})
+	}
+}
+
+// when marks the entries named names as conditional (see
+// Metric.Conditional).
+func (t table) when(cond string, names ...string) {
+	for i := range t {
+		for _, n := range names {
+			if t[i].Name == n || strings.HasSuffix(n, "*") && strings.HasPrefix(t[i].Name, strings.TrimSuffix(n, "*")) {
+				t[i].Conditional = cond
+			}
+		}
 	}
 }
 
@@ -346,6 +360,18 @@ func metrics() []Metric {
 	t.add("prometheus", Gauge, nil, "", "", srcPrometheus, "up", "scrape_duration_seconds", "scrape_samples_scraped",
 		"scrape_samples_post_metric_relabeling", "scrape_series_added")
 	t.add("prometheus", Gauge, []string{"alertname", "alertstate"}, "", "", srcPrometheus, "ALERTS", "ALERTS_FOR_STATE")
+
+	t.when("only while an alert is pending or firing", "ALERTS", "ALERTS_FOR_STATE")
+	t.when("only with speculative decoding", "vllm:spec_decode_*", "sglang:spec_*", "lmdeploy:spec_decode_*", "trtllm_spec_decode_*", "llamacpp:spec_decode_*")
+	t.when("only with LoRA adapters", "vllm:lora_requests_info", "sglang:lora_pool_*")
+	t.when("only with the NIXL KV connector (PD disaggregation)", "vllm:nixl_*")
+	t.when("only with KV offloading", "vllm:kv_offload_*")
+	t.when("only with --kv-cache-metrics", "vllm:kv_block_*")
+	t.when("only with hierarchical cache (--enable-hierarchical-cache)", "sglang:hicache_*", "sglang:load_back_*", "sglang:prefetch*", "sglang:backup*", "sglang:backuped_tokens_total")
+	t.when("only on PD-disaggregated servers", "sglang:kv_transfer_*", "sglang:num_bootstrap_failed_reqs_total", "sglang:num_transfer_failed_reqs_total", "sglang:num_prefill_retries_total")
+	t.when("only for hybrid SWA or Mamba models", "sglang:swa_*", "sglang:mamba_*", "sglang:max_total_num_tokens_swa")
+	t.when("only with VLLM_COMPUTE_NANS_IN_LOGITS", "vllm:corrupted_requests_total")
+	t.when("only with the gRPC router", "smg_router_ttft_seconds", "smg_router_tpot_seconds", "smg_router_tokens_total", "smg_router_generation_duration_seconds")
 	return t
 }
 

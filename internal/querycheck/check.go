@@ -134,7 +134,11 @@ func KVWatchCatalog() *catalog.Catalog {
 		if !m.Self {
 			l = append(signal.ServerLabels(), l...)
 		}
-		ms = append(ms, catalog.Metric{Engine: "kvwatch", Name: m.Name, Type: t, Labels: l, Source: "kvwatch internal/signal/signal.go"})
+		cond := ""
+		if m.Name == signal.TargetScrapeError.Name {
+			cond = "only while a target's scrapes fail"
+		}
+		ms = append(ms, catalog.Metric{Engine: "kvwatch", Name: m.Name, Type: t, Labels: l, Source: "kvwatch internal/signal/signal.go", Conditional: cond})
 	}
 	es := append(def.Engines(), catalog.Engine{Name: "kvwatch", Display: "kvwatch", Prefixes: []string{"kvwatch_"}, Source: "kvwatch internal/signal/signal.go"})
 	return catalog.New(ms, def.Renames(), es)
@@ -414,12 +418,19 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 				add(KindRecordedMissing, Warning, name+": no series; it is recorded by "+r.Rule+" in "+r.File+": is that rule file loaded where --against reads?", "", nil)
 				return res, false, nil
 			}
-			if fam := c.Catalog.Family(name); len(fam) > 0 && fam[0].Engine == "prometheus" {
-				msg := name + ": no series now; Prometheus writes it only while an alert is pending or firing"
+			if fam := c.Catalog.Family(name); len(fam) > 0 && fam[0].Engine == "prometheus" && fam[0].Conditional == "" {
 				if c.Store.Scraped() {
-					msg = name + ": written by Prometheus itself, never on an engine's page; not checked"
+					add(KindNoSeries, Info, name+": written by Prometheus itself, never on an engine's page; not checked", "", nil)
+					return res, false, nil
 				}
-				add(KindNoSeries, Info, msg, "", nil)
+				if up, err := c.Store.Metric(ctx, "up"); err != nil || !up.Exists {
+					add(KindNoSeries, Warning, name+": no series; this store holds no up series at all, so it does not scrape (kvwatch serve, a remote-write receiver): the query works only on the Prometheus that scrapes", "", nil)
+					return res, false, err
+				}
+			}
+			if ss := c.Catalog.Lookup(name); len(ss) > 0 && ss[0].Metric.Conditional != "" && len(c.Catalog.RenamesOf(name)) == 0 {
+				// Absent by design most of the time: a warning, not an error.
+				add(KindNoSeries, Warning, name+": no series now; it exists "+ss[0].Metric.Conditional, "", nil)
 				return res, false, nil
 			}
 			if err := c.diagnoseLive(ctx, name, inHQ, add); err != nil {
@@ -438,6 +449,9 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 			}
 		}
 		labelSet, storeLabels = info.Labels, info.Labels
+		if name == "ALERTS" || name == "ALERTS_FOR_STATE" {
+			anyLabels = true // labels and states change with every evaluation
+		}
 		if c.Store.Scraped() {
 			labelSet = append(slices.Clone(labelSet), targetLabels...)
 		}

@@ -76,12 +76,14 @@ func run(t *testing.T, args ...string) (int, string, string) {
 func checkJSON(t *testing.T, wantCode int, args ...string) *querycheck.Report {
 	t.Helper()
 	code, out, errs := run(t, append([]string{"check", "queries", "-o", "json"}, args...)...)
-	if code != wantCode {
-		t.Fatalf("check queries %q = exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, out, errs)
-	}
 	var rep querycheck.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("-o json is not JSON: %v\n%s", err, out)
+		t.Fatalf("check queries %q: -o json is not JSON (exit %d): %v\n%s\nstderr:\n%s", args, code, err, out, errs)
+	}
+	if code != wantCode {
+		var b strings.Builder
+		rep.WriteText(&b, false)
+		t.Errorf("check queries %q = exit %d, want %d\n%s\nstderr:\n%s", args, code, wantCode, b.String(), errs)
 	}
 	return &rep
 }

@@ -81,8 +81,10 @@ func (a *API) window() (start, end string) {
 	if w <= 0 {
 		w = time.Hour
 	}
-	e := now()
-	return strconv.FormatInt(e.Add(-w).Unix(), 10), strconv.FormatInt(e.Unix(), 10)
+	// The end is a minute ahead: a series that appeared within the last
+	// second, or on a store whose clock runs ahead, still counts.
+	e := now().Add(time.Minute)
+	return strconv.FormatInt(e.Add(-w-time.Minute).Unix(), 10), strconv.FormatInt(e.Unix(), 10)
 }
 
 func (a *API) limit() int {
