@@ -125,7 +125,7 @@ func metrics() []Metric {
 	t.add("vllm", Histogram, lVLLM, "0.10", "", srcVLLMNixl, "vllm:nixl_xfer_time_seconds", "vllm:nixl_post_time_seconds", "vllm:nixl_bytes_transferred", "vllm:nixl_num_descriptors")
 	t.add("vllm", Counter, lVLLM, "0.11", "", srcVLLMNixl, "vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total", "vllm:nixl_num_kv_expired_reqs_total")
 	t.add("vllm", Gauge, lVLLM, "", "", srcVLLMNixl, "vllm:nixl_num_pending_sends")
-	t.add("vllm", Histogram, with(lVLLM, "transfer_type"), "", "", srcVLLMDocs, "vllm:kv_offload_total_bytes", "vllm:kv_offload_total_time")
+	t.add("vllm", Histogram, with(lVLLM, "transfer_type"), "", "deprecated by vllm #35669", srcVLLMDocs, "vllm:kv_offload_total_bytes", "vllm:kv_offload_total_time")
 	t.add("vllm", Counter, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_store_bytes_total", "vllm:kv_offload_load_bytes_total", "vllm:kv_offload_stores_skipped_total")
 	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_store_time", "vllm:kv_offload_load_time")
 	t.add("vllm", Gauge, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_cpu_cache_usage_perc", "vllm:kv_offload_cpu_cache_write_usage_perc", "vllm:kv_offload_cpu_cache_read_usage_perc")
