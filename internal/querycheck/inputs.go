@@ -64,12 +64,14 @@ var ErrUnknownFormat = errors.New("unknown input format")
 // {"dashboard": ...} export), a Prometheus rule file, a PrometheusRule
 // manifest or a ConfigMap of dashboards (.yml/.yaml, several documents
 // allowed), or a file of bare expressions (anything else: one per line,
-// '#' comments, indented lines continue the previous one).
+// '#' comments, indented lines continue the previous one). A trailing
+// ".fixed" is ignored when choosing the format.
 func (in *Inputs) ReadFile(name string, data []byte) error {
 	if in.Recorded == nil {
 		in.Recorded = map[string]Recorded{}
 	}
-	switch strings.ToLower(filepath.Ext(name)) {
+	// FILE.fixed (what --fix writes) is read as FILE.
+	switch strings.ToLower(filepath.Ext(strings.TrimSuffix(name, ".fixed"))) {
 	case ".json":
 		return in.readDashboard(name, "", data)
 	case ".yml", ".yaml":
