@@ -99,25 +99,25 @@ func metrics() []Metric {
 	t.add("vllm", Gauge, lVLLM, "0.8", "", srcVLLMLoggers, "vllm:num_requests_running", "vllm:num_requests_waiting")
 	t.add("vllm", Gauge, with(lVLLM, "reason"), "0.12", "", srcVLLMDocs, "vllm:num_requests_waiting_by_reason")
 	t.add("vllm", Gauge, lVLLM, "0.9.2", "", srcVLLMLoggers, "vllm:kv_cache_usage_perc")
-	t.add("vllm", Gauge, lVLLM, "0.6", "0.11", srcVLLMLoggers, "vllm:gpu_cache_usage_perc")
+	t.add("vllm", Gauge, lVLLM, "", "0.11", srcVLLMLoggers, "vllm:gpu_cache_usage_perc")
 	t.add("vllm", Counter, lVLLM, "0.9.2", "", srcVLLMLoggers, "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 	t.add("vllm", Counter, lVLLM, "0.8", "0.11", srcVLLMLoggers, "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total")
 	t.add("vllm", Counter, lVLLM, "0.10", "", srcVLLMLoggers, "vllm:external_prefix_cache_queries_total", "vllm:external_prefix_cache_hits_total",
 		"vllm:mm_cache_queries_total", "vllm:mm_cache_hits_total", "vllm:corrupted_requests_total", "vllm:prompt_tokens_cached_total", "vllm:prompt_tokens_recomputed_total")
 	t.add("vllm", Counter, with(lVLLM, "source"), "0.11", "", srcVLLMDocs, "vllm:prompt_tokens_by_source_total")
 	t.add("vllm", Counter, with(lVLLM, "reason"), "", "", srcVLLMDocs, "vllm:admission_rejections_total")
-	t.add("vllm", Counter, lVLLM, "0.6", "", srcVLLMLoggers, "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
-	t.add("vllm", Counter, with(lVLLM, "finished_reason"), "0.6", "", srcVLLMLoggers, "vllm:request_success_total")
-	t.add("vllm", Info, nil, "0.6", "", srcVLLMLoggers, "vllm:cache_config_info")
-	t.add("vllm", Info, []string{"max_lora", "waiting_lora_adapters", "running_lora_adapters"}, "0.6", "", srcVLLMLoggers, "vllm:lora_requests_info")
+	t.add("vllm", Counter, lVLLM, "", "", srcVLLMLoggers, "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+	t.add("vllm", Counter, with(lVLLM, "finished_reason"), "", "", srcVLLMLoggers, "vllm:request_success_total")
+	t.add("vllm", Info, nil, "", "", srcVLLMLoggers, "vllm:cache_config_info")
+	t.add("vllm", Info, []string{"max_lora", "waiting_lora_adapters", "running_lora_adapters"}, "", "", srcVLLMLoggers, "vllm:lora_requests_info")
 	t.add("vllm", Gauge, with(lVLLM, "sleep_state"), "0.11", "", srcVLLMDocs, "vllm:engine_sleep_state")
-	t.add("vllm", Histogram, lVLLM, "0.6", "", srcVLLMLoggers, "vllm:iteration_tokens_total", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMLoggers, "vllm:iteration_tokens_total", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
 		"vllm:request_max_num_generation_tokens", "vllm:request_params_n", "vllm:request_params_max_tokens", "vllm:time_to_first_token_seconds",
 		"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_inference_time_seconds",
 		"vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds")
 	t.add("vllm", Histogram, lVLLM, "0.10", "", srcVLLMLoggers, "vllm:time_per_prefill_token_request_seconds")
 	t.add("vllm", Histogram, lVLLM, "0.11", "", srcVLLMLoggers, "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds")
-	t.add("vllm", Histogram, lVLLM, "0.6", "0.11", srcVLLMLoggers, "vllm:time_per_output_token_seconds")
+	t.add("vllm", Histogram, lVLLM, "", "0.11", srcVLLMLoggers, "vllm:time_per_output_token_seconds")
 	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMDocs, "vllm:request_num_preemptions")
 	t.add("vllm", Histogram, lVLLM, "0.11", "", srcVLLMDocs, "vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds", "vllm:kv_block_reuse_gap_seconds")
 	t.add("vllm", Counter, lVLLM, "0.8", "", srcVLLMSpec, "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
@@ -130,11 +130,11 @@ func metrics() []Metric {
 	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_store_time", "vllm:kv_offload_load_time")
 	t.add("vllm", Gauge, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_cpu_cache_usage_perc", "vllm:kv_offload_cpu_cache_write_usage_perc", "vllm:kv_offload_cpu_cache_read_usage_perc")
 	// vLLM V0 (vllm/engine/metrics.py): only model_name.
-	t.add("vllm", Gauge, lVLLMV0, "0.4", "0.10", srcVLLMV0, "vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc",
+	t.add("vllm", Gauge, lVLLMV0, "", "last V0 release", srcVLLMV0, "vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc",
 		"vllm:gpu_prefix_cache_hit_rate", "vllm:cpu_prefix_cache_hit_rate", "vllm:avg_prompt_throughput_toks_per_s", "vllm:avg_generation_throughput_toks_per_s",
 		"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc")
-	t.add("vllm", Counter, lVLLMV0, "0.4", "0.10", srcVLLMV0, "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
-	t.add("vllm", Histogram, lVLLMV0, "0.4", "0.10", srcVLLMV0, "vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds",
+	t.add("vllm", Counter, lVLLMV0, "", "last V0 release", srcVLLMV0, "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+	t.add("vllm", Histogram, lVLLMV0, "", "last V0 release", srcVLLMV0, "vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds",
 		"vllm:request_prompt_tokens", "vllm:request_generation_tokens", "vllm:request_queue_time_seconds", "vllm:model_forward_time_milliseconds", "vllm:model_execute_time_milliseconds")
 	// vLLM's HTTP server (prometheus_fastapi_instrumentator).
 	t.add("vllm", Counter, []string{"handler", "method", "status"}, "", "", srcInstrumentate, "http_requests_total")
@@ -142,10 +142,10 @@ func metrics() []Metric {
 	t.add("vllm", Summary, []string{"handler"}, "", "", srcInstrumentate, "http_request_size_bytes", "http_response_size_bytes")
 
 	// SGLang scheduler.
-	t.add("sglang", Gauge, lSGLSched, "0.4", "", srcSGLang, "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_grammar_queue_reqs",
+	t.add("sglang", Gauge, lSGLSched, "", "", srcSGLang, "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_grammar_queue_reqs",
 		"sglang:gen_throughput", "sglang:cache_hit_rate", "sglang:token_usage", "sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:utilization",
 		"sglang:num_retracted_reqs", "sglang:num_paused_reqs", "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:decode_sum_seq_lens")
-	t.add("sglang", Gauge, lSGLSched, "0.5", "", srcSGLang, "sglang:full_token_usage", "sglang:swa_token_usage", "sglang:mamba_usage",
+	t.add("sglang", Gauge, lSGLSched, "", "", srcSGLang, "sglang:full_token_usage", "sglang:swa_token_usage", "sglang:mamba_usage",
 		"sglang:kv_available_tokens", "sglang:kv_evictable_tokens", "sglang:kv_used_tokens",
 		"sglang:swa_available_tokens", "sglang:swa_evictable_tokens", "sglang:swa_used_tokens",
 		"sglang:mamba_available_tokens", "sglang:mamba_evictable_tokens", "sglang:mamba_used_tokens",
@@ -158,119 +158,119 @@ func metrics() []Metric {
 		"sglang:lora_pool_slots_used", "sglang:lora_pool_slots_total", "sglang:lora_pool_utilization",
 		"sglang:hicache_host_used_tokens", "sglang:hicache_host_total_tokens", "sglang:num_streaming_sessions", "sglang:streaming_session_held_tokens",
 		"sglang:eplb_balancedness")
-	t.add("sglang", Gauge, with(lSGLSched, "phase"), "0.5", "", srcSGLang, "sglang:graph_memory_usage_gb")
-	t.add("sglang", Gauge, lSGLSched, "0.4.4", "0.5", srcSGLang, "sglang:num_prefill_prealloc_queue_reqs")
-	t.add("sglang", Info, []string{"page_size", "num_pages"}, "0.4", "0.5", srcSGLang, "sglang:cache_config_info")
-	t.add("sglang", Counter, lSGLSched, "0.4", "", srcSGLang, "sglang:num_retracted_requests_total", "sglang:num_retracted_input_tokens_total",
+	t.add("sglang", Gauge, with(lSGLSched, "phase"), "", "", srcSGLang, "sglang:graph_memory_usage_gb")
+	t.add("sglang", Gauge, lSGLSched, "", "@44cedc2b9c7d", srcSGLang, "sglang:num_prefill_prealloc_queue_reqs")
+	t.add("sglang", Info, []string{"page_size", "num_pages"}, "", "@44cedc2b9c7d", srcSGLang, "sglang:cache_config_info")
+	t.add("sglang", Counter, lSGLSched, "", "", srcSGLang, "sglang:num_retracted_requests_total", "sglang:num_retracted_input_tokens_total",
 		"sglang:num_retracted_output_tokens_total", "sglang:num_bootstrap_failed_reqs_total", "sglang:num_transfer_failed_reqs_total",
 		"sglang:num_prefill_retries_total")
-	t.add("sglang", Counter, with(lSGLSched, "mode"), "0.5", "", srcSGLang, "sglang:realtime_tokens_total", "sglang:prefill_effective_tokens_total", "sglang:cuda_graph_passes_total")
-	t.add("sglang", Counter, with(lSGLSched, "category"), "0.5", "", srcSGLang, "sglang:forward_execution_seconds_total")
-	t.add("sglang", Counter, lSGLSched, "0.5", "", srcSGLang, "sglang:estimated_flops_per_gpu_total", "sglang:estimated_read_bytes_per_gpu_total", "sglang:estimated_write_bytes_per_gpu_total")
-	t.add("sglang", Histogram, lSGLSched, "0.5", "", srcSGLang, "sglang:kv_transfer_speed_gb_s", "sglang:kv_transfer_latency_ms", "sglang:kv_transfer_bootstrap_ms",
+	t.add("sglang", Counter, with(lSGLSched, "mode"), "", "", srcSGLang, "sglang:realtime_tokens_total", "sglang:prefill_effective_tokens_total", "sglang:cuda_graph_passes_total")
+	t.add("sglang", Counter, with(lSGLSched, "category"), "", "", srcSGLang, "sglang:forward_execution_seconds_total")
+	t.add("sglang", Counter, lSGLSched, "", "", srcSGLang, "sglang:estimated_flops_per_gpu_total", "sglang:estimated_read_bytes_per_gpu_total", "sglang:estimated_write_bytes_per_gpu_total")
+	t.add("sglang", Histogram, lSGLSched, "", "", srcSGLang, "sglang:kv_transfer_speed_gb_s", "sglang:kv_transfer_latency_ms", "sglang:kv_transfer_bootstrap_ms",
 		"sglang:kv_transfer_alloc_ms", "sglang:kv_transfer_total_mb", "sglang:queue_time_seconds", "sglang:routing_key_running_req_count", "sglang:routing_key_all_req_count")
-	t.add("sglang", Histogram, with(lSGLSched, "stage"), "0.5", "", srcSGLang, "sglang:per_stage_req_latency_seconds")
-	t.add("sglang", Gauge, with(lSGLSched, "source"), "0.5", "", srcSGLang, "sglang:weight_load_duration_seconds")
+	t.add("sglang", Histogram, with(lSGLSched, "stage"), "", "", srcSGLang, "sglang:per_stage_req_latency_seconds")
+	t.add("sglang", Gauge, with(lSGLSched, "source"), "", "", srcSGLang, "sglang:weight_load_duration_seconds")
 	// SGLang tokenizer manager.
-	t.add("sglang", Counter, lSGLTok, "0.4", "", srcSGLang, "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
+	t.add("sglang", Counter, lSGLTok, "", "", srcSGLang, "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
 		"sglang:num_so_requests_total", "sglang:num_aborted_requests_total", "sglang:spec_verify_calls_total")
-	t.add("sglang", Counter, with(lSGLTok, "cache_source"), "0.4", "", srcSGLang, "sglang:cached_tokens_total")
-	t.add("sglang", Histogram, lSGLTok, "0.4", "", srcSGLang, "sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds",
+	t.add("sglang", Counter, with(lSGLTok, "cache_source"), "", "", srcSGLang, "sglang:cached_tokens_total")
+	t.add("sglang", Histogram, lSGLTok, "", "", srcSGLang, "sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds",
 		"sglang:e2e_request_latency_seconds", "sglang:prompt_tokens_histogram", "sglang:uncached_prompt_tokens_histogram",
 		"sglang:generation_tokens_histogram", "sglang:get_loads_duration_seconds")
-	t.add("sglang", Gauge, with(lSGLTok, "phase"), "0.5", "", srcSGLang, "sglang:startup_time_seconds")
+	t.add("sglang", Gauge, with(lSGLTok, "phase"), "", "", srcSGLang, "sglang:startup_time_seconds")
 	// SGLang radix / HiCache / storage collectors.
-	t.add("sglang", Counter, lSGLSched, "0.5", "", srcSGLangRadix, "sglang:evicted_tokens_total", "sglang:load_back_bytes_total",
+	t.add("sglang", Counter, lSGLSched, "", "", srcSGLangRadix, "sglang:evicted_tokens_total", "sglang:load_back_bytes_total",
 		"sglang:prefetched_tokens_total", "sglang:backuped_tokens_total", "sglang:hicache_backup_bytes_total")
-	t.add("sglang", Counter, with(lSGLSched, "pool"), "0.5", "", srcSGLangRadix, "sglang:load_back_tokens_total", "sglang:hicache_backup_tokens_total")
-	t.add("sglang", Counter, with(lSGLSched, "reason", "pool"), "0.5", "", srcSGLangRadix, "sglang:hicache_dropped_tokens_total")
-	t.add("sglang", Counter, with(lSGLSched, "outcome"), "0.5", "", srcSGLangRadix, "sglang:hicache_prefetch_outcomes_total")
-	t.add("sglang", Histogram, lSGLSched, "0.5", "", srcSGLangRadix, "sglang:eviction_duration_seconds", "sglang:load_back_duration_seconds",
+	t.add("sglang", Counter, with(lSGLSched, "pool"), "", "", srcSGLangRadix, "sglang:load_back_tokens_total", "sglang:hicache_backup_tokens_total")
+	t.add("sglang", Counter, with(lSGLSched, "reason", "pool"), "", "", srcSGLangRadix, "sglang:hicache_dropped_tokens_total")
+	t.add("sglang", Counter, with(lSGLSched, "outcome"), "", "", srcSGLangRadix, "sglang:hicache_prefetch_outcomes_total")
+	t.add("sglang", Histogram, lSGLSched, "", "", srcSGLangRadix, "sglang:eviction_duration_seconds", "sglang:load_back_duration_seconds",
 		"sglang:hicache_backup_duration_seconds", "sglang:prefetch_pgs", "sglang:backup_pgs", "sglang:prefetch_bandwidth", "sglang:backup_bandwidth")
 	// SGLang, late 2024 (docs sample, legacy dashboard): label model_name,
 	// first version label name.
-	t.add("sglang", Histogram, []string{"model_name", "name"}, "0.3", "0.4.4", srcSGLangOld, "sglang:time_per_output_token_seconds", "sglang:func_latency_seconds", "sglang:num_retractions")
-	t.add("sglang", Gauge, lSGLOld, "0.3", "0.3", srcSGLangOld, "sglang:max_running_requests", "sglang:max_prefill_tokens", "sglang:cached_token",
+	t.add("sglang", Histogram, []string{"model_name", "name"}, "", "2025 (docs sample)", srcSGLangOld, "sglang:time_per_output_token_seconds", "sglang:func_latency_seconds", "sglang:num_retractions")
+	t.add("sglang", Gauge, lSGLOld, "", "first Prometheus version (PR #1853)", srcSGLangOld, "sglang:max_running_requests", "sglang:max_prefill_tokens", "sglang:cached_token",
 		"sglang:num_requests_running", "sglang:num_requests_waiting", "sglang:context_len")
-	t.add("sglang", Histogram, lSGLOld, "0.3", "0.3", srcSGLangOld, "sglang:waiting_request_latency_seconds")
+	t.add("sglang", Histogram, lSGLOld, "", "first Prometheus version (PR #1853)", srcSGLangOld, "sglang:waiting_request_latency_seconds")
 
 	// SGLang model gateway (smg_) and legacy router (sgl_router_), Rust
 	// metrics crate: no _total added by the library, names carry it.
-	t.add("sglang-router", Counter, lSMGRouter, "0.2", "", srcSMG, "smg_http_requests_total", "smg_http_responses_total", "smg_http_rate_limit_total",
+	t.add("sglang-router", Counter, lSMGRouter, "", "", srcSMG, "smg_http_requests_total", "smg_http_responses_total", "smg_http_rate_limit_total",
 		"smg_router_requests_total", "smg_router_request_errors_total", "smg_router_upstream_responses_total", "smg_router_tokens_total")
-	t.add("sglang-router", Histogram, lSMGRouter, "0.2", "", srcSMG, "smg_http_request_duration_seconds", "smg_router_request_duration_seconds",
+	t.add("sglang-router", Histogram, lSMGRouter, "", "", srcSMG, "smg_http_request_duration_seconds", "smg_router_request_duration_seconds",
 		"smg_router_stage_duration_seconds", "smg_router_ttft_seconds", "smg_router_tpot_seconds", "smg_router_generation_duration_seconds")
-	t.add("sglang-router", Gauge, lSMGRouter, "0.2", "", srcSMG, "smg_http_inflight_request_age_count", "smg_http_connections_active")
-	t.add("sglang-router", Gauge, lSMGWorker, "0.2", "", srcSMG, "smg_worker_pool_size", "smg_worker_connections_active", "smg_worker_requests_active",
+	t.add("sglang-router", Gauge, lSMGRouter, "", "", srcSMG, "smg_http_inflight_request_age_count", "smg_http_connections_active")
+	t.add("sglang-router", Gauge, lSMGWorker, "", "", srcSMG, "smg_worker_pool_size", "smg_worker_connections_active", "smg_worker_requests_active",
 		"smg_worker_health", "smg_manual_policy_cache_entries", "smg_worker_cb_state", "smg_worker_cb_consecutive_failures", "smg_worker_cb_consecutive_successes")
-	t.add("sglang-router", Counter, lSMGWorker, "0.2", "", srcSMG, "smg_worker_health_checks_total", "smg_worker_selection_total", "smg_worker_errors_total",
+	t.add("sglang-router", Counter, lSMGWorker, "", "", srcSMG, "smg_worker_health_checks_total", "smg_worker_selection_total", "smg_worker_errors_total",
 		"smg_worker_cb_transitions_total", "smg_worker_cb_outcomes_total", "smg_worker_retries_total", "smg_worker_retries_exhausted_total")
-	t.add("sglang-router", Histogram, lSMGWorker, "0.2", "", srcSMG, "smg_worker_retry_backoff_seconds")
-	t.add("sglang-router", Counter, []string{"route", "method", "status_code", "error_code", "worker", "policy", "worker_type"}, "0.1", "0.2", srcSGLRouter,
+	t.add("sglang-router", Histogram, lSMGWorker, "", "", srcSMG, "smg_worker_retry_backoff_seconds")
+	t.add("sglang-router", Counter, []string{"route", "method", "status_code", "error_code", "worker", "policy", "worker_type"}, "", "sgl-model-gateway", srcSGLRouter,
 		"sgl_router_requests_total", "sgl_router_request_errors_total", "sgl_router_retries_total", "sgl_router_processed_requests_total",
 		"sgl_router_policy_decisions_total", "sgl_router_cache_hits_total", "sgl_router_cache_misses_total", "sgl_router_load_balancing_events_total",
 		"sgl_router_pd_requests_total", "sgl_router_pd_errors_total", "sgl_router_pd_prefill_requests_total", "sgl_router_pd_decode_requests_total")
-	t.add("sglang-router", Histogram, []string{"route", "method"}, "0.1", "0.2", srcSGLRouter, "sgl_router_request_duration_seconds", "sgl_router_pd_request_duration_seconds")
-	t.add("sglang-router", Gauge, []string{"worker", "worker_type"}, "0.1", "0.2", srcSGLRouter, "sgl_router_active_workers", "sgl_router_worker_health",
+	t.add("sglang-router", Histogram, []string{"route", "method"}, "", "sgl-model-gateway", srcSGLRouter, "sgl_router_request_duration_seconds", "sgl_router_pd_request_duration_seconds")
+	t.add("sglang-router", Gauge, []string{"worker", "worker_type"}, "", "sgl-model-gateway", srcSGLRouter, "sgl_router_active_workers", "sgl_router_worker_health",
 		"sgl_router_worker_load", "sgl_router_tree_size", "sgl_router_max_load", "sgl_router_min_load", "sgl_router_running_requests")
 
 	// llama.cpp server: no labels at all, hand-rolled exposition.
-	t.add("llamacpp", Counter, nil, "b3000", "", srcLlamaCpp, "llamacpp:prompt_tokens_total", "llamacpp:prompt_seconds_total",
+	t.add("llamacpp", Counter, nil, "", "", srcLlamaCpp, "llamacpp:prompt_tokens_total", "llamacpp:prompt_seconds_total",
 		"llamacpp:tokens_predicted_total", "llamacpp:tokens_predicted_seconds_total", "llamacpp:n_decode_total", "llamacpp:n_busy_slots_per_decode")
-	t.add("llamacpp", Counter, nil, "b6200", "", srcLlamaCpp, "llamacpp:n_tokens_max")
-	t.add("llamacpp", Counter, nil, "b3000", "b6199", srcLlamaCpp, "llamacpp:n_past_max")
-	t.add("llamacpp", Gauge, nil, "b2000", "", srcLlamaCpp, "llamacpp:prompt_tokens_seconds", "llamacpp:predicted_tokens_seconds",
+	t.add("llamacpp", Counter, nil, "", "", srcLlamaCpp, "llamacpp:n_tokens_max")
+	t.add("llamacpp", Counter, nil, "", "PR #15361", srcLlamaCpp, "llamacpp:n_past_max")
+	t.add("llamacpp", Gauge, nil, "", "", srcLlamaCpp, "llamacpp:prompt_tokens_seconds", "llamacpp:predicted_tokens_seconds",
 		"llamacpp:requests_processing", "llamacpp:requests_deferred")
 	// Exposed by some builds (forks and newer servers that third-party
 	// scrapers read); not in the upstream revision above: build-dependent.
 	t.add("llamacpp", Counter, nil, "", "", srcLlamaCppBuilds, "llamacpp:prompt_tokens_cached_total",
 		"llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total")
-	t.add("llamacpp", Gauge, nil, "b2000", "b5500", srcLlamaCppOld, "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens")
+	t.add("llamacpp", Gauge, nil, "", "b5440", srcLlamaCppOld, "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens")
 
 	// TGI: Rust metrics crate, counters without _total.
-	t.add("tgi", Gauge, nil, "1.0", "", srcTGI, "tgi_batch_current_size", "tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens", "tgi_queue_size")
-	t.add("tgi", Counter, []string{"reason"}, "1.0", "", srcTGI, "tgi_batch_concat")
-	t.add("tgi", Counter, []string{"method"}, "1.0", "", srcTGI, "tgi_batch_inference_count", "tgi_batch_inference_success", "tgi_batch_inference_failure")
-	t.add("tgi", Counter, nil, "1.0", "", srcTGI, "tgi_request_count", "tgi_request_success")
-	t.add("tgi", Counter, []string{"err"}, "1.0", "", srcTGI, "tgi_request_failure")
-	t.add("tgi", Histogram, []string{"method"}, "1.0", "", srcTGI, "tgi_batch_forward_duration", "tgi_batch_decode_duration", "tgi_batch_filter_duration",
+	t.add("tgi", Gauge, nil, "", "", srcTGI, "tgi_batch_current_size", "tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens", "tgi_queue_size")
+	t.add("tgi", Counter, []string{"reason"}, "", "", srcTGI, "tgi_batch_concat")
+	t.add("tgi", Counter, []string{"method"}, "", "", srcTGI, "tgi_batch_inference_count", "tgi_batch_inference_success", "tgi_batch_inference_failure")
+	t.add("tgi", Counter, nil, "", "", srcTGI, "tgi_request_count", "tgi_request_success")
+	t.add("tgi", Counter, []string{"err"}, "", "", srcTGI, "tgi_request_failure")
+	t.add("tgi", Histogram, []string{"method"}, "", "", srcTGI, "tgi_batch_forward_duration", "tgi_batch_decode_duration", "tgi_batch_filter_duration",
 		"tgi_batch_inference_duration", "tgi_batch_concat_duration")
-	t.add("tgi", Histogram, nil, "1.0", "", srcTGI, "tgi_request_duration", "tgi_request_validation_duration", "tgi_request_queue_duration",
+	t.add("tgi", Histogram, nil, "", "", srcTGI, "tgi_request_duration", "tgi_request_validation_duration", "tgi_request_queue_duration",
 		"tgi_request_inference_duration", "tgi_request_mean_time_per_token_duration", "tgi_request_input_length", "tgi_request_generated_tokens",
 		"tgi_request_max_new_tokens", "tgi_batch_next_size")
-	t.add("tgi", Summary, nil, "1.0", "", srcTGI, "tgi_request_skipped_tokens")
+	t.add("tgi", Summary, nil, "", "", srcTGI, "tgi_request_skipped_tokens")
 
 	// Triton TensorRT-LLM backend custom metrics and Triton core.
 	t.add("triton", Gauge, with(lTRT, "request_type"), "23.11", "", srcTriton, "nv_trt_llm_request_metrics")
 	t.add("triton", Gauge, with(lTRT, "memory_type"), "23.11", "", srcTriton, "nv_trt_llm_runtime_memory_metrics")
 	t.add("triton", Gauge, with(lTRT, "kv_cache_block_type"), "23.11", "", srcTriton, "nv_trt_llm_kv_cache_block_metrics")
-	t.add("triton", Counter, with(lTRT, "disaggregated_serving_type"), "24.12", "", srcTriton, "nv_trt_llm_disaggregated_serving_metrics")
+	t.add("triton", Counter, with(lTRT, "disaggregated_serving_type"), "", "", srcTriton, "nv_trt_llm_disaggregated_serving_metrics")
 	t.add("triton", Gauge, with(lTRT, "inflight_batcher_specific_metric"), "23.11", "", srcTriton, "nv_trt_llm_inflight_batcher_metrics")
 	t.add("triton", Gauge, with(lTRT, "v1_specific_metric"), "23.11", "", srcTriton, "nv_trt_llm_v1_metrics")
 	t.add("triton", Gauge, with(lTRT, "general_type"), "23.11", "", srcTriton, "nv_trt_llm_general_metrics")
-	t.add("triton", Histogram, with(lTRT, "response_metric_type"), "24.08", "", srcTriton, "nv_llm_output_token_len", "nv_llm_input_token_len")
-	t.add("triton", Counter, lTRT, "20.06", "", srcTritonCore, "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+	t.add("triton", Histogram, with(lTRT, "response_metric_type"), "", "", srcTriton, "nv_llm_output_token_len", "nv_llm_input_token_len")
+	t.add("triton", Counter, lTRT, "", "", srcTritonCore, "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
 		"nv_inference_exec_count", "nv_inference_request_duration_us", "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
 		"nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us", "nv_inference_pending_request_count")
-	t.add("triton", Gauge, []string{"gpu_uuid"}, "20.06", "", srcTritonCore, "nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes",
+	t.add("triton", Gauge, []string{"gpu_uuid"}, "", "", srcTritonCore, "nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes",
 		"nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption")
-	t.add("triton", Gauge, nil, "22.12", "", srcTritonCore, "nv_cpu_utilization", "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_pinned_memory_pool_total_bytes", "nv_pinned_memory_pool_used_bytes")
+	t.add("triton", Gauge, nil, "", "", srcTritonCore, "nv_cpu_utilization", "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_pinned_memory_pool_total_bytes", "nv_pinned_memory_pool_used_bytes")
 
 	// trtllm-serve (prometheus_client, mounted at /prometheus/metrics).
-	t.add("trtllm-serve", Counter, with(lTRTServe, "finished_reason"), "1.0", "", srcTRTLLMServe, "trtllm_request_success_total")
-	t.add("trtllm-serve", Histogram, lTRTServe, "1.0", "", srcTRTLLMServe, "trtllm_e2e_request_latency_seconds", "trtllm_time_to_first_token_seconds",
+	t.add("trtllm-serve", Counter, with(lTRTServe, "finished_reason"), "", "", srcTRTLLMServe, "trtllm_request_success_total")
+	t.add("trtllm-serve", Histogram, lTRTServe, "", "", srcTRTLLMServe, "trtllm_e2e_request_latency_seconds", "trtllm_time_to_first_token_seconds",
 		"trtllm_time_per_output_token_seconds", "trtllm_request_queue_time_seconds", "trtllm_request_prefill_time_seconds", "trtllm_request_decode_time_seconds",
 		"trtllm_request_inference_time_seconds", "trtllm_prompt_cached_tokens_per_request", "trtllm_prefill_perplexity", "trtllm_generation_perplexity",
 		"trtllm_iteration_latency_seconds", "trtllm_scheduled_batch_size")
-	t.add("trtllm-serve", Counter, lTRTServe, "1.0", "", srcTRTLLMServe, "trtllm_prompt_tokens_total", "trtllm_generation_tokens_total",
+	t.add("trtllm-serve", Counter, lTRTServe, "", "", srcTRTLLMServe, "trtllm_prompt_tokens_total", "trtllm_generation_tokens_total",
 		"trtllm_prompt_cached_tokens_total", "trtllm_prompt_cache_hit_tokens_total", "trtllm_spec_decode_drafted_tokens_total", "trtllm_spec_decode_accepted_tokens_total",
 		"trtllm_kv_cache_reused_blocks_total", "trtllm_kv_cache_missed_blocks_total", "trtllm_kv_cache_iter_reused_blocks_total",
 		"trtllm_kv_cache_iter_full_reused_blocks_total", "trtllm_kv_cache_iter_partial_reused_blocks_total", "trtllm_kv_cache_iter_missed_blocks_total",
 		"trtllm_kv_cache_gen_alloc_blocks_total", "trtllm_kv_cache_onboard_bytes_total", "trtllm_kv_cache_offload_bytes_total",
 		"trtllm_kv_cache_disk_prefetch_blocks_total", "trtllm_kv_cache_intra_device_copy_bytes_total", "trtllm_num_requests_completed_total",
 		"trtllm_spec_decode_num_draft_tokens_total", "trtllm_spec_decode_num_accepted_tokens_total")
-	t.add("trtllm-serve", Counter, with(lTRTServe, "http_code"), "1.0", "", srcTRTLLMServe, "trtllm_request_error_total")
-	t.add("trtllm-serve", Gauge, lTRTServe, "1.0", "", srcTRTLLMServe, "trtllm_kv_cache_hit_rate", "trtllm_kv_cache_utilization",
+	t.add("trtllm-serve", Counter, with(lTRTServe, "http_code"), "", "", srcTRTLLMServe, "trtllm_request_error_total")
+	t.add("trtllm-serve", Gauge, lTRTServe, "", "", srcTRTLLMServe, "trtllm_kv_cache_hit_rate", "trtllm_kv_cache_utilization",
 		"trtllm_kv_cache_host_utilization", "trtllm_kv_cache_iter_reuse_rate", "trtllm_num_requests_running", "trtllm_num_requests_waiting",
 		"trtllm_max_num_active_requests", "trtllm_gpu_memory_usage_bytes", "trtllm_cpu_memory_usage_bytes", "trtllm_pinned_memory_usage_bytes",
 		"trtllm_max_batch_size_static", "trtllm_max_batch_size_runtime", "trtllm_max_num_tokens_runtime", "trtllm_kv_cache_max_blocks",
@@ -278,9 +278,9 @@ func metrics() []Metric {
 		"trtllm_num_generation_requests", "trtllm_num_paused_requests", "trtllm_num_scheduled_requests", "trtllm_total_context_tokens",
 		"trtllm_avg_decoded_tokens_per_iter", "trtllm_spec_decode_acceptance_length", "trtllm_spec_decode_draft_overhead",
 		"trtllm_prefill_batch_occupancy", "trtllm_prefill_batch_tokens")
-	t.add("trtllm-serve", Info, nil, "1.0", "", srcTRTLLMServe, "trtllm_model_config_info", "trtllm_parallel_config_info", "trtllm_speculative_config_info", "trtllm_kv_cache_config_info")
-	t.add("trtllm-serve", Gauge, lTRTServe, "0.20", "1.0", srcTRTLLMServe, "trtllm_server_queue_length", "trtllm_num_active_requests", "trtllm_prefill_num_context_requests")
-	t.add("trtllm-serve", Histogram, lTRTServe, "0.20", "1.0", srcTRTLLMServe, "trtllm_prompt_cached_tokens")
+	t.add("trtllm-serve", Info, nil, "", "", srcTRTLLMServe, "trtllm_model_config_info", "trtllm_parallel_config_info", "trtllm_speculative_config_info", "trtllm_kv_cache_config_info")
+	t.add("trtllm-serve", Gauge, lTRTServe, "", "older collector.py revisions", srcTRTLLMServe, "trtllm_server_queue_length", "trtllm_num_active_requests", "trtllm_prefill_num_context_requests")
+	t.add("trtllm-serve", Histogram, lTRTServe, "", "older collector.py revisions", srcTRTLLMServe, "trtllm_prompt_cached_tokens")
 
 	// LMDeploy.
 	t.add("lmdeploy", Info, lLMDeploy, "0.9.2", "", srcLMDeploy, "lmdeploy:backend_config")
@@ -304,48 +304,48 @@ func metrics() []Metric {
 	t.add("lmdeploy", Histogram, lLMDeploy, "0.14.0", "", srcLMDeploy, "lmdeploy:request_cached_tokens", "lmdeploy:request_cache_hit_ratio")
 
 	// NVIDIA Dynamo.
-	t.add("dynamo", Gauge, lDynComp, "0.3", "", srcDynamo, "dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks",
+	t.add("dynamo", Gauge, lDynComp, "", "", srcDynamo, "dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks",
 		"dynamo_component_kvstats_gpu_cache_usage_percent", "dynamo_component_kvstats_gpu_prefix_cache_hit_rate", "dynamo_component_inflight_requests")
-	t.add("dynamo", Counter, lDynComp, "0.3", "", srcDynamo, "dynamo_component_requests_total", "dynamo_component_request_bytes_total",
+	t.add("dynamo", Counter, lDynComp, "", "", srcDynamo, "dynamo_component_requests_total", "dynamo_component_request_bytes_total",
 		"dynamo_component_response_bytes_total")
-	t.add("dynamo", Counter, with(lDynComp, "error_type"), "0.3", "", srcDynamo, "dynamo_component_errors_total")
-	t.add("dynamo", Histogram, lDynComp, "0.3", "", srcDynamo, "dynamo_component_request_duration_seconds", "dynamo_component_network_transit_seconds",
+	t.add("dynamo", Counter, with(lDynComp, "error_type"), "", "", srcDynamo, "dynamo_component_errors_total")
+	t.add("dynamo", Histogram, lDynComp, "", "", srcDynamo, "dynamo_component_request_duration_seconds", "dynamo_component_network_transit_seconds",
 		"dynamo_component_time_to_first_response_seconds")
-	t.add("dynamo", Counter, with(lDynFront, "endpoint", "request_type", "status", "error_type"), "0.3", "", srcDynamo, "dynamo_frontend_requests_total")
-	t.add("dynamo", Gauge, lDynFront, "0.3", "", srcDynamo, "dynamo_frontend_queued_requests", "dynamo_frontend_inflight_requests", "dynamo_frontend_disconnected_clients",
+	t.add("dynamo", Counter, with(lDynFront, "endpoint", "request_type", "status", "error_type"), "", "", srcDynamo, "dynamo_frontend_requests_total")
+	t.add("dynamo", Gauge, lDynFront, "", "", srcDynamo, "dynamo_frontend_queued_requests", "dynamo_frontend_inflight_requests", "dynamo_frontend_disconnected_clients",
 		"dynamo_frontend_model_total_kv_blocks", "dynamo_frontend_model_max_num_seqs", "dynamo_frontend_model_max_num_batched_tokens",
 		"dynamo_frontend_model_context_length", "dynamo_frontend_model_kv_cache_block_size", "dynamo_frontend_model_migration_limit")
-	t.add("dynamo", Gauge, with(lDynFront, "worker_id", "dp_rank", "worker_type"), "0.6", "", srcDynamo, "dynamo_frontend_worker_active_decode_blocks",
+	t.add("dynamo", Gauge, with(lDynFront, "worker_id", "dp_rank", "worker_type"), "", "", srcDynamo, "dynamo_frontend_worker_active_decode_blocks",
 		"dynamo_frontend_worker_active_prefill_tokens", "dynamo_frontend_worker_last_time_to_first_token_seconds",
 		"dynamo_frontend_worker_last_input_sequence_tokens", "dynamo_frontend_worker_last_inter_token_latency_seconds",
 		"dynamo_frontend_router_queue_pending_requests")
-	t.add("dynamo", Histogram, lDynFront, "0.3", "", srcDynamo, "dynamo_frontend_request_duration_seconds", "dynamo_frontend_input_sequence_tokens",
+	t.add("dynamo", Histogram, lDynFront, "", "", srcDynamo, "dynamo_frontend_request_duration_seconds", "dynamo_frontend_input_sequence_tokens",
 		"dynamo_frontend_output_sequence_tokens", "dynamo_frontend_time_to_first_token_seconds", "dynamo_frontend_inter_token_latency_seconds",
 		"dynamo_frontend_cached_tokens", "dynamo_frontend_kv_hit_rate")
-	t.add("dynamo", Histogram, with(lDynFront, "operation"), "0.6", "", srcDynamo, "dynamo_frontend_tokenizer_latency_ms")
-	t.add("dynamo", Counter, lDynFront, "0.3", "", srcDynamo, "dynamo_frontend_output_tokens_total")
-	t.add("dynamo", Counter, with(lDynFront, "migration_type"), "0.4", "", srcDynamo, "dynamo_frontend_model_migration_total")
-	t.add("dynamo", Gauge, []string{"router_id"}, "0.7", "", srcDynamo, "dynamo_component_router_kv_hit_rate")
-	t.add("dynamo", Gauge, nil, "0.5", "", srcDynamoDocs, "kvbm_offload_blocks_d2h", "kvbm_offload_blocks_h2d", "kvbm_onboard_blocks_h2d", "kvbm_matched_tokens",
+	t.add("dynamo", Histogram, with(lDynFront, "operation"), "", "", srcDynamo, "dynamo_frontend_tokenizer_latency_ms")
+	t.add("dynamo", Counter, lDynFront, "", "", srcDynamo, "dynamo_frontend_output_tokens_total")
+	t.add("dynamo", Counter, with(lDynFront, "migration_type"), "", "", srcDynamo, "dynamo_frontend_model_migration_total")
+	t.add("dynamo", Gauge, []string{"router_id"}, "", "", srcDynamo, "dynamo_component_router_kv_hit_rate")
+	t.add("dynamo", Gauge, nil, "", "", srcDynamoDocs, "kvbm_offload_blocks_d2h", "kvbm_offload_blocks_h2d", "kvbm_onboard_blocks_h2d", "kvbm_matched_tokens",
 		"kvbm_host_cache_hit_rate", "kvbm_disk_cache_hit_rate")
 
 	// LMCache: the in-process lmcache:* set (deprecated) and the
 	// multi-process server's lmcache_mp_* set.
-	t.add("lmcache", Counter, lLMCache, "0.2", "", srcLMCache, "lmcache:num_retrieve_requests_total", "lmcache:num_store_requests_total",
+	t.add("lmcache", Counter, lLMCache, "", "", srcLMCache, "lmcache:num_retrieve_requests_total", "lmcache:num_store_requests_total",
 		"lmcache:num_lookup_requests_total", "lmcache:num_requested_tokens_total", "lmcache:num_hit_tokens_total", "lmcache:num_lookup_tokens_total",
 		"lmcache:num_lookup_hits_total", "lmcache:num_remote_read_requests_total", "lmcache:num_remote_read_bytes_total",
 		"lmcache:num_remote_write_requests_total", "lmcache:num_remote_write_bytes_total", "lmcache:local_cpu_evict_count_total",
 		"lmcache:local_cpu_evict_keys_count_total", "lmcache:local_cpu_evict_failed_count_total", "lmcache:remote_ping_errors_total",
 		"lmcache:remote_ping_successes_total")
-	t.add("lmcache", Gauge, lLMCache, "0.2", "", srcLMCache, "lmcache:retrieve_hit_rate", "lmcache:lookup_hit_rate", "lmcache:local_cache_usage",
+	t.add("lmcache", Gauge, lLMCache, "", "", srcLMCache, "lmcache:retrieve_hit_rate", "lmcache:lookup_hit_rate", "lmcache:local_cache_usage",
 		"lmcache:remote_cache_usage", "lmcache:local_storage_usage", "lmcache:active_memory_objs_count", "lmcache:pinned_memory_objs_count",
 		"lmcache:remote_ping_latency", "lmcache:remote_ping_error_code", "lmcache:local_cpu_hot_cache_count", "lmcache:local_cpu_keys_in_request_count",
 		"lmcache:cache_controller_kv_pool_keys_count")
-	t.add("lmcache", Histogram, lLMCache, "0.2", "", srcLMCache, "lmcache:time_to_retrieve", "lmcache:time_to_store", "lmcache:retrieve_speed",
+	t.add("lmcache", Histogram, lLMCache, "", "", srcLMCache, "lmcache:time_to_retrieve", "lmcache:time_to_store", "lmcache:retrieve_speed",
 		"lmcache:store_speed", "lmcache:remote_time_to_get", "lmcache:remote_time_to_put", "lmcache:remote_time_to_get_sync")
-	t.add("lmcache", Gauge, nil, "0.3.10", "", srcLMCacheMP, "lmcache_mp_l1_usage_ratio", "lmcache_mp_l1_memory_usage_bytes")
-	t.add("lmcache", Gauge, []string{"l2_name"}, "0.3.10", "", srcLMCacheMP, "lmcache_mp_l2_usage_bytes")
-	t.add("lmcache", Counter, nil, "0.3.10", "", srcLMCacheMP, "lmcache_mp_lookup_hit_tokens_total", "lmcache_mp_lookup_requested_tokens_total")
+	t.add("lmcache", Gauge, nil, "", "", srcLMCacheMP, "lmcache_mp_l1_usage_ratio", "lmcache_mp_l1_memory_usage_bytes")
+	t.add("lmcache", Gauge, []string{"l2_name"}, "", "", srcLMCacheMP, "lmcache_mp_l2_usage_bytes")
+	t.add("lmcache", Counter, nil, "", "", srcLMCacheMP, "lmcache_mp_lookup_hit_tokens_total", "lmcache_mp_lookup_requested_tokens_total")
 
 	// prometheus_client's default collectors (vLLM, SGLang, LMDeploy,
 	// trtllm-serve outside multiprocess mode).
@@ -380,48 +380,48 @@ func renames() []Rename {
 		{Engine: "vllm", Old: "vllm:gpu_cache_usage_perc", New: "vllm:kv_cache_usage_perc", Version: "0.9.2 (deprecated; hidden in 0.11, removed in 0.12)", Source: srcVLLMLoggers},
 		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_queries_total", New: "vllm:prefix_cache_queries_total", Version: "0.9.2 (deprecated; removed in 0.12)", Note: "counted blocks, not tokens, in 0.8.x", Source: srcVLLMLoggers},
 		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_hits_total", New: "vllm:prefix_cache_hits_total", Version: "0.9.2 (deprecated; removed in 0.12)", Note: "counted blocks, not tokens, in 0.8.x", Source: srcVLLMLoggers},
-		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_hit_rate", New: "", Version: "V1 (0.8+; V0 removed in 0.10)", Note: "use rate(vllm:prefix_cache_hits_total[5m]) / rate(vllm:prefix_cache_queries_total[5m])", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:cpu_prefix_cache_hit_rate", New: "", Version: "V1 (0.8+; V0 removed in 0.10)", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:cpu_cache_usage_perc", New: "", Version: "V1 (0.8+; V0 removed in 0.10)", Note: "V1 has no CPU swap space", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:num_requests_swapped", New: "", Version: "V1 (0.8+; V0 removed in 0.10)", Note: "V1 recomputes instead of swapping", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:avg_prompt_throughput_toks_per_s", New: "", Version: "V1 (0.8+)", Note: "use rate(vllm:prompt_tokens_total[1m])", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:avg_generation_throughput_toks_per_s", New: "", Version: "V1 (0.8+)", Note: "use rate(vllm:generation_tokens_total[1m])", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_hit_rate", New: "", Version: "V1 engine (0.8+)", Note: "use rate(vllm:prefix_cache_hits_total[5m]) / rate(vllm:prefix_cache_queries_total[5m])", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:cpu_prefix_cache_hit_rate", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:cpu_cache_usage_perc", New: "", Version: "V1 engine (0.8+)", Note: "V1 has no CPU swap space", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:num_requests_swapped", New: "", Version: "V1 engine (0.8+)", Note: "V1 recomputes instead of swapping", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:avg_prompt_throughput_toks_per_s", New: "", Version: "V1 engine (0.8+)", Note: "use rate(vllm:prompt_tokens_total[1m])", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:avg_generation_throughput_toks_per_s", New: "", Version: "V1 engine (0.8+)", Note: "use rate(vllm:generation_tokens_total[1m])", Source: srcVLLMV0},
 		{Engine: "vllm", Old: "vllm:time_per_output_token_seconds", New: "vllm:inter_token_latency_seconds", Version: "0.11 (deprecated; hidden in 0.12, removed in 0.13)", Source: srcVLLMLoggers},
-		{Engine: "vllm", Old: "vllm:model_forward_time_milliseconds", New: "", Version: "V1 (0.8+)", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:model_execute_time_milliseconds", New: "", Version: "V1 (0.8+)", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:model_forward_time_milliseconds", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
+		{Engine: "vllm", Old: "vllm:model_execute_time_milliseconds", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
 		{Engine: "vllm", Old: "vllm:kv_offload_total_bytes", New: "vllm:kv_offload_store_bytes_total", Version: "vllm #35669", Note: "split into store and load bytes/time", Source: srcVLLMDocs},
-		{Engine: "sglang", Old: "sglang:num_prefill_prealloc_queue_reqs", New: "sglang:num_prefill_bootstrap_queue_reqs", Version: "0.5", Source: srcSGLang},
-		{Engine: "sglang", Old: "sglang:cache_config_info", New: "sglang:page_size", Version: "0.5 (page_size and num_pages became gauges)", Source: srcSGLang},
-		{Engine: "sglang", Old: "sglang:num_requests_running", New: "sglang:num_running_reqs", Version: "0.4", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:num_requests_waiting", New: "sglang:num_queue_reqs", Version: "0.4", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:time_per_output_token_seconds", New: "sglang:inter_token_latency_seconds", Version: "0.4.4", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:func_latency_seconds", New: "", Version: "0.4.4", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:num_retractions", New: "sglang:num_retracted_requests_total", Version: "0.5", Source: srcSGLang},
-		{Engine: "sglang", Old: "sglang:cached_token", New: "sglang:cached_tokens_total", Version: "0.4", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:max_running_requests", New: "", Version: "0.4", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:max_prefill_tokens", New: "", Version: "0.4", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:waiting_request_latency_seconds", New: "sglang:queue_time_seconds", Version: "0.4", Source: srcSGLangOld},
-		{Engine: "sglang-router", Old: "sgl_router_requests_total", New: "smg_router_requests_total", Version: "0.2 (sgl-router became sgl-model-gateway)", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_request_errors_total", New: "smg_router_request_errors_total", Version: "0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_request_duration_seconds", New: "smg_router_request_duration_seconds", Version: "0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_retries_total", New: "smg_worker_retries_total", Version: "0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_worker_health", New: "smg_worker_health", Version: "0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_active_workers", New: "smg_worker_pool_size", Version: "0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_worker_load", New: "smg_worker_requests_active", Version: "0.2", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_processed_requests_total", New: "smg_worker_selection_total", Version: "0.2", Source: srcSMG},
-		{Engine: "llamacpp", Old: "llamacpp:kv_cache_usage_ratio", New: "", Version: "PR #13660 (mid-2025 builds)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
-		{Engine: "llamacpp", Old: "llamacpp:kv_cache_tokens", New: "", Version: "PR #13660 (mid-2025 builds)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
+		{Engine: "sglang", Old: "sglang:num_prefill_prealloc_queue_reqs", New: "sglang:num_prefill_bootstrap_queue_reqs", Version: "collector @016d8605e458 (the old name @44cedc2b9c7d)", Source: srcSGLang},
+		{Engine: "sglang", Old: "sglang:cache_config_info", New: "sglang:page_size", Version: "collector @016d8605e458", Note: "page_size and num_pages became plain gauges", Source: srcSGLang},
+		{Engine: "sglang", Old: "sglang:num_requests_running", New: "sglang:num_running_reqs", Version: "after the first Prometheus version (PR #1853, label name)", Source: srcSGLangOld},
+		{Engine: "sglang", Old: "sglang:num_requests_waiting", New: "sglang:num_queue_reqs", Version: "after the first Prometheus version (PR #1853, label name)", Source: srcSGLangOld},
+		{Engine: "sglang", Old: "sglang:time_per_output_token_seconds", New: "sglang:inter_token_latency_seconds", Version: "after the late-2024 collector (docs sample @00b08c497f07)", Source: srcSGLangOld},
+		{Engine: "sglang", Old: "sglang:func_latency_seconds", New: "", Version: "after the late-2024 collector (docs sample @00b08c497f07)", Source: srcSGLangOld},
+		{Engine: "sglang", Old: "sglang:num_retractions", New: "", Version: "collector @016d8605e458", Note: "closest current: rate(sglang:num_retracted_requests_total[5m])", Source: srcSGLang},
+		{Engine: "sglang", Old: "sglang:cached_token", New: "", Version: "after the first Prometheus version (PR #1853)", Note: "closest current: the counter sglang:cached_tokens_total", Source: srcSGLangOld},
+		{Engine: "sglang", Old: "sglang:max_running_requests", New: "", Version: "after the first Prometheus version (PR #1853)", Source: srcSGLangOld},
+		{Engine: "sglang", Old: "sglang:max_prefill_tokens", New: "", Version: "after the first Prometheus version (PR #1853)", Source: srcSGLangOld},
+		{Engine: "sglang", Old: "sglang:waiting_request_latency_seconds", New: "", Version: "after the first Prometheus version (PR #1853)", Note: "closest current: the histogram sglang:queue_time_seconds", Source: srcSGLangOld},
+		{Engine: "sglang-router", Old: "sgl_router_requests_total", New: "smg_router_requests_total", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_request_errors_total", New: "smg_router_request_errors_total", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_request_duration_seconds", New: "smg_router_request_duration_seconds", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_retries_total", New: "smg_worker_retries_total", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_worker_health", New: "smg_worker_health", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_active_workers", New: "", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Note: "closest in the gateway: smg_worker_pool_size", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_worker_load", New: "", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Note: "closest in the gateway: smg_worker_requests_active", Source: srcSMG},
+		{Engine: "sglang-router", Old: "sgl_router_processed_requests_total", New: "", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Note: "closest in the gateway: smg_worker_selection_total", Source: srcSMG},
+		{Engine: "llamacpp", Old: "llamacpp:kv_cache_usage_ratio", New: "", Version: "PR #13660 (after b5440)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
+		{Engine: "llamacpp", Old: "llamacpp:kv_cache_tokens", New: "", Version: "PR #13660 (after b5440)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
 		{Engine: "llamacpp", Old: "llamacpp:n_past_max", New: "llamacpp:n_tokens_max", Version: "PR #15361", Source: srcLlamaCpp},
 		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_finished", New: "lmdeploy:num_requests_completed", Version: "0.12.1", Source: srcLMDeploy},
 		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_unfinished", New: "lmdeploy:num_api_requests_waiting", Version: "0.12.1", Source: srcLMDeploy},
 		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_completed", New: "lmdeploy:num_requests_succeeded", Version: "0.12.3 (split into succeeded and failed)", Source: srcLMDeploy},
-		{Engine: "trtllm-serve", Old: "trtllm_server_queue_length", New: "trtllm_num_requests_waiting", Version: "1.0", Source: srcTRTLLMServe},
-		{Engine: "trtllm-serve", Old: "trtllm_num_active_requests", New: "trtllm_num_requests_running", Version: "1.0", Source: srcTRTLLMServe},
-		{Engine: "trtllm-serve", Old: "trtllm_prompt_cached_tokens", New: "trtllm_prompt_cached_tokens_per_request", Version: "1.0", Source: srcTRTLLMServe},
-		{Engine: "trtllm-serve", Old: "request_success_total", New: "trtllm_request_success_total", Version: "0.20 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "e2e_request_latency_seconds", New: "trtllm_e2e_request_latency_seconds", Version: "0.20 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "time_to_first_token_seconds", New: "trtllm_time_to_first_token_seconds", Version: "0.20 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "time_per_output_token_seconds", New: "trtllm_time_per_output_token_seconds", Version: "0.20 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "request_queue_time_seconds", New: "trtllm_request_queue_time_seconds", Version: "0.20 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
+		{Engine: "trtllm-serve", Old: "trtllm_server_queue_length", New: "trtllm_num_requests_waiting", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
+		{Engine: "trtllm-serve", Old: "trtllm_num_active_requests", New: "trtllm_num_requests_running", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
+		{Engine: "trtllm-serve", Old: "trtllm_prompt_cached_tokens", New: "trtllm_prompt_cached_tokens_per_request", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
+		{Engine: "trtllm-serve", Old: "request_success_total", New: "trtllm_request_success_total", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
+		{Engine: "trtllm-serve", Old: "e2e_request_latency_seconds", New: "trtllm_e2e_request_latency_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
+		{Engine: "trtllm-serve", Old: "time_to_first_token_seconds", New: "trtllm_time_to_first_token_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
+		{Engine: "trtllm-serve", Old: "time_per_output_token_seconds", New: "trtllm_time_per_output_token_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
+		{Engine: "trtllm-serve", Old: "request_queue_time_seconds", New: "trtllm_request_queue_time_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
 	}
 }
