@@ -52,7 +52,7 @@ func (r *Report) Summary() string {
 		}
 		s += fmt.Sprintf("; %d label %s that no series has", r.UnknownLabels, word)
 	}
-	s += fmt.Sprintf("; %d errors, %d warnings", r.Errors, r.Warnings)
+	s += "; " + plural(r.Errors, "error") + ", " + plural(r.Warnings, "warning")
 	if r.Skipped > 0 {
 		s += fmt.Sprintf("; %d selectors not checked (templated names)", r.Skipped)
 	}
@@ -101,4 +101,11 @@ func sanitize(s string) string {
 		}
 		return r
 	}, s)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
