@@ -592,7 +592,18 @@ func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Re
 			if ok2 {
 				return r2.labels, r2.any, true
 			}
-			c.offlineLookup(alt, inHQ, add, true) // report what is wrong with the canonical spelling
+			// Report what is wrong with the canonical spelling, suggesting
+			// the fix in the spelling the query uses.
+			escaped := func(k Kind, sev Severity, msg, sug string, fix *Fix) {
+				if sug != "" {
+					sug = strings.Replace(sug, ":", "_", 1)
+				}
+				if fix != nil {
+					fix = &Fix{Old: name, New: strings.Replace(fix.New, ":", "_", 1)}
+				}
+				add(k, sev, msg, sug, fix)
+			}
+			c.offlineLookup(alt, inHQ, escaped, true)
 			return nil, false, false
 		}
 		add(KindWrongPrefix, Error, name+": no such name; the engine exposes "+alt, alt, &Fix{Old: name, New: alt})

@@ -258,6 +258,15 @@ func TestAgainstPrometheus(t *testing.T) {
 	rep = checkJSON(t, 0, good, "--against", base)
 	compare(t, rep, nil)
 
+	// label_values over labels: job exists on every series Prometheus
+	// stores, tenant on none; vllm:num_requests_running has model_name,
+	// not model.
+	rep = checkJSON(t, 1, filepath.Join("testdata", "live", "broken-vars.json"), "--against", base)
+	compare(t, rep, []finding{
+		{"variable tenant", querycheck.KindLabelValuesLabel, querycheck.Error, "", ""},
+		{"variable model", querycheck.KindLabelValuesLabel, querycheck.Error, "vllm:num_requests_running", ""},
+	})
+
 	// The text output: file and rule, the expression, a caret under the
 	// selector, and the summary: 11 queries, 9 with an error (all but
 	// Deprecated and Recorded, which are warnings).

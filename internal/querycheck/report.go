@@ -54,7 +54,7 @@ func (r *Report) Summary() string {
 	}
 	s += "; " + plural(r.Errors, "error") + ", " + plural(r.Warnings, "warning")
 	if r.Skipped > 0 {
-		s += fmt.Sprintf("; %d selectors not checked (templated names)", r.Skipped)
+		s += fmt.Sprintf("; %d selectors not checked (names made of variables or regexes)", r.Skipped)
 	}
 	return s + " (against " + sanitize(r.Against) + ")"
 }

@@ -64,6 +64,12 @@ type API struct {
 	nameErr error
 	mu      sync.Mutex
 	labels  map[string][]string
+	values  map[[2]string]valueList
+}
+
+type valueList struct {
+	values   []string
+	complete bool
 }
 
 // Describe implements Store.
@@ -170,13 +176,27 @@ func (a *API) Metric(ctx context.Context, name string) (MetricInfo, error) {
 	return MetricInfo{Exists: true, Labels: l}, nil
 }
 
-// LabelValues implements Store.
+// LabelValues implements Store; answers are cached per name and label.
 func (a *API) LabelValues(ctx context.Context, name, label string) ([]string, bool, error) {
+	key := [2]string{name, label}
+	a.mu.Lock()
+	v, ok := a.values[key]
+	a.mu.Unlock()
+	if ok {
+		return v.values, v.complete, nil
+	}
 	var got []string
 	if err := a.get(ctx, "/api/v1/label/"+url.PathEscape(label)+"/values", url.Values{"match[]": {matchName(name)}}, &got); err != nil {
 		return nil, false, err
 	}
-	return got, len(got) < a.limit(), nil
+	v = valueList{values: got, complete: len(got) < a.limit()}
+	a.mu.Lock()
+	if a.values == nil {
+		a.values = map[[2]string]valueList{}
+	}
+	a.values[key] = v
+	a.mu.Unlock()
+	return v.values, v.complete, nil
 }
 
 // Evaluates reports whether an instant query for name returns anything:
