@@ -47,8 +47,8 @@ func TestReadFileFormats(t *testing.T) {
 			want: []string{"rules.yaml|group g  record a:b|5|sum by (x) (\n  y)\n", "rules.yaml|group g  alert Z|9|a:b > 1"},
 		},
 		{
-			name: "promtool.yml",
-			data: "rule_files: [a.yml]\ntests:\n  - interval: 1m\n",
+			name:  "promtool.yml",
+			data:  "rule_files: [a.yml]\ntests:\n  - interval: 1m\n",
 			notes: []string{": promtool unit test file skipped"},
 		},
 		{

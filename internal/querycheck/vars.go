@@ -124,7 +124,7 @@ func Substitute(expr string, vars map[string]Variable, numeric bool) Substituted
 func replacement(expr string, start int, name string, vars map[string]Variable, quoted, numeric bool) (string, bool) {
 	v, defined := vars[name]
 	builtin, isBuiltin := builtinDurations[name]
-	ok := defined || isBuiltin || vars == nil
+	ok := defined || isBuiltin || vars == nil || strings.HasPrefix(name, "__") // Grafana globals: $__dashboard, $__user, $__auto_interval_x, ...
 	if quoted {
 		if isBuiltin {
 			return builtin, true
