@@ -37,19 +37,17 @@ const (
 )
 
 var (
-	lVLLM      = []string{"model_name", "engine"}
-	lVLLMV0    = []string{"model_name"}
-	lSGLSched  = []string{"model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank", "dp_rank", "priority"}
-	lSGLTok    = []string{"model_name", "engine_type", "priority", "is_streaming"}
-	lSGLOld    = []string{"name"}
-	lTRT       = []string{"model", "version"}
-	lTRTServe  = []string{"model_name", "engine_type"}
-	lLMDeploy  = []string{"model_name", "engine"}
-	lDynComp   = []string{"dynamo_namespace", "dynamo_component", "dynamo_endpoint", "model", "model_name", "worker_id", "dp_rank"}
-	lDynFront  = []string{"model", "dynamo_namespace"}
-	lLMCache   = []string{"model_name", "worker_id"}
-	lSMGRouter = []string{"router_type", "backend_type", "connection_mode", "model_id", "endpoint", "method", "status_code", "error_type"}
-	lSMGWorker = []string{"worker_type", "connection_mode", "worker", "model_id"}
+	lVLLM     = []string{"model_name", "engine"}
+	lVLLMV0   = []string{"model_name"}
+	lSGLSched = []string{"model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank", "dp_rank", "priority"}
+	lSGLTok   = []string{"model_name", "engine_type", "priority", "is_streaming"}
+	lSGLOld   = []string{"name"}
+	lTRT      = []string{"model", "version"}
+	lTRTServe = []string{"model_name", "engine_type"}
+	lLMDeploy = []string{"model_name", "engine"}
+	lDynComp  = []string{"dynamo_namespace", "dynamo_component", "dynamo_endpoint", "model", "model_name", "worker_id", "dp_rank"}
+	lDynFront = []string{"model", "dynamo_namespace"}
+	lLMCache  = []string{"model_name", "worker_id"}
 )
 
 func engines() []Engine {
@@ -196,16 +194,49 @@ func metrics() []Metric {
 
 	// SGLang model gateway (smg_) and legacy router (sgl_router_), Rust
 	// metrics crate: no _total added by the library, names carry it.
-	t.add("sglang-router", Counter, lSMGRouter, "", "", srcSMG, "smg_http_requests_total", "smg_http_responses_total", "smg_http_rate_limit_total",
-		"smg_router_requests_total", "smg_router_request_errors_total", "smg_router_upstream_responses_total", "smg_router_tokens_total")
-	t.add("sglang-router", Histogram, lSMGRouter, "", "", srcSMG, "smg_http_request_duration_seconds", "smg_router_request_duration_seconds",
-		"smg_router_stage_duration_seconds", "smg_router_ttft_seconds", "smg_router_tpot_seconds", "smg_router_generation_duration_seconds")
-	t.add("sglang-router", Gauge, lSMGRouter, "", "", srcSMG, "smg_http_inflight_request_age_count", "smg_http_connections_active")
-	t.add("sglang-router", Gauge, lSMGWorker, "", "", srcSMG, "smg_worker_pool_size", "smg_worker_connections_active", "smg_worker_requests_active",
-		"smg_worker_health", "smg_manual_policy_cache_entries", "smg_worker_cb_state", "smg_worker_cb_consecutive_failures", "smg_worker_cb_consecutive_successes")
-	t.add("sglang-router", Counter, lSMGWorker, "", "", srcSMG, "smg_worker_health_checks_total", "smg_worker_selection_total", "smg_worker_errors_total",
-		"smg_worker_cb_transitions_total", "smg_worker_cb_outcomes_total", "smg_worker_retries_total", "smg_worker_retries_exhausted_total")
-	t.add("sglang-router", Histogram, lSMGWorker, "", "", srcSMG, "smg_worker_retry_backoff_seconds")
+	// Histograms only for names ending in duration_seconds (the buckets
+	// the gateway configures); metrics-exporter-prometheus renders every
+	// other histogram as a summary.
+	l := func(x ...string) []string { return x }
+	router := l("router_type", "backend_type", "connection_mode", "model", "endpoint")
+	infer := l("router_type", "backend_type", "model", "endpoint")
+	t.add("sglang-router", Counter, l("method", "path"), "", "", srcSMG, "smg_http_requests_total")
+	t.add("sglang-router", Histogram, l("method", "path"), "", "", srcSMG, "smg_http_request_duration_seconds")
+	t.add("sglang-router", Gauge, l("gt", "le"), "", "", srcSMG, "smg_http_inflight_request_age_count")
+	t.add("sglang-router", Counter, l("status_code", "error_code"), "", "", srcSMG, "smg_http_responses_total")
+	t.add("sglang-router", Gauge, nil, "", "", srcSMG, "smg_http_connections_active", "smg_manual_policy_cache_entries", "smg_mcp_servers_active")
+	t.add("sglang-router", Counter, l("result"), "", "", srcSMG, "smg_http_rate_limit_total")
+	t.add("sglang-router", Counter, with(router, "streaming"), "", "", srcSMG, "smg_router_requests_total")
+	t.add("sglang-router", Histogram, router, "", "", srcSMG, "smg_router_request_duration_seconds")
+	t.add("sglang-router", Counter, with(router, "error_type"), "", "", srcSMG, "smg_router_request_errors_total")
+	t.add("sglang-router", Histogram, l("router_type", "stage"), "", "", srcSMG, "smg_router_stage_duration_seconds")
+	t.add("sglang-router", Counter, l("router_type", "status_code", "error_code"), "", "", srcSMG, "smg_router_upstream_responses_total")
+	t.add("sglang-router", Summary, infer, "", "", srcSMG, "smg_router_ttft_seconds", "smg_router_tpot_seconds")
+	t.add("sglang-router", Histogram, infer, "", "", srcSMG, "smg_router_generation_duration_seconds")
+	t.add("sglang-router", Counter, with(infer, "token_type"), "", "", srcSMG, "smg_router_tokens_total")
+	t.add("sglang-router", Gauge, l("worker_type", "connection_mode", "model"), "", "", srcSMG, "smg_worker_pool_size")
+	t.add("sglang-router", Gauge, l("worker_type", "connection_mode"), "", "", srcSMG, "smg_worker_connections_active")
+	t.add("sglang-router", Gauge, l("worker"), "", "", srcSMG, "smg_worker_requests_active", "smg_worker_routing_keys_active", "smg_worker_health",
+		"smg_worker_cb_state", "smg_worker_cb_consecutive_failures", "smg_worker_cb_consecutive_successes")
+	t.add("sglang-router", Counter, l("worker_type", "result"), "", "", srcSMG, "smg_worker_health_checks_total")
+	t.add("sglang-router", Counter, l("worker_type", "connection_mode", "model", "policy"), "", "", srcSMG, "smg_worker_selection_total")
+	t.add("sglang-router", Counter, l("worker_type", "connection_mode", "error_type"), "", "", srcSMG, "smg_worker_errors_total")
+	t.add("sglang-router", Counter, l("branch"), "", "", srcSMG, "smg_manual_policy_branch_total", "smg_consistent_hashing_policy_branch_total", "smg_prefix_hash_policy_branch_total")
+	t.add("sglang-router", Counter, l("worker", "from", "to"), "", "", srcSMG, "smg_worker_cb_transitions_total")
+	t.add("sglang-router", Counter, l("worker", "outcome"), "", "", srcSMG, "smg_worker_cb_outcomes_total")
+	t.add("sglang-router", Counter, l("worker_type", "endpoint"), "", "", srcSMG, "smg_worker_retries_total", "smg_worker_retries_exhausted_total")
+	t.add("sglang-router", Summary, l("attempt"), "", "", srcSMG, "smg_worker_retry_backoff_seconds")
+	t.add("sglang-router", Counter, l("source", "result"), "", "", srcSMG, "smg_discovery_registrations_total")
+	t.add("sglang-router", Counter, l("source", "reason"), "", "", srcSMG, "smg_discovery_deregistrations_total")
+	t.add("sglang-router", Histogram, l("source"), "", "", srcSMG, "smg_discovery_sync_duration_seconds")
+	t.add("sglang-router", Gauge, l("source"), "", "", srcSMG, "smg_discovery_workers_discovered")
+	t.add("sglang-router", Counter, l("model", "tool_name", "result"), "", "", srcSMG, "smg_mcp_tool_calls_total")
+	t.add("sglang-router", Histogram, l("model", "tool_name"), "", "", srcSMG, "smg_mcp_tool_duration_seconds")
+	t.add("sglang-router", Counter, l("model"), "", "", srcSMG, "smg_mcp_tool_iterations_total")
+	t.add("sglang-router", Counter, l("storage_type", "operation", "result"), "", "", srcSMG, "smg_db_operations_total")
+	t.add("sglang-router", Histogram, l("storage_type", "operation"), "", "", srcSMG, "smg_db_operation_duration_seconds")
+	t.add("sglang-router", Gauge, l("storage_type"), "", "", srcSMG, "smg_db_connections_active")
+	t.add("sglang-router", Counter, l("storage_type"), "", "", srcSMG, "smg_db_items_stored")
 	t.add("sglang-router", Counter, []string{"route", "method", "status_code", "error_code", "worker", "policy", "worker_type"}, "", "sgl-model-gateway", srcSGLRouter,
 		"sgl_router_requests_total", "sgl_router_request_errors_total", "sgl_router_retries_total", "sgl_router_processed_requests_total",
 		"sgl_router_policy_decisions_total", "sgl_router_cache_hits_total", "sgl_router_cache_misses_total", "sgl_router_load_balancing_events_total",
