@@ -356,9 +356,26 @@ func metrics() []Metric {
 	t.add("dynamo", Histogram, with(lDynFront, "operation"), "", "", srcDynamo, "dynamo_frontend_tokenizer_latency_ms")
 	t.add("dynamo", Counter, lDynFront, "", "", srcDynamo, "dynamo_frontend_output_tokens_total")
 	t.add("dynamo", Counter, with(lDynFront, "migration_type"), "", "", srcDynamo, "dynamo_frontend_model_migration_total")
-	t.add("dynamo", Gauge, []string{"router_id"}, "", "", srcDynamo, "dynamo_component_router_kv_hit_rate")
-	t.add("dynamo", Gauge, nil, "", "", srcDynamoDocs, "kvbm_offload_blocks_d2h", "kvbm_offload_blocks_h2d", "kvbm_onboard_blocks_h2d", "kvbm_matched_tokens",
-		"kvbm_host_cache_hit_rate", "kvbm_disk_cache_hit_rate")
+	t.add("dynamo", Gauge, []string{"router_id"}, "", "", srcDynamoDocs+"; dynamo #6507", "dynamo_component_router_kv_hit_rate")
+	t.add("dynamo", Counter, lDynComp, "", "", srcDynamo, "dynamo_component_router_requests_total")
+	t.add("dynamo", Histogram, lDynComp, "", "", srcDynamo, "dynamo_component_router_time_to_first_token_seconds",
+		"dynamo_component_router_inter_token_latency_seconds", "dynamo_component_router_input_sequence_tokens", "dynamo_component_router_output_sequence_tokens")
+	t.add("dynamo", Histogram, []string{"router_id"}, "", "", srcDynamo, "dynamo_router_overhead_block_hashing_ms", "dynamo_router_overhead_indexer_find_matches_ms",
+		"dynamo_router_overhead_seq_hashing_ms", "dynamo_router_overhead_scheduling_ms", "dynamo_router_overhead_total_ms")
+	t.add("dynamo", Histogram, with(lDynFront, "stage"), "", "", srcDynamo, "dynamo_frontend_stage_duration_seconds")
+	t.add("dynamo", Histogram, lDynFront, "", "", srcDynamo, "dynamo_frontend_tokenize_seconds", "dynamo_frontend_template_seconds",
+		"dynamo_frontend_detokenize_per_token_us", "dynamo_frontend_event_loop_delay_seconds")
+	t.add("dynamo", Counter, lDynFront, "", "", srcDynamo, "dynamo_frontend_event_loop_stall_total")
+	// KVBM (the kvbm_ names of prometheus_names.rs mod kvbm).
+	t.add("dynamo", Counter, nil, "", "", srcDynamo, "kvbm_offload_blocks_d2h", "kvbm_offload_blocks_h2d", "kvbm_offload_blocks_d2d",
+		"kvbm_onboard_blocks_h2d", "kvbm_onboard_blocks_d2d", "kvbm_matched_tokens", "kvbm_offload_blocks_d2o", "kvbm_onboard_blocks_o2d",
+		"kvbm_offload_bytes_object", "kvbm_onboard_bytes_object", "kvbm_object_read_failures", "kvbm_object_write_failures")
+	t.add("dynamo", Gauge, nil, "", "", srcDynamo, "kvbm_host_cache_hit_rate", "kvbm_disk_cache_hit_rate", "kvbm_object_cache_hit_rate")
+	// Dynamo's TensorRT-LLM worker adds these to trtllm-serve's names.
+	t.add("trtllm-serve", Counter, lTRTServe, "", "", srcDynamo+" (mod trtllm_additional)", "trtllm_num_aborted_requests_total",
+		"trtllm_request_type_image_total", "trtllm_request_type_structured_output_total", "trtllm_kv_transfer_success_total")
+	t.add("trtllm-serve", Histogram, lTRTServe, "", "", srcDynamo+" (mod trtllm_additional)", "trtllm_kv_transfer_latency_seconds",
+		"trtllm_kv_transfer_bytes", "trtllm_kv_transfer_speed_gb_s")
 
 	// LMCache: the in-process lmcache:* set (deprecated) and the
 	// multi-process server's lmcache_mp_* set.
@@ -402,6 +419,8 @@ func metrics() []Metric {
 	t.when("only on PD-disaggregated servers", "sglang:kv_transfer_*", "sglang:num_bootstrap_failed_reqs_total", "sglang:num_transfer_failed_reqs_total", "sglang:num_prefill_retries_total")
 	t.when("only for hybrid SWA or Mamba models", "sglang:swa_*", "sglang:mamba_*", "sglang:max_total_num_tokens_swa")
 	t.when("only with VLLM_COMPUTE_NANS_IN_LOGITS", "vllm:corrupted_requests_total")
+	t.when("only with KVBM (KV block manager) enabled", "kvbm_*")
+	t.when("only on PD-disaggregated TensorRT-LLM workers under Dynamo", "trtllm_kv_transfer_*")
 	t.when("only with the gRPC router", "smg_router_ttft_seconds", "smg_router_tpot_seconds", "smg_router_tokens_total", "smg_router_generation_duration_seconds")
 	return t
 }
