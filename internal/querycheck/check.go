@@ -664,6 +664,13 @@ func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity,
 		}
 		return res, true
 	}
+	if base, ok := strings.CutSuffix(name, "_bucket"); ok {
+		if fam := c.Catalog.Family(base); len(fam) > 0 && fam[0].Type == catalog.Summary {
+			res.found = true
+			emit(KindNoSeries, Error, name+": "+base+" is a summary: it has no buckets, only "+base+`{quantile="..."}`+", "+base+"_sum and "+base+"_count", "", nil)
+			return res, false
+		}
+	}
 	if inHQ && !strings.HasSuffix(name, "_bucket") {
 		if bs := c.Catalog.Family(name); len(bs) > 0 && bs[0].Type == catalog.Histogram {
 			emit(KindHistogramBucket, Error, name+": histogram_quantile needs "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})

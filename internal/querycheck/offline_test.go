@@ -94,22 +94,23 @@ func TestOfflineFindsEveryKind(t *testing.T) {
 		{"line 3", KindRenamed, Error, "vllm:time_per_output_token_seconds_count", "vllm:inter_token_latency_seconds_count"},
 		{"line 5", KindRenamed, Error, "lmdeploy:num_requests_finished", "lmdeploy:num_requests_succeeded"},
 		{"line 7", KindCounterTotal, Error, "vllm_num_preemptions", "vllm_num_preemptions_total"},
+		{"line 9", KindNoSeries, Error, "smg_router_ttft_seconds_bucket", ""},
 		{"variable model", KindLabelValuesLabel, Warning, "vllm:num_requests_running", ""},
 		{`panel "KV cache usage" (id 1)`, KindRenamed, Error, `vllm:gpu_cache_usage_perc{model_name=~"$model"}`, "vllm:kv_cache_usage_perc"},
 		{`row "Latency"  panel "TTFT p99" (id 3)`, KindHistogramBucket, Error, "vllm:time_to_first_token_seconds", "vllm:time_to_first_token_seconds_bucket"},
 		{`panel "Top servers" (id 5) query B`, KindUndefinedVar, Warning, "", ""},
 		{`row "Old layout"  panel "Swapped" (id 6)`, KindRemoved, Error, "vllm:num_requests_swapped", ""},
 	})
-	// 23 queries: 10 rules, 2 in the manifest, 4 expressions, 2 variables
+	// 24 queries: 10 rules, 2 in the manifest, 5 expressions, 2 variables
 	// (label_values), 5 panel targets (the Loki one is not a query).
-	if rep.Queries != 23 {
-		t.Errorf("Queries = %d, want 23", rep.Queries)
+	if rep.Queries != 24 {
+		t.Errorf("Queries = %d, want 24", rep.Queries)
 	}
 	// Broken: every query with an error above, counted by hand: rules 7
 	// (not the label, typo or recorded-series ones), manifest 2,
-	// expressions 3, dashboard 3.
-	if rep.Broken != 15 {
-		t.Errorf("Broken = %d, want 15", rep.Broken)
+	// expressions 4, dashboard 3.
+	if rep.Broken != 16 {
+		t.Errorf("Broken = %d, want 16", rep.Broken)
 	}
 	var notes []string
 	for _, n := range rep.Notes {
