@@ -123,8 +123,10 @@ func TestLookup(t *testing.T) {
 	if len(r) != 1 || r[0].New != "vllm:inter_token_latency_seconds_sum" {
 		t.Errorf("RenamesOf(histogram _sum) = %+v, want the family's rename with _sum", r)
 	}
+	// finished → completed (0.12.1), then completed split into succeeded
+	// and failed (0.12.3): a chain of two ending in a removal.
 	chain := c.Final(c.RenamesOf("lmdeploy:num_requests_finished")[0])
-	if len(chain) != 2 || chain[1].New != "lmdeploy:num_requests_succeeded" {
-		t.Errorf("Final(lmdeploy:num_requests_finished) = %+v, want two steps ending at lmdeploy:num_requests_succeeded", chain)
+	if len(chain) != 2 || chain[0].New != "lmdeploy:num_requests_completed" || chain[1].New != "" || !strings.Contains(chain[1].Note, "lmdeploy:num_requests_succeeded") {
+		t.Errorf("Final(lmdeploy:num_requests_finished) = %+v, want finished → completed, then a split", chain)
 	}
 }

@@ -571,7 +571,7 @@ func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add 
 // the name carries (any is true when they cannot be known, e.g. an info
 // metric's or a recorded series'), and ok false when the name itself is
 // a finding.
-func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Recorded, add func(Kind, Severity, string, string, *Fix)) (labelSet []string, any bool, ok bool) {
+func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Recorded, add func(Kind, Severity, string, string, *Fix)) (labelSet []string, anyLabels bool, ok bool) {
 	if _, rec := recorded[name]; rec {
 		return nil, true, true
 	}
@@ -668,12 +668,6 @@ func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity,
 		if fam := c.Catalog.Family(base); len(fam) > 0 && fam[0].Type == catalog.Summary {
 			res.found = true
 			emit(KindNoSeries, Error, name+": "+base+" is a summary: it has no buckets, only "+base+`{quantile="..."}`+", "+base+"_sum and "+base+"_count", "", nil)
-			return res, false
-		}
-	}
-	if inHQ && !strings.HasSuffix(name, "_bucket") {
-		if bs := c.Catalog.Family(name); len(bs) > 0 && bs[0].Type == catalog.Histogram {
-			emit(KindHistogramBucket, Error, name+": histogram_quantile needs "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
 			return res, false
 		}
 	}

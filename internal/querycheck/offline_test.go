@@ -92,7 +92,7 @@ func TestOfflineFindsEveryKind(t *testing.T) {
 		{"SGLangRouterErrors", KindRenamed, Error, "sgl_router_request_errors_total", "smg_router_request_errors_total"},
 		{"line 3", KindRenamed, Error, "vllm:time_per_output_token_seconds_sum", "vllm:inter_token_latency_seconds_sum"},
 		{"line 3", KindRenamed, Error, "vllm:time_per_output_token_seconds_count", "vllm:inter_token_latency_seconds_count"},
-		{"line 5", KindRenamed, Error, "lmdeploy:num_requests_finished", "lmdeploy:num_requests_succeeded"},
+		{"line 5", KindRemoved, Error, "lmdeploy:num_requests_finished", ""},
 		{"line 7", KindCounterTotal, Error, "vllm_num_preemptions", "vllm_num_preemptions_total"},
 		{"line 9", KindNoSeries, Error, "smg_router_ttft_seconds_bucket", ""},
 		{"variable model", KindLabelValuesLabel, Warning, "vllm:num_requests_running", ""},
