@@ -244,7 +244,7 @@ func (c *Checker) checkQuery(ctx context.Context, q *Query, recorded map[string]
 			return nil
 		}
 		inHQ := insideHistogramQuantile(vs, path)
-		r, skip, err := c.checkSelector(ctx, base, q, sub, vs, inHQ, recorded)
+		r, skip, err := c.checkSelector(ctx, base, q, sub, vs, inHQ, meantEmpty(vs, path), recorded)
 		if err != nil {
 			inspectErr = err
 			return nil
@@ -333,6 +333,25 @@ func insideHistogramQuantile(vs *parser.VectorSelector, path []parser.Node) bool
 	return false
 }
 
+// meantEmpty says why a selector may rightly select nothing: it is inside
+// absent() or absent_over_time() (the alert fires when it is empty), or on
+// the right of unless (nothing to exclude); "" otherwise.
+func meantEmpty(vs *parser.VectorSelector, path []parser.Node) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		switch n := path[i].(type) {
+		case *parser.Call:
+			if n.Func.Name == "absent" || n.Func.Name == "absent_over_time" {
+				return "inside " + n.Func.Name + "() that makes the expression true (an alert fires) now; intended only if this alert watches for the metric disappearing"
+			}
+		case *parser.BinaryExpr:
+			if n.Op == parser.LUNLESS && contains(n.RHS, vs) {
+				return "on the right of unless it excludes nothing now, which may be intended"
+			}
+		}
+	}
+	return ""
+}
+
 func contains(e parser.Expr, target parser.Node) bool {
 	found := false
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
@@ -373,7 +392,7 @@ func selectorName(vs *parser.VectorSelector) string {
 }
 
 func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub Substituted,
-	vs *parser.VectorSelector, inHQ bool, recorded map[string]Recorded) (*selResult, bool, error) {
+	vs *parser.VectorSelector, inHQ bool, emptyOK string, recorded map[string]Recorded) (*selResult, bool, error) {
 	pos := mapPos(q, sub, int(vs.PosRange.Start))
 	end := mapPos(q, sub, int(vs.PosRange.End))
 	if end < pos {
@@ -383,6 +402,10 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 	name := selectorName(vs)
 	res := &selResult{}
 	add := func(k Kind, s Severity, msg, suggestion string, fix *Fix) {
+		if k == KindNoSeries && s == Error && emptyOK != "" {
+			// absent(x), a unless x: no series may be what the rule wants.
+			s, msg = Warning, msg+"; "+emptyOK
+		}
 		f := base
 		f.Kind, f.Severity, f.Message, f.Suggestion, f.Fix = k, s, msg, suggestion, fix
 		res.findings = append(res.findings, f)

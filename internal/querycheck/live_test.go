@@ -157,6 +157,8 @@ func liveBroken(scraped bool) []finding {
 		{"alert TGI", querycheck.KindCounterNoTotal, querycheck.Error, "tgi_request_count_total", "tgi_request_count"},
 		{"alert RouterRenamed", querycheck.KindRenamed, querycheck.Error, "sgl_router_request_errors_total", "smg_router_request_errors_total"},
 		{"alert Recorded", querycheck.KindRecordedMissing, querycheck.Warning, "vllm:ttft:p90", ""},
+		{"alert VLLMGone", querycheck.KindNoSeries, querycheck.Warning, "vllm:num_requests_runing", ""},
+		{"alert Unless", querycheck.KindNoSeries, querycheck.Warning, "vllm:maintenance_mode", ""},
 	}
 }
 
@@ -268,15 +270,15 @@ func TestAgainstPrometheus(t *testing.T) {
 	})
 
 	// The text output: file and rule, the expression, a caret under the
-	// selector, and the summary: 11 queries, 9 with an error (all but
-	// Deprecated and Recorded, which are warnings).
+	// selector, and the summary: 13 queries, 9 with an error (all but
+	// Deprecated, Recorded, VLLMGone and Unless, which are warnings).
 	code, out, _ := run(t, "check", "queries", broken, "--against", base)
 	if code != 1 {
 		t.Errorf("text run exit = %d, want 1", code)
 	}
 	for _, want := range []string{
 		"broken.yml:6  group live  alert Preempt\n  rate(vllm:num_preemptions[5m]) > 1\n       ^ error: vllm:num_preemptions: no series; the counter is exposed as vllm:num_preemptions_total [counter-without-total]\n",
-		"9 of 11 queries select nothing; 1 label matcher names a label that no series has; 10 errors, 2 warnings",
+		"9 of 13 queries select nothing; 1 label matcher names a label that no series has; 10 errors, 4 warnings",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
