@@ -142,7 +142,10 @@ func metrics() []Metric {
 	// SGLang scheduler.
 	t.add("sglang", Gauge, lSGLSched, "", "", srcSGLang, "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_grammar_queue_reqs",
 		"sglang:gen_throughput", "sglang:cache_hit_rate", "sglang:token_usage", "sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:utilization",
-		"sglang:num_retracted_reqs", "sglang:num_paused_reqs", "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:decode_sum_seq_lens")
+		"sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:decode_sum_seq_lens")
+	// Created without multiprocess_mode: prometheus_client's default "all"
+	// adds a pid label in multiprocess exposition.
+	t.add("sglang", Gauge, with(lSGLSched, "pid"), "", "", srcSGLang, "sglang:num_retracted_reqs", "sglang:num_paused_reqs")
 	t.add("sglang", Gauge, lSGLSched, "", "", srcSGLang, "sglang:full_token_usage", "sglang:swa_token_usage", "sglang:mamba_usage",
 		"sglang:kv_available_tokens", "sglang:kv_evictable_tokens", "sglang:kv_used_tokens",
 		"sglang:swa_available_tokens", "sglang:swa_evictable_tokens", "sglang:swa_used_tokens",
@@ -216,7 +219,7 @@ func metrics() []Metric {
 	t.add("sglang-router", Counter, with(infer, "token_type"), "", "", srcSMG, "smg_router_tokens_total")
 	t.add("sglang-router", Gauge, l("worker_type", "connection_mode", "model"), "", "", srcSMG, "smg_worker_pool_size")
 	t.add("sglang-router", Gauge, l("worker_type", "connection_mode"), "", "", srcSMG, "smg_worker_connections_active")
-	t.add("sglang-router", Gauge, l("worker"), "", "", srcSMG, "smg_worker_requests_active", "smg_worker_routing_keys_active", "smg_worker_health",
+	t.add("sglang-router", Gauge, l("worker"), "", "", srcSMG, "smg_worker_requests_active", "smg_worker_routing_keys_active", "smg_worker_health", "smg_worker_http2",
 		"smg_worker_cb_state", "smg_worker_cb_consecutive_failures", "smg_worker_cb_consecutive_successes")
 	t.add("sglang-router", Counter, l("worker_type", "result"), "", "", srcSMG, "smg_worker_health_checks_total")
 	t.add("sglang-router", Counter, l("worker_type", "connection_mode", "model", "policy"), "", "", srcSMG, "smg_worker_selection_total")
