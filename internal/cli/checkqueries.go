@@ -58,19 +58,20 @@ func (o *checkQueriesOptions) run(ctx context.Context, e *env) int {
 			return exitCode(e, usageError{fmt.Errorf("check queries: %w", err)})
 		}
 		if err := in.ReadFile(f, b); err != nil {
-			return exitCode(e, usageError{fmt.Errorf("check queries: %w", err)})
+			return exitCode(e, usageError{fmt.Errorf("check queries: %s", querycheck.Sanitize(err.Error()))})
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	store, err := o.store(ctx)
 	if err != nil {
-		return exitCode(e, usageError{err})
+		// A scraped page's parse error can quote the page: made safe.
+		return exitCode(e, usageError{errors.New(querycheck.Sanitize(err.Error()))})
 	}
 	ch := &querycheck.Checker{Store: store}
 	rep, err := ch.Check(ctx, in)
 	if err != nil {
-		return exitCode(e, usageError{fmt.Errorf("check queries against %s: %w", strings.Join(o.against, ", "), err)})
+		return exitCode(e, usageError{fmt.Errorf("check queries against %s: %s", strings.Join(o.against, ", "), querycheck.Sanitize(err.Error()))})
 	}
 	if o.output == "json" {
 		if err := rep.WriteJSON(e.Stdout); err != nil {

@@ -518,7 +518,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 				if !complete || c.Store.Scraped() {
 					sev = Warning
 				}
-				add(KindLabelValue, sev, fmt.Sprintf("%s=%q: no series of %s has this value; it has %s", m.Name, sanitize(m.Value), name, valuesText(vals)), "", nil)
+				add(KindLabelValue, sev, fmt.Sprintf("%s=%q: no series of %s has this value; it has %s", m.Name, Sanitize(m.Value), name, valuesText(vals)), "", nil)
 			}
 		}
 	}
@@ -881,7 +881,7 @@ func valuesText(vals []string) string {
 			q = append(q, fmt.Sprintf("and %d more", len(vals)-5))
 			break
 		}
-		q = append(q, fmt.Sprintf("%q", sanitize(v)))
+		q = append(q, fmt.Sprintf("%q", Sanitize(v)))
 	}
 	return strings.Join(q, ", ")
 }

@@ -25,19 +25,19 @@ func (r *Report) WriteText(w io.Writer, verbose bool) {
 		}
 		head += "  " + f.Where
 		if head+f.Expr != lastHead {
-			fmt.Fprintln(w, sanitize(head))
+			fmt.Fprintln(w, Sanitize(head))
 			lastHead = head + f.Expr
 		}
 		line, col := caretLine(f.Expr, f.Pos)
 		fmt.Fprintf(w, "  %s\n", line)
-		fmt.Fprintf(w, "  %s^ %s: %s [%s]\n", strings.Repeat(" ", col), f.Severity, sanitize(f.Message), f.Kind)
+		fmt.Fprintf(w, "  %s^ %s: %s [%s]\n", strings.Repeat(" ", col), f.Severity, Sanitize(f.Message), f.Kind)
 	}
 	for _, n := range r.Notes {
 		where := n.File
 		if n.Where != "" {
 			where += "  " + n.Where
 		}
-		fmt.Fprintf(w, "note: %s: %s\n", sanitize(where), sanitize(n.Message))
+		fmt.Fprintf(w, "note: %s: %s\n", Sanitize(where), Sanitize(n.Message))
 	}
 	fmt.Fprintln(w, r.Summary())
 }
@@ -56,7 +56,7 @@ func (r *Report) Summary() string {
 	if r.Skipped > 0 {
 		s += fmt.Sprintf("; %d selectors not checked (names made of variables or regexes)", r.Skipped)
 	}
-	return s + " (against " + sanitize(r.Against) + ")"
+	return s + " (against " + Sanitize(r.Against) + ")"
 }
 
 // WriteJSON writes the report as one indented JSON document.
@@ -85,13 +85,13 @@ func caretLine(expr string, pos int) (string, int) {
 	} else {
 		end += pos
 	}
-	return sanitize(expr[start:end]), utf8.RuneCountInString(expr[start:pos])
+	return Sanitize(expr[start:end]), utf8.RuneCountInString(expr[start:pos])
 }
 
-// sanitize replaces control characters (and invalid UTF-8) so that text
+// Sanitize replaces control characters (and invalid UTF-8) so that text
 // from files and stores cannot drive a terminal; a tab becomes a space to
 // keep carets aligned.
-func sanitize(s string) string {
+func Sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r == '\t':

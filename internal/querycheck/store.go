@@ -135,7 +135,7 @@ func (a *API) get(ctx context.Context, path string, params url.Values, data any)
 		return fmt.Errorf("query %s%s: %s: not a Prometheus API answer; give the API's base URL (e.g. http://prometheus:9090), or an engine's /metrics URL", a.Base.Redacted(), path, resp.Status)
 	}
 	if env.Status != "success" {
-		return fmt.Errorf("query %s%s: %s: %s", a.Base.Redacted(), path, resp.Status, sanitize(env.Error))
+		return fmt.Errorf("query %s%s: %s: %s", a.Base.Redacted(), path, resp.Status, Sanitize(env.Error))
 	}
 	return json.Unmarshal(env.Data, data)
 }
