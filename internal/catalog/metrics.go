@@ -12,6 +12,7 @@ const (
 	srcVLLMSpec       = "vllm-project/vllm vllm/v1/spec_decode/metrics.py"
 	srcVLLMNixl       = "vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"
 	srcVLLMV0         = "vllm-project/vllm vllm/engine/metrics.py (V0); docs/design/metrics.md@f7e3a0879e63 \"Deprecated Metrics\""
+	srcVLLMOffload    = "vllm-project/vllm vllm/v1/kv_offload/ (CPUOffloadingMetrics, OffloadPromMetrics; engine-metrics.md corrections: #35669, #45737, #47666)"
 	srcVLLMDocs       = "vllm-project/vllm docs/design/metrics.md@f7e3a0879e63, docs/usage/metrics.md@044a0565bc59"
 	srcSGLang         = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (older: python/sglang/srt/metrics/collector.py@44cedc2b9c7d)"
 	srcSGLangOld      = "sgl-project/sglang docs/references/production_metrics.md@00b08c497f07; examples/monitoring/grafana.json@f32b0841"
@@ -123,10 +124,14 @@ func metrics() []Metric {
 	t.add("vllm", Histogram, lVLLM, "0.10", "", srcVLLMNixl, "vllm:nixl_xfer_time_seconds", "vllm:nixl_post_time_seconds", "vllm:nixl_bytes_transferred", "vllm:nixl_num_descriptors")
 	t.add("vllm", Counter, lVLLM, "0.11", "", srcVLLMNixl, "vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_notifications_total", "vllm:nixl_num_kv_expired_reqs_total")
 	t.add("vllm", Gauge, lVLLM, "", "", srcVLLMNixl, "vllm:nixl_num_pending_sends")
-	t.add("vllm", Histogram, with(lVLLM, "transfer_type"), "", "deprecated by vllm #35669", srcVLLMDocs, "vllm:kv_offload_total_bytes", "vllm:kv_offload_total_time")
-	t.add("vllm", Counter, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_store_bytes_total", "vllm:kv_offload_load_bytes_total", "vllm:kv_offload_stores_skipped_total")
-	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_store_time", "vllm:kv_offload_load_time")
-	t.add("vllm", Gauge, lVLLM, "", "", srcVLLMDocs, "vllm:kv_offload_cpu_cache_usage_perc", "vllm:kv_offload_cpu_cache_write_usage_perc", "vllm:kv_offload_cpu_cache_read_usage_perc")
+	t.add("vllm", Counter, with(lVLLM, "transfer_type"), "", "deprecated by vllm #35669", srcVLLMOffload, "vllm:kv_offload_total_bytes_total", "vllm:kv_offload_total_time_total")
+	t.add("vllm", Counter, lVLLM, "", "", srcVLLMOffload, "vllm:kv_offload_store_bytes_total", "vllm:kv_offload_load_bytes_total",
+		"vllm:kv_offload_store_time_total", "vllm:kv_offload_load_time_total", "vllm:kv_offload_stores_skipped_total",
+		"vllm:kv_offload_tiering_cascade_job_failures_total")
+	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMOffload, "vllm:kv_offload_store_size", "vllm:kv_offload_load_size",
+		"vllm:kv_offload_lookup_sync_delay_seconds", "vllm:kv_offload_lookup_async_delay_seconds",
+		"vllm:kv_offload_tiering_lookup_sync_delay_seconds", "vllm:kv_offload_tiering_lookup_async_delay_seconds")
+	t.add("vllm", Gauge, lVLLM, "", "", srcVLLMOffload, "vllm:kv_offload_cpu_cache_usage_perc", "vllm:kv_offload_cpu_cache_write_usage_perc", "vllm:kv_offload_cpu_cache_read_usage_perc")
 	// vLLM V0 (vllm/engine/metrics.py): only model_name.
 	t.add("vllm", Gauge, lVLLMV0, "", "last V0 release", srcVLLMV0, "vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc",
 		"vllm:gpu_prefix_cache_hit_rate", "vllm:cpu_prefix_cache_hit_rate", "vllm:avg_prompt_throughput_toks_per_s", "vllm:avg_generation_throughput_toks_per_s",
@@ -442,8 +447,8 @@ func renames() []Rename {
 		{Engine: "vllm", Old: "vllm:time_per_output_token_seconds", New: "vllm:inter_token_latency_seconds", Version: "0.11 (deprecated; hidden in 0.12, removed in 0.13)", Source: srcVLLMLoggers},
 		{Engine: "vllm", Old: "vllm:model_forward_time_milliseconds", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
 		{Engine: "vllm", Old: "vllm:model_execute_time_milliseconds", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:kv_offload_total_bytes", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_bytes_total and vllm:kv_offload_load_bytes_total", Source: srcVLLMDocs},
-		{Engine: "vllm", Old: "vllm:kv_offload_total_time", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_time and vllm:kv_offload_load_time", Source: srcVLLMDocs},
+		{Engine: "vllm", Old: "vllm:kv_offload_total_bytes_total", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_bytes_total and vllm:kv_offload_load_bytes_total", Source: srcVLLMOffload},
+		{Engine: "vllm", Old: "vllm:kv_offload_total_time_total", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_time_total and vllm:kv_offload_load_time_total", Source: srcVLLMOffload},
 		{Engine: "sglang", Old: "sglang:num_prefill_prealloc_queue_reqs", New: "sglang:num_prefill_bootstrap_queue_reqs", Version: "collector @016d8605e458 (the old name @44cedc2b9c7d)", Source: srcSGLang},
 		{Engine: "sglang", Old: "sglang:cache_config_info", New: "", Version: "collector @016d8605e458", Note: "its labels page_size and num_pages became the gauges sglang:page_size and sglang:num_pages", Source: srcSGLang},
 		{Engine: "sglang", Old: "sglang:num_requests_running", New: "sglang:num_running_reqs", Version: "after the first Prometheus version (PR #1853, label name)", Source: srcSGLangOld},
