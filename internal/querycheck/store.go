@@ -131,6 +131,9 @@ func (a *API) get(ctx context.Context, path string, params url.Values, data any)
 		Data   json.RawMessage `json:"data"`
 		Error  string          `json:"error"`
 	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return fmt.Errorf("query %s%s: %s: give credentials with --against.http-config (basic_auth, authorization, tls_config)", a.Base.Redacted(), path, resp.Status)
+	}
 	if err := json.Unmarshal(body, &env); err != nil || env.Status == "" {
 		return fmt.Errorf("query %s%s: %s: not a Prometheus API answer; give the API's base URL (e.g. http://prometheus:9090), or an engine's /metrics URL", a.Base.Redacted(), path, resp.Status)
 	}
