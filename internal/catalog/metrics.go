@@ -290,7 +290,8 @@ func metrics() []Metric {
 	t.add("triton", Histogram, with(lTRT, "response_metric_type"), "", "", srcTriton, "nv_llm_output_token_len", "nv_llm_input_token_len")
 	t.add("triton", Counter, lTRT, "", "", srcTritonCore, "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
 		"nv_inference_exec_count", "nv_inference_request_duration_us", "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
-		"nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us", "nv_inference_pending_request_count")
+		"nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us")
+	t.add("triton", Gauge, lTRT, "", "", srcTritonCore, "nv_inference_pending_request_count")
 	t.add("triton", Gauge, []string{"gpu_uuid"}, "", "", srcTritonCore, "nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes",
 		"nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption")
 	t.add("triton", Gauge, nil, "", "", srcTritonCore, "nv_cpu_utilization", "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes", "nv_pinned_memory_pool_total_bytes", "nv_pinned_memory_pool_used_bytes")

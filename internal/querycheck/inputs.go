@@ -144,6 +144,9 @@ func (in *Inputs) readDashboard(file, prefix string, data []byte) error {
 		d = *d.Dashboard
 	}
 	if d.Panels == nil && d.Rows == nil && d.Templating.List == nil {
+		if bytes.Contains(data, []byte(`"elements"`)) && bytes.Contains(data, []byte(`"layout"`)) {
+			return fmt.Errorf("%s: %w: a Grafana dashboard in schema v2 (elements and layout); export it in the classic JSON model (Export → Export as JSON, without v2)", file, ErrUnknownFormat)
+		}
 		return fmt.Errorf("%s: %w: JSON without panels, rows or templating; kvwatch reads Grafana dashboards (classic JSON model)", file, ErrUnknownFormat)
 	}
 	vars := map[string]Variable{}
@@ -297,52 +300,66 @@ func (in *Inputs) readYAML(file string, data []byte) error {
 		if len(n.Content) == 0 {
 			continue
 		}
-		root := n.Content[0]
-		kind := scalar(get(root, "kind"))
-		switch {
-		case get(root, "groups") != nil:
-			in.readGroups(file, get(root, "groups"))
-			found = true
-		case kind == "PrometheusRule":
-			in.readGroups(file, get(get(root, "spec"), "groups"))
-			found = true
-		case kind == "ConfigMap":
-			name := scalar(get(get(root, "metadata"), "name"))
-			data := get(root, "data")
-			for i := 0; data != nil && i+1 < len(data.Content); i += 2 {
-				key, val := data.Content[i].Value, data.Content[i+1].Value
-				prefix := "configmap " + name + " key " + key
-				switch {
-				case strings.HasSuffix(key, ".json"):
-					if err := in.readDashboard(file, prefix, []byte(val)); err != nil {
-						return err
-					}
-					found = true
-				case strings.HasSuffix(key, ".yml") || strings.HasSuffix(key, ".yaml") || strings.HasSuffix(key, ".rules"):
-					sub := Inputs{Recorded: in.Recorded}
-					if err := sub.readYAML(file, []byte(val)); err == nil {
-						for _, q := range sub.Queries {
-							q.Where = prefix + "  " + q.Where
-							q.Line = 0
-							in.Queries = append(in.Queries, q)
-						}
-						in.Notes = append(in.Notes, sub.Notes...)
-						found = true
-					}
-				}
-			}
-		case get(root, "rule_files") != nil && get(root, "tests") != nil:
-			in.Notes = append(in.Notes, Note{File: file, Message: "promtool unit test file skipped: its series are test input; check the rule files it names"})
-			found = true
-		case kind != "":
-			in.Notes = append(in.Notes, Note{File: file, Where: fmt.Sprintf("document %d", doc), Message: "skipped: a " + kind + ", not a rule group or dashboard"})
-			found = true
+		ok, err := in.readDocument(file, n.Content[0], fmt.Sprintf("document %d", doc))
+		if err != nil {
+			return err
 		}
+		found = found || ok
 	}
 	if !found {
 		return fmt.Errorf("%s: %w: YAML without rule groups, a PrometheusRule or a ConfigMap of dashboards", file, ErrUnknownFormat)
 	}
 	return nil
+}
+
+// readDocument reads one YAML document (or one item of a List); found is
+// false when it is nothing kvwatch reads.
+func (in *Inputs) readDocument(file string, root *yaml.Node, where string) (found bool, err error) {
+	kind := scalar(get(root, "kind"))
+	switch {
+	case get(root, "groups") != nil:
+		in.readGroups(file, get(root, "groups"))
+	case kind == "PrometheusRule":
+		in.readGroups(file, get(get(root, "spec"), "groups"))
+	case strings.HasSuffix(kind, "List") && get(root, "items") != nil:
+		// kubectl get -o yaml: the objects are the items.
+		items := get(root, "items")
+		for i, item := range items.Content {
+			if _, err := in.readDocument(file, item, fmt.Sprintf("%s item %d", where, i+1)); err != nil {
+				return false, err
+			}
+		}
+	case kind == "ConfigMap":
+		name := scalar(get(get(root, "metadata"), "name"))
+		data := get(root, "data")
+		for i := 0; data != nil && i+1 < len(data.Content); i += 2 {
+			key, val := data.Content[i].Value, data.Content[i+1].Value
+			prefix := "configmap " + name + " key " + key
+			switch {
+			case strings.HasSuffix(key, ".json"):
+				if err := in.readDashboard(file, prefix, []byte(val)); err != nil {
+					return false, err
+				}
+			case strings.HasSuffix(key, ".yml") || strings.HasSuffix(key, ".yaml") || strings.HasSuffix(key, ".rules"):
+				sub := Inputs{Recorded: in.Recorded}
+				if err := sub.readYAML(file, []byte(val)); err == nil {
+					for _, q := range sub.Queries {
+						q.Where = prefix + "  " + q.Where
+						q.Line = 0
+						in.Queries = append(in.Queries, q)
+					}
+					in.Notes = append(in.Notes, sub.Notes...)
+				}
+			}
+		}
+	case get(root, "rule_files") != nil && get(root, "tests") != nil:
+		in.Notes = append(in.Notes, Note{File: file, Message: "promtool unit test file skipped: its series are test input; check the rule files it names"})
+	case kind != "":
+		in.Notes = append(in.Notes, Note{File: file, Where: where, Message: "skipped: a " + kind + ", not a rule group or dashboard"})
+	default:
+		return false, nil
+	}
+	return true, nil
 }
 
 func (in *Inputs) readGroups(file string, groups *yaml.Node) {

@@ -57,6 +57,11 @@ func TestReadFileFormats(t *testing.T) {
 			want: []string{`cm.yaml|configmap dash key d.json  panel "T" (id 1)|0|up`, "cm.yaml|configmap dash key r.rules  group g  alert A|0|down > 0"},
 		},
 		{
+			name: "list.yaml",
+			data: "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: monitoring.coreos.com/v1\n    kind: PrometheusRule\n    metadata: {name: a}\n    spec:\n      groups:\n        - name: g\n          rules:\n            - alert: A\n              expr: x > 1\n",
+			want: []string{"list.yaml|group g  alert A|12|x > 1"},
+		},
+		{
 			name: "scaler.txt",
 			data: "# KEDA\nsum(a)\n  / sum(b)\n\nc{x=\"1\"}\n",
 			want: []string{"scaler.txt|line 2|2|sum(a)\n  / sum(b)", `scaler.txt|line 5|5|c{x="1"}`},
@@ -92,10 +97,14 @@ func TestReadFileRejectsUnknownFormats(t *testing.T) {
 		{"a.json", `not json`},
 		{"a.yml", "foo: bar\n"},
 		{"a.yml", "groups: [\n"},
+		{"v2.json", `{"kind": "Dashboard", "spec": {"elements": {}, "layout": {}}}`},
 	} {
 		err := (&Inputs{}).ReadFile(tc.name, []byte(tc.data))
 		if err == nil {
 			t.Errorf("ReadFile(%s, %q) = nil, want an error", tc.name, tc.data)
+		}
+		if tc.name == "v2.json" && (err == nil || !strings.Contains(err.Error(), "classic JSON model")) {
+			t.Errorf("ReadFile(v2 dashboard) = %v, want a hint to export the classic model", err)
 		}
 		if tc.data == `{"x": 1}` && !errors.Is(err, ErrUnknownFormat) {
 			t.Errorf("ReadFile(%s, %q) = %v, want ErrUnknownFormat", tc.name, tc.data, err)
