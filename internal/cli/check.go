@@ -16,6 +16,7 @@ func addCheck(app *kingpin.Application, r registry) {
 	cc := c.Command("config", "Check config files exactly as serve reads them (file_sd files included): prints FILE: OK (N targets), or every problem with its line; exit code 2 on problems.")
 	cc.Arg("file", "Config files to check.").Required().StringsVar(&files)
 	r.add(cc, func(ctx context.Context, e *env) int { return runCheckConfig(e, files) })
+	addCheckQueries(c, r)
 }
 
 func runCheckConfig(e *env, files []string) int {

@@ -1,0 +1,307 @@
+package querycheck
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/kvwatch/kvwatch/internal/catalog"
+)
+
+// diagnoseLive explains a name the store does not hold, with the catalog's
+// knowledge and the store's own names.
+func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add func(Kind, Severity, string, string, *Fix)) error {
+	has := func(n string) (bool, error) {
+		i, err := c.Store.Metric(ctx, n)
+		return i.Exists, err
+	}
+	for _, r := range c.Catalog.RenamesOf(name) {
+		to := finalName(c.Catalog, r)
+		if to == "" {
+			add(KindRemoved, Error, name+": no series; "+renameText(c.Catalog, r), "", nil)
+			return nil
+		}
+		ok, err := has(to)
+		if err != nil {
+			return err
+		}
+		msg := name + ": no series; " + renameText(c.Catalog, r)
+		if !ok {
+			msg += " (" + to + " has no series here either)"
+		}
+		add(KindRenamed, Error, msg, to, fixOf(name, to))
+		return nil
+	}
+	if inHQ && !strings.HasSuffix(name, "_bucket") {
+		if ok, err := has(name + "_bucket"); err != nil || ok {
+			if ok {
+				add(KindHistogramBucket, Error, name+": no series; histogram_quantile needs the histogram's buckets: "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
+			}
+			return err
+		}
+	}
+	if ok, err := has(name + "_total"); err != nil || ok {
+		if ok {
+			add(KindCounterTotal, Error, name+": no series; the counter is exposed as "+name+"_total", name+"_total", &Fix{Old: name, New: name + "_total"})
+		}
+		return err
+	}
+	if base, cut := strings.CutSuffix(name, "_total"); cut {
+		if ok, err := has(base); err != nil || ok {
+			if ok {
+				add(KindCounterNoTotal, Error, name+": no series; this counter has no _total suffix: "+base, base, &Fix{Old: name, New: base})
+			}
+			return err
+		}
+	}
+	for _, alt := range swapSeparator(name) {
+		ok, err := has(alt)
+		if err != nil {
+			return err
+		}
+		if ok {
+			add(KindWrongPrefix, Error, name+": no series; this store holds "+alt+" ("+escapingNote()+")", alt, &Fix{Old: name, New: alt})
+			return nil
+		}
+	}
+	msg := name + ": no series"
+	if ss := c.Catalog.Lookup(name); len(ss) > 0 {
+		e, _ := c.Catalog.Engine(ss[0].Metric.Engine)
+		msg += " (a " + displayName(e) + " name: is that engine scraped by this store, and does it run a version that exposes it?)"
+	}
+	add(KindNoSeries, Error, msg, "", nil)
+	return nil
+}
+
+// diagnoseOffline checks name against the catalog. It returns the labels
+// the name carries (any is true when they cannot be known, e.g. an info
+// metric's or a recorded series'), and ok false when the name itself is
+// a finding.
+func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Recorded, add func(Kind, Severity, string, string, *Fix)) (labelSet []string, anyLabels bool, ok bool) {
+	if _, rec := recorded[name]; rec {
+		return nil, true, true
+	}
+	res, ok := c.offlineLookup(name, inHQ, add, true)
+	if ok {
+		return res.labels, res.any, true
+	}
+	if res.reported {
+		return nil, false, false
+	}
+	for _, alt := range swapSeparator(name) {
+		r2, ok2 := c.offlineLookup(alt, inHQ, add, false)
+		if !ok2 && !r2.found {
+			continue
+		}
+		if r2.python && strings.Contains(alt, ":") {
+			add(KindEscapedName, Info, name+": the engine exposes "+alt+"; a store holds "+name+" only when "+escapingNote(), "", nil)
+			if ok2 {
+				return r2.labels, r2.any, true
+			}
+			// Report what is wrong with the canonical spelling, suggesting
+			// the fix in the spelling the query uses.
+			escaped := func(k Kind, sev Severity, msg, sug string, fix *Fix) {
+				if sug != "" {
+					sug = strings.Replace(sug, ":", "_", 1)
+				}
+				if fix != nil {
+					fix = &Fix{Old: name, New: strings.Replace(fix.New, ":", "_", 1)}
+				}
+				add(k, sev, msg, sug, fix)
+			}
+			c.offlineLookup(alt, inHQ, escaped, true)
+			return nil, false, false
+		}
+		add(KindWrongPrefix, Error, name+": no such name; the engine exposes "+alt, alt, &Fix{Old: name, New: alt})
+		return nil, false, false
+	}
+	msg := name + ": not in kvwatch's catalog of engine metrics"
+	if e, ok := c.engineOfPrefix(name); ok {
+		msg = name + ": not a " + displayName(e) + " metric kvwatch knows"
+	}
+	add(KindUnknownMetric, Warning, msg+"; check it against a live store with --against", "", nil)
+	return nil, false, false
+}
+
+type offlineResult struct {
+	found, reported, any, python bool
+	labels                       []string
+}
+
+// offlineLookup resolves name in the catalog. With report false it only
+// looks (for the alternative spelling).
+func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity, string, string, *Fix), report bool) (offlineResult, bool) {
+	var res offlineResult
+	emit := func(k Kind, s Severity, msg, sug string, fix *Fix) {
+		res.reported = true
+		if report {
+			add(k, s, msg, sug, fix)
+		}
+	}
+	for _, r := range c.Catalog.RenamesOf(name) {
+		res.found = true
+		res.python = c.Catalog.PythonClient(r.Engine)
+		if to := finalName(c.Catalog, r); to == "" {
+			emit(KindRemoved, Error, name+": "+renameText(c.Catalog, r), "", nil)
+		} else {
+			emit(KindRenamed, Error, name+": "+renameText(c.Catalog, r), to, fixOf(name, to))
+		}
+		return res, false
+	}
+	ss := c.Catalog.Lookup(name)
+	if len(ss) > 0 {
+		res.found = true
+		res.python = c.Catalog.PythonClient(ss[0].Metric.Engine)
+		for _, s := range ss {
+			if s.Metric.Type == catalog.Info && s.Metric.Labels == nil || s.Metric.Engine == "prometheus" && strings.HasPrefix(name, "ALERTS") {
+				res.any = true
+			}
+			res.labels = append(res.labels, catalog.LabelsOf(s)...)
+		}
+		res.labels = append(res.labels, targetLabels...)
+		hist := ss[0].Metric.Type == catalog.Histogram && ss[0].Suffix == ""
+		if hist && inHQ {
+			emit(KindHistogramBucket, Error, name+": histogram_quantile needs the histogram's buckets; use "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})
+			return res, false
+		}
+		if hist {
+			emit(KindNoSeries, Error, name+": a histogram has no series of its own name; query "+name+"_bucket, "+name+"_sum or "+name+"_count", name+"_bucket", nil)
+			return res, false
+		}
+		return res, true
+	}
+	if base, ok := strings.CutSuffix(name, "_bucket"); ok {
+		if fam := c.Catalog.Family(base); len(fam) > 0 && fam[0].Type == catalog.Summary {
+			res.found = true
+			emit(KindNoSeries, Error, name+": "+base+" is a summary: it has no buckets, only "+base+`{quantile="..."}`+", "+base+"_sum and "+base+"_count", "", nil)
+			return res, false
+		}
+	}
+	if fam := c.Catalog.Family(name + "_total"); len(fam) > 0 && fam[0].Type == catalog.Counter {
+		res.found, res.python = true, c.Catalog.PythonClient(fam[0].Engine)
+		emit(KindCounterTotal, Error, name+": no such series; "+displayEngine(c.Catalog, fam[0].Engine)+" exposes the counter as "+name+"_total", name+"_total", &Fix{Old: name, New: name + "_total"})
+		return res, false
+	}
+	if base, cut := strings.CutSuffix(name, "_total"); cut {
+		if fam := c.Catalog.Family(base); len(fam) > 0 && fam[0].Type == catalog.Counter {
+			res.found = true
+			emit(KindCounterNoTotal, Error, name+": no such series; "+displayEngine(c.Catalog, fam[0].Engine)+" counters carry no _total suffix: "+base, base, &Fix{Old: name, New: base})
+			return res, false
+		}
+	}
+	return res, false
+}
+
+func (c *Checker) engineOfPrefix(name string) (catalog.Engine, bool) {
+	for _, e := range c.Catalog.Engines() {
+		for _, p := range e.Prefixes {
+			if strings.HasPrefix(name, p) {
+				return e, true
+			}
+		}
+	}
+	return catalog.Engine{}, false
+}
+
+// swapSeparator returns name with its prefix separator flipped: sglang:x ↔
+// sglang_x (first ':' becomes '_', or the first '_' becomes ':').
+func swapSeparator(name string) []string {
+	if i := strings.IndexByte(name, ':'); i > 0 {
+		return []string{name[:i] + "_" + name[i+1:]}
+	}
+	if i := strings.IndexByte(name, '_'); i > 0 && i < len(name)-1 {
+		return []string{name[:i] + ":" + name[i+1:]}
+	}
+	return nil
+}
+
+func escapingNote() string {
+	return "prometheus_client ≥ 0.23.0 sends OpenMetrics with ':' spelled '_' unless the scraper asks for UTF-8 names: Prometheus 3 asks and stores sglang:x / vllm:x; Prometheus 2.x, or 3.x with legacy name validation, stores sglang_x / vllm_x"
+}
+
+// renameText explains r, following later renames of its new name.
+func renameText(cat *catalog.Catalog, r catalog.Rename) string {
+	s := displayEngine(cat, r.Engine)
+	chain := cat.Final(r)
+	var parts []string
+	for i, step := range chain {
+		switch {
+		case step.New == "" && i == 0:
+			parts = append(parts, "removed in "+s+" "+step.Version)
+		case step.New == "":
+			parts = append(parts, "then removed in "+step.Version)
+		case i == 0:
+			parts = append(parts, "renamed "+step.New+" in "+s+" "+step.Version)
+		default:
+			parts = append(parts, "then "+step.New+" in "+step.Version)
+		}
+		if step.Note != "" {
+			parts[len(parts)-1] += " (" + step.Note + ")"
+		}
+	}
+	msg := strings.Join(parts, ", ")
+	if last := chain[len(chain)-1]; last.New != "" {
+		msg += "; use " + last.New
+	}
+	return msg
+}
+
+// finalName is the name r's chain of renames ends at ("" if removed).
+func finalName(cat *catalog.Catalog, r catalog.Rename) string {
+	chain := cat.Final(r)
+	return chain[len(chain)-1].New
+}
+
+func displayEngine(cat *catalog.Catalog, engine string) string {
+	e, ok := cat.Engine(engine)
+	if !ok {
+		return engine
+	}
+	return displayName(e)
+}
+
+func displayName(e catalog.Engine) string {
+	if e.Display != "" {
+		return e.Display
+	}
+	return e.Name
+}
+
+func fixOf(old, new string) *Fix {
+	if new == "" {
+		return nil
+	}
+	return &Fix{Old: old, New: new}
+}
+
+func listOrNone(l []string) string {
+	var out []string
+	for _, x := range l {
+		if x == labels.MetricName || slices.Contains(targetLabels, x) || slices.Contains(out, x) {
+			continue
+		}
+		out = append(out, x)
+	}
+	if len(out) == 0 {
+		return "no labels of its own"
+	}
+	return strings.Join(out, ", ")
+}
+
+func valuesText(vals []string) string {
+	if len(vals) == 0 {
+		return "no values"
+	}
+	var q []string
+	for i, v := range vals {
+		if i == 5 {
+			q = append(q, fmt.Sprintf("and %d more", len(vals)-5))
+			break
+		}
+		q = append(q, fmt.Sprintf("%q", Sanitize(v)))
+	}
+	return strings.Join(q, ", ")
+}

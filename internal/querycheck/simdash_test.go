@@ -1,0 +1,126 @@
+package querycheck
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/kvwatch/kvwatch/internal/expo"
+	"github.com/kvwatch/kvwatch/internal/sim"
+)
+
+// TestDashboardFromEnginePagesPassesOffline: a dashboard generated from the
+// engines' own expositions (the simulator's pages, written by its own code
+// from the engines' sources) selects every sample name with a matcher on
+// every label it carries. Offline it must pass without one error or
+// warning: no false alarm on a name or label an engine really exposes.
+func TestDashboardFromEnginePagesPassesOffline(t *testing.T) {
+	sc, err := sim.BuiltinScenario("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := sim.NewCluster(sc, sim.Options{Seed: 5, ManualClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	type target struct {
+		RefID string `json:"refId"`
+		Expr  string `json:"expr"`
+	}
+	type panel struct {
+		ID      int      `json:"id"`
+		Title   string   `json:"title"`
+		Targets []target `json:"targets"`
+	}
+	var panels []panel
+	for i, ep := range cl.Endpoints() {
+		if legacy[ep.Engine] {
+			continue // old versions: offline, their renamed names are errors by design
+		}
+		resp, err := http.Get(ep.URL + ep.MetricsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page, err := expo.Parse(body, resp.Header.Get("Content-Type"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := panel{ID: i + 1, Title: ep.Name}
+		names := page.Names()
+		slices.Sort(names)
+		for j, n := range names {
+			ss := page.Samples(n)
+			var ls []string
+			ss[0].Labels.Range(func(l labels.Label) {
+				if l.Name != labels.MetricName {
+					ls = append(ls, l.Name+`=~".+"`)
+				}
+			})
+			expr := ss[0].Labels.Get(labels.MetricName) + "{" + strings.Join(ls, ",") + "}"
+			p.Targets = append(p.Targets, target{RefID: fmt.Sprint(j), Expr: expr})
+		}
+		panels = append(panels, p)
+	}
+	dash, err := json.Marshal(map[string]any{"title": "from the pages", "panels": panels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Inputs{}
+	if err := in.ReadFile("pages.json", dash); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := (&Checker{}).Check(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Queries < 200 {
+		t.Errorf("only %d queries from %d pages", rep.Queries, len(panels))
+	}
+	seen := map[string]bool{}
+	for _, f := range rep.Findings {
+		if f.Severity == Info {
+			continue
+		}
+		if f.Kind == KindUnknownLabel {
+			if key := strings.SplitN(f.Message, " carries", 2)[0]; simDeviations[key] {
+				seen[key] = true
+				continue
+			}
+		}
+		t.Errorf("%s: %s %s: %s", f.Where, f.Severity, f.Kind, f.Message)
+	}
+	for k := range simDeviations {
+		if !seen[k] {
+			t.Errorf("known simulator deviation %q no longer seen: remove it from simDeviations", k)
+		}
+	}
+}
+
+// legacy are the simulator's old engine versions.
+var legacy = map[string]bool{"sglang-legacy": true, "vllm-v0": true, "sglang-router-legacy": true}
+
+// simDeviations are labels the simulator's gateway page carries that the
+// gateway's source does not set (sgl-model-gateway/src/observability/
+// metrics.rs: smg_worker_health and smg_worker_requests_active carry only
+// worker; smg_worker_selection_total worker_type, connection_mode, model,
+// policy). Keyed "label: metric" as the finding's message starts.
+var simDeviations = map[string]bool{
+	"worker_type: smg_worker_health":          true,
+	"worker_type: smg_worker_requests_active": true,
+	"worker: smg_worker_selection_total":      true,
+}
