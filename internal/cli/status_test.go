@@ -357,7 +357,7 @@ targets:
 	if code != 2 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"line 6: field colour not found", "kvwatch.yml"} {
+	for _, want := range []string{`line 6: targets[0].colour: unknown key "colour"`, "kvwatch.yml"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("stderr %q lacks %q", errs, want)
 		}
