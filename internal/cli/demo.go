@@ -159,7 +159,7 @@ func ruleGroups(files []string, cfg *config.Config) ([]rulefmt.RuleGroup, error)
 	if len(files) > 0 {
 		return alerting.LoadFiles(files)
 	}
-	o := stack.Options{Config: cfg, Alerts: cfg.Alerts}
+	o := stack.Options{Config: cfg}
 	return append(stack.RecordingRules(o).Groups, stack.AlertRules(o).Groups...), nil
 }
 

@@ -12,7 +12,7 @@ import (
 func TestStackGenerateThresholdsFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "kvwatch.yml")
-	if err := os.WriteFile(cfg, []byte("alerts:\n  kv_usage_warning: 0.8\n  kv_usage_critical: 0.95\nalerting:\n  webhooks: [http://127.0.0.1:5001/hook]\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("alerts:\n  kv_usage_warning: 0.8\n  kv_usage_critical: 0.95\n  queue_length: 0\nalerting:\n  webhooks: [http://127.0.0.1:5001/hook]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "stack")
@@ -26,7 +26,8 @@ func TestStackGenerateThresholdsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kvwatch_kv_usage_ratio > 0.8\n", "kvwatch_kv_usage_ratio > 0.95\n"} {
+	// queue_length: 0 is kept (it used to become the default 50).
+	for _, want := range []string{"kvwatch_kv_usage_ratio > 0.8\n", "kvwatch_kv_usage_ratio > 0.95\n", "(threshold 0 for 5m)"} {
 		if !strings.Contains(string(alerts), want) {
 			t.Errorf("alert rules lack %q", want)
 		}

@@ -132,13 +132,13 @@ func targetSel(extra ...string) string {
 
 // usageSteps colours KV usage by the alert thresholds.
 func usageSteps(o Options) []step {
-	return []step{{nil, green}, {f(o.Alerts.KVUsageWarning), orange}, {f(o.Alerts.KVUsageCritical), red}}
+	return []step{{nil, green}, {f(o.Config.Alerts.KVUsageWarning), orange}, {f(o.Config.Alerts.KVUsageCritical), red}}
 }
 
 // Dashboards returns the fleet and server dashboards.
 func Dashboards(o Options) []DashboardSpec {
 	o = o.WithDefaults()
-	a := o.Alerts
+	a := o.Config.Alerts
 	ratio := f(0)
 	one := f(1)
 	rateQ := func(m signal.Metric, sel string) string {

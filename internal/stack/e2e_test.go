@@ -49,10 +49,12 @@ servers:
 // e2eOptions are the test-only stack options: 1s scrapes and evaluations,
 // a critical KV threshold the simulator reaches, and a 1s for-duration.
 func e2eOptions(kvwatch, prom, am string) Options {
+	cfg := config.Default()
+	a := &cfg.Alerts
+	a.KVUsageWarning, a.KVUsageCritical, a.KVUsageCriticalFor, a.KVUsageWarningFor = 0.3, 0.5, dur("1s"), dur("1s")
 	return Options{
 		KVWatchAddress: kvwatch, PrometheusAddress: prom, AlertmanagerAddress: am, GrafanaAddress: "127.0.0.1:1",
-		ScrapeInterval: dur("1s"), EvaluationInterval: dur("1s"), GrafanaAdminPassword: "x",
-		Alerts: config.Alerts{KVUsageWarning: 0.3, KVUsageCritical: 0.5, KVUsageCriticalFor: dur("1s"), KVUsageWarningFor: dur("1s")},
+		ScrapeInterval: dur("1s"), EvaluationInterval: dur("1s"), GrafanaAdminPassword: "x", Config: cfg,
 	}
 }
 

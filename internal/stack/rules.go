@@ -149,7 +149,7 @@ func pct(v float64) string { return strconv.FormatFloat(v*100, 'g', -1, 64) + "%
 // AlertRules returns the alert rule file.
 func AlertRules(o Options) rulefmt.RuleGroups {
 	o = o.WithDefaults()
-	a := o.Alerts
+	a := o.Config.Alerts
 	srvLabels := "{{ $labels.server }} ({{ $labels.role }}, cluster {{ $labels.cluster }}, pool {{ $labels.pool }})"
 	alert := func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule {
 		return rulefmt.Rule{

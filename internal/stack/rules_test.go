@@ -10,13 +10,15 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/kvwatch/kvwatch/internal/config"
 )
 
 // customOptions changes every threshold away from its default, so the
 // generated unit tests are shown to follow the config.
 func customOptions() Options {
-	o := Options{}
-	a := &o.Alerts
+	o := Options{Config: config.Default()}
+	a := &o.Config.Alerts
 	a.KVUsageWarning, a.KVUsageCritical = 0.8, 0.9
 	a.KVUsageWarningFor, a.KVUsageCriticalFor = dur("3m"), dur("2m")
 	a.KVFullWithin = dur("10m")
