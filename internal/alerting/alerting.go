@@ -231,7 +231,6 @@ func New(opts Options) (*Manager, error) {
 			r.evalQuery = q
 		}
 	}
-	m.attach()
 	return m, nil
 }
 

@@ -312,3 +312,57 @@ func TestRealAlertmanager(t *testing.T) {
 		t.Errorf("after resolve alertmanager still holds active %v", got)
 	}
 }
+
+// recorder is a notifier of its own, as a user's would be.
+type recorder struct{ batches []Batch }
+
+func (r *recorder) Notify(_ context.Context, b Batch) error {
+	r.batches = append(r.batches, b)
+	return nil
+}
+
+// Any notifier gets the batch filled by the manager: end times and links
+// (before, a type switch gave them to the two built-in notifiers only, and
+// one of those fell back to a hard-coded 4 minutes).
+func TestNotifiersGetTheFilledBatch(t *testing.T) {
+	rec := &recorder{}
+	st := history.New(history.Options{Retention: 2 * time.Hour})
+	clock := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	m, err := New(Options{Groups: stackRules(), Storage: st, Notifiers: []Notifier{rec},
+		ExternalURL: "http://127.0.0.1:9477/", ResendDelay: 2 * time.Minute, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	drive(t, st, m, start, []phase{{5 * time.Minute, 0.5}, {12 * time.Minute, 0.95}, {2 * time.Minute, 0.4}}, nil)
+	var firing, resolved *Notification
+	for _, b := range rec.batches {
+		if b.ExternalURL != "http://127.0.0.1:9477/" {
+			t.Errorf("batch external URL = %q", b.ExternalURL)
+		}
+		for i, n := range b.Alerts {
+			if n.Labels.Get("alertname") != stack.AlertKVHigh {
+				continue
+			}
+			if n.State == StateFiring && firing == nil {
+				firing = &b.Alerts[i]
+			}
+			if n.State == StateInactive {
+				resolved = &b.Alerts[i]
+			}
+		}
+	}
+	if firing == nil || resolved == nil {
+		t.Fatalf("notifications: firing %v, resolved %v; want both", firing, resolved)
+	}
+	// 4 × max(resend delay 2m, interval 15s) after the manager's clock.
+	if want := clock.Add(8 * time.Minute); !firing.EndsAt.Equal(want) {
+		t.Errorf("firing endsAt = %v, want %v", firing.EndsAt, want)
+	}
+	if want := start.Add(17 * time.Minute); !resolved.EndsAt.Equal(want) {
+		t.Errorf("resolved endsAt = %v, want %v (when usage dropped)", resolved.EndsAt, want)
+	}
+	if firing.GeneratorURL != "http://127.0.0.1:9477/alerts" || resolved.GeneratorURL != firing.GeneratorURL {
+		t.Errorf("generator URLs = %q, %q; want http://127.0.0.1:9477/alerts", firing.GeneratorURL, resolved.GeneratorURL)
+	}
+}
