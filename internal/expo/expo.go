@@ -96,8 +96,14 @@ type Want func(name string) bool
 // (OpenMetrics is recognised; anything else is read as the text format).
 // Only samples for which want(canonical name) is true are kept; want nil
 // keeps everything. The page keeps no reference into body, and Parse is
-// safe for concurrent use.
+// safe for concurrent use. It shares nothing between pages: a Parser does.
 func Parse(body []byte, contentType string, want Want) (*Page, error) {
+	return (*Parser)(nil).Parse(body, contentType, want)
+}
+
+// Parse reads body like the package's Parse, sharing label sets with the
+// other pages p has read. A nil p shares nothing.
+func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, error) {
 	sc := getScratch()
 	// Nothing the page keeps points into the scratch space or body: type
 	// names are copied, and label sets are built into buffers of their own.
@@ -137,7 +143,7 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 		switch entry {
 		case textparse.EntryType:
 			name, typ := parser.Type()
-			p.types[canonicalTypeName(name)] = typ
+			p.types[pr.canonicalTypeName(name)] = typ
 		case textparse.EntrySeries:
 			series, _, v := parser.Series()
 			var (
@@ -145,8 +151,8 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 				is     internedSeries
 				cached bool
 			)
-			if !om {
-				is, cached = seriesCache.get(series)
+			if !om && pr != nil {
+				is, cached = pr.series.get(series)
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
@@ -160,7 +166,9 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 				}
 				lset = ls.labels(&sb)
 				name = Canonical(lset.Get(labels.MetricName))
-				seriesCache.put(series, internedSeries{labels: lset, name: name})
+				if pr != nil {
+					pr.series.put(series, internedSeries{labels: lset, name: name})
+				}
 			} else {
 				parser.Labels(&lset)
 				lset = lset.Copy()

@@ -96,16 +96,23 @@ type Store struct {
 	// lastGather is the (aligned) timestamp of the previous AppendFamilies.
 	lastGather int64
 	dropped    int64
-	// rawArena and coarseArena hold the closed chunks of each tier.
+	// rawArena and coarseArena hold the closed chunks of each tier, and
+	// slabs accounts for their memory.
 	rawArena, coarseArena arena
+	slabs                 *slabStats
 }
 
 // New returns an empty store.
 func New(opts Options) *Store {
+	opts = opts.withDefaults()
+	slabs := &slabStats{log: opts.Logger}
 	return &Store{
-		opts:   opts.withDefaults(),
-		series: map[uint64][]*memSeries{},
-		byName: map[string][]*memSeries{},
+		opts:        opts,
+		series:      map[uint64][]*memSeries{},
+		byName:      map[string][]*memSeries{},
+		slabs:       slabs,
+		rawArena:    newArena(slabs),
+		coarseArena: newArena(slabs),
 	}
 }
 
@@ -380,13 +387,19 @@ type Stats struct {
 	CoarseChunkBytes int `json:"coarse_chunk_bytes"`
 	// Dropped counts samples refused as out of order or duplicate.
 	Dropped int64 `json:"dropped_samples"`
+	// OffHeapBytes is the memory this store's closed chunks take outside
+	// the Go heap: resident memory is about this plus the Go runtime's own.
+	OffHeapBytes int64 `json:"off_heap_bytes"`
+	// UnmapFailures counts slabs the operating system refused to unmap
+	// (logged; their memory stays mapped).
+	UnmapFailures int64 `json:"unmap_failures"`
 }
 
 // Stats returns the store's size.
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := Stats{Dropped: s.dropped}
+	st := Stats{Dropped: s.dropped, OffHeapBytes: s.slabs.offHeap.Load(), UnmapFailures: s.slabs.unmapFailures.Load()}
 	for _, list := range s.series {
 		for _, ms := range list {
 			st.Series++

@@ -240,7 +240,8 @@ func (s *Store) resetLocked() {
 	clear(s.series)
 	clear(s.byName)
 	s.gen = 0
-	s.rawArena, s.coarseArena = arena{}, arena{}
+	s.rawArena.reset()
+	s.coarseArena.reset()
 }
 
 func (s *Store) restoreLocked(r *bufio.Reader, size int64, mint int64) error {
