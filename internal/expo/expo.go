@@ -70,14 +70,16 @@ func (p *Page) Names() []string {
 	return out
 }
 
-// colonPrefixes are engines whose names use a colon after the prefix;
-// some versions and relabelling setups write an underscore instead.
-var colonPrefixes = []string{"sglang", "vllm", "llamacpp", "lmdeploy"}
-
-// Canonical maps name to the colon form its engine normally uses:
-// "sglang_token_usage" becomes "sglang:token_usage". Other names are kept.
-func Canonical(name string) string {
-	for _, p := range colonPrefixes {
+// Canonical maps name to the colon form its engine normally uses, for the
+// colon prefixes the Parser was made with: with "sglang",
+// "sglang_token_usage" becomes "sglang:token_usage" (some versions and
+// relabelling setups write an underscore). Other names are kept; a nil
+// Parser keeps every name.
+func (pr *Parser) Canonical(name string) string {
+	if pr == nil {
+		return name
+	}
+	for _, p := range pr.colon {
 		if len(name) > len(p) && name[len(p)] == '_' && strings.HasPrefix(name, p) {
 			return p + ":" + name[len(p)+1:]
 		}
@@ -96,7 +98,8 @@ type Want func(name string) bool
 // (OpenMetrics is recognised; anything else is read as the text format).
 // Only samples for which want(canonical name) is true are kept; want nil
 // keeps everything. The page keeps no reference into body, and Parse is
-// safe for concurrent use. It shares nothing between pages: a Parser does.
+// safe for concurrent use. It shares nothing between pages and keeps names
+// as written: a Parser shares label sets and folds colon prefixes.
 func Parse(body []byte, contentType string, want Want) (*Page, error) {
 	return (*Parser)(nil).Parse(body, contentType, want)
 }
@@ -108,7 +111,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	// Nothing the page keeps points into the scratch space or body: type
 	// names are copied, and label sets are built into buffers of their own.
 	defer putScratch(sc)
-	filtered, fams, example, nseries, err := filter(body, want, sc)
+	filtered, fams, example, nseries, err := pr.filter(body, want, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -161,18 +164,18 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
 				// wanted names.
-				if want != nil && !want(Canonical(yoloString(ls.name))) {
+				if want != nil && !want(pr.Canonical(yoloString(ls.name))) {
 					continue
 				}
 				lset = ls.labels(&sb)
-				name = Canonical(lset.Get(labels.MetricName))
+				name = pr.Canonical(lset.Get(labels.MetricName))
 				if pr != nil {
 					pr.series.put(series, internedSeries{labels: lset, name: name})
 				}
 			} else {
 				parser.Labels(&lset)
 				lset = lset.Copy()
-				name = Canonical(lset.Get(labels.MetricName))
+				name = pr.Canonical(lset.Get(labels.MetricName))
 			}
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
@@ -325,7 +328,7 @@ func yoloString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len
 // itself). series counts the sample lines returned, a capacity hint. It
 // rejects bodies that are clearly not expositions (HTML, JSON, binary) and
 // lines whose metric name is malformed, with the line number.
-func filter(body []byte, want Want, sc *scratch) (out []byte, families int, example []string, series int, err error) {
+func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, families int, example []string, series int, err error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 {
 		switch trimmed[0] {
@@ -350,7 +353,7 @@ func filter(body []byte, want Want, sc *scratch) (out []byte, families int, exam
 	}
 	seen := sc.seen
 	wantFamily := func(f string) bool {
-		c := Canonical(f)
+		c := pr.Canonical(f)
 		if want(c) {
 			return true
 		}
@@ -432,7 +435,7 @@ func filter(body []byte, want Want, sc *scratch) (out []byte, families int, exam
 		}
 		keep, ok := decided[string(name)]
 		if !ok {
-			keep = want != nil && want(Canonical(yoloString(name)))
+			keep = want != nil && want(pr.Canonical(yoloString(name)))
 			decided[yoloString(name)] = keep
 		}
 		lastName, lastKeep = name, keep

@@ -1,6 +1,7 @@
 package expo
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -75,6 +76,8 @@ type internedSeries struct {
 // it builds between the pages it reads. Its caches belong to it (one per
 // scraper), not to the process. It is safe for concurrent use.
 type Parser struct {
+	// colon are the prefixes Canonical folds (see NewParser).
+	colon []string
 	// series maps the text of a simple series (see simpleSeries) to what
 	// Parse makes of it.
 	series internCache[internedSeries]
@@ -82,8 +85,13 @@ type Parser struct {
 	types internCache[string]
 }
 
-// NewParser returns a Parser with empty caches.
-func NewParser() *Parser { return &Parser{} }
+// NewParser returns a Parser with empty caches that folds the given
+// prefixes' underscore form into their colon form (see Canonical). expo
+// knows no engine: the engine registry says which prefixes these are
+// (engine.Registry.ColonPrefixes).
+func NewParser(colonPrefixes ...string) *Parser {
+	return &Parser{colon: slices.Clone(colonPrefixes)}
+}
 
 // InternStats describe a Parser's caches.
 type InternStats struct {
@@ -102,16 +110,16 @@ func (p *Parser) Stats() InternStats {
 	return InternStats{Series: se, Types: te, Bytes: sb + tb, Resets: sr + tr}
 }
 
-// canonicalTypeName returns Canonical(string(name)), shared between the
+// canonicalTypeName returns p.Canonical(string(name)), shared between the
 // pages of p (nil: not shared).
 func (p *Parser) canonicalTypeName(name []byte) string {
 	if p == nil {
-		return Canonical(string(name))
+		return string(name)
 	}
 	if c, ok := p.types.get(name); ok {
 		return c
 	}
-	c := Canonical(string(name))
+	c := p.Canonical(string(name))
 	p.types.put(name, c)
 	return c
 }

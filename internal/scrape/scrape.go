@@ -122,7 +122,7 @@ func New(reg *engine.Registry, bodyLimit int64) *Scraper {
 	if bodyLimit <= 0 {
 		bodyLimit = 32 << 20
 	}
-	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser()}
+	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...)}
 }
 
 // Registry returns the scraper's adapters.
