@@ -31,8 +31,19 @@ demo: build
 test: build vet
 	$(GO) test -race -timeout 30m ./...
 
-vet:
+# go.mod must be tidy; go vet and staticcheck must be clean. staticcheck is
+# pinned in tools/go.mod and built from the module cache (offline once
+# downloaded) into bin/.
+STATICCHECK := bin/staticcheck
+
+$(STATICCHECK): tools/go.mod tools/go.sum
+	$(GO) build -C tools -o ../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+
+vet: $(STATICCHECK)
+	$(GO) mod tidy -diff
+	$(GO) mod tidy -C tools -diff
 	$(GO) vet ./...
+	./$(STATICCHECK) ./...
 
 # Benchmarks recorded in docs/benchmarks.md.
 bench:
