@@ -387,8 +387,8 @@ func parse(b []byte, name, dir string) *file {
 	f.root = &root
 	c := defaults()
 	if len(bytes.TrimSpace(b)) > 0 {
-		var badDurations bool
-		f.problems, badDurations = unknownKeys(&root, reflect.TypeOf(c).Elem())
+		w := unknownKeys(&root, reflect.TypeOf(c).Elem())
+		f.problems = w.out
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(c); err != nil {
@@ -397,14 +397,14 @@ func parse(b []byte, name, dir string) *file {
 				// A value's own decoder refused it (e.g. a duration): the
 				// rest of the file was not read, so validating it would
 				// report what is not there.
-				if !badDurations { // else unknownKeys said where
-					f.problems = append(f.problems, yamlProblem(err.Error()))
+				if !w.badDurations { // else unknownKeys said where
+					f.problems = append(f.problems, yamlProblem(&root, err.Error()))
 				}
 				return f
 			}
 			for _, m := range te.Errors {
-				if !isUnknownField(m) { // unknownKeys said it, with its path
-					f.problems = append(f.problems, yamlProblem(m))
+				if !w.said(m) { // unknown keys and durations: said with their path
+					f.problems = append(f.problems, yamlProblem(&root, m))
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -152,7 +153,11 @@ history:
 		{"a bad duration says where it is", "global:\n  scrape_interval: 5x\n",
 			`kvwatch.yml: line 2: global.scrape_interval: "5x" is not a duration; write e.g. 5s or 2m`},
 		{"not YAML", "targets: [", "kvwatch.yml: line 1: did not find expected node content"},
-		{"wrong type, without Go type names", "targets: 3", `kvwatch.yml: line 1: "3" is a number; want a list`},
+		{"wrong type, without Go type names", "targets: 3", `kvwatch.yml: line 1: targets: "3" is a number; want a list`},
+		{"wrong types, all at once", "global:\n  scrape_interval: [5s]\n  labels: {cluster: [a]}\ntargets:\n  - url: http://a:1\n    follow_redirects: maybe\n", `kvwatch.yml: 3 problems:
+  line 2: global.scrape_interval: want a duration such as 5s
+  line 3: global.labels.cluster: got a list; want a string
+  line 6: targets[0].follow_redirects: "maybe" is a string; want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.in), "kvwatch.yml")
@@ -269,3 +274,21 @@ func TestEmptyFileIsValid(t *testing.T) {
 }
 
 func modelSeconds(n int) model.Duration { return model.Duration(time.Duration(n) * time.Second) }
+
+// Decoder messages never reach the user with Go type names in them.
+func TestYAMLProblemWithoutGoTypes(t *testing.T) {
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte("targets:\n  - url: http://a:1\n    tls_config: {ca_fil: x}\n"), &root); err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"line 3: field ca_fil not found in type config.plain":    `line 3: targets[0].tls_config.ca_fil: unknown key "ca_fil"`,
+		"line 2: cannot unmarshal !!seq into config.Target":      "line 2: targets[0].url: got a list; want a map of keys to values",
+		"line 9: cannot unmarshal !!str `x` into model.Duration": `line 9: "x" is a string; want a duration such as 5s`,
+		"yaml: did not find expected key":                        "did not find expected key",
+	} {
+		if got := yamlProblem(&root, in); got != want {
+			t.Errorf("yamlProblem(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

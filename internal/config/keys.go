@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -16,19 +17,27 @@ import (
 // still an error), but names Go types and gives no path or suggestion.
 // It also reports durations that do not parse, which stop the decoder
 // without a line; badDurations says whether there were any.
-func unknownKeys(root *yaml.Node, t reflect.Type) (problems []string, badDurations bool) {
-	w := &keyWalker{}
+func unknownKeys(root *yaml.Node, t reflect.Type) *keyWalker {
+	w := &keyWalker{lines: map[int]bool{}}
 	n := root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
 	w.walk(n, t, nil)
-	return w.out, w.badDurations
+	return w
 }
 
+// keyWalker collects problems; lines are those it reported, so the
+// decoder's own message for the same line is dropped.
 type keyWalker struct {
 	out          []string
+	lines        map[int]bool
 	badDurations bool
+}
+
+func (w *keyWalker) add(line int, format string, args ...any) {
+	w.out = append(w.out, fmt.Sprintf("line %d: ", line)+fmt.Sprintf(format, args...))
+	w.lines[line] = true
 }
 
 func (w *keyWalker) walk(n *yaml.Node, t reflect.Type, path []any) {
@@ -41,8 +50,10 @@ func (w *keyWalker) walk(n *yaml.Node, t reflect.Type, path []any) {
 	if t == durationType {
 		// model.Duration's own decoder stops the whole decoding on a bad
 		// value, without a line: say where it is.
-		if _, err := model.ParseDuration(n.Value); n.Kind == yaml.ScalarNode && err != nil {
-			w.out = append(w.out, fmt.Sprintf("line %d: %s: %q is not a duration; write e.g. 5s or 2m", n.Line, pathString(path), n.Value))
+		if n.Kind != yaml.ScalarNode {
+			w.add(n.Line, "%s: want a duration such as 5s", pathString(path))
+		} else if _, err := model.ParseDuration(n.Value); err != nil {
+			w.add(n.Line, "%s: %q is not a duration; write e.g. 5s or 2m", pathString(path), n.Value)
 			w.badDurations = true
 		}
 		return
@@ -61,11 +72,11 @@ func (w *keyWalker) walk(n *yaml.Node, t reflect.Type, path []any) {
 			k := n.Content[i].Value
 			ft, ok := fields[k]
 			if !ok {
-				msg := fmt.Sprintf("line %d: %s: unknown key %q", n.Content[i].Line, keyPath(path, k), k)
+				msg := fmt.Sprintf("%s: unknown key %q", keyPath(path, k), k)
 				if s := nearest(k, fields); s != "" {
 					msg += fmt.Sprintf("; did you mean %q?", s)
 				}
-				w.out = append(w.out, msg)
+				w.add(n.Content[i].Line, "%s", msg)
 				continue
 			}
 			w.walk(n.Content[i+1], ft, append(path[:len(path):len(path)], k))
@@ -164,20 +175,81 @@ func editDistance(a, b string) int {
 var durationType = reflect.TypeOf(model.Duration(0))
 
 var (
-	unknownFieldRe = regexp.MustCompile(`^line \d+: field \S+ not found in type \S+$`)
-	cannotRe       = regexp.MustCompile("^(line \\d+: )?cannot unmarshal !!(\\w+) `(.*)` into (\\S+)$")
+	lineRe   = regexp.MustCompile(`^line (\d+): `)
+	fieldRe  = regexp.MustCompile(`^(line \d+: )field (\S+) not found in type \S+$`)
+	cannotRe       = regexp.MustCompile("^(line \\d+: )?cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
 )
 
-// isUnknownField reports whether a decoder message is about an unknown key.
-func isUnknownField(m string) bool { return unknownFieldRe.MatchString(m) }
-
-// yamlProblem rewrites a decoder message without Go type names.
-func yamlProblem(m string) string {
-	m = strings.TrimPrefix(m, "yaml: ")
-	if g := cannotRe.FindStringSubmatch(m); g != nil {
-		return fmt.Sprintf("%s%q is %s; want %s", g[1], g[3], yamlKind(g[2]), goKind(g[4]))
+// said reports whether the walker already reported the line of decoder
+// message m (an unknown key, a bad duration).
+func (w *keyWalker) said(m string) bool {
+	g := lineRe.FindStringSubmatch(m)
+	if g == nil {
+		return false
 	}
-	return m
+	n, _ := strconv.Atoi(g[1])
+	return w.lines[n]
+}
+
+// yamlProblem rewrites a decoder message without Go type names, with the
+// path of the key at its line when root has one.
+func yamlProblem(root *yaml.Node, m string) string {
+	m = strings.TrimPrefix(m, "yaml: ")
+	if g := fieldRe.FindStringSubmatch(m); g != nil {
+		return fmt.Sprintf("%s%sunknown key %q", g[1], pathAt(root, g[1]), g[2])
+	}
+	g := cannotRe.FindStringSubmatch(m)
+	if g == nil {
+		return m
+	}
+	at := g[1] + pathAt(root, g[1])
+	if g[3] == "" {
+		return fmt.Sprintf("%sgot %s; want %s", at, yamlKind(g[2]), goKind(g[4]))
+	}
+	return fmt.Sprintf("%s%q is %s; want %s", at, g[3], yamlKind(g[2]), goKind(g[4]))
+}
+
+// pathAt returns "path: " for the key at the line of prefix "line N: ", or "".
+func pathAt(root *yaml.Node, prefix string) string {
+	l := lineRe.FindStringSubmatch(prefix)
+	if l == nil {
+		return ""
+	}
+	n, _ := strconv.Atoi(l[1])
+	if p := pathAtLine(root, n); p != "" {
+		return p + ": "
+	}
+	return ""
+}
+
+// pathAtLine returns the path of the deepest key written at line, or "".
+func pathAtLine(root *yaml.Node, line int) string {
+	var best []any
+	var walk func(n *yaml.Node, path []any)
+	walk = func(n *yaml.Node, path []any) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				p := append(path[:len(path):len(path)], n.Content[i].Value)
+				if n.Content[i].Line == line {
+					best = p
+				}
+				walk(n.Content[i+1], p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, append(path[:len(path):len(path)], i))
+			}
+		}
+	}
+	if root != nil {
+		walk(root, nil)
+	}
+	return pathString(best)
 }
 
 // yamlKind names a YAML tag for people.
