@@ -177,7 +177,7 @@ var durationType = reflect.TypeOf(model.Duration(0))
 var (
 	lineRe   = regexp.MustCompile(`^line (\d+): `)
 	fieldRe  = regexp.MustCompile(`^(line \d+: )field (\S+) not found in type \S+$`)
-	cannotRe       = regexp.MustCompile("^(line \\d+: )?cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+	cannotRe = regexp.MustCompile("^(line \\d+: )?cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
 )
 
 // said reports whether the walker already reported the line of decoder
