@@ -481,8 +481,21 @@ func pathString(path []any) string {
 // keys as strings, sequence indexes as ints), or of its nearest ancestor
 // present in the file; 0 when root is nil.
 func LineOf(root *yaml.Node, path []any) int {
+	_, line := lookup(root, path)
+	return line
+}
+
+// nodeAt returns the node at path in root, or nil.
+func nodeAt(root *yaml.Node, path []any) *yaml.Node {
+	n, _ := lookup(root, path)
+	return n
+}
+
+// lookup follows path from root: the node at its end (nil when a step is
+// missing) and the line of the deepest key or item found.
+func lookup(root *yaml.Node, path []any) (*yaml.Node, int) {
 	if root == nil {
-		return 0
+		return nil, 0
 	}
 	n := root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
@@ -509,49 +522,15 @@ func LineOf(root *yaml.Node, path []any) int {
 			}
 		}
 		if next == nil {
-			return line
+			return nil, line
 		}
 		n = next
 	}
-	return line
+	return n, line
 }
 
 // validate range-checks every value, after resolve and before
 // inheritLabels; engines, when set, checks engine names.
-// nodeAt returns the node at path in root, or nil.
-func nodeAt(root *yaml.Node, path []any) *yaml.Node {
-	if root == nil {
-		return nil
-	}
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	for _, p := range path {
-		var next *yaml.Node
-		switch p := p.(type) {
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == p {
-						next = n.Content[i+1]
-						break
-					}
-				}
-			}
-		case int:
-			if n.Kind == yaml.SequenceNode && p < len(n.Content) {
-				next = n.Content[p]
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		n = next
-	}
-	return n
-}
-
 func (c *Config) validate(v *validator, engines func(string) error) {
 	g := &c.Global
 	if g.ScrapeInterval <= 0 {
