@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/stack"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // stackRules are the rule groups `kvwatch stack` generates with default
@@ -224,39 +224,14 @@ func TestLoadFilesStackOutput(t *testing.T) {
 	}
 }
 
-// tool returns the path of an external binary, skipping the test when it is
-// missing, or failing it when KVWATCH_REQUIRE_TOOLS=1 (as in CI).
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	msg := name + " not on PATH; install the Debian package prometheus-alertmanager"
-	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestRealAlertmanager sends to a real Alertmanager's v2 API and reads the
 // alert back from it, then sees it resolved.
 func TestRealAlertmanager(t *testing.T) {
-	bin := tool(t, "prometheus-alertmanager")
+	bin := testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "am.yml")
 	os.WriteFile(cfg, []byte("route:\n  receiver: none\nreceivers:\n- name: none\n"), 0o600)
-	addr := freePort(t)
+	addr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+cfg, "--storage.path="+dir,
 		"--web.listen-address="+addr, "--cluster.listen-address=")

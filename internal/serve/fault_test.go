@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // faultServers starts one loopback server per fault; each is a real HTTP
@@ -161,7 +162,7 @@ func TestNoGrowthAfterManyFailedScrapes(t *testing.T) {
 		t.Skip("10,000 scrapes")
 	}
 	urls := faultServers(t)
-	c := configWith(t, urls["error500"], urls["garbage"], urls["midbody"], "http://"+closedPort(t))
+	c := configWith(t, urls["error500"], urls["garbage"], urls["midbody"], "http://"+testenv.FreeAddr(t))
 	d, err := New(Options{Config: c, ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // e2eScenario is a small PD cluster whose decode KV cache fills quickly
@@ -192,8 +193,8 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped with -short")
 	}
-	tool(t, "prometheus")
-	tool(t, "prometheus-alertmanager", "alertmanager")
+	testenv.Tool(t, "prometheus", "prometheus")
+	testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
 	dir := t.TempDir()
 	bin := buildKVWatch(t, dir)
 	help, _ := exec.Command(bin, "--help").CombinedOutput()
@@ -235,7 +236,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kv, prom, am := freeAddr(t), freeAddr(t), freeAddr(t)
+	kv, prom, am := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	startProc(t, nil, filepath.Join(dir, "serve.log"), bin, "serve", "--config.file", cfgPath, "--web.listen-address", kv)
 
 	stackDir := filepath.Join(dir, "stack")

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // customOptions changes every threshold away from its default, so the
@@ -33,7 +34,7 @@ func customOptions() Options {
 }
 
 func TestRulesPromtool(t *testing.T) {
-	promtool := tool(t, "promtool")
+	promtool := testenv.Tool(t, "prometheus", "promtool")
 	for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
 		t.Run(name, func(t *testing.T) {
 			_, dir := generateDir(t, o)
