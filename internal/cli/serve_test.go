@@ -5,9 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // lockedBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -42,10 +41,7 @@ func (l *lockedBuffer) String() string {
 }
 
 func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
-	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
-	}))
-	defer engine.Close()
+	engine := testenv.EngineServer(t, "", []byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
 	if err := os.WriteFile(cfg, []byte("targets:\n  - url: "+engine.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -83,16 +79,8 @@ func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
 // serve with history records the daemon's samples every interval (through
 // the daemon's Walk, not a gather) and answers PromQL over them.
 func TestServeHistoryRecordsScrapes(t *testing.T) {
-	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
-	}))
-	defer engine.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	engine := testenv.EngineServer(t, "", []byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
+	addr := testenv.FreeAddr(t)
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
