@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"go.yaml.in/yaml/v3"
@@ -49,9 +50,9 @@ func drive(t *testing.T, st *history.Store, m *Manager, start time.Time, phases 
 	for _, p := range phases {
 		for end := ts.Add(p.d); ts.Before(end); ts = ts.Add(15 * time.Second) {
 			ms := ts.UnixMilli()
-			st.Append(labels.FromStrings(append([]string{labels.MetricName, signal.KVUsageRatio.Name}, id...)...), ms, p.ratio)
-			st.Append(labels.FromStrings(append([]string{labels.MetricName, signal.KVUsedTokens.Name}, id...)...), ms, float64(int(p.ratio*capacity)))
-			st.Append(labels.FromStrings(append([]string{labels.MetricName, signal.KVCapacityTokens.Name}, id...)...), ms, capacity)
+			st.Append(labels.FromStrings(append([]string{model.MetricNameLabel, signal.KVUsageRatio.Name}, id...)...), ms, p.ratio)
+			st.Append(labels.FromStrings(append([]string{model.MetricNameLabel, signal.KVUsedTokens.Name}, id...)...), ms, float64(int(p.ratio*capacity)))
+			st.Append(labels.FromStrings(append([]string{model.MetricNameLabel, signal.KVCapacityTokens.Name}, id...)...), ms, capacity)
 			m.EvalAt(context.Background(), ts)
 			if each != nil {
 				each(ts)
@@ -183,11 +184,11 @@ func TestKVHighFiresAndResolves(t *testing.T) {
 		t.Errorf("no rule %s in Groups()", stack.AlertKVHigh)
 	}
 	q, _ := st.Querier(0, start.Add(time.Hour).UnixMilli())
-	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, stack.RecUsageRatio("fleet")))
+	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, stack.RecUsageRatio("fleet")))
 	if !ss.Next() {
 		t.Errorf("recording rule %s wrote nothing into the history", stack.RecUsageRatio("fleet"))
 	}
-	ss = q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "ALERTS"),
+	ss = q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "ALERTS"),
 		labels.MustNewMatcher(labels.MatchEqual, "alertname", stack.AlertKVHigh))
 	if !ss.Next() {
 		t.Errorf("no ALERTS series for %s", stack.AlertKVHigh)

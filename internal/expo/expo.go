@@ -168,14 +168,14 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 					continue
 				}
 				lset = ls.labels(&sb)
-				name = pr.Canonical(lset.Get(labels.MetricName))
+				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				if pr != nil {
 					pr.series.put(series, internedSeries{labels: lset, name: name})
 				}
 			} else {
 				parser.Labels(&lset)
 				lset = lset.Copy()
-				name = pr.Canonical(lset.Get(labels.MetricName))
+				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 			}
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
@@ -285,7 +285,7 @@ func (s *simpleSeries) read(series []byte) bool {
 		}
 		ln := rest[:j]
 		switch string(ln) {
-		case "le", "quantile", labels.MetricName:
+		case "le", "quantile", model.MetricNameLabel:
 			return false
 		}
 		rest = rest[j+2:]
@@ -307,7 +307,7 @@ func (s *simpleSeries) read(series []byte) bool {
 // then the labels in order, sorted) into a string of its own.
 func (s *simpleSeries) labels(sb *labels.ScratchBuilder) labels.Labels {
 	sb.Reset()
-	sb.Add(labels.MetricName, yoloString(s.name))
+	sb.Add(model.MetricNameLabel, yoloString(s.name))
 	for _, p := range s.pairs {
 		sb.Add(yoloString(p[0]), yoloString(p[1]))
 	}

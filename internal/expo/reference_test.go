@@ -54,7 +54,7 @@ func parseReference(body []byte, contentType string, want Want) (*Page, error) {
 		case textparse.EntrySeries:
 			_, _, v := parser.Series()
 			parser.Labels(&lset)
-			name := testParser.Canonical(lset.Get(labels.MetricName))
+			name := testParser.Canonical(lset.Get(model.MetricNameLabel))
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
 			}

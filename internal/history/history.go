@@ -23,6 +23,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 )
@@ -167,7 +168,7 @@ func (s *Store) lookupLocked(lset labels.Labels) (*memSeries, bool) {
 func (s *Store) addLocked(ms *memSeries) {
 	h := ms.lset.Hash()
 	s.series[h] = append(s.series[h], ms)
-	name := ms.lset.Get(labels.MetricName)
+	name := ms.lset.Get(model.MetricNameLabel)
 	s.byName[name] = append(s.byName[name], ms)
 }
 
@@ -273,7 +274,7 @@ func (s *Store) Begin(t time.Time) *Batch {
 // says the series is a counter.
 func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 	b.b.Reset()
-	b.b.Add(labels.MetricName, name)
+	b.b.Add(model.MetricNameLabel, name)
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if pairs[i+1] != "" {
 			b.b.Add(pairs[i], pairs[i+1])
@@ -357,7 +358,7 @@ func (s *Store) sweepLocked(now int64, stale uint32) {
 }
 
 func (s *Store) removeNameLocked(ms *memSeries) {
-	name := ms.lset.Get(labels.MetricName)
+	name := ms.lset.Get(model.MetricNameLabel)
 	list := s.byName[name]
 	for i, x := range list {
 		if x == ms {

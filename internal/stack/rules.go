@@ -69,7 +69,6 @@ func by(labels ...string) string { return "by (" + strings.Join(labels, ", ") + 
 // RecordingRules returns the recording rule file: server-level rates and
 // ratios, then pool, cluster and fleet aggregates.
 func RecordingRules(o Options) rulefmt.RuleGroups {
-	o = o.WithDefaults()
 	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
 	srv := rulefmt.RuleGroup{Name: "kvwatch-server"}
 	rec := func(g *rulefmt.RuleGroup, name, expr string) {
