@@ -77,3 +77,15 @@ func TestStackInstallDryRun(t *testing.T) {
 		t.Errorf("dry run does not print the units:\n%s", stdout.String())
 	}
 }
+
+// The example config names secret files that exist where serve runs, not
+// where the stack is generated: stack generate does not ask for them.
+func TestStackGenerateWithoutTheSecrets(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "stack")
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"stack", "generate", "--config.file", filepath.Join("..", "..", "examples", "kvwatch.yml"), "--out", out},
+		Streams{Stdout: &stdout, Stderr: &stderr})
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+}

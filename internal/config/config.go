@@ -315,12 +315,22 @@ func (e *Error) Error() string {
 // Load reads and validates the config file at path. Relative file paths in
 // it are resolved against the file's directory; secret and TLS files it
 // names must exist. It reads no file_sd files: LoadTargets does.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return load(path, false) }
+
+// LoadWithoutFiles is Load for a config that runs elsewhere (`stack
+// generate` copies it into a stack for another machine or a pod): the
+// secret and TLS files it names need not exist here.
+func LoadWithoutFiles(path string) (*Config, error) { return load(path, true) }
+
+func load(path string, skipFiles bool) (*Config, error) {
 	f, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	v := f.check(nil)
+	v := &validator{root: f.root, problems: f.problems, skipFiles: skipFiles}
+	if f.cfg != nil {
+		f.cfg.validate(v, nil)
+	}
 	if len(v.problems) > 0 {
 		return nil, &Error{File: path, Problems: v.problems}
 	}
@@ -448,6 +458,8 @@ func (c *Config) resolvePaths(dir string) {
 type validator struct {
 	root     *yaml.Node
 	problems []string
+	// skipFiles leaves out the check that secret and TLS files exist.
+	skipFiles bool
 }
 
 // addf records a problem at the node found by path (map keys as strings,
@@ -679,15 +691,8 @@ func (a *Alerts) validate(v *validator) {
 	}
 }
 
-// fileRef is a file named at a path of the config.
-type fileRef struct {
-	path []any
-	file string
-}
-
-// checkHTTP checks auth and TLS settings, and that every secret or TLS file
-// they name exists (a missing one would fail every scrape).
-func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
+// secretFiles lists the files h names, each at its path under path.
+func secretFiles(path []any, h *promcfg.HTTPClientConfig) []fileRef {
 	at := func(keys ...any) []any { return append(append([]any{}, path...), keys...) }
 	files := []fileRef{{at("bearer_token_file"), h.BearerTokenFile},
 		{at("tls_config", "ca_file"), h.TLSConfig.CAFile},
@@ -703,8 +708,20 @@ func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
 	if o := h.OAuth2; o != nil {
 		files = append(files, fileRef{at("oauth2", "client_secret_file"), o.ClientSecretFile})
 	}
-	for _, f := range files {
-		if f.file == "" {
+	return files
+}
+
+// fileRef is a file named at a path of the config.
+type fileRef struct {
+	path []any
+	file string
+}
+
+// checkHTTP checks auth and TLS settings, and that every secret or TLS file
+// they name exists (a missing one would fail every scrape).
+func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
+	for _, f := range secretFiles(path, h) {
+		if v.skipFiles || f.file == "" {
 			continue
 		}
 		if _, err := os.Stat(f.file); err != nil {

@@ -255,6 +255,10 @@ func TestMissingSecretFiles(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("Load error:\n%v\nwant:\n%s", err, want)
 	}
+	// A config copied into a stack for elsewhere needs no secrets here.
+	if c, err := LoadWithoutFiles(path); err != nil || len(c.Targets) != 2 {
+		t.Errorf("LoadWithoutFiles = %v, %v; want the 2 targets", c, err)
+	}
 }
 
 func TestCheckWithoutFile(t *testing.T) {
