@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -265,8 +264,9 @@ func TestCheckWithoutFile(t *testing.T) {
 	c := Default()
 	c.Targets = []Target{{URL: "http://127.0.0.1:1", Role: "nope"}}
 	err := c.Check("command line")
-	if err == nil || !strings.Contains(err.Error(), `command line: targets[0].role: unknown role "nope"`) {
-		t.Errorf("Check = %v", err)
+	want := `command line: targets[0].role: unknown role "nope"; want one of prefill, decode, unified, router`
+	if err == nil || err.Error() != want {
+		t.Errorf("Check = %v, want %s", err, want)
 	}
 }
 
