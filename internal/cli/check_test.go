@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -105,5 +107,23 @@ func TestServeRefusesNonLoopbackWithoutWebConfig(t *testing.T) {
 	code, _, errs = runCLI(t, "serve")
 	if code != exitUsage || !strings.Contains(errs, "no targets") {
 		t.Errorf("serve without targets = %d, %q; want 2, no targets", code, errs)
+	}
+}
+
+// A file with only file_sd_configs: check config and status see the same
+// one target (before, check said "OK (1 targets)" and status "no targets").
+func TestFileSDOnlyForCheckAndStatus(t *testing.T) {
+	engine := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-current-decode-tp2.prom"))
+	dir := t.TempDir()
+	hostPort := strings.TrimPrefix(engine.URL, "http://")
+	writeIn(t, dir, "sd/engines.json", `[{"targets": ["`+hostPort+`"], "labels": {"role": "decode"}}]`)
+	writeIn(t, dir, "kvwatch.yml", "file_sd_configs:\n  - files: [sd/*.json]\n")
+	f := filepath.Join(dir, "kvwatch.yml")
+	if code, out, errs := runCLI(t, "check", "config", f); code != exitOK || out != f+": OK (1 targets)\n" {
+		t.Errorf("check config = %d, %q (stderr %q); want 0 and OK (1 targets)", code, out, errs)
+	}
+	code, out, errs := runCLI(t, "status", "--config.file", f, "-o", "json")
+	if code != exitOK || strings.Count(out, `"name": "`+hostPort+`"`)+strings.Count(out, `"name":"`+hostPort+`"`) != 1 {
+		t.Errorf("status --config.file = %d, stderr %q, stdout:\n%s\nwant 0 and the one file_sd target", code, errs, out)
 	}
 }
