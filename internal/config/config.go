@@ -1,8 +1,12 @@
 // Package config reads kvwatch's YAML config file, shared by `status`, `top`,
-// `serve` and `stack generate`. Decoding is strict (unknown keys are errors),
-// defaults are applied before validation, and every problem is reported at
-// once with its line. It does not read file_sd target files, watch files or
-// scrape anything (serve does).
+// `serve`, `check config` and `stack generate`, and is the one source of its
+// defaults: a file is decoded onto defaults(), so what it writes (0
+// included) survives to validation, which range-checks every value.
+// Decoding is strict (unknown keys are errors, with their path and the
+// nearest known key) and every problem is reported at once with its line.
+// LoadTargets assembles the targets of every face: the file's, the command
+// line's and those of file_sd files. It watches no files and scrapes
+// nothing (serve does).
 package config
 
 import (
