@@ -60,8 +60,19 @@ test: build vet
 	[ -z "$$missing" ] || echo "make: not on PATH, their tests skip:$$missing (.ci/run installs them from Debian)" >&2
 	$(GO) test -race -timeout 30m ./...
 
-vet:
+# go.mod must be tidy; go vet and staticcheck must be clean. staticcheck is
+# pinned in tools/go.mod and built from the module cache (offline once
+# downloaded) into bin/.
+STATICCHECK := bin/staticcheck
+
+$(STATICCHECK): tools/go.mod tools/go.sum
+	$(GO) build -C tools -o ../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+
+vet: $(STATICCHECK)
+	$(GO) mod tidy -diff
+	$(GO) mod tidy -C tools -diff
 	$(GO) vet ./...
+	./$(STATICCHECK) ./...
 
 # A Debian package in dist/: the binary (static, with the build information
 # above), shell completions, the man page and the hardened systemd unit, all

@@ -231,7 +231,6 @@ func New(opts Options) (*Manager, error) {
 			r.evalQuery = q
 		}
 	}
-	m.attach()
 	return m, nil
 }
 
@@ -367,7 +366,7 @@ func (m *Manager) record(r *Rule, vec promql.Vector, ts time.Time) {
 	b := labels.NewBuilder(labels.EmptyLabels())
 	for _, s := range vec {
 		b.Reset(s.Metric)
-		b.Set(labels.MetricName, r.recordName)
+		b.Set(model.MetricNameLabel, r.recordName)
 		r.Labels.Range(func(l labels.Label) { b.Set(l.Name, l.Value) })
 		lset := b.Labels()
 		m.opts.Storage.Append(lset, t, s.F)
@@ -434,7 +433,7 @@ func (m *Manager) alert(ctx context.Context, r *Rule, vec promql.Vector, ts time
 		}
 		if a.State != StateInactive {
 			b := labels.NewBuilder(a.Labels)
-			b.Set(labels.MetricName, "ALERTS")
+			b.Set(model.MetricNameLabel, "ALERTS")
 			b.Set("alertstate", a.State)
 			lset := b.Labels()
 			m.opts.Storage.Append(lset, t, 1)
@@ -485,7 +484,7 @@ func (m *Manager) expand(ctx context.Context, r *Rule, s promql.Sample, ts time.
 		return out
 	}
 	b := labels.NewBuilder(s.Metric)
-	b.Del(labels.MetricName)
+	b.Del(model.MetricNameLabel)
 	for k, v := range r.labelTmpl {
 		b.Set(k, expand(v))
 	}

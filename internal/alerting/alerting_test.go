@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"go.yaml.in/yaml/v3"
@@ -23,6 +23,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/stack"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // stackRules are the rule groups `kvwatch stack` generates with default
@@ -49,9 +50,9 @@ func drive(t *testing.T, st *history.Store, m *Manager, start time.Time, phases 
 	for _, p := range phases {
 		for end := ts.Add(p.d); ts.Before(end); ts = ts.Add(15 * time.Second) {
 			ms := ts.UnixMilli()
-			st.Append(labels.FromStrings(append([]string{labels.MetricName, signal.KVUsageRatio.Name}, id...)...), ms, p.ratio)
-			st.Append(labels.FromStrings(append([]string{labels.MetricName, signal.KVUsedTokens.Name}, id...)...), ms, float64(int(p.ratio*capacity)))
-			st.Append(labels.FromStrings(append([]string{labels.MetricName, signal.KVCapacityTokens.Name}, id...)...), ms, capacity)
+			st.Append(labels.FromStrings(append([]string{model.MetricNameLabel, signal.KVUsageRatio.Name}, id...)...), ms, p.ratio)
+			st.Append(labels.FromStrings(append([]string{model.MetricNameLabel, signal.KVUsedTokens.Name}, id...)...), ms, float64(int(p.ratio*capacity)))
+			st.Append(labels.FromStrings(append([]string{model.MetricNameLabel, signal.KVCapacityTokens.Name}, id...)...), ms, capacity)
 			m.EvalAt(context.Background(), ts)
 			if each != nil {
 				each(ts)
@@ -183,11 +184,11 @@ func TestKVHighFiresAndResolves(t *testing.T) {
 		t.Errorf("no rule %s in Groups()", stack.AlertKVHigh)
 	}
 	q, _ := st.Querier(0, start.Add(time.Hour).UnixMilli())
-	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, stack.RecUsageRatio("fleet")))
+	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, stack.RecUsageRatio("fleet")))
 	if !ss.Next() {
 		t.Errorf("recording rule %s wrote nothing into the history", stack.RecUsageRatio("fleet"))
 	}
-	ss = q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "ALERTS"),
+	ss = q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "ALERTS"),
 		labels.MustNewMatcher(labels.MatchEqual, "alertname", stack.AlertKVHigh))
 	if !ss.Next() {
 		t.Errorf("no ALERTS series for %s", stack.AlertKVHigh)
@@ -224,39 +225,14 @@ func TestLoadFilesStackOutput(t *testing.T) {
 	}
 }
 
-// tool returns the path of an external binary, skipping the test when it is
-// missing, or failing it when KVWATCH_REQUIRE_TOOLS=1 (as in CI).
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	msg := name + " not on PATH; install the Debian package prometheus-alertmanager"
-	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestRealAlertmanager sends to a real Alertmanager's v2 API and reads the
 // alert back from it, then sees it resolved.
 func TestRealAlertmanager(t *testing.T) {
-	bin := tool(t, "prometheus-alertmanager")
+	bin := testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "am.yml")
 	os.WriteFile(cfg, []byte("route:\n  receiver: none\nreceivers:\n- name: none\n"), 0o600)
-	addr := freePort(t)
+	addr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+cfg, "--storage.path="+dir,
 		"--web.listen-address="+addr, "--cluster.listen-address=")
@@ -310,5 +286,59 @@ func TestRealAlertmanager(t *testing.T) {
 	drive(t, st, m, end, []phase{{time.Minute, 0.3}}, nil)
 	if got := active(); len(got) != 0 {
 		t.Errorf("after resolve alertmanager still holds active %v", got)
+	}
+}
+
+// recorder is a notifier of its own, as a user's would be.
+type recorder struct{ batches []Batch }
+
+func (r *recorder) Notify(_ context.Context, b Batch) error {
+	r.batches = append(r.batches, b)
+	return nil
+}
+
+// Any notifier gets the batch filled by the manager: end times and links
+// (before, a type switch gave them to the two built-in notifiers only, and
+// one of those fell back to a hard-coded 4 minutes).
+func TestNotifiersGetTheFilledBatch(t *testing.T) {
+	rec := &recorder{}
+	st := history.New(history.Options{Retention: 2 * time.Hour})
+	clock := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	m, err := New(Options{Groups: stackRules(), Storage: st, Notifiers: []Notifier{rec},
+		ExternalURL: "http://127.0.0.1:9477/", ResendDelay: 2 * time.Minute, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	drive(t, st, m, start, []phase{{5 * time.Minute, 0.5}, {12 * time.Minute, 0.95}, {2 * time.Minute, 0.4}}, nil)
+	var firing, resolved *Notification
+	for _, b := range rec.batches {
+		if b.ExternalURL != "http://127.0.0.1:9477/" {
+			t.Errorf("batch external URL = %q", b.ExternalURL)
+		}
+		for i, n := range b.Alerts {
+			if n.Labels.Get("alertname") != stack.AlertKVHigh {
+				continue
+			}
+			if n.State == StateFiring && firing == nil {
+				firing = &b.Alerts[i]
+			}
+			if n.State == StateInactive {
+				resolved = &b.Alerts[i]
+			}
+		}
+	}
+	if firing == nil || resolved == nil {
+		t.Fatalf("notifications: firing %v, resolved %v; want both", firing, resolved)
+	}
+	// 4 × max(resend delay 2m, interval 15s) after the manager's clock.
+	if want := clock.Add(8 * time.Minute); !firing.EndsAt.Equal(want) {
+		t.Errorf("firing endsAt = %v, want %v", firing.EndsAt, want)
+	}
+	if want := start.Add(17 * time.Minute); !resolved.EndsAt.Equal(want) {
+		t.Errorf("resolved endsAt = %v, want %v (when usage dropped)", resolved.EndsAt, want)
+	}
+	if firing.GeneratorURL != "http://127.0.0.1:9477/alerts" || resolved.GeneratorURL != firing.GeneratorURL {
+		t.Errorf("generator URLs = %q, %q; want http://127.0.0.1:9477/alerts", firing.GeneratorURL, resolved.GeneratorURL)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 
@@ -28,9 +29,9 @@ func benchHistory(b *testing.B, n int) (*history.Store, time.Time) {
 		id := []string{signal.LabelServer, "s" + strconv.Itoa(i), signal.LabelRole, "decode",
 			signal.LabelPool, "p" + strconv.Itoa(i/10), signal.LabelCluster, "c" + strconv.Itoa(i/100)}
 		for _, m := range equivCounters {
-			all = append(all, series{labels.FromStrings(append([]string{labels.MetricName, m.Name}, id...)...), true})
+			all = append(all, series{labels.FromStrings(append([]string{model.MetricNameLabel, m.Name}, id...)...), true})
 		}
-		all = append(all, series{labels.FromStrings(append([]string{labels.MetricName, signal.KVUsageRatio.Name}, id...)...), false})
+		all = append(all, series{labels.FromStrings(append([]string{model.MetricNameLabel, signal.KVUsageRatio.Name}, id...)...), false})
 	}
 	var end time.Time
 	for k := 0; k <= 240; k++ {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -316,7 +317,7 @@ func TestOnDemandEqualsStored(t *testing.T) {
 	}
 	// Nothing of the on-demand rules is stored.
 	for _, s := range newOut.series {
-		if n := s.lset.Get(labels.MetricName); slices.Contains(onDemand, n) {
+		if n := s.lset.Get(model.MetricNameLabel); slices.Contains(onDemand, n) {
 			t.Fatalf("on-demand rule %s was stored: %v", n, s.lset)
 		}
 	}

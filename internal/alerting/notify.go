@@ -13,36 +13,60 @@ import (
 	"time"
 )
 
-// Notifier sends a batch of alerts somewhere.
+// Notifier sends a batch of alerts somewhere. The manager fills the batch
+// (end times, links); a notifier only puts it in its receiver's form and
+// sends it.
 type Notifier interface {
-	Notify(ctx context.Context, alerts []Alert) error
+	Notify(ctx context.Context, b Batch) error
 }
 
-// notify sends batch to every notifier, logging failures.
-func (m *Manager) notify(ctx context.Context, batch []Alert) {
+// Batch is what one evaluation sends to every notifier.
+type Batch struct {
+	Alerts []Notification
+	// ExternalURL is kvwatch's UI; empty when unknown.
+	ExternalURL string
+}
+
+// Notification is one alert as sent.
+type Notification struct {
+	Alert
+	// EndsAt is the resolve time of a resolved alert; for a firing one, a
+	// time far enough ahead that a receiver keeps it firing until the next
+	// resend: 4 × max(resend delay, evaluation interval) from now, as
+	// Prometheus computes it.
+	EndsAt time.Time
+	// GeneratorURL links to kvwatch's alerts page; empty without an
+	// external URL.
+	GeneratorURL string
+}
+
+// batch fills the notifications of the alerts due.
+func (m *Manager) batch(due []Alert) Batch {
+	b := Batch{Alerts: make([]Notification, 0, len(due))}
+	var gen string
+	if m.ext != nil {
+		b.ExternalURL = m.ext.String()
+		gen = m.ext.JoinPath("alerts").String()
+	}
+	now := m.opts.Now()
+	for _, a := range due {
+		n := Notification{Alert: a, GeneratorURL: gen, EndsAt: a.ResolvedAt}
+		if a.State != StateInactive {
+			n.EndsAt = now.Add(4 * max(m.opts.ResendDelay, m.opts.Interval))
+		}
+		b.Alerts = append(b.Alerts, n)
+	}
+	return b
+}
+
+// notify sends the alerts due to every notifier, logging failures.
+func (m *Manager) notify(ctx context.Context, due []Alert) {
+	b := m.batch(due)
 	for _, n := range m.opts.Notifiers {
-		if err := n.Notify(ctx, batch); err != nil {
+		if err := n.Notify(ctx, b); err != nil {
 			m.opts.Logger.Error("send alerts", "err", err)
 		}
 	}
-}
-
-// endsAt is what an alert's endsAt is in notifications: the resolve time,
-// or for a firing alert a time far enough ahead that Alertmanager keeps it
-// firing until the next resend (as Prometheus computes it).
-func (m *Manager) endsAt(a Alert, now time.Time) time.Time {
-	if a.State == StateInactive {
-		return a.ResolvedAt
-	}
-	return now.Add(4 * max(m.opts.ResendDelay, m.opts.Interval))
-}
-
-// generatorURL links an alert back to kvwatch's alerts page.
-func (m *Manager) generatorURL() string {
-	if m.ext == nil {
-		return ""
-	}
-	return m.ext.JoinPath("alerts").String()
 }
 
 // postableAlert is Alertmanager's v2 API alert.
@@ -60,11 +84,10 @@ type Alertmanager struct {
 	// URL is the Alertmanager's base URL, e.g. http://127.0.0.1:9093.
 	URL    *url.URL
 	Client *http.Client
-	m      *Manager
 }
 
 // NewAlertmanager returns a notifier for the Alertmanager at base (its
-// v2 API). New attaches it to its Manager.
+// v2 API).
 func NewAlertmanager(base string, client *http.Client) (*Alertmanager, error) {
 	u, err := parseHTTPURL(base)
 	if err != nil {
@@ -77,29 +100,14 @@ func NewAlertmanager(base string, client *http.Client) (*Alertmanager, error) {
 }
 
 // Notify implements Notifier.
-func (a *Alertmanager) Notify(ctx context.Context, alerts []Alert) error {
-	now := time.Now()
-	out := make([]postableAlert, 0, len(alerts))
-	for _, al := range alerts {
-		p := postableAlert{Labels: al.Labels.Map(), Annotations: al.Annotations.Map(),
-			StartsAt: al.ActiveAt, EndsAt: endsAt(a.m, al, now)}
-		if a.m != nil {
-			p.GeneratorURL = a.m.generatorURL()
-		}
-		out = append(out, p)
+func (a *Alertmanager) Notify(ctx context.Context, b Batch) error {
+	out := make([]postableAlert, 0, len(b.Alerts))
+	for _, al := range b.Alerts {
+		out = append(out, postableAlert{Labels: al.Labels.Map(), Annotations: al.Annotations.Map(),
+			StartsAt: al.ActiveAt, EndsAt: al.EndsAt, GeneratorURL: al.GeneratorURL})
 	}
 	u := a.URL.JoinPath("api", "v2", "alerts")
 	return postJSON(ctx, a.Client, u.String(), out)
-}
-
-func endsAt(m *Manager, a Alert, now time.Time) time.Time {
-	if m == nil {
-		if a.State == StateInactive {
-			return a.ResolvedAt
-		}
-		return now.Add(4 * time.Minute)
-	}
-	return m.endsAt(a, now)
 }
 
 // Webhook posts alerts in Alertmanager's webhook JSON (version 4) to a URL,
@@ -107,7 +115,6 @@ func endsAt(m *Manager, a Alert, now time.Time) time.Time {
 type Webhook struct {
 	URL    *url.URL
 	Client *http.Client
-	m      *Manager
 }
 
 // NewWebhook returns a notifier posting to rawURL.
@@ -148,23 +155,18 @@ type WebhookAlert struct {
 }
 
 // Notify implements Notifier.
-func (w *Webhook) Notify(ctx context.Context, alerts []Alert) error {
+// Like Alertmanager's webhook, it gives a firing alert no end time.
+func (w *Webhook) Notify(ctx context.Context, b Batch) error {
 	msg := WebhookMessage{Version: "4", Receiver: "kvwatch", Status: "resolved",
-		GroupLabels: map[string]string{}, GroupKey: "{}:{}"}
-	if w.m != nil && w.m.ext != nil {
-		msg.ExternalURL = w.m.ext.String()
-	}
+		GroupLabels: map[string]string{}, GroupKey: "{}:{}", ExternalURL: b.ExternalURL}
 	var common, commonAnn map[string]string
-	for i, al := range alerts {
+	for i, al := range b.Alerts {
 		wa := WebhookAlert{Status: "firing", Labels: al.Labels.Map(), Annotations: al.Annotations.Map(),
-			StartsAt: al.ActiveAt, Fingerprint: fmt.Sprintf("%016x", al.Labels.Hash())}
+			StartsAt: al.ActiveAt, GeneratorURL: al.GeneratorURL, Fingerprint: fmt.Sprintf("%016x", al.Labels.Hash())}
 		if al.State == StateInactive {
-			wa.Status, wa.EndsAt = "resolved", al.ResolvedAt
+			wa.Status, wa.EndsAt = "resolved", al.EndsAt
 		} else {
 			msg.Status = "firing"
-		}
-		if w.m != nil {
-			wa.GeneratorURL = w.m.generatorURL()
 		}
 		msg.Alerts = append(msg.Alerts, wa)
 		if i == 0 {
@@ -185,19 +187,6 @@ func intersect(a, b map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-// attach lets notifiers created before the manager use its resend delay
-// and external URL.
-func (m *Manager) attach() {
-	for _, n := range m.opts.Notifiers {
-		switch n := n.(type) {
-		case *Alertmanager:
-			n.m = m
-		case *Webhook:
-			n.m = m
-		}
-	}
 }
 
 func parseHTTPURL(s string) (*url.URL, error) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -88,7 +89,7 @@ func plainSelector(vs *parser.VectorSelector) bool {
 // selectorName returns the metric name vs selects by equality, if any.
 func selectorName(vs *parser.VectorSelector) (string, bool) {
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value, true
 		}
 	}
@@ -175,7 +176,7 @@ func NewExpander(rules []RecordingRule) *Expander {
 		}
 		expr = e.rewrite(expr)
 		e.rules[name] = &onDemand{interval: rs[0].Interval,
-			expanded: fmt.Sprintf("label_replace(%s, %q, %q, \"\", \"\")", expr, labels.MetricName, name)}
+			expanded: fmt.Sprintf("label_replace(%s, %q, %q, \"\", \"\")", expr, model.MetricNameLabel, name)}
 		return true
 	}
 	for _, r := range rules {
@@ -253,7 +254,7 @@ func (e *Expander) match(vs *parser.VectorSelector) *onDemand {
 		return nil
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && !m.Matches(name) {
+		if m.Name == model.MetricNameLabel && !m.Matches(name) {
 			return nil
 		}
 	}
@@ -311,7 +312,7 @@ func (e *Expander) substitute(r *onDemand, vs *parser.VectorSelector, withTime b
 	}
 	var extra []*labels.Matcher
 	for _, m := range vs.LabelMatchers {
-		if m.Name != labels.MetricName {
+		if m.Name != model.MetricNameLabel {
 			extra = append(extra, m)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -176,7 +177,7 @@ func TestOnDemandRuleInAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	rate := "server:" + strings.TrimSuffix(signal.Preemptions.Name, "_total") + ":rate5m"
-	lset := labels.FromStrings(labels.MetricName, signal.Preemptions.Name, signal.LabelServer, "127.0.0.1:30002",
+	lset := labels.FromStrings(model.MetricNameLabel, signal.Preemptions.Name, signal.LabelServer, "127.0.0.1:30002",
 		signal.LabelRole, "decode", signal.LabelPool, "p1", signal.LabelCluster, "c1")
 	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	var firing, resolved time.Time
@@ -232,7 +233,7 @@ func TestOnDemandRuleInAlert(t *testing.T) {
 	q, _ := st.Querier(0, start.Add(time.Hour).UnixMilli())
 	defer q.Close()
 	for name, want := range map[string]bool{rate: false, "pool:kvwatch_preemptions:rate5m": true} {
-		ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, name))
+		ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, name))
 		if got := ss.Next(); got != want {
 			t.Errorf("history holds %s: %v, want %v", name, got, want)
 		}

@@ -6,14 +6,14 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/serve"
 )
 
 func addCheck(app *kingpin.Application, r registry) {
 	c := app.Command("check", "Check kvwatch files without running anything.")
 	var files []string
-	cc := c.Command("config", "Check config files exactly as serve reads them (file_sd files included): prints FILE: OK (N targets), or every problem with its line; exit code 2 on problems.")
+	cc := c.Command("config", "Check config files exactly as serve, status and top read them (file_sd files included): prints FILE: OK (N targets), or every problem with its line; exit code 2 on problems.")
 	cc.Arg("file", "Config files to check.").Required().StringsVar(&files)
 	r.add(cc, func(ctx context.Context, e *env) int { return runCheckConfig(e, files) })
 	addCheckQueries(c, r)
@@ -21,9 +21,8 @@ func addCheck(app *kingpin.Application, r registry) {
 
 func runCheckConfig(e *env, files []string) int {
 	code := exitOK
-	reg := engine.NewRegistry()
 	for _, f := range files {
-		s, err := serve.LoadSetup(f, nil, reg)
+		s, err := serve.LoadSetupFrom(config.Sources{File: f})
 		if err != nil {
 			fmt.Fprintf(e.Stderr, "%v\n", err)
 			code = exitUsage

@@ -2,195 +2,22 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/version"
-	"github.com/prometheus/prometheus/model/rulefmt"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
-	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/kv"
-	"github.com/kvwatch/kvwatch/internal/promapi"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
-	"github.com/kvwatch/kvwatch/internal/stack"
-	"github.com/kvwatch/kvwatch/internal/web"
 )
-
-// embeddedFlags are serve's flags for the embedded history, rules and UI.
-type embeddedFlags struct {
-	history       string
-	fullRes       string
-	downStep      string
-	snapshotFile  string
-	ruleFiles     []string
-	alertmanagers []string
-	query         queryFlags
-}
-
-func (f *embeddedFlags) register(c *kingpin.CmdClause) {
-	c.Flag("history", "In-memory history window for the web UI, the query API and alert rules, e.g. 6h; 0 turns history, rules and charts off. Default: the config's history.retention (1h).").PlaceHolder("DURATION").StringVar(&f.history)
-	c.Flag("history.full-resolution", "How much of the newest history keeps every scrape; older data is downsampled to --history.downsample-step. Default 1h.").PlaceHolder("DURATION").StringVar(&f.fullRes)
-	c.Flag("history.downsample-step", "Resolution of history older than --history.full-resolution (the newest sample of each step, plus the samples around counter resets and staleness markers). Default 1m.").PlaceHolder("DURATION").StringVar(&f.downStep)
-	c.Flag("history.snapshot-file", "File the history is written to periodically and on shutdown, and restored from on start, so a restart keeps the window. Default: the config's history.snapshot_file (none).").PlaceHolder("FILE").StringVar(&f.snapshotFile)
-	c.Flag("rules.file", "Prometheus rule file (recording and alert rules) to evaluate over the history; repeat for several. Default: the rules `kvwatch stack generate` writes, with the config's alert thresholds.").PlaceHolder("FILE").StringsVar(&f.ruleFiles)
-	c.Flag("alertmanager.url", "Alertmanager base URL to send alerts to (its v2 API); repeat for several. Added to the config's alerting.alertmanagers.").PlaceHolder("URL").StringsVar(&f.alertmanagers)
-	f.query.register(c)
-}
-
-// embedded is the history, rule manager and UI attached to a daemon.
-type embedded struct {
-	store *history.Store
-	rules *alerting.Manager
-}
-
-// historyGCPercent is the garbage collector's target (GOGC) while serve
-// keeps history, unless the GOGC environment variable sets one. The
-// history's closed chunks live outside the Go heap; what stays on it is
-// mostly long-lived bookkeeping (series, chunk lists, open chunks,
-// connections), and Go's default (100) lets the process grow to twice
-// that before collecting (Prometheus lowered its default to 75 for the
-// same reason). Measured in docs/benchmarks.md ("serve with history"):
-// 1,000 endpoints over 24h at 234–263 MiB resident (peak 265 MiB) with 35
-// against 252–288 (peak 301) with 50, for the same CPU. GOMEMLIMIT, when
-// set, is honoured as well.
-const historyGCPercent = 35
-
-func setHistoryGC(e *env) {
-	if os.Getenv("GOGC") != "" {
-		return
-	}
-	debug.SetGCPercent(historyGCPercent)
-	e.Logger.Debug("history is on: garbage collector target set", "GOGC", historyGCPercent)
-}
-
-// attachEmbedded builds the history, rules, query API and web UI from the
-// flags and the daemon's config, and registers their routes on d.
-func attachEmbedded(e *env, d *serve.Daemon, f embeddedFlags) (*embedded, error) {
-	cfg := d.Setup().Config
-	if cfg == nil {
-		cfg = config.Default()
-	}
-	h := cfg.History
-	if f.history != "" {
-		r, err := parseDuration(f.history)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--history: %w", err)}
-		}
-		h.Retention = r
-	}
-	if f.snapshotFile != "" {
-		h.SnapshotFile = f.snapshotFile
-	}
-	var tiers [2]time.Duration
-	for i, fl := range []struct{ name, val string }{{"--history.full-resolution", f.fullRes}, {"--history.downsample-step", f.downStep}} {
-		if fl.val != "" {
-			d, err := parseDuration(fl.val)
-			if err != nil {
-				return nil, usageError{fmt.Errorf("%s: %w", fl.name, err)}
-			}
-			tiers[i] = time.Duration(d)
-		}
-	}
-	emb := &embedded{}
-	interval := time.Duration(cfg.Global.ScrapeInterval)
-	if h.Retention > 0 {
-		setHistoryGC(e)
-		emb.store = history.New(history.Options{Retention: time.Duration(h.Retention), Interval: interval,
-			FullResolution: tiers[0], DownsampleStep: tiers[1],
-			SnapshotFile: h.SnapshotFile, SnapshotInterval: time.Duration(h.SnapshotInterval), Logger: e.Logger})
-		if err := emb.store.Restore(time.Now()); err != nil && !errors.Is(err, history.ErrNoSnapshot) {
-			return nil, err
-		}
-		if err := d.RegisterOwn(emb.store.Collector()); err != nil {
-			return nil, fmt.Errorf("history metrics: %w", err)
-		}
-		groups, err := ruleGroups(f.ruleFiles, cfg)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		var notifiers []alerting.Notifier
-		for _, u := range append(append([]string{}, cfg.Alerting.Alertmanagers...), f.alertmanagers...) {
-			am, err := alerting.NewAlertmanager(u, nil)
-			if err != nil {
-				return nil, usageError{fmt.Errorf("--alertmanager.url: %w", err)}
-			}
-			notifiers = append(notifiers, am)
-		}
-		for _, u := range cfg.Alerting.Webhooks {
-			wh, err := alerting.NewWebhook(u, nil)
-			if err != nil {
-				return nil, usageError{fmt.Errorf("alerting.webhooks: %w", err)}
-			}
-			notifiers = append(notifiers, wh)
-		}
-		emb.rules, err = alerting.New(alerting.Options{Groups: groups, Interval: interval, Storage: emb.store,
-			Notifiers: notifiers, ExternalURL: externalURL(d), Logger: e.Logger})
-		if err != nil {
-			return nil, usageError{fmt.Errorf("rules: %w", err)}
-		}
-		api := promapi.Options{Queryable: emb.store, Logger: e.Logger, Version: version.Version,
-			Revision: version.Revision, Branch: version.Branch, BuildDate: version.BuildDate, Rules: emb.rules}
-		f.query.apply(&api)
-		promapi.New(api).Register(d)
-	}
-	web.Register(d, web.Options{Report: d.Report, Warning: cfg.Alerts.KVUsageWarning, Critical: cfg.Alerts.KVUsageCritical,
-		HistorySeconds: time.Duration(h.Retention).Seconds(), HistoryEnabled: emb.store != nil, AlertsEnabled: emb.rules != nil,
-		ScrapeIntervalSeconds: interval.Seconds(), FullResolutionSeconds: tiers[0].Seconds(), DownsampleStepSeconds: tiers[1].Seconds()})
-	if err := web.CheckAssets(); err != nil {
-		e.Logger.Warn("web UI unavailable", "err", err)
-	}
-	return emb, nil
-}
-
-// ruleGroups reads the rule files, or returns the stack's generated rules
-// (the same groups `kvwatch stack generate` writes) when there are none.
-func ruleGroups(files []string, cfg *config.Config) ([]rulefmt.RuleGroup, error) {
-	if len(files) > 0 {
-		return alerting.LoadFiles(files)
-	}
-	o := stack.Options{Config: cfg, Alerts: cfg.Alerts}
-	return append(stack.RecordingRules(o).Groups, stack.AlertRules(o).Groups...), nil
-}
-
-// externalURL is the UI's URL on the daemon's first address.
-func externalURL(d *serve.Daemon) string {
-	for _, a := range d.Addrs() {
-		return "http://" + a.String() + "/"
-	}
-	return ""
-}
-
-// run runs the daemon with the history and rules until ctx ends.
-func (emb *embedded) run(ctx context.Context, d *serve.Daemon) error {
-	if emb.store == nil {
-		return d.Run(ctx)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var histErr error
-	wg.Add(2)
-	go func() { defer wg.Done(); histErr = emb.store.Run(ctx, daemonFeeder{d}) }()
-	go func() { defer wg.Done(); emb.rules.Run(ctx) }()
-	err := d.Run(ctx)
-	cancel()
-	wg.Wait()
-	return errors.Join(err, histErr)
-}
 
 // demoOpts are the flags of kvwatch demo.
 type demoOpts struct {
@@ -238,7 +65,7 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- emb.run(ctx, d) }()
+	go func() { done <- emb.run(ctx, e, d) }()
 	url := externalURL(d)
 	printDemo(e.Stdout, sc.Name, c.Endpoints(), url)
 	statusLoop(ctx, e, d, emb, done)
@@ -246,9 +73,13 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 	return <-done
 }
 
-// demoDaemon builds serve for the simulated endpoints, with history and
-// rules attached; cfg nil means config.Default().
+// demoDaemon assembles serve, exactly as `kvwatch serve` is assembled
+// (assembleServe), for the simulated endpoints; cfg nil means
+// config.Default().
 func demoDaemon(e *env, c *sim.Cluster, cfg *config.Config, listen string, f embeddedFlags) (*serve.Daemon, *embedded, error) {
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "127.0.0.1" && host != "localhost" && host != "::1" {
+		return nil, nil, usageError{fmt.Errorf("--web.listen-address %s: the demo listens on loopback only", listen)}
+	}
 	var targets []config.Target
 	for _, ep := range c.Endpoints() {
 		targets = append(targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, Role: ep.Role})
@@ -256,19 +87,8 @@ func demoDaemon(e *env, c *sim.Cluster, cfg *config.Config, listen string, f emb
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	d, err := serve.New(serve.Options{Config: cfg, Targets: targets, Engines: engine.NewRegistry(),
-		ListenAddresses: []string{listen}, Logger: e.Logger})
-	if err != nil {
-		return nil, nil, usageError{err}
-	}
-	if host, _, err := net.SplitHostPort(listen); err == nil && host != "127.0.0.1" && host != "localhost" && host != "::1" {
-		return nil, nil, usageError{fmt.Errorf("--web.listen-address %s: the demo listens on loopback only", listen)}
-	}
-	emb, err := attachEmbedded(e, d, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	return d, emb, nil
+	return assembleServe(e, serve.Options{Config: cfg, Targets: targets, Engines: engine.NewRegistry(),
+		ListenAddresses: []string{listen}, Logger: e.Logger}, f)
 }
 
 // statusLoop prints a status line from the report until ctx ends or the
@@ -340,11 +160,3 @@ func statusLine(r report.Report, emb *embedded) string {
 	}
 	return line
 }
-
-// daemonFeeder lets the history record the daemon's samples straight from
-// its latest scrapes (history.Feeder) instead of gathering metric
-// families every interval.
-type daemonFeeder struct{ d *serve.Daemon }
-
-func (f daemonFeeder) Gather() ([]*dto.MetricFamily, error) { return f.d.Gatherer().Gather() }
-func (f daemonFeeder) Feed(b *history.Batch)                { f.d.Walk(b.Add) }

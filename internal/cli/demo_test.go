@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,23 +29,9 @@ import (
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/stack"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
-
-// requireTool returns the path of an external binary, skipping the test
-// when it is missing, or failing it when KVWATCH_REQUIRE_TOOLS=1 (as in CI).
-func requireTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	msg := name + " not on PATH; install the Debian package " + pkg
-	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // artifactsDir is $KVWATCH_ARTIFACTS, or test-artifacts/ at the module root.
 func artifactsDir(t *testing.T) string {
@@ -209,7 +194,7 @@ func commas(n int64) string {
 // per-DP-rank lines are named dp0, dp1; a server with one DP rank gets a
 // note instead of an empty chart).
 func TestBrowserOverviewAndServerPage(t *testing.T) {
-	chromium := requireTool(t, "chromium", "chromium")
+	chromium := testenv.Tool(t, "chromium", "chromium")
 	url, _, feed := demoEnv(t)
 	t0 := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
 	first := feed(t0, 0)

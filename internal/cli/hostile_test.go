@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // hostileServers serves targets that attack the terminal, leak secrets or
@@ -54,7 +56,7 @@ func hostileServers(t *testing.T) map[string]string {
 // worked out by hand: the escapes are shown escaped, the secrets masked,
 // each limit named with its key; the healthy target is exact.
 func TestStatusHostileTargets(t *testing.T) {
-	good := serveFile(t, "sglang-docs-production_metrics.prom")
+	good := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-docs-production_metrics.prom"))
 	h := hostileServers(t)
 	secretURL := strings.Replace(h["secret"], "http://", "http://bob:pw-planted@", 1) + "/metrics?token=tk-planted&sig=sg-planted&page=1"
 	cfg := writeConfig(t, fmt.Sprintf(`global:
@@ -191,4 +193,4 @@ func TestServeStartsOnDamagedSnapshot(t *testing.T) {
 }
 
 // serveAddr returns a free loopback address.
-func serveAddr(t *testing.T) string { return "http://" + closedPort(t) }
+func serveAddr(t *testing.T) string { return "http://" + testenv.FreeAddr(t) }

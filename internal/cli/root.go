@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
@@ -195,4 +196,14 @@ func exitCode(e *env, err error) int {
 		return exitUsage
 	}
 	return exitFailed
+}
+
+// parseDuration reads a Prometheus-style duration flag ("5s", "1m30s"), as
+// every subcommand writes them.
+func parseDuration(s string) (model.Duration, error) {
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration; write e.g. 5s or 2m", s)
+	}
+	return d, nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/version"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 func TestBareKVWatchIsAUsageError(t *testing.T) {
@@ -118,7 +120,7 @@ func lines(s string) []string {
 // shell, and must register the completion and complete commands and flags.
 func TestCompletionScriptsSource(t *testing.T) {
 	t.Run("bash", func(t *testing.T) {
-		bash := requireTool(t, "bash", "bash")
+		bash := testenv.Tool(t, "bash", "bash")
 		path := kvwatchOnPath(t)
 		out := shell(t, path, bash, "--norc", "--noprofile", "-euo", "pipefail", "-c", `
 source <(kvwatch --completion-script-bash)
@@ -133,7 +135,7 @@ COMP_WORDS=(kvwatch stack ""); COMP_CWORD=2; _kvwatch_complete; echo "stack: ${C
 		}
 	})
 	t.Run("zsh", func(t *testing.T) {
-		zsh := requireTool(t, "zsh", "zsh")
+		zsh := testenv.Tool(t, "zsh", "zsh")
 		path := kvwatchOnPath(t)
 		// compadd only works inside a completion widget; outside one, a
 		// function of that name records what the script would add.
@@ -152,7 +154,7 @@ words=(kvwatch demo --base); CURRENT=3; _kvwatch
 		}
 	})
 	t.Run("fish", func(t *testing.T) {
-		fish := requireTool(t, "fish", "fish")
+		fish := testenv.Tool(t, "fish", "fish")
 		path := kvwatchOnPath(t)
 		out := shell(t, path, fish, "--no-config", "-c", `
 kvwatch --completion-script-fish | source
@@ -174,7 +176,7 @@ complete -C'kvwatch demo --base'
 // The man page is valid troff (groff warns about nothing) and documents
 // every visible flag of every command.
 func TestManPage(t *testing.T) {
-	groff := requireTool(t, "groff", "groff-base")
+	groff := testenv.Tool(t, "groff-base", "groff")
 	code, page, stderr := run(t, "--help-man")
 	if code != exitOK || stderr != "" {
 		t.Fatalf("--help-man: exit %d, stderr %q", code, stderr)

@@ -4,17 +4,22 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
+	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // lockedBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -36,10 +41,7 @@ func (l *lockedBuffer) String() string {
 }
 
 func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
-	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
-	}))
-	defer engine.Close()
+	engine := testenv.EngineServer(t, "", []byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
 	if err := os.WriteFile(cfg, []byte("targets:\n  - url: "+engine.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -77,16 +79,8 @@ func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
 // serve with history records the daemon's samples every interval (through
 // the daemon's Walk, not a gather) and answers PromQL over them.
 func TestServeHistoryRecordsScrapes(t *testing.T) {
-	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
-	}))
-	defer engine.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	engine := testenv.EngineServer(t, "", []byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
+	addr := testenv.FreeAddr(t)
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -127,5 +121,46 @@ func TestServeHistoryRecordsScrapes(t *testing.T) {
 	}
 	if got := query(`max_over_time(kvwatch_kv_used_tokens{server="a"}[10m])`); !strings.Contains(got, `"10"]`) {
 		t.Errorf("used tokens in the history: %s, want 10", got)
+	}
+}
+
+// gogc reads the collector's target without changing it.
+func gogc() int64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// Assembling serve (as demo and tests do) leaves the process's GOGC alone;
+// only the run sets it, and restores it when it returns (before, building
+// the history set it for the whole process, for good).
+func TestServeSetsGOGCOnlyWhileRunning(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set in the environment: serve leaves it alone")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(77))
+	e := &env{Streams: Streams{Stdout: io.Discard, Stderr: io.Discard}, Logger: slog.New(slog.DiscardHandler)}
+	d, emb, err := assembleServe(e, serve.Options{Targets: []config.Target{{URL: "http://127.0.0.1:1"}},
+		ListenAddresses: []string{"127.0.0.1:0"}}, embeddedFlags{history: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gogc(); got != 77 {
+		t.Fatalf("GOGC after assembling serve = %d, want 77 (unchanged)", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- emb.run(ctx, e, d) }()
+	for deadline := time.Now().Add(10 * time.Second); gogc() != historyGCPercent; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC while serve runs with history = %d, want %d", gogc(), historyGCPercent)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := gogc(); got != 77 {
+		t.Errorf("GOGC after serve returned = %d, want 77 (restored)", got)
 	}
 }

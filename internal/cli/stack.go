@@ -76,7 +76,7 @@ func addStack(app *kingpin.Application, r registry) {
 func runStackGenerate(e *env, g *stackGenerateOpts) error {
 	o := g.o
 	if g.configFile != "" {
-		cfg, err := config.Load(g.configFile)
+		cfg, err := config.LoadWithoutFiles(g.configFile) // the stack runs elsewhere: its secrets may not be here
 		if err != nil {
 			return usageError{err}
 		}

@@ -12,7 +12,7 @@ import (
 func TestStackGenerateThresholdsFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "kvwatch.yml")
-	if err := os.WriteFile(cfg, []byte("alerts:\n  kv_usage_warning: 0.8\n  kv_usage_critical: 0.95\nalerting:\n  webhooks: [http://127.0.0.1:5001/hook]\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("alerts:\n  kv_usage_warning: 0.8\n  kv_usage_critical: 0.95\n  queue_length: 0\nalerting:\n  webhooks: [http://127.0.0.1:5001/hook]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "stack")
@@ -26,7 +26,8 @@ func TestStackGenerateThresholdsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kvwatch_kv_usage_ratio > 0.8\n", "kvwatch_kv_usage_ratio > 0.95\n"} {
+	// queue_length: 0 is kept (it used to become the default 50).
+	for _, want := range []string{"kvwatch_kv_usage_ratio > 0.8\n", "kvwatch_kv_usage_ratio > 0.95\n", "(threshold 0 for 5m)"} {
 		if !strings.Contains(string(alerts), want) {
 			t.Errorf("alert rules lack %q", want)
 		}
@@ -74,5 +75,17 @@ func TestStackInstallDryRun(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "[Service]") || !strings.Contains(stdout.String(), "NoNewPrivileges=yes") {
 		t.Errorf("dry run does not print the units:\n%s", stdout.String())
+	}
+}
+
+// The example config names secret files that exist where serve runs, not
+// where the stack is generated: stack generate does not ask for them.
+func TestStackGenerateWithoutTheSecrets(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "stack")
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"stack", "generate", "--config.file", filepath.Join("..", "..", "examples", "kvwatch.yml"), "--out", out},
+		Streams{Stdout: &stdout, Stderr: &stderr})
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -30,37 +30,6 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
 	return code, out.String(), errb.String()
-}
-
-// serveFile serves a testdata file as a /metrics page.
-func serveFile(t *testing.T, name string) *httptest.Server {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/metrics" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		w.Write(b)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // writeConfig writes a kvwatch config naming each target, so output does
@@ -94,9 +63,9 @@ func golden(t *testing.T, name, got string) {
 // pdCluster serves the PD example: SGLang prefill (DP=2, TP=2), decode
 // (TP=2) and an SGLang model gateway.
 func pdCluster(t *testing.T) string {
-	prefill := serveFile(t, "sglang-current-prefill-dp2-tp2.prom")
-	decode := serveFile(t, "sglang-current-decode-tp2.prom")
-	router := serveFile(t, "smg-router.prom")
+	prefill := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-current-prefill-dp2-tp2.prom"))
+	decode := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-current-decode-tp2.prom"))
+	router := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "smg-router.prom"))
 	return fmt.Sprintf(`targets:
   - name: prefill-0
     url: %s
@@ -193,7 +162,7 @@ func TestStatusJSON(t *testing.T) {
 // TestStatusBadTargets: every failing target is a row with its reason, the
 // others still show, and the exit code is 1.
 func TestStatusBadTargets(t *testing.T) {
-	good := serveFile(t, "sglang-docs-production_metrics.prom")
+	good := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-docs-production_metrics.prom"))
 	notFound := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(notFound.Close)
 	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -259,7 +228,7 @@ targets:
   - {name: too-big, url: %s}
   - {name: gzip-bomb, url: %s}
   - {name: nan, url: %s}
-`, good.URL, closedPort(t), notFound.URL, html.URL, garbage.URL, unknown.URL, slow.URL, truncated.URL, big.URL, bomb.URL, nan.URL))
+`, good.URL, testenv.FreeAddr(t), notFound.URL, html.URL, garbage.URL, unknown.URL, slow.URL, truncated.URL, big.URL, bomb.URL, nan.URL))
 	code, out, _ := run(t, "status", "--config.file", cfg, "-o", "json")
 	if code != 1 {
 		t.Errorf("exit code = %d, want 1", code)
@@ -357,7 +326,7 @@ targets:
 	if code != 2 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"line 6: field colour not found", "kvwatch.yml"} {
+	for _, want := range []string{`line 6: targets[0].colour: unknown key "colour"`, "kvwatch.yml"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("stderr %q lacks %q", errs, want)
 		}

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/serve"
 )
 
 // targetFlags are the target-selection flags shared by status and top.
@@ -30,63 +32,46 @@ func (f *targetFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("scrape.timeout", "Timeout of one scrape (default: the config's, else 4s).").PlaceHolder("4s").StringVar(&f.timeout)
 }
 
-// load builds the config and the scrape targets from the flags. Errors are
-// usage errors (exit code 2).
+// load builds the config and the scrape targets from the flags, with
+// config.LoadTargets like serve and `check config` (file_sd files
+// included). Errors are usage errors (exit code 2).
 func (f *targetFlags) load(reg *engine.Registry) (*config.Config, []*scrape.Target, error) {
-	var cfg *config.Config
-	if f.configFile != "" {
-		c, err := config.Load(f.configFile)
-		if err != nil {
-			return nil, nil, usageError{err}
-		}
-		cfg = c
-	} else {
-		cfg = config.Default()
-	}
+	src := config.Sources{File: f.configFile, Engines: serve.EngineNames(reg)}
 	for _, a := range f.args {
 		t, err := parseTargetArg(a)
 		if err != nil {
 			return nil, nil, usageError{err}
 		}
-		cfg.Targets = append(cfg.Targets, t)
-	}
-	if len(cfg.Targets) == 0 {
-		return nil, nil, usageError{fmt.Errorf("no targets: give URLs (e.g. http://127.0.0.1:30000) or --config.file")}
+		src.Extra = append(src.Extra, t)
 	}
 	if f.engine != "" {
-		if _, err := reg.ByName(f.engine); err != nil {
+		if err := src.Engines(f.engine); err != nil {
 			return nil, nil, usageError{fmt.Errorf("--engine: %w", err)}
 		}
-		for i := range cfg.Targets {
-			cfg.Targets[i].Engine = f.engine
-		}
+		src.Engine = f.engine
 	}
 	if f.timeout != "" {
 		d, err := parseDuration(f.timeout)
-		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("--scrape.timeout: %w", err)}
+		if err != nil || d <= 0 {
+			return nil, nil, usageError{fmt.Errorf("--scrape.timeout: %q is not a positive duration; write e.g. 5s or 2m", f.timeout)}
 		}
-		cfg.Global.ScrapeTimeout = d
-		for i := range cfg.Targets {
-			cfg.Targets[i].ScrapeTimeout = d
-		}
+		src.ScrapeTimeout = time.Duration(d)
 	}
 	if f.headroom != "" {
 		sizes, err := parseSizes(f.headroom)
 		if err != nil {
 			return nil, nil, usageError{fmt.Errorf("--headroom: %w", err)}
 		}
-		cfg.Global.HeadroomTokens = sizes
+		src.HeadroomTokens = sizes
 	}
-	// Apply defaults and validate targets given on the command line.
-	if err := cfg.Check("command line"); err != nil {
-		return nil, nil, usageError{err}
-	}
-	targets, err := scrape.Targets(cfg)
+	s, err := serve.LoadSetupFrom(src)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
-	return cfg, targets, nil
+	if len(s.Targets) == 0 {
+		return nil, nil, usageError{fmt.Errorf("no targets: give URLs (e.g. http://127.0.0.1:30000) or --config.file")}
+	}
+	return s.Config, s.Targets, nil
 }
 
 // parseTargetArg reads [ROLE=]URL.

@@ -55,7 +55,7 @@ func runTop(ctx context.Context, e *env, o *topOpts) int {
 		}
 		cfg = config.Default()
 		if o.targets.configFile != "" { // for the alert thresholds
-			if cfg, err = config.Load(o.targets.configFile); err != nil {
+			if cfg, err = config.LoadWithoutFiles(o.targets.configFile); err != nil { // thresholds only: serve scrapes
 				return exitCode(e, usageError{err})
 			}
 		}

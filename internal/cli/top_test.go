@@ -4,21 +4,23 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // TestTopOnce prints one plain frame of a PD SGLang fleet (stdout is not a
 // terminal here): no escape sequences, one row per server, rates unknown
 // after a single scrape.
 func TestTopOnce(t *testing.T) {
-	prefill := serveFile(t, "sglang-current-prefill-dp2-tp2.prom")
-	decode := serveFile(t, "sglang-current-decode-tp2.prom")
-	router := serveFile(t, "smg-router.prom")
+	prefill := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-current-prefill-dp2-tp2.prom"))
+	decode := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-current-decode-tp2.prom"))
+	router := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "smg-router.prom"))
 	cfg := writeConfig(t, `targets:
   - {name: prefill-0, url: `+prefill.URL+`}
   - {name: decode-0, url: `+decode.URL+`}
@@ -48,8 +50,8 @@ func TestTopOnce(t *testing.T) {
 }
 
 func TestTopOnceDownTarget(t *testing.T) {
-	good := serveFile(t, "sglang-docs-production_metrics.prom")
-	code, out, _ := run(t, "top", "--once", good.URL, "http://"+closedPort(t))
+	good := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-docs-production_metrics.prom"))
+	code, out, _ := run(t, "top", "--once", good.URL, "http://"+testenv.FreeAddr(t))
 	if code != exitFailed {
 		t.Errorf("exit %d, want %d when a target is down", code, exitFailed)
 	}
@@ -83,7 +85,7 @@ func TestTopServeURL(t *testing.T) {
 		}
 	}
 	// A daemon that is not there: exit 1 with a hint.
-	code, _, errOut = run(t, "top", "--once", "--serve.url", "http://"+closedPort(t))
+	code, _, errOut = run(t, "top", "--once", "--serve.url", "http://"+testenv.FreeAddr(t))
 	if code != exitFailed || !strings.Contains(errOut, "is kvwatch serve running there?") {
 		t.Errorf("unreachable serve: exit %d, stderr %q", code, errOut)
 	}

@@ -1,18 +1,25 @@
 // Package config reads kvwatch's YAML config file, shared by `status`, `top`,
-// `serve` and `stack generate`. Decoding is strict (unknown keys are errors),
-// defaults are applied before validation, and every problem is reported at
-// once with its line. It does not read file_sd target files, watch files or
-// scrape anything (serve does).
+// `serve`, `check config` and `stack generate`, and is the one source of its
+// defaults: a file is decoded onto defaults(), so what it writes (0
+// included) survives to validation, which range-checks every value.
+// Decoding is strict (unknown keys are errors, with their path and the
+// nearest known key) and every problem is reported at once with its line.
+// LoadTargets assembles the targets of every face: the file's, the command
+// line's and those of file_sd files. It watches no files and scrapes
+// nothing (serve does).
 package config
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -145,91 +152,160 @@ type Alerting struct {
 }
 
 // Roles a target may have.
-var roles = []string{"prefill", "decode", "unified", "router"}
+var Roles = []string{"prefill", "decode", "unified", "router"}
 
 // allowedLabels are the target labels kvwatch carries into its output.
 var allowedLabels = []string{"cluster", "pool", "model"}
 
+// unset marks a duration that was not written: a target's scrape_interval
+// and scrape_timeout inherit the global ones, and the global scrape_timeout
+// follows scrape_interval when that is below 4s. Written durations are never
+// negative (model.Duration refuses a sign), so an explicit 0 stays 0 and is
+// range-checked like any other value.
+const unset = model.Duration(-1)
+
+// defaults is the config every file is decoded onto, blackbox_exporter's
+// way: what a file does not say keeps its default, what it says (0
+// included) survives to validation. It is the only place defaults live.
+func defaults() *Config {
+	return &Config{
+		Global: Global{
+			ScrapeInterval: model.Duration(5 * time.Second),
+			ScrapeTimeout:  unset,
+			BodySizeLimit:  "32MiB",
+			HeadroomTokens: []int{8192},
+		},
+		Alerts: Alerts{
+			KVUsageWarning:       0.90,
+			KVUsageWarningFor:    model.Duration(10 * time.Minute),
+			KVUsageCritical:      0.97,
+			KVUsageCriticalFor:   model.Duration(5 * time.Minute),
+			KVFullWithin:         model.Duration(30 * time.Minute),
+			QueueLength:          50,
+			QueueFor:             model.Duration(5 * time.Minute),
+			PreemptionsPerSecond: 0.1,
+			PreemptionsFor:       model.Duration(10 * time.Minute),
+			PrefixHitRatioLow:    0.30,
+			PrefixHitMinTokensPS: 1000,
+			PrefixHitFor:         model.Duration(15 * time.Minute),
+			LeakUsage:            0.50,
+			LeakFor:              model.Duration(15 * time.Minute),
+			RankSpread:           0.30,
+			RankSpreadFor:        model.Duration(15 * time.Minute),
+			TargetDownFor:        model.Duration(2 * time.Minute),
+			StaleAfter:           model.Duration(2 * time.Minute),
+		},
+		History: History{
+			Retention:        model.Duration(time.Hour),
+			SnapshotInterval: model.Duration(5 * time.Minute),
+		},
+	}
+}
+
+// defaultFileSD is a file_sd_configs entry before decoding.
+func defaultFileSD() FileSD { return FileSD{RefreshInterval: model.Duration(time.Minute)} }
+
+// markWritten marks the durations of the decoded targets and file_sd
+// entries that the file does not write: a target's timing then inherits the
+// global one, a file_sd entry's refresh_interval takes its default. (A
+// custom UnmarshalYAML could preset them, but yaml drops a list element
+// whose unmarshaler reports a problem, which would shift every later index.)
+func (c *Config) markWritten(root *yaml.Node) {
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		if !hasKey(root, []any{"targets", i}, "scrape_interval") {
+			t.ScrapeInterval = unset
+		}
+		if !hasKey(root, []any{"targets", i}, "scrape_timeout") {
+			t.ScrapeTimeout = unset
+		}
+	}
+	for i := range c.FileSD {
+		if !hasKey(root, []any{"file_sd_configs", i}, "refresh_interval") {
+			c.FileSD[i].RefreshInterval = defaultFileSD().RefreshInterval
+		}
+	}
+}
+
 // Default returns a config with every default set and no targets.
 func Default() *Config {
-	c := &Config{}
-	c.applyDefaults()
+	c := defaults()
+	c.resolve()
 	return c
 }
 
-func (c *Config) applyDefaults() {
+// resolve fills what is inherited: the global scrape_timeout from
+// scrape_interval, each target's timing from the global one. It runs before
+// validation; labels are inherited after it (inheritLabels), so a global
+// label problem is reported once, not once per target.
+func (c *Config) resolve() {
 	g := &c.Global
-	if g.ScrapeInterval == 0 {
-		g.ScrapeInterval = model.Duration(5 * time.Second)
-	}
-	if g.ScrapeTimeout == 0 {
-		g.ScrapeTimeout = model.Duration(4 * time.Second)
-		if time.Duration(g.ScrapeInterval) < 4*time.Second {
-			g.ScrapeTimeout = g.ScrapeInterval
-		}
-	}
-	if g.BodySizeLimit == "" {
-		g.BodySizeLimit = "32MiB"
-	}
-	if g.HeadroomTokens == nil {
-		g.HeadroomTokens = []int{8192}
+	if g.ScrapeTimeout == unset {
+		g.ScrapeTimeout = min(model.Duration(4*time.Second), g.ScrapeInterval)
 	}
 	for i := range c.Targets {
 		t := &c.Targets[i]
-		if t.ScrapeInterval == 0 {
+		if t.ScrapeInterval == unset {
 			t.ScrapeInterval = g.ScrapeInterval
 		}
-		if t.ScrapeTimeout == 0 {
-			t.ScrapeTimeout = g.ScrapeTimeout
-			if t.ScrapeTimeout > t.ScrapeInterval {
-				t.ScrapeTimeout = t.ScrapeInterval
-			}
+		if t.ScrapeTimeout == unset {
+			t.ScrapeTimeout = min(g.ScrapeTimeout, t.ScrapeInterval)
 		}
+	}
+}
+
+// inheritLabels gives every target the global labels it does not set.
+func (c *Config) inheritLabels() {
+	for i := range c.Targets {
+		t := &c.Targets[i]
 		if t.Labels == nil {
 			t.Labels = map[string]string{}
 		}
-		for k, v := range g.Labels {
+		for k, v := range c.Global.Labels {
 			if _, ok := t.Labels[k]; !ok {
 				t.Labels[k] = v
 			}
 		}
 	}
+}
+
+// codeDefaults marks the zero fields of a config built in code (targets
+// from the command line, `kvwatch demo`) as not written, so they take the
+// defaults a file would give them.
+func (c *Config) codeDefaults() {
+	markUnset(c.Targets)
 	for i := range c.FileSD {
 		if c.FileSD[i].RefreshInterval == 0 {
-			c.FileSD[i].RefreshInterval = model.Duration(time.Minute)
+			c.FileSD[i].RefreshInterval = defaultFileSD().RefreshInterval
 		}
 	}
-	a := &c.Alerts
-	setF := func(p *float64, v float64) {
-		if *p == 0 {
-			*p = v
+}
+
+// hasKey reports whether the mapping at path in root has key.
+func hasKey(root *yaml.Node, path []any, key string) bool {
+	n := nodeAt(root, path)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
 		}
 	}
-	setD := func(p *model.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = model.Duration(v)
+	return false
+}
+
+// markUnset marks the zero timing of targets built in code as not written.
+func markUnset(ts []Target) {
+	for i := range ts {
+		t := &ts[i]
+		if t.ScrapeInterval == 0 {
+			t.ScrapeInterval = unset
+		}
+		if t.ScrapeTimeout == 0 {
+			t.ScrapeTimeout = unset
 		}
 	}
-	setF(&a.KVUsageWarning, 0.90)
-	setD(&a.KVUsageWarningFor, 10*time.Minute)
-	setF(&a.KVUsageCritical, 0.97)
-	setD(&a.KVUsageCriticalFor, 5*time.Minute)
-	setD(&a.KVFullWithin, 30*time.Minute)
-	setF(&a.QueueLength, 50)
-	setD(&a.QueueFor, 5*time.Minute)
-	setF(&a.PreemptionsPerSecond, 0.1)
-	setD(&a.PreemptionsFor, 10*time.Minute)
-	setF(&a.PrefixHitRatioLow, 0.30)
-	setF(&a.PrefixHitMinTokensPS, 1000)
-	setD(&a.PrefixHitFor, 15*time.Minute)
-	setF(&a.LeakUsage, 0.50)
-	setD(&a.LeakFor, 15*time.Minute)
-	setF(&a.RankSpread, 0.30)
-	setD(&a.RankSpreadFor, 15*time.Minute)
-	setD(&a.TargetDownFor, 2*time.Minute)
-	setD(&a.StaleAfter, 2*time.Minute)
-	setD(&c.History.Retention, time.Hour)
-	setD(&c.History.SnapshotInterval, 5*time.Minute)
 }
 
 // Error lists every problem found in a config file, each with its line.
@@ -250,17 +326,133 @@ func (e *Error) Error() string {
 }
 
 // Load reads and validates the config file at path. Relative file paths in
-// it are resolved against the file's directory.
-func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
-	}
-	c, err := Parse(b, path)
+// it are resolved against the file's directory; secret and TLS files it
+// names must exist. It reads no file_sd files: LoadTargets does.
+func Load(path string) (*Config, error) { return load(path, false) }
+
+// LoadWithoutFiles is Load for a config that runs elsewhere (`stack
+// generate` copies it into a stack for another machine or a pod): the
+// secret and TLS files it names need not exist here.
+func LoadWithoutFiles(path string) (*Config, error) { return load(path, true) }
+
+func load(path string, skipFiles bool) (*Config, error) {
+	f, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(path)
+	v := &validator{root: f.root, problems: f.problems, skipFiles: skipFiles}
+	if f.cfg != nil {
+		f.cfg.validate(v, nil)
+	}
+	if len(v.problems) > 0 {
+		return nil, &Error{File: path, Problems: v.problems}
+	}
+	f.cfg.inheritLabels()
+	return f.cfg, nil
+}
+
+// Parse decodes and validates a config from b; name is used in errors.
+// Relative file paths in it are left as written.
+func Parse(b []byte, name string) (*Config, error) {
+	f := parse(b, name, "")
+	v := f.check(nil)
+	if len(v.problems) > 0 {
+		return nil, &Error{File: name, Problems: v.problems}
+	}
+	f.cfg.inheritLabels()
+	return f.cfg, nil
+}
+
+// Check applies defaults and validates a config built in code (e.g. from
+// command-line targets); zero durations take their defaults, problems name
+// keys but no lines.
+func (c *Config) Check(name string) error {
+	c.codeDefaults()
+	c.resolve()
+	v := validator{}
+	c.validate(&v, nil)
+	if len(v.problems) > 0 {
+		return &Error{File: name, Problems: v.problems}
+	}
+	c.inheritLabels()
+	return nil
+}
+
+// file is a config file decoded onto the defaults, with the problems found
+// while decoding; cfg is nil when the file is not YAML at all.
+type file struct {
+	cfg      *Config
+	root     *yaml.Node
+	problems []string
+}
+
+// readFile reads and decodes the file at path, resolving its relative
+// paths against its directory.
+func readFile(path string) (*file, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w; check the path given to --config.file", err)
+	}
+	return parse(b, path, filepath.Dir(path)), nil
+}
+
+// parse decodes b onto the defaults. An unknown key or a value of the wrong
+// type is a problem, and decoding goes on so that validation can report the
+// rest in the same pass; only a file that is not YAML stops here. dir, when
+// set, is the directory relative paths are resolved against.
+func parse(b []byte, name, dir string) *file {
+	f := &file{}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		f.problems = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+		return f
+	}
+	f.root = &root
+	c := defaults()
+	if len(bytes.TrimSpace(b)) > 0 {
+		w := unknownKeys(&root, reflect.TypeOf(c).Elem())
+		f.problems = w.out
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(c); err != nil {
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				// A value's own decoder refused it (e.g. a duration): the
+				// rest of the file was not read, so validating it would
+				// report what is not there.
+				if !w.badDurations { // else unknownKeys said where
+					f.problems = append(f.problems, yamlProblem(&root, err.Error()))
+				}
+				return f
+			}
+			for _, m := range te.Errors {
+				if !w.said(m) { // unknown keys and durations: said with their path
+					f.problems = append(f.problems, yamlProblem(&root, m))
+				}
+			}
+		}
+	}
+	c.markWritten(&root)
+	if dir != "" {
+		c.resolvePaths(dir)
+	}
+	c.resolve()
+	f.cfg = c
+	return f
+}
+
+// check validates the decoded config; engines, when set, checks engine
+// names. It returns the decoding problems and validation's, in one list.
+func (f *file) check(engines func(string) error) *validator {
+	v := &validator{root: f.root, problems: f.problems}
+	if f.cfg != nil {
+		f.cfg.validate(v, engines)
+	}
+	return v
+}
+
+// resolvePaths makes the file paths in c relative to dir.
+func (c *Config) resolvePaths(dir string) {
 	for i := range c.Targets {
 		c.Targets[i].HTTPClientConfig.SetDirectory(dir)
 	}
@@ -273,65 +465,14 @@ func Load(path string) (*Config, error) {
 	if c.History.SnapshotFile != "" {
 		c.History.SnapshotFile = promcfg.JoinDir(dir, c.History.SnapshotFile)
 	}
-	return c, nil
-}
-
-// Parse decodes and validates a config from b; name is used in errors.
-func Parse(b []byte, name string) (*Config, error) {
-	e := &Error{File: name}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		e.Problems = append(e.Problems, yamlProblems(err)...)
-		return nil, e
-	}
-	c := &Config{}
-	if len(bytes.TrimSpace(b)) > 0 {
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(c); err != nil {
-			e.Problems = append(e.Problems, yamlProblems(err)...)
-			return nil, e
-		}
-	}
-	c.applyDefaults()
-	v := validator{root: &root}
-	c.validate(&v)
-	if len(v.problems) > 0 {
-		e.Problems = v.problems
-		return nil, e
-	}
-	return c, nil
-}
-
-// Check applies defaults and validates a config built in code (e.g. from
-// command-line targets); problems name keys but no lines.
-func (c *Config) Check(name string) error {
-	c.applyDefaults()
-	v := validator{}
-	c.validate(&v)
-	if len(v.problems) > 0 {
-		return &Error{File: name, Problems: v.problems}
-	}
-	return nil
-}
-
-// yamlProblems splits a yaml error into its per-line messages.
-func yamlProblems(err error) []string {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		out := make([]string, 0, len(te.Errors))
-		for _, m := range te.Errors {
-			out = append(out, strings.Replace(m, " in type config.", " in ", 1))
-		}
-		return out
-	}
-	return []string{strings.TrimPrefix(err.Error(), "yaml: ")}
 }
 
 // validator collects problems, each prefixed with the line of its key.
 type validator struct {
 	root     *yaml.Node
 	problems []string
+	// skipFiles leaves out the check that secret and TLS files exist.
+	skipFiles bool
 }
 
 // addf records a problem at the node found by path (map keys as strings,
@@ -365,8 +506,21 @@ func pathString(path []any) string {
 // keys as strings, sequence indexes as ints), or of its nearest ancestor
 // present in the file; 0 when root is nil.
 func LineOf(root *yaml.Node, path []any) int {
+	_, line := lookup(root, path)
+	return line
+}
+
+// nodeAt returns the node at path in root, or nil.
+func nodeAt(root *yaml.Node, path []any) *yaml.Node {
+	n, _ := lookup(root, path)
+	return n
+}
+
+// lookup follows path from root: the node at its end (nil when a step is
+// missing) and the line of the deepest key or item found.
+func lookup(root *yaml.Node, path []any) (*yaml.Node, int) {
 	if root == nil {
-		return 0
+		return nil, 0
 	}
 	n := root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
@@ -393,19 +547,23 @@ func LineOf(root *yaml.Node, path []any) int {
 			}
 		}
 		if next == nil {
-			return line
+			return nil, line
 		}
 		n = next
 	}
-	return line
+	return n, line
 }
 
-func (c *Config) validate(v *validator) {
+// validate range-checks every value, after resolve and before
+// inheritLabels; engines, when set, checks engine names.
+func (c *Config) validate(v *validator, engines func(string) error) {
 	g := &c.Global
 	if g.ScrapeInterval <= 0 {
 		v.addf([]any{"global", "scrape_interval"}, "must be positive")
 	}
-	if g.ScrapeTimeout > g.ScrapeInterval {
+	if g.ScrapeTimeout <= 0 {
+		v.addf([]any{"global", "scrape_timeout"}, "must be positive")
+	} else if g.ScrapeTimeout > g.ScrapeInterval {
 		v.addf([]any{"global", "scrape_timeout"}, "%s is longer than scrape_interval %s; lower it", g.ScrapeTimeout, g.ScrapeInterval)
 	}
 	if n, err := units.ParseBase2Bytes(g.BodySizeLimit); err != nil || n <= 0 {
@@ -430,16 +588,24 @@ func (c *Config) validate(v *validator) {
 		} else if t.Name == "" {
 			t.Name = defaultName(u)
 		}
-		if t.Role != "" && !contains(roles, t.Role) {
-			v.addf(p("role"), "unknown role %q; want one of %s", t.Role, strings.Join(roles, ", "))
+		if t.Role != "" && !slices.Contains(Roles, t.Role) {
+			v.addf(p("role"), "unknown role %q; want one of %s", t.Role, strings.Join(Roles, ", "))
 		}
-		if t.ScrapeTimeout > t.ScrapeInterval {
+		if t.Engine != "" && engines != nil {
+			if err := engines(t.Engine); err != nil {
+				v.addf(p("engine"), "%v", err)
+			}
+		}
+		if t.ScrapeInterval <= 0 {
+			v.addf(p("scrape_interval"), "must be positive")
+		}
+		if t.ScrapeTimeout <= 0 {
+			v.addf(p("scrape_timeout"), "must be positive")
+		} else if t.ScrapeInterval > 0 && t.ScrapeTimeout > t.ScrapeInterval {
 			v.addf(p("scrape_timeout"), "%s is longer than scrape_interval %s; lower it", t.ScrapeTimeout, t.ScrapeInterval)
 		}
 		checkLabels(v, p("labels"), t.Labels)
-		if err := t.HTTPClientConfig.Validate(); err != nil {
-			v.addf([]any{"targets", i}, "%v", err)
-		}
+		checkHTTP(v, []any{"targets", i}, &t.HTTPClientConfig)
 		if t.Name != "" {
 			if j, dup := names[t.Name]; dup {
 				v.addf(p("name"), "%q is also the name of targets[%d]; names must be unique", t.Name, j)
@@ -456,12 +622,13 @@ func (c *Config) validate(v *validator) {
 				v.addf([]any{"file_sd_configs", i, "files", j}, "bad pattern %q: %v", pat, err)
 			}
 		}
+		if f.RefreshInterval <= 0 {
+			v.addf([]any{"file_sd_configs", i, "refresh_interval"}, "must be positive")
+		}
 		if f.Scheme != "" && f.Scheme != "http" && f.Scheme != "https" {
 			v.addf([]any{"file_sd_configs", i, "scheme"}, "%q: want http or https", f.Scheme)
 		}
-		if err := f.HTTPClientConfig.Validate(); err != nil {
-			v.addf([]any{"file_sd_configs", i}, "%v", err)
-		}
+		checkHTTP(v, []any{"file_sd_configs", i}, &c.FileSD[i].HTTPClientConfig)
 	}
 	c.validateLimits(v)
 	for i, a := range c.Probe.Allow {
@@ -473,21 +640,13 @@ func (c *Config) validate(v *validator) {
 			v.addf([]any{"probe", "allow", i}, "%q is not a host, glob or CIDR", a)
 		}
 	}
-	a := &c.Alerts
-	for _, r := range []struct {
-		key string
-		v   float64
-	}{{"kv_usage_warning", a.KVUsageWarning}, {"kv_usage_critical", a.KVUsageCritical},
-		{"prefix_hit_ratio_low", a.PrefixHitRatioLow}, {"leak_usage", a.LeakUsage}, {"rank_spread", a.RankSpread}} {
-		if r.v <= 0 || r.v > 1 {
-			v.addf([]any{"alerts", r.key}, "%g is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%%", r.v)
-		}
+	c.Alerts.validate(v)
+	h := c.History
+	if h.Retention > 0 && h.Retention < c.Global.ScrapeInterval {
+		v.addf([]any{"history", "retention"}, "%s is shorter than one scrape interval; write 0s to turn history off", h.Retention)
 	}
-	if a.KVUsageWarning >= a.KVUsageCritical {
-		v.addf([]any{"alerts", "kv_usage_warning"}, "%g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical)
-	}
-	if c.History.Retention < c.Global.ScrapeInterval {
-		v.addf([]any{"history", "retention"}, "%s is shorter than one scrape interval", c.History.Retention)
+	if h.SnapshotInterval <= 0 {
+		v.addf([]any{"history", "snapshot_interval"}, "must be positive")
 	}
 	for i, u := range c.Alerting.Alertmanagers {
 		if _, err := ParseTargetURL(u); err != nil {
@@ -501,6 +660,94 @@ func (c *Config) validate(v *validator) {
 	}
 }
 
+// validate range-checks the thresholds. Ratios are in (0, 1]; counts and
+// rates may be 0 (alert on any); for-durations may be 0 (fire at once).
+func (a *Alerts) validate(v *validator) {
+	at := func(key string) []any { return []any{"alerts", key} }
+	for _, r := range []struct {
+		key string
+		v   float64
+	}{{"kv_usage_warning", a.KVUsageWarning}, {"kv_usage_critical", a.KVUsageCritical},
+		{"prefix_hit_ratio_low", a.PrefixHitRatioLow}, {"leak_usage", a.LeakUsage}, {"rank_spread", a.RankSpread}} {
+		if !(r.v > 0 && r.v <= 1) {
+			v.addf(at(r.key), "%g is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%%", r.v)
+		}
+	}
+	if a.KVUsageWarning >= a.KVUsageCritical {
+		v.addf(at("kv_usage_warning"), "%g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical)
+	}
+	for _, r := range []struct {
+		key string
+		v   float64
+	}{{"queue_length", a.QueueLength}, {"preemptions_per_second", a.PreemptionsPerSecond},
+		{"prefix_hit_min_query_tokens_per_second", a.PrefixHitMinTokensPS}} {
+		if !(r.v >= 0) || math.IsInf(r.v, 1) {
+			v.addf(at(r.key), "%g must be a finite number, 0 or more", r.v)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   model.Duration
+	}{{"kv_full_within", a.KVFullWithin}, {"stale_after", a.StaleAfter}} {
+		if d.v <= 0 {
+			v.addf(at(d.key), "must be positive")
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   model.Duration
+	}{{"kv_usage_warning_for", a.KVUsageWarningFor}, {"kv_usage_critical_for", a.KVUsageCriticalFor},
+		{"queue_for", a.QueueFor}, {"preemptions_for", a.PreemptionsFor}, {"prefix_hit_for", a.PrefixHitFor},
+		{"leak_for", a.LeakFor}, {"rank_spread_for", a.RankSpreadFor}, {"target_down_for", a.TargetDownFor}} {
+		if d.v < 0 {
+			v.addf(at(d.key), "must not be negative")
+		}
+	}
+}
+
+// secretFiles lists the files h names, each at its path under path.
+func secretFiles(path []any, h *promcfg.HTTPClientConfig) []fileRef {
+	at := func(keys ...any) []any { return append(append([]any{}, path...), keys...) }
+	files := []fileRef{{at("bearer_token_file"), h.BearerTokenFile},
+		{at("tls_config", "ca_file"), h.TLSConfig.CAFile},
+		{at("tls_config", "cert_file"), h.TLSConfig.CertFile},
+		{at("tls_config", "key_file"), h.TLSConfig.KeyFile}}
+	if b := h.BasicAuth; b != nil {
+		files = append(files, fileRef{at("basic_auth", "password_file"), b.PasswordFile},
+			fileRef{at("basic_auth", "username_file"), b.UsernameFile})
+	}
+	if a := h.Authorization; a != nil {
+		files = append(files, fileRef{at("authorization", "credentials_file"), a.CredentialsFile})
+	}
+	if o := h.OAuth2; o != nil {
+		files = append(files, fileRef{at("oauth2", "client_secret_file"), o.ClientSecretFile})
+	}
+	return files
+}
+
+// fileRef is a file named at a path of the config.
+type fileRef struct {
+	path []any
+	file string
+}
+
+// checkHTTP checks auth and TLS settings, and that every secret or TLS file
+// they name exists (a missing one would fail every scrape).
+func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
+	for _, f := range secretFiles(path, h) {
+		if v.skipFiles || f.file == "" {
+			continue
+		}
+		if _, err := os.Stat(f.file); err != nil {
+			v.addf(f.path, "cannot read %s: %v; create it or fix the path (relative paths are from the config file's directory)", f.file, errors.Unwrap(err))
+		}
+	}
+	// Last: Validate moves bearer_token_file to authorization.
+	if err := h.Validate(); err != nil {
+		v.addf(path, "%v", err)
+	}
+}
+
 func checkLabels(v *validator, path []any, l map[string]string) {
 	keys := make([]string, 0, len(l))
 	for k := range l {
@@ -508,7 +755,7 @@ func checkLabels(v *validator, path []any, l map[string]string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !contains(allowedLabels, k) {
+		if !slices.Contains(allowedLabels, k) {
 			v.addf(append(append([]any{}, path...), k), "unknown label %q; kvwatch carries %s", k, strings.Join(allowedLabels, ", "))
 		}
 	}
@@ -545,13 +792,4 @@ func defaultName(u *url.URL) string {
 		return u.Host
 	}
 	return u.Host + u.Path
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

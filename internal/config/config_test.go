@@ -1,11 +1,14 @@
 package config
 
 import (
-	"strings"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -49,19 +52,24 @@ targets:
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
-		want     []string
+		want     string // the whole error text
 	}{
-		{"unknown keys, all at once", `
+		{"unknown keys with their paths and the nearest key, with validation in the same pass", `
 global:
   scrape_intervl: 5s
 targets:
   - url: http://a:1
     rol: decode
-`, []string{
-			"kvwatch.yml: 2 problems:",
-			"line 3: field scrape_intervl not found in Global",
-			"line 6: field rol not found in Target",
-		}},
+    role: wizard
+  - url: http://b:2
+    tls_config: {ca_fil: x}
+`, `kvwatch.yml: 4 problems:
+  line 3: global.scrape_intervl: unknown key "scrape_intervl"; did you mean "scrape_interval"?
+  line 6: targets[0].rol: unknown key "rol"; did you mean "role"?
+  line 9: targets[1].tls_config.ca_fil: unknown key "ca_fil"; did you mean "ca_file"?
+  line 7: targets[0].role: unknown role "wizard"; want one of prefill, decode, unified, router`},
+		{"an unknown key far from any known one gets no suggestion", "history:\n  keep_forever: true\n",
+			`kvwatch.yml: line 2: history.keep_forever: unknown key "keep_forever"`},
 		{"validation, all at once with lines", `
 global:
   scrape_interval: 5s
@@ -83,18 +91,17 @@ probe:
 alerts:
   kv_usage_warning: 0.99
   kv_usage_critical: 1.5
-`, []string{
-			"line 4: global.scrape_timeout: 6s is longer than scrape_interval 5s; lower it",
-			`line 5: global.body_size_limit: "lots" is not a size; write e.g. 32MiB`,
-			"line 6: global.headroom_tokens[1]: -1 must be a positive number of tokens",
-			`line 8: targets[0].url: bad URL "ftp://a:1": scheme must be http or https`,
-			`line 10: targets[1].role: unknown role "wizard"; want one of prefill, decode, unified, router`,
-			`line 11: targets[1].labels.team: unknown label "team"; kvwatch carries cluster, pool, model`,
-			`line 14: targets[3].name: "dup" is also the name of targets[2]; names must be unique`,
-			"line 16: targets[4]: url is missing; write e.g. url: http://127.0.0.1:30000",
-			`line 18: probe.allow[0]: "10.0.0.0/33" is not a CIDR; write e.g. 10.0.0.0/8`,
-			"line 21: alerts.kv_usage_critical: 1.5 is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%",
-		}},
+`, `kvwatch.yml: 10 problems:
+  line 4: global.scrape_timeout: 6s is longer than scrape_interval 5s; lower it
+  line 5: global.body_size_limit: "lots" is not a size; write e.g. 32MiB
+  line 6: global.headroom_tokens[1]: -1 must be a positive number of tokens
+  line 8: targets[0].url: bad URL "ftp://a:1": scheme must be http or https
+  line 10: targets[1].role: unknown role "wizard"; want one of prefill, decode, unified, router
+  line 11: targets[1].labels.team: unknown label "team"; kvwatch carries cluster, pool, model
+  line 14: targets[3].name: "dup" is also the name of targets[2]; names must be unique
+  line 16: targets[4]: url is missing; write e.g. url: http://127.0.0.1:30000
+  line 18: probe.allow[0]: "10.0.0.0/33" is not a CIDR; write e.g. 10.0.0.0/8
+  line 21: alerts.kv_usage_critical: 1.5 is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%`},
 		{"file_sd scheme and auth", `
 file_sd_configs:
   - files: [a.json]
@@ -102,29 +109,154 @@ file_sd_configs:
   - files: [b.json]
     basic_auth: {username: u, password: p}
     bearer_token: t
-`, []string{
-			`line 4: file_sd_configs[0].scheme: "ftp": want http or https`,
-			"line 5: file_sd_configs[1]: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured",
-		}},
-		{"file_sd unknown TLS key", `
+`, `kvwatch.yml: 2 problems:
+  line 4: file_sd_configs[0].scheme: "ftp": want http or https
+  line 5: file_sd_configs[1]: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured`},
+		{"a global label problem is reported once, not once per target", `
+global:
+  labels: {team: x}
+targets:
+  - url: http://a:1
+  - url: http://b:2
+`, `kvwatch.yml: line 3: global.labels.team: unknown label "team"; kvwatch carries cluster, pool, model`},
+		{"explicit zeros are range-checked, not replaced by defaults", `
+global:
+  scrape_timeout: 0s
+targets:
+  - url: http://a:1
+    scrape_interval: 0s
 file_sd_configs:
-  - files: [c.json]
-    tls_config: {ca_fil: x}
-`, []string{"line 4: field ca_fil not found"}},
-		{"not YAML", "targets: [", []string{"kvwatch.yml: line 1: did not find expected node content"}},
-		{"wrong type", "targets: 3", []string{"line 1: cannot unmarshal !!int `3` into []config.Target"}},
+  - files: [a.json]
+    refresh_interval: 0s
+alerts:
+  kv_usage_warning: 0
+  kv_full_within: 0s
+  stale_after: 0s
+  queue_length: -1
+  preemptions_per_second: .nan
+history:
+  snapshot_interval: 0s
+`, `kvwatch.yml: 10 problems:
+  line 3: global.scrape_timeout: must be positive
+  line 6: targets[0].scrape_interval: must be positive
+  line 5: targets[0].scrape_timeout: must be positive
+  line 9: file_sd_configs[0].refresh_interval: must be positive
+  line 11: alerts.kv_usage_warning: 0 is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%
+  line 14: alerts.queue_length: -1 must be a finite number, 0 or more
+  line 15: alerts.preemptions_per_second: NaN must be a finite number, 0 or more
+  line 12: alerts.kv_full_within: must be positive
+  line 13: alerts.stale_after: must be positive
+  line 17: history.snapshot_interval: must be positive`},
+		{"history shorter than a scrape", "history: {retention: 1s}\n",
+			"kvwatch.yml: line 1: history.retention: 1s is shorter than one scrape interval; write 0s to turn history off"},
+		{"a bad duration says where it is", "global:\n  scrape_interval: 5x\n",
+			`kvwatch.yml: line 2: global.scrape_interval: "5x" is not a duration; write e.g. 5s or 2m`},
+		{"not YAML", "targets: [", "kvwatch.yml: line 1: did not find expected node content"},
+		{"wrong type, without Go type names", "targets: 3", `kvwatch.yml: line 1: targets: "3" is a number; want a list`},
+		{"wrong types, all at once", "global:\n  scrape_interval: [5s]\n  labels: {cluster: [a]}\ntargets:\n  - url: http://a:1\n    follow_redirects: maybe\n", `kvwatch.yml: 3 problems:
+  line 2: global.scrape_interval: want a duration such as 5s
+  line 3: global.labels.cluster: got a list; want a string
+  line 6: targets[0].follow_redirects: "maybe" is a string; want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.in), "kvwatch.yml")
 			if err == nil {
 				t.Fatal("no error")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
+			if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Explicit values, 0 included, survive decoding: before, zero meant "use
+// the default", so these became 50, 0.1 and 1h.
+func TestExplicitZerosSurvive(t *testing.T) {
+	c, err := Parse([]byte(`
+alerts:
+  queue_length: 0
+  preemptions_per_second: 0
+  prefix_hit_min_query_tokens_per_second: 0
+  kv_usage_warning_for: 0s
+history:
+  retention: 0s
+`), "kvwatch.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default().Alerts
+	want.QueueLength, want.PreemptionsPerSecond, want.PrefixHitMinTokensPS, want.KVUsageWarningFor = 0, 0, 0, 0
+	if diff := cmp.Diff(want, c.Alerts); diff != "" {
+		t.Errorf("alerts (-want +got):\n%s", diff)
+	}
+	if c.History.Retention != 0 {
+		t.Errorf("history.retention = %v, want 0 (history off)", c.History.Retention)
+	}
+}
+
+// What a file does not say keeps the defaults, worked out by hand here
+// (not read from Default()).
+func TestDefaultsByHand(t *testing.T) {
+	d := Default()
+	min := func(n int) model.Duration { return model.Duration(time.Duration(n) * time.Minute) }
+	want := Alerts{KVUsageWarning: 0.90, KVUsageWarningFor: min(10), KVUsageCritical: 0.97, KVUsageCriticalFor: min(5),
+		KVFullWithin: min(30), QueueLength: 50, QueueFor: min(5), PreemptionsPerSecond: 0.1, PreemptionsFor: min(10),
+		PrefixHitRatioLow: 0.30, PrefixHitMinTokensPS: 1000, PrefixHitFor: min(15), LeakUsage: 0.50, LeakFor: min(15),
+		RankSpread: 0.30, RankSpreadFor: min(15), TargetDownFor: min(2), StaleAfter: min(2)}
+	if diff := cmp.Diff(want, d.Alerts); diff != "" {
+		t.Errorf("alerts (-want +got):\n%s", diff)
+	}
+	if d.History.Retention != min(60) || d.History.SnapshotInterval != min(5) {
+		t.Errorf("history = %+v", d.History)
+	}
+	if d.Global.ScrapeInterval != model.Duration(5*time.Second) || d.Global.ScrapeTimeout != model.Duration(4*time.Second) {
+		t.Errorf("global timing = %v/%v", d.Global.ScrapeInterval, d.Global.ScrapeTimeout)
+	}
+	// A short interval pulls the default timeout down with it; a target's
+	// own short interval does too, and a target inherits the rest.
+	c, err := Parse([]byte("global: {scrape_interval: 2s}\ntargets:\n  - url: http://a:1\n  - url: http://b:1\n    scrape_interval: 1s\nfile_sd_configs:\n  - files: [x.json]\n"), "k.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := func(n int) model.Duration { return model.Duration(time.Duration(n) * time.Second) }
+	if c.Global.ScrapeTimeout != s(2) || c.Targets[0].ScrapeInterval != s(2) || c.Targets[0].ScrapeTimeout != s(2) ||
+		c.Targets[1].ScrapeInterval != s(1) || c.Targets[1].ScrapeTimeout != s(1) {
+		t.Errorf("timing: global %v, targets %+v", c.Global.ScrapeTimeout, c.Targets)
+	}
+	if c.FileSD[0].RefreshInterval != min(1) {
+		t.Errorf("file_sd refresh_interval = %v, want 1m", c.FileSD[0].RefreshInterval)
+	}
+}
+
+// A secret or TLS file the config names but that does not exist is an
+// error with its line (before, check config said OK and every scrape
+// failed).
+func TestMissingSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "kvwatch.yml")
+	if err := os.WriteFile(path, []byte(`targets:
+  - url: http://a:1
+    bearer_token_file: token
+  - url: http://b:1
+    basic_auth: {username: u, password_file: nopass}
+    tls_config: {ca_file: /nonexistent/ca.pem}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	want := path + ": 2 problems:\n" +
+		"  line 6: targets[1].tls_config.ca_file: cannot read /nonexistent/ca.pem: no such file or directory; create it or fix the path (relative paths are from the config file's directory)\n" +
+		"  line 5: targets[1].basic_auth.password_file: cannot read " + filepath.Join(dir, "nopass") + ": no such file or directory; create it or fix the path (relative paths are from the config file's directory)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load error:\n%v\nwant:\n%s", err, want)
+	}
+	// A config copied into a stack for elsewhere needs no secrets here.
+	if c, err := LoadWithoutFiles(path); err != nil || len(c.Targets) != 2 {
+		t.Errorf("LoadWithoutFiles = %v, %v; want the 2 targets", c, err)
 	}
 }
 
@@ -132,8 +264,9 @@ func TestCheckWithoutFile(t *testing.T) {
 	c := Default()
 	c.Targets = []Target{{URL: "http://127.0.0.1:1", Role: "nope"}}
 	err := c.Check("command line")
-	if err == nil || !strings.Contains(err.Error(), `command line: targets[0].role: unknown role "nope"`) {
-		t.Errorf("Check = %v", err)
+	want := `command line: targets[0].role: unknown role "nope"; want one of prefill, decode, unified, router`
+	if err == nil || err.Error() != want {
+		t.Errorf("Check = %v, want %s", err, want)
 	}
 }
 
@@ -141,5 +274,25 @@ func TestEmptyFileIsValid(t *testing.T) {
 	c, err := Parse(nil, "empty.yml")
 	if err != nil || len(c.Targets) != 0 || c.Global.ScrapeInterval == 0 {
 		t.Errorf("Parse(empty) = %+v, %v", c, err)
+	}
+}
+
+func modelSeconds(n int) model.Duration { return model.Duration(time.Duration(n) * time.Second) }
+
+// Decoder messages never reach the user with Go type names in them.
+func TestYAMLProblemWithoutGoTypes(t *testing.T) {
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte("targets:\n  - url: http://a:1\n    tls_config: {ca_fil: x}\n"), &root); err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"line 3: field ca_fil not found in type config.plain":    `line 3: targets[0].tls_config.ca_fil: unknown key "ca_fil"`,
+		"line 2: cannot unmarshal !!seq into config.Target":      "line 2: targets[0].url: got a list; want a map of keys to values",
+		"line 9: cannot unmarshal !!str `x` into model.Duration": `line 9: "x" is a string; want a duration such as 5s`,
+		"yaml: did not find expected key":                        "did not find expected key",
+	} {
+		if got := yamlProblem(&root, in); got != want {
+			t.Errorf("yamlProblem(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

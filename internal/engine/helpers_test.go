@@ -51,7 +51,7 @@ func summarize(s kv.Server) summary {
 func normalizeBody(t testing.TB, body, contentType string, extra map[string][]byte) kv.Server {
 	t.Helper()
 	r := NewRegistry()
-	p, err := expo.Parse([]byte(body), contentType, r.Want)
+	p, err := expo.NewParser(r.ColonPrefixes()...).Parse([]byte(body), contentType, r.Want)
 	if err != nil {
 		t.Fatalf("expo.Parse: %v", err)
 	}

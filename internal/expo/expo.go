@@ -70,14 +70,16 @@ func (p *Page) Names() []string {
 	return out
 }
 
-// colonPrefixes are engines whose names use a colon after the prefix;
-// some versions and relabelling setups write an underscore instead.
-var colonPrefixes = []string{"sglang", "vllm", "llamacpp", "lmdeploy"}
-
-// Canonical maps name to the colon form its engine normally uses:
-// "sglang_token_usage" becomes "sglang:token_usage". Other names are kept.
-func Canonical(name string) string {
-	for _, p := range colonPrefixes {
+// Canonical maps name to the colon form its engine normally uses, for the
+// colon prefixes the Parser was made with: with "sglang",
+// "sglang_token_usage" becomes "sglang:token_usage" (some versions and
+// relabelling setups write an underscore). Other names are kept; a nil
+// Parser keeps every name.
+func (pr *Parser) Canonical(name string) string {
+	if pr == nil {
+		return name
+	}
+	for _, p := range pr.colon {
 		if len(name) > len(p) && name[len(p)] == '_' && strings.HasPrefix(name, p) {
 			return p + ":" + name[len(p)+1:]
 		}
@@ -99,13 +101,20 @@ type Want func(name string) bool
 // (OpenMetrics is recognised; anything else is read as the text format).
 // Only samples for which want(canonical name) is true are kept; want nil
 // keeps everything. The page keeps no reference into body, and Parse is
-// safe for concurrent use.
+// safe for concurrent use. It shares nothing between pages and keeps names
+// as written: a Parser shares label sets and folds colon prefixes.
 func Parse(body []byte, contentType string, want Want) (*Page, error) {
+	return (*Parser)(nil).Parse(body, contentType, want)
+}
+
+// Parse reads body like the package's Parse, sharing label sets with the
+// other pages p has read. A nil p shares nothing.
+func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, error) {
 	sc := getScratch()
 	// Nothing the page keeps points into the scratch space or body: type
 	// names are copied, and label sets are built into buffers of their own.
 	defer putScratch(sc)
-	filtered, fams, example, nseries, err := filter(body, want, sc)
+	filtered, fams, example, nseries, err := pr.filter(body, want, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +149,7 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 		switch entry {
 		case textparse.EntryType:
 			name, typ := parser.Type()
-			p.types[canonicalTypeName(name)] = typ
+			p.types[pr.canonicalTypeName(name)] = typ
 		case textparse.EntrySeries:
 			series, _, v := parser.Series()
 			var (
@@ -148,8 +157,8 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 				is     internedSeries
 				cached bool
 			)
-			if !om {
-				is, cached = seriesCache.get(series)
+			if !om && pr != nil {
+				is, cached = pr.series.get(series)
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
@@ -158,16 +167,18 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
 				// wanted names.
-				if want != nil && !want(Canonical(yoloString(ls.name))) {
+				if want != nil && !want(pr.Canonical(yoloString(ls.name))) {
 					continue
 				}
 				lset = ls.labels(&sb)
-				name = Canonical(lset.Get(labels.MetricName))
-				seriesCache.put(series, internedSeries{labels: lset, name: name})
+				name = pr.Canonical(lset.Get(model.MetricNameLabel))
+				if pr != nil {
+					pr.series.put(series, internedSeries{labels: lset, name: name})
+				}
 			} else {
 				parser.Labels(&lset)
 				lset = lset.Copy()
-				name = Canonical(lset.Get(labels.MetricName))
+				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 			}
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
@@ -277,7 +288,7 @@ func (s *simpleSeries) read(series []byte) bool {
 		}
 		ln := rest[:j]
 		switch string(ln) {
-		case "le", "quantile", labels.MetricName:
+		case "le", "quantile", model.MetricNameLabel:
 			return false
 		}
 		rest = rest[j+2:]
@@ -299,7 +310,7 @@ func (s *simpleSeries) read(series []byte) bool {
 // then the labels in order, sorted) into a string of its own.
 func (s *simpleSeries) labels(sb *labels.ScratchBuilder) labels.Labels {
 	sb.Reset()
-	sb.Add(labels.MetricName, yoloString(s.name))
+	sb.Add(model.MetricNameLabel, yoloString(s.name))
 	for _, p := range s.pairs {
 		sb.Add(yoloString(p[0]), yoloString(p[1]))
 	}
@@ -320,7 +331,7 @@ func yoloString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len
 // itself). series counts the sample lines returned, a capacity hint. It
 // rejects bodies that are clearly not expositions (HTML, JSON, binary) and
 // lines whose metric name is malformed, with the line number.
-func filter(body []byte, want Want, sc *scratch) (out []byte, families int, example []string, series int, err error) {
+func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, families int, example []string, series int, err error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 {
 		switch trimmed[0] {
@@ -345,7 +356,7 @@ func filter(body []byte, want Want, sc *scratch) (out []byte, families int, exam
 	}
 	seen := sc.seen
 	wantFamily := func(f string) bool {
-		c := Canonical(f)
+		c := pr.Canonical(f)
 		if want(c) {
 			return true
 		}
@@ -427,7 +438,7 @@ func filter(body []byte, want Want, sc *scratch) (out []byte, families int, exam
 		}
 		keep, ok := decided[string(name)]
 		if !ok {
-			keep = want != nil && want(Canonical(yoloString(name)))
+			keep = want != nil && want(pr.Canonical(yoloString(name)))
 			decided[yoloString(name)] = keep
 		}
 		lastName, lastKeep = name, keep

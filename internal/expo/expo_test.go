@@ -26,6 +26,18 @@ func values(p *Page, name string) []float64 {
 	return out
 }
 
+// testColon are the colon prefixes of the engine registry, written out
+// (engine.Registry.ColonPrefixes derives them; expo knows no engine).
+var testColon = []string{"llamacpp", "lmdeploy", "sglang", "vllm"}
+
+// testParser folds testColon; parse reads with a fresh one, sharing nothing
+// between calls.
+var testParser = NewParser(testColon...)
+
+func parse(body []byte, contentType string, want Want) (*Page, error) {
+	return NewParser(testColon...).Parse(body, contentType, want)
+}
+
 func TestCanonical(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"sglang_token_usage", "sglang:token_usage"},
@@ -39,7 +51,7 @@ func TestCanonical(t *testing.T) {
 		{"smg_worker_health", "smg_worker_health"},
 	}
 	for _, tt := range tests {
-		if got := Canonical(tt.in); got != tt.want {
+		if got := testParser.Canonical(tt.in); got != tt.want {
 			t.Errorf("Canonical(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
@@ -100,7 +112,7 @@ sglang_time_to_first_token_seconds_count 2
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Parse([]byte(tt.body), tt.contentType, tt.want)
+			p, err := parse([]byte(tt.body), tt.contentType, tt.want)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -122,7 +134,7 @@ sglang_time_to_first_token_seconds_count 2
 }
 
 func TestParseKeepsTypesAndLabels(t *testing.T) {
-	p, err := Parse([]byte("# TYPE sglang_kv_used_tokens gauge\nsglang_kv_used_tokens{dp_rank=\"1\",tp_rank=\"3\"} 42\n"), "", wantNames("sglang:kv_used_tokens"))
+	p, err := parse([]byte("# TYPE sglang_kv_used_tokens gauge\nsglang_kv_used_tokens{dp_rank=\"1\",tp_rank=\"3\"} 42\n"), "", wantNames("sglang:kv_used_tokens"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +151,7 @@ func TestParseKeepsTypesAndLabels(t *testing.T) {
 }
 
 func TestParseNaN(t *testing.T) {
-	p, err := Parse([]byte("a NaN\nb +Inf\nc -Inf\n"), "", nil)
+	p, err := parse([]byte("a NaN\nb +Inf\nc -Inf\n"), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,16 +181,30 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.body), tt.contentType, wantNames("a", "ok", "sglang:num_running_reqs"))
+			_, err := parse([]byte(tt.body), tt.contentType, wantNames("a", "ok", "sglang:num_running_reqs"))
 			if err == nil {
-				t.Fatalf("Parse(%q) succeeded, want an error containing %q", tt.body, tt.want)
+				t.Fatalf("parse(%q) succeeded, want an error containing %q", tt.body, tt.want)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Parse(%q) = %q, want it to contain %q", tt.body, err, tt.want)
+				t.Errorf("parse(%q) = %q, want it to contain %q", tt.body, err, tt.want)
 			}
 			if got := errors.Is(err, ErrNotMetrics); got != tt.notMetrics {
 				t.Errorf("errors.Is(err, ErrNotMetrics) = %v, want %v", got, tt.notMetrics)
 			}
 		})
+	}
+}
+
+// expo knows no engine: without colon prefixes, names are kept as written.
+func TestNoColonPrefixesKeepsNames(t *testing.T) {
+	body := []byte("sglang_token_usage 0.5\n")
+	for _, p := range []*Parser{nil, NewParser()} {
+		page, err := p.Parse(body, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !page.Has("sglang_token_usage") || page.Has("sglang:token_usage") {
+			t.Errorf("parser %v: names %v, want sglang_token_usage as written", p, page.Names())
+		}
 	}
 }

@@ -34,7 +34,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		for _, w := range []Want{want, nil} {
-			p, err := Parse(body, contentType, w)
+			p, err := parse(body, contentType, w)
 			if err != nil {
 				if p != nil {
 					t.Fatalf("Parse returned a page with error %v", err)
@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 				if w != nil && !w(n) {
 					t.Errorf("kept unwanted %q", n)
 				}
-				if Canonical(n) != n {
+				if testParser.Canonical(n) != n {
 					t.Errorf("kept non-canonical name %q", n)
 				}
 				for _, s := range p.Samples(n) {
@@ -95,7 +95,7 @@ func FuzzParseMatchesReference(f *testing.F) {
 		for _, w := range []Want{want, nil} {
 			wantPage, wantErr := parseReference(body, contentType, w)
 			for range 2 {
-				got, err := Parse(body, contentType, w)
+				got, err := parse(body, contentType, w)
 				if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
 					t.Fatalf("Parse error = %v, want %v", err, wantErr)
 				}

@@ -1,22 +1,26 @@
 package expo
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
 
-// internCache shares what Parse builds from a page's text between pages:
-// a fleet's servers of one model expose the same series with the same
-// labels scrape after scrape, so a label set is built once and then found
-// by its series text, without allocating. Values depend only on the key
-// text, so a hit returns exactly what building would. A cache stops
-// growing at maxInterned entries or maxInternedBytes of keys and values,
-// whichever comes first; later keys are built every time, as without it.
+// internCache shares what a Parser builds from a page's text between the
+// pages it reads: a fleet's servers of one model expose the same series
+// with the same labels scrape after scrape, so a label set is built once
+// and then found by its series text, without allocating. Values depend
+// only on the key text, so a hit returns exactly what building would. A
+// cache holds at most maxInterned entries and maxInternedBytes of keys and
+// values; when a new key would not fit, it is emptied and starts again
+// (counted in resets), so that churning label sets get their turn and
+// stale ones are not pinned for good.
 type internCache[V any] struct {
-	mu    sync.RWMutex
-	m     map[string]V
-	bytes int
+	mu     sync.RWMutex
+	m      map[string]V
+	bytes  int
+	resets uint64
 }
 
 // maxInterned bounds each cache's entries: 8,192 series are about 40
@@ -36,17 +40,29 @@ func (c *internCache[V]) get(key []byte) (V, bool) {
 }
 
 func (c *internCache[V]) put(key []byte, v V) {
+	size := 2*len(key) + 64
+	if size > maxInternedBytes {
+		return // would never fit: built every time
+	}
 	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]V{}
+	defer c.mu.Unlock()
+	if _, ok := c.m[string(key)]; ok {
+		return
 	}
-	if size := 2*len(key) + 64; len(c.m) < maxInterned && c.bytes+size <= maxInternedBytes {
-		if _, ok := c.m[string(key)]; !ok {
-			c.m[string(key)] = v
-			c.bytes += size
+	if c.m == nil || len(c.m) >= maxInterned || c.bytes+size > maxInternedBytes {
+		if c.m != nil {
+			c.resets++
 		}
+		c.m, c.bytes = map[string]V{}, 0
 	}
-	c.mu.Unlock()
+	c.m[string(key)] = v
+	c.bytes += size
+}
+
+func (c *internCache[V]) stats() (entries, bytes int, resets uint64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m), c.bytes, c.resets
 }
 
 // internedSeries is a simple text-format series' label set and canonical
@@ -56,20 +72,54 @@ type internedSeries struct {
 	name   string
 }
 
-var (
-	// seriesCache maps the text of a simple series (see simpleSeries) to
-	// what Parse makes of it.
-	seriesCache internCache[internedSeries]
-	// typeNames maps a TYPE line's family name to its canonical form.
-	typeNames internCache[string]
-)
+// Parser reads pages like Parse and shares the label sets and family names
+// it builds between the pages it reads. Its caches belong to it (one per
+// scraper), not to the process. It is safe for concurrent use.
+type Parser struct {
+	// colon are the prefixes Canonical folds (see NewParser).
+	colon []string
+	// series maps the text of a simple series (see simpleSeries) to what
+	// Parse makes of it.
+	series internCache[internedSeries]
+	// types maps a TYPE line's family name to its canonical form.
+	types internCache[string]
+}
 
-// canonicalTypeName returns Canonical(string(name)), shared between pages.
-func canonicalTypeName(name []byte) string {
-	if c, ok := typeNames.get(name); ok {
+// NewParser returns a Parser with empty caches that folds the given
+// prefixes' underscore form into their colon form (see Canonical). expo
+// knows no engine: the engine registry says which prefixes these are
+// (engine.Registry.ColonPrefixes).
+func NewParser(colonPrefixes ...string) *Parser {
+	return &Parser{colon: slices.Clone(colonPrefixes)}
+}
+
+// InternStats describe a Parser's caches.
+type InternStats struct {
+	// Series and Types are the entries held; Bytes their estimated size.
+	Series, Types, Bytes int
+	// Resets counts the times a full cache was emptied to make room: a
+	// steadily growing count means label sets churn faster than they are
+	// reused.
+	Resets uint64
+}
+
+// Stats returns the state of p's caches.
+func (p *Parser) Stats() InternStats {
+	se, sb, sr := p.series.stats()
+	te, tb, tr := p.types.stats()
+	return InternStats{Series: se, Types: te, Bytes: sb + tb, Resets: sr + tr}
+}
+
+// canonicalTypeName returns p.Canonical(string(name)), shared between the
+// pages of p (nil: not shared).
+func (p *Parser) canonicalTypeName(name []byte) string {
+	if p == nil {
+		return string(name)
+	}
+	if c, ok := p.types.get(name); ok {
 		return c
 	}
-	c := Canonical(string(name))
-	typeNames.put(name, c)
+	c := p.Canonical(string(name))
+	p.types.put(name, c)
 	return c
 }

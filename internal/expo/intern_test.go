@@ -6,21 +6,24 @@ import (
 	"testing"
 )
 
-func TestInternCacheStopsGrowing(t *testing.T) {
+// A full cache is emptied and refilled, and says so: before, it stopped
+// growing, so label sets met later were never shared, the first ones stayed
+// pinned for good, and nothing told.
+func TestInternCacheResetsWhenFull(t *testing.T) {
 	var c internCache[string]
-	for i := range 2 * maxInterned {
-		k := "sglang:num_running_reqs{tp_rank=\"" + strconv.Itoa(i) + "\"}"
-		c.put([]byte(k), k)
+	key := func(i int) []byte { return []byte("sglang:num_running_reqs{tp_rank=\"" + strconv.Itoa(i) + "\"}") }
+	for i := range maxInterned + 10 {
+		c.put(key(i), string(key(i)))
 	}
-	if len(c.m) > maxInterned || c.bytes > maxInternedBytes {
-		t.Fatalf("cache holds %d entries, %d bytes; want at most %d, %d", len(c.m), c.bytes, maxInterned, maxInternedBytes)
+	entries, size, resets := c.stats()
+	if entries != 10 || resets != 1 || size != 10*(2*len(key(maxInterned))+64) {
+		t.Fatalf("after %d keys: %d entries, %d bytes, %d resets; want 10 entries (the ones after the reset), 1 reset", maxInterned+10, entries, size, resets)
 	}
-	k := []byte("sglang:num_running_reqs{tp_rank=\"0\"}")
-	if v, ok := c.get(k); !ok || v != string(k) {
-		t.Errorf("get(%s) = %q, %v; want the value put first", k, v, ok)
+	if _, ok := c.get(key(0)); ok {
+		t.Error("the first key is still pinned after the reset")
 	}
-	if _, ok := c.get([]byte("sglang:num_running_reqs{tp_rank=\"" + strconv.Itoa(2*maxInterned-1) + "\"}")); ok {
-		t.Errorf("the cache kept a key past its bound")
+	if v, ok := c.get(key(maxInterned + 9)); !ok || v != string(key(maxInterned+9)) {
+		t.Errorf("the newest key = %q, %v; want it shared", v, ok)
 	}
 
 	var big internCache[int]
@@ -28,6 +31,24 @@ func TestInternCacheStopsGrowing(t *testing.T) {
 	big.put(huge, 1)
 	if _, ok := big.get(huge); ok || big.bytes != 0 {
 		t.Errorf("a %d-byte key was kept (cache bytes %d); want it refused", len(huge), big.bytes)
+	}
+}
+
+// Each Parser has caches of its own; the package's Parse shares nothing.
+func TestParserOwnsItsCaches(t *testing.T) {
+	body := []byte("# TYPE sglang_num_running_reqs gauge\nsglang_num_running_reqs{tp_rank=\"0\"} 1\n")
+	a, b := NewParser(), NewParser()
+	if _, err := a.Parse(body, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(body, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats(); got.Series != 1 || got.Types != 1 || got.Resets != 0 {
+		t.Errorf("parser a: %+v; want 1 series, 1 type", got)
+	}
+	if got := b.Stats(); got != (InternStats{}) {
+		t.Errorf("parser b, unused: %+v; want empty", got)
 	}
 }
 
@@ -40,8 +61,9 @@ func TestParseSameSeriesOnLaterPages(t *testing.T) {
 		"sglang:num_running_reqs{model_name=\"m\",tp_rank=\"0\"} 7\nsglang:num_running_reqs{model_name=\"m\",tp_rank=\"1\"} 8\n",
 	}
 	wantVals := [][]float64{{1}, {7, 8}}
+	pr := NewParser()
 	for i, body := range pages {
-		p, err := Parse([]byte(body), "", want)
+		p, err := pr.Parse([]byte(body), "", want)
 		if err != nil {
 			t.Fatal(err)
 		}

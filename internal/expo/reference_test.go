@@ -50,11 +50,11 @@ func parseReference(body []byte, contentType string, want Want) (*Page, error) {
 		switch entry {
 		case textparse.EntryType:
 			name, typ := parser.Type()
-			p.types[Canonical(string(name))] = typ
+			p.types[testParser.Canonical(string(name))] = typ
 		case textparse.EntrySeries:
 			_, _, v := parser.Series()
 			parser.Labels(&lset)
-			name := Canonical(lset.Get(labels.MetricName))
+			name := testParser.Canonical(lset.Get(model.MetricNameLabel))
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
 			}
@@ -86,7 +86,7 @@ func filterReference(body []byte, want Want) (out []byte, families int, example 
 	}
 	seen := map[string]struct{}{}
 	wantFamily := func(f string) bool {
-		c := Canonical(f)
+		c := testParser.Canonical(f)
 		return want(c) || want(c+"_total")
 	}
 	// Sample lines of one family come in runs (a histogram's buckets above
@@ -160,7 +160,7 @@ func filterReference(body []byte, want Want) (out []byte, families int, example 
 		}
 		keep, ok := decided[string(name)]
 		if !ok {
-			keep = want != nil && want(Canonical(string(name)))
+			keep = want != nil && want(testParser.Canonical(string(name)))
 			decided[string(name)] = keep
 		}
 		lastName, lastKeep = name, keep

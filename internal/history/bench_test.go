@@ -12,6 +12,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"google.golang.org/protobuf/proto"
 )
@@ -137,7 +138,7 @@ func BenchmarkHistory24h(b *testing.B) {
 			_, gens := endpointSeries()
 			eps[e].gens = gens
 			for _, name := range names {
-				lset := labels.FromStrings(labels.MetricName, name, "server", fmt.Sprintf("10.0.%d.%d:30000", e/250, e%250),
+				lset := labels.FromStrings(model.MetricNameLabel, name, "server", fmt.Sprintf("10.0.%d.%d:30000", e/250, e%250),
 					"role", "decode", "cluster", "c1", "pool", "p"+strconv.Itoa(e%8))
 				st.mu.Lock()
 				ms := st.getOrCreate(lset)

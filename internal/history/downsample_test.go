@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -253,7 +254,7 @@ func TestPromQLAcrossTiers(t *testing.T) {
 func TestTierMemoryBound(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	st := New(Options{Retention: 24 * time.Hour, Interval: 5 * time.Second})
-	lset := labels.FromStrings(labels.MetricName, "kvwatch_kv_used_tokens")
+	lset := labels.FromStrings(model.MetricNameLabel, "kvwatch_kv_used_tokens")
 	ts, v := t0.UnixMilli(), 1e6
 	const n = 26 * 720 // 26h at 5s
 	for i := range n {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 )
@@ -96,16 +97,23 @@ type Store struct {
 	// lastGather is the (aligned) timestamp of the previous AppendFamilies.
 	lastGather int64
 	dropped    int64
-	// rawArena and coarseArena hold the closed chunks of each tier.
+	// rawArena and coarseArena hold the closed chunks of each tier, and
+	// slabs accounts for their memory.
 	rawArena, coarseArena arena
+	slabs                 *slabStats
 }
 
 // New returns an empty store.
 func New(opts Options) *Store {
+	opts = opts.withDefaults()
+	slabs := &slabStats{log: opts.Logger}
 	return &Store{
-		opts:   opts.withDefaults(),
-		series: map[uint64][]*memSeries{},
-		byName: map[string][]*memSeries{},
+		opts:        opts,
+		series:      map[uint64][]*memSeries{},
+		byName:      map[string][]*memSeries{},
+		slabs:       slabs,
+		rawArena:    newArena(slabs),
+		coarseArena: newArena(slabs),
 	}
 }
 
@@ -160,7 +168,7 @@ func (s *Store) lookupLocked(lset labels.Labels) (*memSeries, bool) {
 func (s *Store) addLocked(ms *memSeries) {
 	h := ms.lset.Hash()
 	s.series[h] = append(s.series[h], ms)
-	name := ms.lset.Get(labels.MetricName)
+	name := ms.lset.Get(model.MetricNameLabel)
 	s.byName[name] = append(s.byName[name], ms)
 }
 
@@ -266,7 +274,7 @@ func (s *Store) Begin(t time.Time) *Batch {
 // says the series is a counter.
 func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 	b.b.Reset()
-	b.b.Add(labels.MetricName, name)
+	b.b.Add(model.MetricNameLabel, name)
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if pairs[i+1] != "" {
 			b.b.Add(pairs[i], pairs[i+1])
@@ -350,7 +358,7 @@ func (s *Store) sweepLocked(now int64, stale uint32) {
 }
 
 func (s *Store) removeNameLocked(ms *memSeries) {
-	name := ms.lset.Get(labels.MetricName)
+	name := ms.lset.Get(model.MetricNameLabel)
 	list := s.byName[name]
 	for i, x := range list {
 		if x == ms {
@@ -380,13 +388,19 @@ type Stats struct {
 	CoarseChunkBytes int `json:"coarse_chunk_bytes"`
 	// Dropped counts samples refused as out of order or duplicate.
 	Dropped int64 `json:"dropped_samples"`
+	// OffHeapBytes is the memory this store's closed chunks take outside
+	// the Go heap: resident memory is about this plus the Go runtime's own.
+	OffHeapBytes int64 `json:"off_heap_bytes"`
+	// UnmapFailures counts slabs the operating system refused to unmap
+	// (logged; their memory stays mapped).
+	UnmapFailures int64 `json:"unmap_failures"`
 }
 
 // Stats returns the store's size.
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := Stats{Dropped: s.dropped}
+	st := Stats{Dropped: s.dropped, OffHeapBytes: s.slabs.offHeap.Load(), UnmapFailures: s.slabs.unmapFailures.Load()}
 	for _, list := range s.series {
 		for _, ms := range list {
 			st.Series++

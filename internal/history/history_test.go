@@ -14,6 +14,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"google.golang.org/protobuf/proto"
@@ -228,7 +229,7 @@ func TestLabelsAndSeries(t *testing.T) {
 	if want := "a b"; strings.Join(vals, " ") != want {
 		t.Errorf("LabelValues(server, pool=p1) = %v, want %s", vals, want)
 	}
-	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, signal.KVUsedTokens.Name))
+	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, signal.KVUsedTokens.Name))
 	var got []string
 	for ss.Next() {
 		got = append(got, ss.At().Labels().Get("server"))
@@ -247,7 +248,7 @@ func TestMemoryBound(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	// The full-resolution tier alone (TestTierMemoryBound checks both).
 	st := New(Options{Retention: 24 * time.Hour, FullResolution: 24 * time.Hour})
-	lset := labels.FromStrings(labels.MetricName, "x")
+	lset := labels.FromStrings(model.MetricNameLabel, "x")
 	ts := t0.UnixMilli()
 	const n = 1000
 	for range n {
@@ -366,7 +367,7 @@ func TestAppendFamiliesAlignsTimestamps(t *testing.T) {
 		st.AppendFamilies(t0.Add(o), families([]server{{"a", "p1", "decode", float64(o.Milliseconds()), 1, 0, 0}}))
 	}
 	q, _ := st.Querier(0, t0.Add(time.Minute).UnixMilli())
-	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, signal.KVUsedTokens.Name))
+	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, signal.KVUsedTokens.Name))
 	if !ss.Next() {
 		t.Fatal("no series")
 	}
@@ -412,7 +413,7 @@ func TestRunFeedsBatches(t *testing.T) {
 	defer st.mu.RUnlock()
 	for _, list := range st.series {
 		for _, ms := range list {
-			if name := ms.lset.Get(labels.MetricName); ms.counter != (name == "kvwatch_prompt_tokens_total") {
+			if name := ms.lset.Get(model.MetricNameLabel); ms.counter != (name == "kvwatch_prompt_tokens_total") {
 				t.Errorf("%s: counter = %v", ms.lset, ms.counter)
 			}
 			if ms.lset.Has("cluster") {

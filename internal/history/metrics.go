@@ -43,6 +43,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit(signal.HistorySamples, float64(st.CoarseSamples), signal.TierDownsampled)
 	emit(signal.HistoryChunkBytes, float64(st.RawChunkBytes), signal.TierFull)
 	emit(signal.HistoryChunkBytes, float64(st.CoarseChunkBytes), signal.TierDownsampled)
-	emit(signal.HistoryOffHeapBytes, float64(OffHeapBytes()))
+	emit(signal.HistoryOffHeapBytes, float64(st.OffHeapBytes))
 	emit(signal.HistoryDropped, float64(st.Dropped))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 )
@@ -87,7 +88,7 @@ func TestReducedPrecisionSeries(t *testing.T) {
 		{"kvwatch_tokens:rate5m", 1234.56789012345, false}, // one colon: not a rule name
 	}
 	for _, tt := range tests {
-		lset := labels.FromStrings(labels.MetricName, tt.name, "server", "a")
+		lset := labels.FromStrings(model.MetricNameLabel, tt.name, "server", "a")
 		if !st.Append(lset, ts, tt.v) {
 			t.Fatalf("Append(%s) refused", tt.name)
 		}
@@ -104,7 +105,7 @@ func TestReducedPrecisionSeries(t *testing.T) {
 		}
 	}
 	// A staleness marker on a rounded series stays a staleness marker.
-	lset := labels.FromStrings(labels.MetricName, "kvwatch_kv_usage_ratio", "server", "a")
+	lset := labels.FromStrings(model.MetricNameLabel, "kvwatch_kv_usage_ratio", "server", "a")
 	st.Append(lset, ts+5000, math.Float64frombits(value.StaleNaN))
 	got := samplesOf(t, st.series[lset.Hash()][0].view(minInt64, maxInt64))
 	if len(got) != 2 || !value.IsStaleNaN(got[1].V) {

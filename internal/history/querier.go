@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -31,7 +32,7 @@ func (q *querier) match(mint, maxt int64, ms []*labels.Matcher, withChunks bool)
 	var cands []*memSeries
 	named := false
 	for _, m := range ms {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			cands = s.byName[m.Value]
 			named = true
 			break

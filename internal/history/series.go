@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -261,7 +262,7 @@ type memSeries struct {
 // newSeries returns an empty series whose tiers take closed chunks from
 // raw and coarse.
 func newSeries(lset labels.Labels, raw, coarse *arena) *memSeries {
-	ms := &memSeries{lset: lset, lastT: math.MinInt64, rounded: reducedPrecision(lset.Get(labels.MetricName))}
+	ms := &memSeries{lset: lset, lastT: math.MinInt64, rounded: reducedPrecision(lset.Get(model.MetricNameLabel))}
 	ms.raw.arena, ms.coarse.arena = raw, coarse
 	return ms
 }

@@ -2,18 +2,38 @@ package history
 
 import (
 	"bytes"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 )
 
-// offHeapBytes is the memory of the slabs mapped outside the Go heap, in
-// every Store of the process.
-var offHeapBytes atomic.Int64
+// slabStats account for one Store's slabs. Its arenas and the cleanups of
+// its slabs share it; a Store's numbers are its own, whatever other Stores
+// the process runs.
+type slabStats struct {
+	// offHeap is the memory of the slabs mapped outside the Go heap.
+	offHeap atomic.Int64
+	// unmapFailures counts slabs the operating system refused to unmap;
+	// their memory stays mapped (and counted in offHeap).
+	unmapFailures atomic.Int64
+	log           *slog.Logger
+}
 
-// OffHeapBytes returns the memory the history's closed chunks take outside
-// the Go heap (in every Store of the process): resident memory is about
-// this plus the Go runtime's own.
-func OffHeapBytes() int64 { return offHeapBytes.Load() }
+// unmap returns a slab's memory to the operating system; a variable so
+// that tests can make it fail.
+var unmap = freeSlab
+
+// free runs in a slab's cleanup, on a goroutine of the runtime's own: a
+// failure there cannot be returned, and a panic would end the process, so
+// it is logged and counted.
+func (st *slabStats) free(mem []byte) {
+	if err := unmap(mem); err != nil {
+		st.unmapFailures.Add(1)
+		st.log.Error("history: cannot unmap a chunk slab; its memory stays mapped", "bytes", len(mem), "err", err)
+		return
+	}
+	st.offHeap.Add(-int64(len(mem)))
+}
 
 // slabSize is the size of an arena's slabs.
 const slabSize = 64 << 10
@@ -36,15 +56,13 @@ type slab struct {
 	mem []byte
 }
 
-func newSlab() *slab {
+// newSlab maps a slab, accounted in st.
+func newSlab(st *slabStats) *slab {
 	mem, offHeap := allocSlab(slabSize)
 	s := &slab{mem: mem}
 	if offHeap {
-		offHeapBytes.Add(int64(len(mem)))
-		runtime.AddCleanup(s, func(mem []byte) {
-			freeSlab(mem)
-			offHeapBytes.Add(-int64(len(mem)))
-		}, mem)
+		st.offHeap.Add(int64(len(mem)))
+		runtime.AddCleanup(s, st.free, mem)
 	}
 	return s
 }
@@ -55,9 +73,9 @@ type bump struct {
 	off int
 }
 
-func (b *bump) copy(p []byte) (*slab, uint32) {
+func (b *bump) copy(p []byte, st *slabStats) (*slab, uint32) {
 	if b.cur == nil || len(b.cur.mem)-b.off < len(p) {
-		b.cur, b.off = newSlab(), 0
+		b.cur, b.off = newSlab(st), 0
 	}
 	n := b.off
 	b.off += copy(b.cur.mem[n:], p)
@@ -74,6 +92,8 @@ func (b *bump) copy(p []byte) (*slab, uint32) {
 // Store's lock. A nil arena allocates each chunk on the Go heap, as do
 // chunks larger than a sixteenth of a slab.
 type arena struct {
+	// stats is the Store's: set by newArena, kept by reset.
+	stats           *slabStats
 	closed, trimmed bump
 	// restored, while a snapshot is read, groups the chunks read by when
 	// they end (see copyRestored).
@@ -90,7 +110,7 @@ func (a *arena) copy(p []byte) (*slab, uint32) {
 	if a == nil || len(p) > slabSize/16 {
 		return &slab{mem: bytes.Clone(p)}, 0
 	}
-	return a.closed.copy(p)
+	return a.closed.copy(p, a.stats)
 }
 
 // copyRestored is copy for a chunk read from a snapshot that ends at
@@ -112,15 +132,22 @@ func (a *arena) copyRestored(p []byte, maxt int64) (*slab, uint32) {
 		b = &bump{}
 		a.restored[k] = b
 	}
-	return b.copy(p)
+	return b.copy(p, a.stats)
 }
 
 func (a *arena) endRestore() { a.restored = nil }
+
+// newArena returns an arena accounting its slabs in st.
+func newArena(st *slabStats) arena { return arena{stats: st} }
+
+// reset drops the arena's slabs (they are freed once no chunk points to
+// them) and keeps its accounting.
+func (a *arena) reset() { *a = newArena(a.stats) }
 
 // copyTrimmed is copy for the chunks trim re-encodes.
 func (a *arena) copyTrimmed(p []byte) (*slab, uint32) {
 	if a == nil || len(p) > slabSize/16 {
 		return a.copy(p)
 	}
-	return a.trimmed.copy(p)
+	return a.trimmed.copy(p, a.stats)
 }

@@ -1,11 +1,15 @@
 package history
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,14 +17,14 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
-// waitOffHeap runs the garbage collector until OffHeapBytes is at most max
-// (cleanups run after a collection, in their own goroutine).
-func waitOffHeap(t *testing.T, max int64) int64 {
+// waitOffHeap runs the garbage collector until st's OffHeapBytes is at
+// most max (cleanups run after a collection, in their own goroutine).
+func waitOffHeap(t *testing.T, st *Store, max int64) int64 {
 	t.Helper()
 	var got int64
 	for range 500 {
 		runtime.GC()
-		if got = OffHeapBytes(); got <= max {
+		if got = st.Stats().OffHeapBytes; got <= max {
 			return got
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -35,9 +39,9 @@ func TestSlabsFreedAfterRetention(t *testing.T) {
 	if _, offHeap := allocSlab(1); !offHeap {
 		t.Skip("no anonymous mappings on this system: slabs are on the Go heap")
 	}
-	base := waitOffHeap(t, 0) // slabs of earlier tests' stores
 	const series, step = 600, int64(5000)
 	st := New(Options{Retention: time.Hour, FullResolution: time.Hour, Interval: 5 * time.Second})
+	var base int64 // a store counts its own slabs only
 	lsets := make([]labels.Labels, series)
 	for i := range lsets {
 		lsets[i] = labels.FromStrings("__name__", "kvwatch_kv_used_tokens", "server", "s"+string(rune('a'+i%26))+string(rune('a'+i/26%26))+string(rune('a'+i/676)))
@@ -50,7 +54,7 @@ func TestSlabsFreedAfterRetention(t *testing.T) {
 		for i, l := range lsets {
 			st.Append(l, ts, float64(ts/step+int64(i)))
 		}
-		peak = max(peak, OffHeapBytes())
+		peak = max(peak, st.Stats().OffHeapBytes)
 	}
 	if peak-base < 2*slabSize {
 		t.Fatalf("closed chunks took %d bytes outside the Go heap, want several slabs", peak-base)
@@ -80,7 +84,7 @@ func TestSlabsFreedAfterRetention(t *testing.T) {
 			current += int64(len(b.cur.mem))
 		}
 	}
-	if got := waitOffHeap(t, current); got > current {
+	if got := waitOffHeap(t, st, current); got > current {
 		t.Errorf("after retention %d bytes of slabs are still mapped, want %d (every chunk is gone but the arenas' current slabs)", got, current)
 	}
 
@@ -126,13 +130,12 @@ func TestRestoredSlabsFreedByRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}()
-	base := waitOffHeap(t, 0)
-
 	st := New(opts)
 	if err := st.Restore(time.UnixMilli(end)); err != nil {
 		t.Fatal(err)
 	}
-	restored := OffHeapBytes() - base
+	var base int64 // the store written above is not counted here
+	restored := st.Stats().OffHeapBytes - base
 	if restored < 4*slabSize {
 		t.Fatalf("restore mapped %d bytes, want several slabs", restored)
 	}
@@ -142,9 +145,49 @@ func TestRestoredSlabsFreedByRetention(t *testing.T) {
 	if got, want := st.Stats().Samples, series*(720-240); got != want {
 		t.Fatalf("after retention the store holds %d samples, want %d", got, want)
 	}
-	kept := waitOffHeap(t, base+restored*3/4) - base
+	kept := waitOffHeap(t, st, base+restored*3/4) - base
 	if kept > restored*3/4 {
 		t.Errorf("retention dropped a third of the chunks but %d of %d restored bytes stay mapped", kept, restored)
 	}
 	runtime.KeepAlive(st)
+}
+
+// Each Store counts its own slabs (before, one process-wide count was
+// exported by every Store's collector).
+func TestOffHeapBytesPerStore(t *testing.T) {
+	if _, offHeap := allocSlab(1); !offHeap {
+		t.Skip("no anonymous mappings on this system: slabs are on the Go heap")
+	}
+	a := New(Options{Retention: time.Hour, FullResolution: time.Hour, Interval: 5 * time.Second})
+	b := New(Options{Retention: time.Hour, FullResolution: time.Hour, Interval: 5 * time.Second})
+	l := labels.FromStrings("__name__", "kvwatch_kv_used_tokens", "server", "s")
+	for ts := int64(0); ts <= 3600*1000; ts += 5000 {
+		a.Append(l, ts, float64(ts))
+	}
+	if got := a.Stats().OffHeapBytes; got != slabSize {
+		t.Errorf("store a: %d bytes off the heap, want one slab (%d)", got, slabSize)
+	}
+	if got := b.Stats().OffHeapBytes; got != 0 {
+		t.Errorf("store b, empty: %d bytes off the heap, want 0", got)
+	}
+	runtime.KeepAlive(a)
+}
+
+// A slab the operating system refuses to unmap is logged and counted, in
+// the cleanup's goroutine; before, the cleanup panicked, ending serve.
+func TestUnmapFailureIsLoggedAndCounted(t *testing.T) {
+	defer func(old func([]byte) error) { unmap = old }(unmap)
+	unmap = func([]byte) error { return errors.New("invalid argument") }
+	var logs bytes.Buffer
+	st := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	mem := make([]byte, slabSize)
+	st.slabs.offHeap.Add(slabSize)
+	st.slabs.free(mem)
+	s := st.Stats()
+	if s.UnmapFailures != 1 || s.OffHeapBytes != slabSize {
+		t.Errorf("after a failed unmap: %d failures, %d bytes mapped; want 1 and %d (still mapped)", s.UnmapFailures, s.OffHeapBytes, slabSize)
+	}
+	if !strings.Contains(logs.String(), "cannot unmap a chunk slab") || !strings.Contains(logs.String(), "invalid argument") {
+		t.Errorf("log = %q, want the failure", logs.String())
+	}
 }

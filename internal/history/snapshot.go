@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -492,7 +493,7 @@ func (s *Store) readSeriesLocked(r *bufio.Reader, version byte, size int64, mint
 	ms := newSeries(lset, &s.rawArena, &s.coarseArena)
 	if version == 1 {
 		// Version 1 kept no type; kvwatch's counters end in _total.
-		ms.counter = strings.HasSuffix(lset.Get(labels.MetricName), "_total")
+		ms.counter = strings.HasSuffix(lset.Get(model.MetricNameLabel), "_total")
 		if err := readChunks(r, size, mint, ms, &ms.raw, scratch); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -22,7 +23,7 @@ func bigStore(t *testing.T, path string) (*Store, time.Time) {
 	var lsets []labels.Labels
 	vals := make([]float64, 250)
 	for i := range vals {
-		lsets = append(lsets, labels.FromStrings(labels.MetricName, "kvwatch_kv_used_tokens", "server", strings.Repeat("s", 1+i%7)+string(rune('a'+i%26))+string(rune('a'+i/26))))
+		lsets = append(lsets, labels.FromStrings(model.MetricNameLabel, "kvwatch_kv_used_tokens", "server", strings.Repeat("s", 1+i%7)+string(rune('a'+i%26))+string(rune('a'+i/26))))
 		vals[i] = 1e6
 	}
 	var end time.Time

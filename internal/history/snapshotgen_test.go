@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
@@ -63,7 +64,7 @@ func modelSeries(b *testing.B, seed *Store) []*seriesModel {
 	if err != nil {
 		b.Fatal(err)
 	}
-	set := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	set := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+"))
 	var out []*seriesModel
 	var it chunkenc.Iterator
 	for set.Next() {
@@ -82,7 +83,7 @@ func modelSeries(b *testing.B, seed *Store) []*seriesModel {
 		ms, _ := seed.lookupLocked(s.Labels())
 		counter := ms != nil && ms.counter
 		seed.mu.RUnlock()
-		name := s.Labels().Get(labels.MetricName)
+		name := s.Labels().Get(model.MetricNameLabel)
 		m := &seriesModel{lset: s.Labels(), counter: counter, v: vals[0],
 			monotonic: counter || strings.HasSuffix(name, "_timestamp_seconds")}
 		lo, hi := vals[0], vals[0]
@@ -211,7 +212,7 @@ func logByName(b *testing.B, st *Store) {
 	st.mu.RLock()
 	for _, list := range st.series {
 		for _, ms := range list {
-			name := ms.lset.Get(labels.MetricName)
+			name := ms.lset.Get(model.MetricNameLabel)
 			u := by[name]
 			if u == nil {
 				u = &use{name: name}

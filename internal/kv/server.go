@@ -175,7 +175,6 @@ func complete(s *Signals) {
 // one group.
 func (s *Server) DPGroups() []Signals {
 	idx := map[string]int{}
-	var keys []string
 	var groups []Signals
 	for _, r := range s.Ranks {
 		rs := r.Signals
@@ -184,7 +183,6 @@ func (s *Server) DPGroups() []Signals {
 		if !ok {
 			i = len(groups)
 			idx[r.DP] = i
-			keys = append(keys, r.DP)
 			groups = append(groups, Signals{})
 		}
 		g := fieldsOf(&groups[i])

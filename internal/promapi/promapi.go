@@ -637,14 +637,14 @@ func (a *API) labelNames(r *http.Request) (any, *apiError) {
 
 func (a *API) labelValues(r *http.Request) (any, *apiError) {
 	name := r.PathValue("name")
-	if !model.LabelName(name).IsValid() {
+	if !model.UTF8Validation.IsValidLabelName(name) { // as Prometheus' API validates
 		return nil, badData("invalid label name: %q", name)
 	}
 	return a.labelQuery(r, func(q storage.Querier, ms []*labels.Matcher) ([]string, error) {
 		v, _, err := q.LabelValues(r.Context(), name, nil, ms...)
 		return v, err
 	}, func(ms []*labels.Matcher) []string {
-		if name != labels.MetricName {
+		if name != model.MetricNameLabel {
 			return nil
 		}
 		return a.onDemandNames(ms)
@@ -663,7 +663,7 @@ func (a *API) onDemandNames(ms []*labels.Matcher) []string {
 	for _, n := range a.opts.Rules.OnDemandNames() {
 		ok := true
 		for _, m := range ms {
-			if m.Name != labels.MetricName || !m.Matches(n) {
+			if m.Name != model.MetricNameLabel || !m.Matches(n) {
 				ok = false
 				break
 			}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
@@ -46,7 +47,7 @@ func fixture(t *testing.T) (*history.Store, time.Time) {
 		for _, s := range servers {
 			id := []string{signal.LabelServer, s.name, signal.LabelRole, s.role, signal.LabelPool, s.pool}
 			add := func(m signal.Metric, v float64) {
-				st.Append(labels.FromStrings(append([]string{labels.MetricName, m.Name}, id...)...), end.UnixMilli(), v)
+				st.Append(labels.FromStrings(append([]string{model.MetricNameLabel, m.Name}, id...)...), end.UnixMilli(), v)
 			}
 			add(signal.KVUsedTokens, s.used(sec))
 			add(signal.KVCapacityTokens, s.capacity)

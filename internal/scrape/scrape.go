@@ -104,6 +104,8 @@ type Scraper struct {
 	// body is parsed; nothing keeps a reference into it (expo.Parse copies
 	// what it keeps). Buffers larger than maxPooledBody are dropped.
 	bodies sync.Pool
+	// parser shares label sets between the pages this scraper reads.
+	parser *expo.Parser
 }
 
 // maxPooledBody is the largest body buffer kept for reuse, in bytes; the
@@ -131,7 +133,7 @@ func New(reg *engine.Registry, bodyLimit int64) *Scraper {
 	if bodyLimit <= 0 {
 		bodyLimit = 32 << 20
 	}
-	return &Scraper{reg: reg, bodyLimit: bodyLimit}
+	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...)}
 }
 
 // Registry returns the scraper's adapters.
@@ -269,7 +271,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		res.fail(reason, err)
 		return
 	}
-	page, err := expo.Parse(body, ctype, s.reg.Want)
+	page, err := s.parser.Parse(body, ctype, s.reg.Want)
 	if errors.Is(err, expo.ErrJSON) && t.DefaultPath && forced == nil {
 		// trtllm-serve answers /metrics with JSON and serves Prometheus
 		// metrics at /prometheus/metrics.
@@ -277,7 +279,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		alt.Path = "/prometheus/metrics"
 		buf.Reset()
 		if b2, ct2, _, err2 := s.fetch(ctx, t, &alt, forced, buf); err2 == nil {
-			if p2, err3 := expo.Parse(b2, ct2, s.reg.Want); err3 == nil {
+			if p2, err3 := s.parser.Parse(b2, ct2, s.reg.Want); err3 == nil {
 				page, err, u, res.BodyBytes, res.URL = p2, nil, alt, int64(len(b2)), t.redact(&alt)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // rank is one engine rank reporting capacity and used tokens; a negative
@@ -157,7 +158,7 @@ func TestCollectorRankSeriesPerDPRank(t *testing.T) {
 // Walk yields exactly the samples Gather does (what the history records
 // from either is the same).
 func TestWalkEqualsGather(t *testing.T) {
-	a := engineServer(t, page(t, "sglang-dp2.prom"))
+	a := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
 	d := start(t, Options{Config: configWith(t, a.URL, "http://127.0.0.1:1/metrics")})
 	waitFor(t, "the first round", d.Ready)
 	type sample struct {

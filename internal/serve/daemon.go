@@ -221,12 +221,11 @@ func isLoopback(addr string) bool {
 
 // load reads the configured setup.
 func (d *Daemon) load() (*Setup, error) {
-	if d.opts.ConfigFile != "" || d.opts.Config == nil {
-		return LoadSetup(d.opts.ConfigFile, d.opts.Targets, d.engines)
+	src := config.Sources{File: d.opts.ConfigFile, Extra: d.opts.Targets, Engines: EngineNames(d.engines)}
+	if src.File == "" {
+		src.Config = d.opts.Config
 	}
-	c := *d.opts.Config
-	c.Targets = append(append([]config.Target{}, c.Targets...), d.opts.Targets...)
-	return SetupFromConfig(&c, d.engines)
+	return LoadSetupFrom(src)
 }
 
 // Addrs returns the addresses the daemon listens on (with real ports when
@@ -412,7 +411,7 @@ func (d *Daemon) watchFileSD(ctx context.Context) {
 
 // refreshFileSD runs on Run's goroutine when file_sd files changed.
 func (d *Daemon) refreshFileSD(ctx context.Context) {
-	ns, err := d.setup.Load().refreshFileSD(d.engines)
+	ns, err := d.setup.Load().refreshFileSD()
 	if err != nil {
 		d.reloadOK.Set(0)
 		d.log.Error("file_sd files changed but are wrong; keeping the previous targets", "err", err)

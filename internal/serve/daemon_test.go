@@ -12,11 +12,12 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 func TestMetricsAndReport(t *testing.T) {
-	good := engineServer(t, page(t, "sglang-dp2.prom"))
-	dead := closedPort(t)
+	good := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
+	dead := testenv.FreeAddr(t)
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "kvwatch.yml", fmt.Sprintf(`
 global:
@@ -155,8 +156,8 @@ targets:
 }
 
 func TestReloadKeepsOldConfigOnError(t *testing.T) {
-	a := engineServer(t, page(t, "sglang-dp2.prom"))
-	b := engineServer(t, page(t, "sglang-dp2.prom"))
+	a := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
+	b := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "kvwatch.yml", fmt.Sprintf("targets:\n  - {name: a, url: %q}\n", a.URL))
 	d := start(t, Options{ConfigFile: cfg})
@@ -195,8 +196,8 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 }
 
 func TestFileSD(t *testing.T) {
-	a := engineServer(t, page(t, "sglang-dp2.prom"))
-	b := engineServer(t, page(t, "sglang-dp2.prom"))
+	a := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
+	b := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
 	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
 	dir := t.TempDir()
 	writeFile(t, dir, "engines.json", fmt.Sprintf(`[{"targets": [%q], "labels": {"role": "prefill", "cluster": "east", "engine": "sglang", "job": "ignored"}}]`, host(a.URL)))
@@ -286,7 +287,7 @@ func TestReadyAfterFirstRound(t *testing.T) {
 }
 
 func TestNoSecretsInLogsMetricsOrReport(t *testing.T) {
-	dead := closedPort(t)
+	dead := testenv.FreeAddr(t)
 	var logs lockedLog
 	d := start(t, Options{
 		Config: configWith(t, "http://kvwatch:hunter2@"+dead+"/metrics"),

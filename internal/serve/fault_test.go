@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // faultServers starts one loopback server per fault; each is a real HTTP
@@ -164,7 +165,7 @@ func TestNoGrowthAfterManyFailedScrapes(t *testing.T) {
 		t.Skip("10,000 scrapes")
 	}
 	urls := faultServers(t)
-	c := configWith(t, urls["error500"], urls["garbage"], urls["midbody"], "http://"+closedPort(t))
+	c := configWith(t, urls["error500"], urls["garbage"], urls["midbody"], "http://"+testenv.FreeAddr(t))
 	d, err := New(Options{Config: c, ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestProbeManyURLsFDsFlat(t *testing.T) {
 	body := page(t, "sglang-dp2.prom")
 	var servers []string
 	for range 4 {
-		servers = append(servers, engineServer(t, body).URL)
+		servers = append(servers, testenv.EngineServer(t, "", body).URL)
 	}
 	cfg := writeFile(t, t.TempDir(), "kvwatch.yml", "probe:\n  allow: [127.0.0.0/8]\n")
 	d := start(t, Options{ConfigFile: cfg})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,29 +28,6 @@ func page(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// engineServer serves body as a Prometheus text page on loopback.
-func engineServer(t *testing.T, body []byte) *httptest.Server {
-	t.Helper()
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		w.Write(body)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // writeFile writes s to dir/name and returns the path.

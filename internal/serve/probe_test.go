@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 func TestAllowlistCheck(t *testing.T) {
@@ -62,7 +63,7 @@ func TestAllowlistCheck(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
-	good := engineServer(t, page(t, "sglang-dp2.prom"))
+	good := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
 	u, _ := url.Parse(good.URL)
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "kvwatch.yml", "global:\n  headroom_tokens: [100]\nprobe:\n  allow: [127.0.0.0/8, localhost]\n")
@@ -114,7 +115,7 @@ func TestProbe(t *testing.T) {
 	}
 
 	// A failing target answers 200 with up 0 and the reason, like blackbox_exporter.
-	dead := closedPort(t)
+	dead := testenv.FreeAddr(t)
 	code, body = probe("target=" + url.QueryEscape("http://"+dead))
 	if code != 200 || !strings.Contains(body, fmt.Sprintf(`%s{cluster="",pool="",reason="refused",role="unified",server="%s"} 1`, signal.TargetScrapeError.Name, dead)) {
 		t.Errorf("probe of a dead target = %d:\n%s", code, body)

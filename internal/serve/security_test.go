@@ -27,6 +27,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key to
@@ -73,7 +74,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	webCfg := writeFile(t, dir, "web.yml", fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  prom: %s\n", certFile, keyFile, hash))
-	good := engineServer(t, page(t, "sglang-dp2.prom"))
+	good := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
 	d := start(t, Options{Config: configWith(t, good.URL), WebConfigFile: webCfg})
 	base := strings.Replace(d.base, "http://", "https://", 1)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}

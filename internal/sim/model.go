@@ -25,7 +25,6 @@ type request struct {
 	link      *pdLink
 	router    *server
 	worker    int
-	age       int // steps spent in the current PD stage
 }
 
 func (r *request) kvLen() int64 { return r.prompt + r.generated }
@@ -95,12 +94,11 @@ type rank struct {
 
 	slots []slot // llama.cpp only
 
-	c            counters
-	h            hists
-	genThisStep  int64
-	lastHitRate  float64 // last prefill batch: hit / (hit + computed)
-	lastRetract  int64   // retractions in the last step
-	promptStepTk int64
+	c           counters
+	h           hists
+	genThisStep int64
+	lastHitRate float64 // last prefill batch: hit / (hit + computed)
+	lastRetract int64   // retractions in the last step
 }
 
 func (k *rank) lockedGroups() (locked, unlocked int64) {

@@ -132,13 +132,13 @@ func targetSel(extra ...string) string {
 
 // usageSteps colours KV usage by the alert thresholds.
 func usageSteps(o Options) []step {
-	return []step{{nil, green}, {f(o.Alerts.KVUsageWarning), orange}, {f(o.Alerts.KVUsageCritical), red}}
+	return []step{{nil, green}, {f(o.Config.Alerts.KVUsageWarning), orange}, {f(o.Config.Alerts.KVUsageCritical), red}}
 }
 
 // Dashboards returns the fleet and server dashboards.
 func Dashboards(o Options) []DashboardSpec {
 	o = o.WithDefaults()
-	a := o.Alerts
+	a := o.Config.Alerts
 	ratio := f(0)
 	one := f(1)
 	rateQ := func(m signal.Metric, sel string) string {
@@ -409,6 +409,7 @@ func variables(withServer bool) []cog.Builder[dashboard.VariableModel] {
 
 // dashboardJSON builds d with the Grafana foundation SDK and marshals it.
 func dashboardJSON(d DashboardSpec) ([]byte, error) {
+	//lint:ignore SA1019 the dashboards are Grafana's v1 JSON model, which every Grafana imports; dashboardv2 is not yet that
 	b := dashboard.NewDashboardBuilder(d.Title).Uid(d.UID).Tags([]string{"kvwatch", "kv-cache"}).
 		Refresh("30s").Time("now-3h", "now").Timezone("browser").Tooltip(dashboard.DashboardCursorSyncCrosshair).
 		Variables(variables(d.UID == "kvwatch-server")).

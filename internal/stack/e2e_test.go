@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // e2eScenario is a small PD cluster whose decode KV cache fills quickly
@@ -49,10 +50,12 @@ servers:
 // e2eOptions are the test-only stack options: 1s scrapes and evaluations,
 // a critical KV threshold the simulator reaches, and a 1s for-duration.
 func e2eOptions(kvwatch, prom, am string) Options {
+	cfg := config.Default()
+	a := &cfg.Alerts
+	a.KVUsageWarning, a.KVUsageCritical, a.KVUsageCriticalFor, a.KVUsageWarningFor = 0.3, 0.5, dur("1s"), dur("1s")
 	return Options{
 		KVWatchAddress: kvwatch, PrometheusAddress: prom, AlertmanagerAddress: am, GrafanaAddress: "127.0.0.1:1",
-		ScrapeInterval: dur("1s"), EvaluationInterval: dur("1s"), GrafanaAdminPassword: "x",
-		Alerts: config.Alerts{KVUsageWarning: 0.3, KVUsageCritical: 0.5, KVUsageCriticalFor: dur("1s"), KVUsageWarningFor: dur("1s")},
+		ScrapeInterval: dur("1s"), EvaluationInterval: dur("1s"), GrafanaAdminPassword: "x", Config: cfg,
 	}
 }
 
@@ -190,8 +193,8 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped with -short")
 	}
-	tool(t, "prometheus")
-	tool(t, "prometheus-alertmanager", "alertmanager")
+	testenv.Tool(t, "prometheus", "prometheus")
+	testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
 	dir := t.TempDir()
 	bin := buildKVWatch(t, dir)
 	help, _ := exec.Command(bin, "--help").CombinedOutput()
@@ -233,7 +236,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kv, prom, am := freeAddr(t), freeAddr(t), freeAddr(t)
+	kv, prom, am := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	startProc(t, nil, filepath.Join(dir, "serve.log"), bin, "serve", "--config.file", cfgPath, "--web.listen-address", kv)
 
 	stackDir := filepath.Join(dir, "stack")

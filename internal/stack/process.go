@@ -3,7 +3,6 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 )
 
 // Process is one program of the stack: what to run and how. The same
@@ -109,6 +108,3 @@ func marshalJSON(v any) ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
-
-// seconds formats d as whole seconds for systemd.
-func seconds(d time.Duration) string { return fmt.Sprintf("%ds", int(d/time.Second)) }

@@ -69,7 +69,6 @@ func by(labels ...string) string { return "by (" + strings.Join(labels, ", ") + 
 // RecordingRules returns the recording rule file: server-level rates and
 // ratios, then pool, cluster and fleet aggregates.
 func RecordingRules(o Options) rulefmt.RuleGroups {
-	o = o.WithDefaults()
 	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
 	srv := rulefmt.RuleGroup{Name: "kvwatch-server"}
 	rec := func(g *rulefmt.RuleGroup, name, expr string) {
@@ -149,7 +148,7 @@ func pct(v float64) string { return strconv.FormatFloat(v*100, 'g', -1, 64) + "%
 // AlertRules returns the alert rule file.
 func AlertRules(o Options) rulefmt.RuleGroups {
 	o = o.WithDefaults()
-	a := o.Alerts
+	a := o.Config.Alerts
 	srvLabels := "{{ $labels.server }} ({{ $labels.role }}, cluster {{ $labels.cluster }}, pool {{ $labels.pool }})"
 	alert := func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule {
 		return rulefmt.Rule{

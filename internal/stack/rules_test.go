@@ -10,13 +10,16 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // customOptions changes every threshold away from its default, so the
 // generated unit tests are shown to follow the config.
 func customOptions() Options {
-	o := Options{}
-	a := &o.Alerts
+	o := Options{Config: config.Default()}
+	a := &o.Config.Alerts
 	a.KVUsageWarning, a.KVUsageCritical = 0.8, 0.9
 	a.KVUsageWarningFor, a.KVUsageCriticalFor = dur("3m"), dur("2m")
 	a.KVFullWithin = dur("10m")
@@ -31,7 +34,7 @@ func customOptions() Options {
 }
 
 func TestRulesPromtool(t *testing.T) {
-	promtool := tool(t, "promtool")
+	promtool := testenv.Tool(t, "prometheus", "promtool")
 	for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
 		t.Run(name, func(t *testing.T) {
 			_, dir := generateDir(t, o)

@@ -126,7 +126,7 @@ func humanizePercentage(v float64) string { return fmt.Sprintf("%.4g%%", v*100) 
 // values are derived from the thresholds so the tests follow the config.
 func ruleTests(o Options) ruleTestFile {
 	o = o.WithDefaults()
-	a := o.Alerts
+	a := o.Config.Alerts
 	rules := AlertRules(o)
 	ann := map[string]map[string]string{}
 	for _, g := range rules.Groups {

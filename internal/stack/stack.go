@@ -39,8 +39,9 @@ const (
 // Options says what to generate. Zero fields take the defaults listed on
 // each field (see WithDefaults).
 type Options struct {
-	// Config is kvwatch's config: targets (for probe mode) and nothing else;
-	// thresholds are taken from Alerts. Default config.Default().
+	// Config is kvwatch's config: targets (for probe mode) and the alert
+	// thresholds (Config.Alerts, the one source every face reads). Default
+	// config.Default().
 	Config *config.Config
 	// ConfigFile is the raw kvwatch config file copied into the stack as
 	// kvwatch.yml so the kvwatch unit and container run with it; nil writes
@@ -68,9 +69,6 @@ type Options struct {
 	ScrapeInterval model.Duration
 	// EvaluationInterval is how often rules are evaluated. Default 15s.
 	EvaluationInterval model.Duration
-	// Alerts holds every alert threshold and for-duration. Zero fields take
-	// config.Default()'s values.
-	Alerts config.Alerts
 	// KVFullMinUsage (ratio 0–1) keeps KVCacheFullSoon quiet while the cache
 	// is emptier than this, so a short ramp on an idle server does not page.
 	// Default 0.5.
@@ -149,44 +147,10 @@ func (o Options) WithDefaults() Options {
 	setS(&o.RunbookURL, DefaultRunbookURL)
 	setS(&o.Namespace, "monitoring")
 	setS(&o.Image, "ghcr.io/kvwatch/kvwatch:latest")
-	o.Alerts = mergeAlerts(o.Alerts, o.Config.Alerts)
 	if len(o.Receivers.WebhookURLs) == 0 && len(o.Config.Alerting.Webhooks) > 0 {
 		o.Receivers.WebhookURLs = append([]string(nil), o.Config.Alerting.Webhooks...)
 	}
 	return o
-}
-
-// mergeAlerts fills the zero fields of a from def.
-func mergeAlerts(a, def config.Alerts) config.Alerts {
-	f := func(p *float64, v float64) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	d := func(p *model.Duration, v model.Duration) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	f(&a.KVUsageWarning, def.KVUsageWarning)
-	d(&a.KVUsageWarningFor, def.KVUsageWarningFor)
-	f(&a.KVUsageCritical, def.KVUsageCritical)
-	d(&a.KVUsageCriticalFor, def.KVUsageCriticalFor)
-	d(&a.KVFullWithin, def.KVFullWithin)
-	f(&a.QueueLength, def.QueueLength)
-	d(&a.QueueFor, def.QueueFor)
-	f(&a.PreemptionsPerSecond, def.PreemptionsPerSecond)
-	d(&a.PreemptionsFor, def.PreemptionsFor)
-	f(&a.PrefixHitRatioLow, def.PrefixHitRatioLow)
-	f(&a.PrefixHitMinTokensPS, def.PrefixHitMinTokensPS)
-	d(&a.PrefixHitFor, def.PrefixHitFor)
-	f(&a.LeakUsage, def.LeakUsage)
-	d(&a.LeakFor, def.LeakFor)
-	f(&a.RankSpread, def.RankSpread)
-	d(&a.RankSpreadFor, def.RankSpreadFor)
-	d(&a.TargetDownFor, def.TargetDownFor)
-	d(&a.StaleAfter, def.StaleAfter)
-	return a
 }
 
 // validate reports every problem in o (after defaults) at once.
@@ -219,8 +183,8 @@ func (o Options) validate() error {
 	if o.KVFullMinUsage <= 0 || o.KVFullMinUsage >= 1 {
 		errs = append(errs, fmt.Errorf("KV full minimum usage %g: want a ratio in (0, 1)", o.KVFullMinUsage))
 	}
-	if o.Alerts.KVUsageWarning >= o.Alerts.KVUsageCritical {
-		errs = append(errs, fmt.Errorf("alerts: kv_usage_warning %g must be below kv_usage_critical %g", o.Alerts.KVUsageWarning, o.Alerts.KVUsageCritical))
+	if a := o.Config.Alerts; a.KVUsageWarning >= a.KVUsageCritical {
+		errs = append(errs, fmt.Errorf("alerts: kv_usage_warning %g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical))
 	}
 	if !filepath.IsAbs(o.InstallDir) {
 		errs = append(errs, fmt.Errorf("install dir %q: want an absolute path, e.g. %s", o.InstallDir, DefaultInstallDir))

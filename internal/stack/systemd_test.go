@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // TestSystemdUnitsVerify runs systemd's own checker over every generated
 // unit. The only finding allowed is a binary that is not installed on this
 // machine (kvwatch, grafana-server): the units are meant for the target host.
 func TestSystemdUnitsVerify(t *testing.T) {
-	sa := tool(t, "systemd-analyze")
+	sa := testenv.Tool(t, "systemd", "systemd-analyze")
 	files, err := Generate(goldenOptions())
 	if err != nil {
 		t.Fatal(err)

@@ -2,29 +2,13 @@ package stack
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-)
 
-// tool returns the path of an external binary, skipping the test when it is
-// missing, or failing it when KVWATCH_REQUIRE_TOOLS=1 (as in CI).
-func tool(t *testing.T, names ...string) string {
-	t.Helper()
-	for _, n := range names {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	msg := strings.Join(names, " or ") + " not on PATH; install Debian packages prometheus and prometheus-alertmanager"
-	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+	"github.com/kvwatch/kvwatch/internal/testenv"
+)
 
 // generateDir generates the stack for o into a new temporary directory and
 // returns the files and the directory.
@@ -56,7 +40,7 @@ func run(t *testing.T, dir, bin string, args ...string) string {
 }
 
 func TestAlertmanagerConfigAmtool(t *testing.T) {
-	amtool := tool(t, "amtool")
+	amtool := testenv.Tool(t, "prometheus-alertmanager", "amtool")
 	for name, o := range map[string]Options{"no receivers": {}, "all receivers": goldenOptions()} {
 		t.Run(name, func(t *testing.T) {
 			_, dir := generateDir(t, o)
@@ -69,7 +53,7 @@ func TestAlertmanagerConfigAmtool(t *testing.T) {
 }
 
 func TestPrometheusConfigPromtool(t *testing.T) {
-	promtool := tool(t, "promtool")
+	promtool := testenv.Tool(t, "prometheus", "promtool")
 	files, dir := generateDir(t, goldenOptions())
 	for _, p := range files.Paths() {
 		if p == "prometheus.yml" || (strings.HasPrefix(p, "ha/") && strings.HasSuffix(p, ".yml") && strings.Contains(p, "prometheus")) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,18 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+	"github.com/kvwatch/kvwatch/internal/testenv"
+)
 
 // waitReady polls url until it answers 200 or ctx ends.
 func waitReady(ctx context.Context, t *testing.T, url string) {
@@ -99,10 +89,10 @@ func TestUpReportsMissingBinaries(t *testing.T) {
 }
 
 func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
-	tool(t, "prometheus")
-	tool(t, "prometheus-alertmanager", "alertmanager")
-	o := Options{PrometheusAddress: freeAddr(t), AlertmanagerAddress: freeAddr(t), GrafanaAddress: freeAddr(t),
-		KVWatchAddress: freeAddr(t), GrafanaAdminPassword: "x"}
+	testenv.Tool(t, "prometheus", "prometheus")
+	testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
+	o := Options{PrometheusAddress: testenv.FreeAddr(t), AlertmanagerAddress: testenv.FreeAddr(t), GrafanaAddress: testenv.FreeAddr(t),
+		KVWatchAddress: testenv.FreeAddr(t), GrafanaAdminPassword: "x"}
 	_, dir := generateDir(t, o)
 	noGrafana := func(name string) (string, error) {
 		if strings.HasPrefix(name, "grafana") {

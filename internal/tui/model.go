@@ -8,6 +8,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 )
@@ -113,11 +115,8 @@ func New(o Options) Model {
 	if o.FetchTimeout <= 0 {
 		o.FetchTimeout = 30 * time.Second
 	}
-	if o.Warn <= 0 {
-		o.Warn = 0.90
-	}
-	if o.Crit <= 0 {
-		o.Crit = 0.97
+	if def := config.Default().Alerts; o.Warn <= 0 || o.Crit <= 0 { // unset: the config's defaults
+		o.Warn, o.Crit = cmp.Or(o.Warn, def.KVUsageWarning), cmp.Or(o.Crit, def.KVUsageCritical)
 	}
 	return Model{opts: o, st: newStyles(o.Renderer), fetching: true, sortCol: colName,
 		hist: map[string][]float64{}, rankHist: map[string][]float64{}}

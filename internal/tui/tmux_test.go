@@ -10,22 +10,8 @@ import (
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
-
-// lookTool finds an external binary; missing, the test skips, or fails
-// when KVWATCH_REQUIRE_TOOLS=1 (as CI sets).
-func lookTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
-		t.Fatalf("%s not on PATH and KVWATCH_REQUIRE_TOOLS=1: install the %s package", name, pkg)
-	}
-	t.Skipf("%s not on PATH; install the %s package to run this test", name, pkg)
-	return ""
-}
 
 // tmuxSession is one detached tmux server running a command in a pane.
 type tmuxSession struct {
@@ -85,8 +71,8 @@ func contains(subs ...string) func(string) bool {
 // against the simulator's PD SGLang cluster, presses keys and reads the
 // screen back.
 func TestTopInTmux(t *testing.T) {
-	tmux := lookTool(t, "tmux", "tmux")
-	goBin := lookTool(t, "go", "golang")
+	tmux := testenv.Tool(t, "tmux", "tmux")
+	goBin := testenv.Tool(t, "golang", "go")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "kvwatch")
 	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/kvwatch/kvwatch/cmd/kvwatch").CombinedOutput(); err != nil {

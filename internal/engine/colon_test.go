@@ -1,0 +1,15 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+)
+
+// The engines whose names use a colon, written out by hand: expo folds
+// their underscore form and no other.
+func TestColonPrefixes(t *testing.T) {
+	want := []string{"llamacpp", "lmdeploy", "sglang", "vllm"}
+	if got := NewRegistry().ColonPrefixes(); !slices.Equal(got, want) {
+		t.Errorf("ColonPrefixes = %v, want %v", got, want)
+	}
+}
