@@ -62,7 +62,7 @@ func LoadSetupFrom(src config.Sources) (*Setup, error) {
 }
 
 func newSetup(cs *config.Setup) (*Setup, error) {
-	targets, err := scrape.Targets(&config.Config{Targets: cs.Targets})
+	targets, err := scrape.Targets(&config.Config{Global: cs.Config.Global, Targets: cs.Targets})
 	if err != nil {
 		return nil, err
 	}
