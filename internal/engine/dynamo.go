@@ -5,7 +5,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// Dynamo reads NVIDIA Dynamo: the workers' dynamo_component_kvstats_*
+// dynamoSpec reads NVIDIA Dynamo: the workers' dynamo_component_kvstats_*
 // gauges and the HTTP frontend's dynamo_frontend_* gauges. Dynamo also
 // passes the engine's own metrics through (sglang:*, vllm:*); those have
 // the exact semantics, so Dynamo comes after the engines in detection
@@ -19,7 +19,13 @@ import (
 // (gpu_cache_usage_percent, 0–1, direct) still shown. Each worker series
 // (dp_rank label, else worker_id) is a rank. The frontend's queued requests
 // wait in its HTTP queue; its inflight requests are counted as running.
-type Dynamo struct{}
+var dynamoSpec = Spec{
+	Name:         "dynamo",
+	DisabledHint: "Dynamo workers serve /metrics on DYN_SYSTEM_PORT (set DYN_SYSTEM_ENABLED=true); the frontend on its HTTP port",
+	Detect:       []string{dyActive, dyTotal, dyUsage, dyQueued, dyInflight, dyRequests},
+	Reads:        []string{dyBlockSize, dyCtxLen},
+	Normalize:    normalizeDynamo,
+}
 
 const (
 	dyActive    = "dynamo_component_kvstats_active_blocks"
@@ -32,29 +38,6 @@ const (
 	dyCtxLen    = "dynamo_frontend_model_context_length"
 )
 
-// Name implements Adapter.
-func (Dynamo) Name() string { return "dynamo" }
-
-// DisabledHint implements DisabledHint.
-func (Dynamo) DisabledHint() string {
-	return "Dynamo workers serve /metrics on DYN_SYSTEM_PORT (set DYN_SYSTEM_ENABLED=true); the frontend on its HTTP port"
-}
-
-// MetricNames implements Adapter.
-func (Dynamo) MetricNames() []string {
-	return []string{dyActive, dyTotal, dyUsage, dyBlockSize, dyQueued, dyInflight, dyRequests, dyCtxLen}
-}
-
-// Detect implements Adapter.
-func (Dynamo) Detect(p *expo.Page) bool {
-	for _, n := range []string{dyActive, dyTotal, dyUsage, dyQueued, dyInflight, dyRequests} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
-
 func dyRank(s expo.Sample) kv.RankID {
 	if dp := s.Labels.Get("dp_rank"); dp != "" {
 		return kv.RankID{DP: dp}
@@ -62,8 +45,8 @@ func dyRank(s expo.Sample) kv.RankID {
 	return kv.RankID{DP: s.Labels.Get("worker_id")}
 }
 
-// Normalize implements Adapter.
-func (Dynamo) Normalize(in Input) (kv.Server, error) {
+// normalizeDynamo is dynamoSpec's Normalize.
+func normalizeDynamo(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "dynamo", Generation: "current"}
 	srv.Model = firstLabel(p, "model", dyQueued, dyInflight, dyRequests, dyBlockSize)

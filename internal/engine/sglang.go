@@ -7,12 +7,21 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// SGLang reads SGLang's scheduler and tokenizer metrics, every generation:
+// sglangSpec reads SGLang's scheduler and tokenizer metrics, every generation:
 // current (kv_used_tokens, kv_available_tokens, kv_evictable_tokens,
 // full_token_usage, tp/dp/pp rank labels), legacy (num_used_tokens,
 // token_usage, engine_type label) and the first one (label "name"), with
 // either the "sglang:" or "sglang_" prefix (expo.Canonical folds them).
-type SGLang struct{}
+var sglangSpec = Spec{
+	Name:         "sglang",
+	DisabledHint: "start SGLang with --enable-metrics",
+	// Any scheduler gauge of any generation.
+	Detect: []string{sgCapacity, sgTokenUsage, sgNumUsed, sgUsed, sgRunning, sgQueue},
+	Reads: []string{sgAvailable, sgEvictable, sgFullUsage, sgContextLen, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
+		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
+		sgCached, sgPrompt, sgGeneration},
+	Normalize: normalizeSGLang,
+}
 
 // SGLang sample names (canonical form).
 const (
@@ -40,30 +49,6 @@ const (
 	sgGeneration      = "sglang:generation_tokens_total"
 )
 
-// Name implements Adapter.
-func (SGLang) Name() string { return "sglang" }
-
-// DisabledHint implements DisabledHint.
-func (SGLang) DisabledHint() string { return "start SGLang with --enable-metrics" }
-
-// MetricNames implements Adapter.
-func (SGLang) MetricNames() []string {
-	return []string{sgUsed, sgAvailable, sgEvictable, sgCapacity, sgFullUsage, sgTokenUsage,
-		sgNumUsed, sgContextLen, sgRunning, sgQueue, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
-		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
-		sgCached, sgPrompt, sgGeneration}
-}
-
-// Detect implements Adapter: any scheduler gauge of any generation.
-func (SGLang) Detect(p *expo.Page) bool {
-	for _, n := range []string{sgCapacity, sgTokenUsage, sgNumUsed, sgUsed, sgRunning, sgQueue} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
-
 // sgRank reads the rank labels; ranks absent in older versions stay "".
 func sgRank(s expo.Sample) kv.RankID { return rankOf(s, "dp_rank", "tp_rank", "pp_rank") }
 
@@ -71,8 +56,8 @@ func sgRank(s expo.Sample) kv.RankID { return rankOf(s, "dp_rank", "tp_rank", "p
 // or no priority label), dropping the per-priority breakdown.
 func sgTotals(s expo.Sample) bool { return s.Labels.Get("priority") == "" }
 
-// Normalize implements Adapter.
-func (SGLang) Normalize(in Input) (kv.Server, error) {
+// normalizeSGLang is sglangSpec's Normalize.
+func normalizeSGLang(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "sglang"}
 	switch {

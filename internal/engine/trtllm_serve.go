@@ -1,11 +1,10 @@
 package engine
 
 import (
-	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// TRTLLMServe reads trtllm-serve (TensorRT-LLM's OpenAI server, PyTorch
+// trtllmServeSpec reads trtllm-serve (TensorRT-LLM's OpenAI server, PyTorch
 // backend), whose Prometheus registry is mounted at /prometheus/metrics
 // (its /metrics is JSON iteration stats). The usage ratio is
 // trtllm_kv_cache_utilization (used / max blocks, direct; needs
@@ -17,7 +16,14 @@ import (
 // comes from trtllm_prompt_cached_tokens_total over
 // trtllm_prompt_tokens_total (never the lifetime trtllm_kv_cache_hit_rate
 // gauge). No preemption and no generation-token counter exist.
-type TRTLLMServe struct{}
+var trtllmServeSpec = Spec{
+	Name:         "trtllm-serve",
+	MetricsPath:  tsMetricsPath,
+	DisabledHint: "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options",
+	Detect:       []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate},
+	Reads:        []string{tsTokensPer, tsPromptCached},
+	Normalize:    normalizeTRTLLMServe,
+}
 
 const (
 	tsUtil         = "trtllm_kv_cache_utilization"
@@ -34,35 +40,8 @@ const (
 	tsModelLabel   = "model_name"
 )
 
-// Name implements Adapter.
-func (TRTLLMServe) Name() string { return "trtllm-serve" }
-
-// MetricsPath implements MetricsPath.
-func (TRTLLMServe) MetricsPath() string { return tsMetricsPath }
-
-// DisabledHint implements DisabledHint.
-func (TRTLLMServe) DisabledHint() string {
-	return "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options"
-}
-
-// MetricNames implements Adapter.
-func (TRTLLMServe) MetricNames() []string {
-	return []string{tsUtil, tsMaxBlocks, tsTokensPer, tsActive, tsRunning, tsQueue, tsWaiting,
-		tsPrompt, tsPromptCached, tsHitRate}
-}
-
-// Detect implements Adapter.
-func (TRTLLMServe) Detect(p *expo.Page) bool {
-	for _, n := range []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
-
-// Normalize implements Adapter.
-func (TRTLLMServe) Normalize(in Input) (kv.Server, error) {
+// normalizeTRTLLMServe is trtllmServeSpec's Normalize.
+func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "trtllm-serve", Generation: "current"}
 	if p.Has(tsRunning) || p.Has(tsWaiting) || p.Has(tsMaxBlocks) {

@@ -51,7 +51,15 @@ func TestTRTLLMServe(t *testing.T) {
 			}
 		})
 	}
-	if got := (TRTLLMServe{}).MetricsPath(); got != "/prometheus/metrics" {
-		t.Errorf("MetricsPath() = %q, want /prometheus/metrics", got)
+	a, err := NewRegistry().ByName("trtllm-serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, ok := a.(MetricsPath)
+	if !ok || mp.MetricsPath() != "/prometheus/metrics" {
+		t.Errorf("trtllm-serve MetricsPath = %v, want /prometheus/metrics", a)
+	}
+	if _, ok := a.(ExtraPaths); ok {
+		t.Error("trtllm-serve implements ExtraPaths; it reads one page")
 	}
 }

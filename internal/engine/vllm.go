@@ -7,11 +7,19 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// VLLM reads vLLM's metrics: V1 (kv_cache_usage_perc, an "engine" label per
+// vllmSpec reads vLLM's metrics: V1 (kv_cache_usage_perc, an "engine" label per
 // DP rank, cache_config_info labels giving capacity) and the older names
-// (gpu_cache_usage_perc, gpu_prefix_cache_*; V0 without the engine label).
+// (gpu_cache_usage_perc, gpu_prefix_cache_*; V0 by its own gauges, see
+// vllmGeneration).
 // vLLM exports no used-token gauge: used is usage × capacity (derived).
-type VLLM struct{}
+var vllmSpec = Spec{
+	Name:         "vllm",
+	DisabledHint: "vLLM serves /metrics on its API port by default; check the port and that the server is the OpenAI-compatible server",
+	Detect:       []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig},
+	Reads: []string{vlHits, vlQueries, vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration,
+		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration},
+	Normalize: normalizeVLLM,
+}
 
 const (
 	vlUsage        = "vllm:kv_cache_usage_perc"
@@ -27,31 +35,15 @@ const (
 	vlPrompt       = "vllm:prompt_tokens_total"
 	vlGeneration   = "vllm:generation_tokens_total"
 	vlModelContext = "vllm:max_model_len" // not exported by vLLM today; read if a build adds it
+
+	// Gauges only V0 (the legacy engine, vllm/engine/metrics.py) exported:
+	// they tell a V0 page from a V1 one whatever else it lacks.
+	vlSwapped       = "vllm:num_requests_swapped"
+	vlCPUUsage      = "vllm:cpu_cache_usage_perc"
+	vlGPUHitRate    = "vllm:gpu_prefix_cache_hit_rate"
+	vlAvgPrompt     = "vllm:avg_prompt_throughput_toks_per_s"
+	vlAvgGeneration = "vllm:avg_generation_throughput_toks_per_s"
 )
-
-// Name implements Adapter.
-func (VLLM) Name() string { return "vllm" }
-
-// DisabledHint implements DisabledHint.
-func (VLLM) DisabledHint() string {
-	return "vLLM serves /metrics on its API port by default; check the port and that the server is the OpenAI-compatible server"
-}
-
-// MetricNames implements Adapter.
-func (VLLM) MetricNames() []string {
-	return []string{vlUsage, vlUsageOld, vlCacheConfig, vlRunning, vlWaiting, vlHits, vlQueries,
-		vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration}
-}
-
-// Detect implements Adapter.
-func (VLLM) Detect(p *expo.Page) bool {
-	for _, n := range []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
 
 func vlRank(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("engine")} }
 
@@ -64,16 +56,27 @@ func labelNumber(s expo.Sample, name string) (float64, bool) {
 	return v, true
 }
 
-// Normalize implements Adapter.
-func (VLLM) Normalize(in Input) (kv.Server, error) {
-	p := in.Page
-	srv := kv.Server{Engine: "vllm", Generation: "current"}
-	if !p.Has(vlUsage) && p.Has(vlUsageOld) {
-		srv.Generation = "legacy"
-		if firstLabel(p, "engine", vlUsageOld, vlRunning) == "" {
-			srv.Generation = "v0"
+// vllmGeneration names the page's generation: "v0" when any gauge only the
+// V0 engine exported is present (whether or not it has a usage gauge or an
+// engine label: early V1 pages lack the label too), "legacy" for V1 before
+// the 0.9.2 rename (gpu_cache_usage_perc or gpu_prefix_cache_* without
+// kv_cache_usage_perc), else "current".
+func vllmGeneration(p *expo.Page) string {
+	for _, n := range []string{vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration} {
+		if p.Has(n) {
+			return "v0"
 		}
 	}
+	if !p.Has(vlUsage) && (p.Has(vlUsageOld) || p.Has(vlQueriesOld)) {
+		return "legacy"
+	}
+	return "current"
+}
+
+// normalizeVLLM is vllmSpec's Normalize.
+func normalizeVLLM(in Input) (kv.Server, error) {
+	p := in.Page
+	srv := kv.Server{Engine: "vllm", Generation: vllmGeneration(p)}
 	srv.Model = firstLabel(p, "model_name", vlRunning, vlUsage, vlUsageOld, vlWaiting)
 	r := newRanks()
 	gauge := func(name string, field func(*kv.Signals) *kv.Value) bool {
