@@ -41,11 +41,14 @@ type summary struct {
 	Router *kv.Router
 	// Warnings are the reasons of the server's warnings, in order.
 	Warnings []string
+	// Pools are the server's further KV pools.
+	Pools []kv.Pool
 }
 
 func summarize(s kv.Server) summary {
 	out := summary{Engine: s.Engine, Generation: s.Generation, Model: s.Model, Role: s.Role,
-		ContextLength: s.ContextLength, Signals: s.Signals, Spread: s.Spread, Ranks: len(s.Ranks), Router: s.Router}
+		ContextLength: s.ContextLength, Signals: s.Signals, Spread: s.Spread, Ranks: len(s.Ranks), Router: s.Router,
+		Pools: s.Pools}
 	for _, w := range s.Warnings {
 		out.Warnings = append(out.Warnings, w.Reason)
 	}

@@ -42,6 +42,40 @@ func TestTRTLLMServe(t *testing.T) {
 					Running: dir(3), Queued: kv.Queues{Waiting: dir(2)},
 				}},
 		},
+		{
+			// Written from tensorrt_llm/metrics/collector.py (@050f80de):
+			// the block gauges, the host pool and the per-tier hit counter.
+			name: "current collector: used and capacity in tokens, host tier, hits by tier",
+			body: "trtllm_kv_cache_utilization" + l + " 0.25\ntrtllm_kv_cache_max_blocks" + l + " 1000\n" +
+				"trtllm_kv_cache_used_blocks" + l + " 250\ntrtllm_kv_cache_free_blocks" + l + " 750\n" +
+				"trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_kv_cache_host_utilization" + l + " 0.6\n" +
+				"trtllm_num_requests_running" + l + " 4\ntrtllm_num_requests_waiting" + l + " 2\n" +
+				"trtllm_prompt_tokens_total" + l + " 20000\ntrtllm_prompt_cached_tokens_total" + l + " 5000\n" +
+				`trtllm_prompt_cache_hit_tokens_total{cache_level="0",cache_tier="gpu",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 3000` + "\n" +
+				`trtllm_prompt_cache_hit_tokens_total{cache_level="1",cache_tier="host",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 1500` + "\n" +
+				`trtllm_prompt_cache_hit_tokens_total{cache_level="2",cache_tier="disk",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 500` + "\n",
+			want: summary{Engine: "trtllm-serve", Generation: "gie", Model: "meta-llama/Llama-3.1-8B",
+				Signals: kv.Signals{
+					// 1,000 × 32 and 250 × 32; the direct ratio kept.
+					Capacity: der(32000), Used: der(8000), UsageRatio: dir(0.25),
+					Running: dir(4), Queued: kv.Queues{Waiting: dir(2)},
+					// Every tier's hits: 5,000 (3,000 + 1,500 + 500).
+					Counters: kv.Counters{PromptTokens: dir(20000), PrefixHitTokens: dir(5000), PrefixQueryTokens: dir(20000)},
+				},
+				Pools: []kv.Pool{
+					// Host: a ratio only; its block counts are not exported.
+					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.6), HitTokens: dir(1500)},
+					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitTokens: dir(500)},
+				}},
+		},
+		{
+			name: "free blocks only: used is max − free",
+			body: "trtllm_kv_cache_max_blocks" + l + " 1000\ntrtllm_kv_cache_free_blocks" + l + " 750\n" +
+				"trtllm_kv_cache_tokens_per_block" + l + " 32\n",
+			want: summary{Engine: "trtllm-serve", Generation: "gie", Model: "",
+				// (1,000 − 750) × 32 of 32,000.
+				Signals: kv.Signals{Capacity: der(32000), Used: der(8000), UsageRatio: der(0.25)}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -106,6 +106,8 @@ type Server struct {
 	Ranks []Rank `json:"ranks,omitempty"`
 	// Router is set for routers.
 	Router *Router `json:"router,omitempty"`
+	// Pools are the server's KV pools beyond the primary one (see Pool).
+	Pools []Pool `json:"pools,omitempty"`
 	// Warnings say why some of the numbers cannot be taken at face value
 	// (see Warning); empty when the page is plausible.
 	Warnings []Warning `json:"warnings,omitempty"`

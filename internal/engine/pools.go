@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"github.com/kvwatch/kvwatch/internal/expo"
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
+
+// poolKey names one pool of a server.
+type poolKey struct{ typ, tier, name string }
+
+// pools collects a server's further KV pools (kv.Pool) while an adapter
+// reads a page: values per rank first, then TP duplicates collapsed (max)
+// and DP ranks summed, strictly: a total is known only when every DP group
+// that has the pool knows the value.
+type pools struct {
+	order []poolKey
+	unit  map[poolKey]string
+	note  map[poolKey]string
+	// vals[key][field][rank]
+	vals map[poolKey]map[int]map[kv.RankID]kv.Value
+	// ratios are never summed: a DP total is recomputed from tokens, or
+	// the mean when every group has only a ratio.
+}
+
+// Pool fields, by index.
+const (
+	pfCapacity = iota
+	pfUsed
+	pfRatio
+	pfHits
+	pfHitRate
+)
+
+func newPools() *pools {
+	return &pools{unit: map[poolKey]string{}, note: map[poolKey]string{}, vals: map[poolKey]map[int]map[kv.RankID]kv.Value{}}
+}
+
+// add declares a pool (once) with its unit.
+func (ps *pools) add(k poolKey, unit string) {
+	if _, ok := ps.unit[k]; ok {
+		return
+	}
+	ps.order = append(ps.order, k)
+	ps.unit[k] = unit
+	ps.vals[k] = map[int]map[kv.RankID]kv.Value{}
+}
+
+// set records one value of a pool on a rank, combining repeats with fn.
+func (ps *pools) set(k poolKey, unit string, field int, rank kv.RankID, v kv.Value, fn combineFn) {
+	if !v.OK() {
+		return
+	}
+	ps.add(k, unit)
+	f := ps.vals[k][field]
+	if f == nil {
+		f = map[kv.RankID]kv.Value{}
+		ps.vals[k][field] = f
+	}
+	if o, ok := f[rank]; ok {
+		v = kv.Value{V: fn(o.V, v.V), Prov: v.Prov}
+	}
+	f[rank] = v
+}
+
+// read sets field of the pool key(s) for every finite sample of name.
+func (ps *pools) read(p *expo.Page, name string, key func(expo.Sample) (poolKey, bool), unit string, field int, rank func(expo.Sample) kv.RankID, fn combineFn, mk func(float64) kv.Value) {
+	for _, s := range p.Samples(name) {
+		if !expo.Finite(s.Value) {
+			continue
+		}
+		k, ok := key(s)
+		if !ok {
+			continue
+		}
+		r := kv.RankID{}
+		if rank != nil {
+			r = rank(s)
+		}
+		ps.set(k, unit, field, r, mk(s.Value), fn)
+	}
+}
+
+// list rolls the pools up and returns those with a known value, completed.
+func (ps *pools) list() []kv.Pool {
+	var out []kv.Pool
+	for _, k := range ps.order {
+		pl := kv.Pool{Type: k.typ, Tier: k.tier, Name: k.name, Unit: ps.unit[k], Note: ps.note[k]}
+		groups := ps.groups(k)
+		pl.Capacity = ps.total(k, pfCapacity, groups)
+		pl.Used = ps.total(k, pfUsed, groups)
+		pl.HitTokens = ps.total(k, pfHits, groups)
+		pl.HitRate = ps.mean(k, pfHitRate, groups)
+		if len(groups) == 1 || !(pl.Capacity.OK() && pl.Used.OK()) {
+			pl.UsageRatio = ps.mean(k, pfRatio, groups)
+		}
+		pl.Complete()
+		if pl.Known() || pl.Note != "" {
+			out = append(out, pl)
+		}
+	}
+	return out
+}
+
+// groups returns the DP groups that report anything of pool k.
+func (ps *pools) groups(k poolKey) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range []int{pfCapacity, pfUsed, pfRatio, pfHits, pfHitRate} {
+		for r := range ps.vals[k][f] {
+			if !seen[r.DP] {
+				seen[r.DP] = true
+				out = append(out, r.DP)
+			}
+		}
+	}
+	return out
+}
+
+// perGroup collapses a field's TP/PP duplicates by max, per DP group.
+func (ps *pools) perGroup(k poolKey, field int) map[string]kv.Value {
+	out := map[string]kv.Value{}
+	for r, v := range ps.vals[k][field] {
+		if o, ok := out[r.DP]; !ok || v.V > o.V {
+			out[r.DP] = v
+		}
+	}
+	return out
+}
+
+// total sums a field over DP groups; unknown unless every group knows it.
+func (ps *pools) total(k poolKey, field int, groups []string) kv.Value {
+	g := ps.perGroup(k, field)
+	var out kv.Value
+	for _, dp := range groups {
+		v, ok := g[dp]
+		if !ok {
+			return kv.Value{}
+		}
+		if out.OK() {
+			v = kv.Value{V: out.V + v.V, Prov: worse(out.Prov, v.Prov)}
+		}
+		out = v
+	}
+	return out
+}
+
+// mean is a ratio over DP groups (equal weights, derived when more than
+// one); unknown unless every group knows it.
+func (ps *pools) mean(k poolKey, field int, groups []string) kv.Value {
+	t := ps.total(k, field, groups)
+	if !t.OK() || len(groups) < 2 {
+		return t
+	}
+	return kv.DerivedOf(t.V / float64(len(groups)))
+}
+
+// worse is the weaker provenance of two known values.
+func worse(a, b kv.Provenance) kv.Provenance {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// fixed returns a key function for one pool.
+func fixed(typ, tier, name string) func(expo.Sample) (poolKey, bool) {
+	return func(expo.Sample) (poolKey, bool) { return poolKey{typ, tier, name}, true }
+}
