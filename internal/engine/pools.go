@@ -128,8 +128,21 @@ func (ps *pools) perGroup(k poolKey, field int) map[string]kv.Value {
 }
 
 // total sums a field over DP groups; unknown unless every group knows it.
+// Series without a DP label next to labelled ones (SGLang's tokenizer
+// counters) are no DP group: they fill a field no labelled group has.
 func (ps *pools) total(k poolKey, field int, groups []string) kv.Value {
 	g := ps.perGroup(k, field)
+	if labelled := without(groups, ""); len(labelled) < len(groups) && len(labelled) > 0 {
+		known := false
+		for _, dp := range labelled {
+			_, ok := g[dp]
+			known = known || ok
+		}
+		if !known {
+			return g[""]
+		}
+		groups = labelled
+	}
 	var out kv.Value
 	for _, dp := range groups {
 		v, ok := g[dp]
@@ -144,14 +157,30 @@ func (ps *pools) total(k poolKey, field int, groups []string) kv.Value {
 	return out
 }
 
+func without(list []string, v string) []string {
+	var out []string
+	for _, x := range list {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // mean is a ratio over DP groups (equal weights, derived when more than
 // one); unknown unless every group knows it.
 func (ps *pools) mean(k poolKey, field int, groups []string) kv.Value {
 	t := ps.total(k, field, groups)
-	if !t.OK() || len(groups) < 2 {
+	n := 0
+	for dp := range ps.perGroup(k, field) {
+		if dp != "" || len(groups) == 1 {
+			n++
+		}
+	}
+	if !t.OK() || n < 2 {
 		return t
 	}
-	return kv.DerivedOf(t.V / float64(len(groups)))
+	return kv.DerivedOf(t.V / float64(n))
 }
 
 // worse is the weaker provenance of two known values.
