@@ -32,10 +32,15 @@ import (
 // dynamo_frontend_model_total_kv_blocks × dynamo_frontend_model_kv_cache_block_size
 // (derived), summed over models: Dynamo's help calls it the KV "available
 // for a worker serving the model".
+//
+// KVBM (the KV block manager's page): the host (G2) and disk (G3) tiers'
+// hit rates, kvbm_{host,disk}_cache_hit_rate, 0–1 over KVBM's own sliding
+// window of the last 1,000 requests (a pool's HitRate, not a counter: its
+// fill and capacity are not exported).
 var dynamoSpec = Spec{
 	Name:         "dynamo",
 	DisabledHint: "Dynamo workers serve /metrics on DYN_SYSTEM_PORT (set DYN_SYSTEM_ENABLED=true); the frontend on its HTTP port",
-	Detect:       []string{dyActive, dyTotal, dyUsage, dyQueued, dyInflight, dyRequests, dyModelBlocks, dyWorkerInflight},
+	Detect:       []string{dyActive, dyTotal, dyUsage, dyQueued, dyInflight, dyRequests, dyModelBlocks, dyWorkerInflight, dyKVBMHost, dyKVBMDisk},
 	Reads:        []string{dyBlockSize, dyCtxLen},
 	Normalize:    normalizeDynamo,
 }
@@ -51,6 +56,11 @@ const (
 	dyInflight       = "dynamo_frontend_inflight_requests"
 	dyRequests       = "dynamo_frontend_requests_total"
 	dyCtxLen         = "dynamo_frontend_model_context_length"
+	// KVBM, Dynamo's KV block manager (its own listener,
+	// DYN_KVBM_METRICS_PORT): hit rates of the host and disk tiers, gauges
+	// over a sliding window of the last 1,000 requests.
+	dyKVBMHost = "kvbm_host_cache_hit_rate"
+	dyKVBMDisk = "kvbm_disk_cache_hit_rate"
 )
 
 func dyRank(s expo.Sample) kv.RankID {
@@ -116,6 +126,10 @@ func normalizeDynamo(in Input) (kv.Server, error) {
 	// Worker: requests in the inference handler.
 	srv.Running = srv.Running.Or(summed(p, dyWorkerInflight, dyGenerate, kv.Of))
 	srv.ContextLength = single(p, dyCtxLen, nil, kv.Of)
+	ps := newPools()
+	ps.read(p, dyKVBMHost, fixed(kv.PoolFull, kv.TierHost, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
+	ps.read(p, dyKVBMDisk, fixed(kv.PoolFull, kv.TierDisk, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
+	srv.Pools = ps.list()
 	return srv, nil
 }
 

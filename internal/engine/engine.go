@@ -93,6 +93,7 @@ func NewRegistry() *Registry {
 		llamacppSpec,
 		trtllmServeSpec,
 		lmdeploySpec,
+		lmcacheSpec,
 		dynamoSpec,
 	)
 }

@@ -77,7 +77,11 @@ var fixtureCases = []fixtureCase{
 				Counters: kv.Counters{PrefixHitTokens: dir(0), PrefixQueryTokens: dir(0), Preemptions: dir(0),
 					PromptTokens: dir(66), GenerationTokens: dir(600)},
 			},
-			Spread: der(0), Warnings: []string{kv.WarnTwoEngines}},
+			Spread: der(0), Warnings: []string{kv.WarnTwoEngines},
+			// LMCache's in-process connector: its local CPU backend holds 0
+			// bytes; local_storage_usage and remote_cache_usage are 0 too,
+			// backends not configured, so no L2 pool.
+			Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierLMCacheL1, Unit: kv.UnitBytes, Used: dir(0)}}},
 	},
 	{
 		// A Dynamo TensorRT-LLM worker before it published kvstats: every
@@ -144,7 +148,12 @@ var fixtureCases = []fixtureCase{
 				Running: dir(0), Queued: kv.Queues{Waiting: dir(0)},
 				Counters: kv.Counters{Preemptions: dir(0), PromptTokens: dir(148), GenerationTokens: dir(955)},
 			},
-			Spread: der(0)},
+			Spread: der(0),
+			// V0's swap space: num_cpu_blocks 9,362 × block_size 16, at
+			// cpu_cache_usage_perc 0.
+			Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens,
+				Capacity: der(149792), Used: der(0), UsageRatio: dir(0),
+				Note: "V0 swap space: the KV of preempted requests swapped out to host memory"}}},
 	},
 	{
 		file: "triton-trtllm-tensorrtllm_backend-README-inflight_batcher.prom",

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,14 +39,14 @@ func TestSGLangPools(t *testing.T) {
 			body: "sglang:num_running_reqs 1\nsglang:token_usage 0.7\nsglang:swa_token_usage 0.5\n",
 			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 1,
 				Signals: kv.Signals{UsageRatio: dir(0.7), Running: dir(1)}, Spread: der(0),
-				Pools:   []kv.Pool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.5)}}},
+				Pools: []kv.Pool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.5)}}},
 		},
 		{
 			name: "hybrid with token gauges: the primary from kv_used_tokens, untouched by the pools",
 			body: "sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 100\nsglang:token_usage 0.8\nsglang:swa_token_usage 0.8\n",
 			want: summary{Engine: "sglang", Generation: "current", Ranks: 1,
 				Signals: kv.Signals{Capacity: dir(1000), Used: dir(100), UsageRatio: der(0.1)}, Spread: der(0),
-				Pools:   []kv.Pool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.8)}}},
+				Pools: []kv.Pool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.8)}}},
 		},
 		{
 			name: "HiCache on two DP ranks: host pools summed, hits by tier",
@@ -74,6 +75,94 @@ func TestSGLangPools(t *testing.T) {
 			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 2,
 				Signals: kv.Signals{Running: dir(3)},
 				Pools:   []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(8000)}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := normalizeBody(t, tt.body, "", nil)
+			if diff := cmp.Diff(tt.want, summarize(got), valueCmp); diff != "" {
+				t.Errorf("Normalize (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestTierPools: vLLM offload, LMCache (multi-process server) and Dynamo
+// KVBM, each on a page written from its source, and the older pages of the
+// same engines (without those families) giving no pool.
+func TestTierPools(t *testing.T) {
+	const cc = `vllm:cache_config_info{block_size="16",engine="0",kv_offloading_backend="%s",kv_offloading_size="%s",num_gpu_blocks="1000"} 1.0` + "\n"
+	vl := "vllm:kv_cache_usage_perc{engine=\"0\"} 0.5\n"
+	tests := []struct {
+		name, body string
+		want       summary
+	}{
+		{
+			name: "vLLM V1 without offloading: no pool",
+			body: vl + fmt.Sprintf(cc, "None", "None"),
+			want: summary{Engine: "vllm", Generation: "current", Ranks: 1,
+				Signals: kv.Signals{Capacity: der(16000), Used: der(8000), UsageRatio: dir(0.5)}, Spread: der(0)},
+		},
+		{
+			name: "vLLM V1 native offloading: host pool without fill, hits from external_kv_transfer",
+			body: vl + fmt.Sprintf(cc, "native", "8") +
+				"vllm:kv_offload_cpu_cache_usage_perc{engine=\"0\"} 0.02\n" +
+				`vllm:prompt_tokens_by_source_total{engine="0",source="local_compute"} 600` + "\n" +
+				`vllm:prompt_tokens_by_source_total{engine="0",source="local_cache_hit"} 300` + "\n" +
+				`vllm:prompt_tokens_by_source_total{engine="0",source="external_kv_transfer"} 100` + "\n",
+			want: summary{Engine: "vllm", Generation: "current", Ranks: 1,
+				Signals: kv.Signals{Capacity: der(16000), Used: der(8000), UsageRatio: dir(0.5)}, Spread: der(0),
+				// The 0.02 pinned-block gauge is not the tier's fill.
+				Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(100), Note: vlOffloadNote}}},
+		},
+		{
+			name: "vLLM V1 offloading to LMCache: external transfers are not the host tier's hits",
+			body: vl + fmt.Sprintf(cc, "lmcache", "8") +
+				`vllm:prompt_tokens_by_source_total{engine="0",source="external_kv_transfer"} 100` + "\n",
+			want: summary{Engine: "vllm", Generation: "current", Ranks: 1,
+				Signals: kv.Signals{Capacity: der(16000), Used: der(8000), UsageRatio: dir(0.5)}, Spread: der(0),
+				Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: vlOffloadNote}}},
+		},
+		{
+			name: "LMCache server: L1 with capacity from bytes over ratio, one L2 adapter with the L2 hits",
+			body: "lmcache_mp_l1_memory_usage_bytes 3e9\nlmcache_mp_l1_usage_ratio 0.75\n" +
+				`lmcache_mp_l2_usage_bytes{l2_name="fs"} 5e10` + "\n" +
+				`lmcache_mp_lookup_requested_tokens_total{cache_salt="",model_name="m"} 10000` + "\n" +
+				`lmcache_mp_lookup_hit_tokens_total{cache_salt="",model_name="m"} 6000` + "\n" +
+				`lmcache_mp_lookup_hit_l1_tokens_total{cache_salt="",model_name="m"} 4500` + "\n" +
+				`lmcache_mp_lookup_hit_l2_tokens_total{cache_salt="",model_name="m"} 1500` + "\n",
+			want: summary{Engine: "lmcache", Generation: "mp", Model: "m",
+				Signals: kv.Signals{Counters: kv.Counters{PrefixHitTokens: dir(6000), PrefixQueryTokens: dir(10000)}},
+				Pools: []kv.Pool{
+					// 3e9 / 0.75 = 4e9 bytes.
+					{Type: kv.PoolFull, Tier: kv.TierLMCacheL1, Unit: kv.UnitBytes, Capacity: der(4e9), Used: dir(3e9), UsageRatio: dir(0.75), HitTokens: dir(4500)},
+					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: dir(5e10), HitTokens: dir(1500)},
+				}},
+		},
+		{
+			name: "LMCache server with two L2 adapters: the L2 hits belong to neither",
+			body: `lmcache_mp_l2_usage_bytes{l2_name="fs"} 10` + "\n" + `lmcache_mp_l2_usage_bytes{l2_name="mooncake_store"} 20` + "\n" +
+				"lmcache_mp_lookup_hit_l2_tokens_total 7\n",
+			want: summary{Engine: "lmcache", Generation: "mp",
+				Pools: []kv.Pool{
+					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: dir(10)},
+					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "mooncake_store", Unit: kv.UnitBytes, Used: dir(20)},
+					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Unit: kv.UnitBytes, HitTokens: dir(7)},
+				}},
+		},
+		{
+			name: "Dynamo KVBM page: windowed hit rates of host and disk",
+			body: "kvbm_host_cache_hit_rate 0.75\nkvbm_disk_cache_hit_rate 0.18\n",
+			want: summary{Engine: "dynamo", Generation: "current",
+				Pools: []kv.Pool{
+					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitRate: dir(0.75)},
+					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitRate: dir(0.18)},
+				}},
+		},
+		{
+			name: "Dynamo worker without KVBM: no pool",
+			body: "dynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"w\"} 0.5\n",
+			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1, Signals: kv.Signals{UsageRatio: dir(0.5)}, Spread: der(0)},
 		},
 	}
 	for _, tt := range tests {

@@ -12,7 +12,7 @@ import (
 )
 
 func TestRegistryOrder(t *testing.T) {
-	want := []string{"sglang", "sgl-router", "vllm", "tgi", "triton", "llamacpp", "trtllm-serve", "lmdeploy", "dynamo"}
+	want := []string{"sglang", "sgl-router", "vllm", "tgi", "triton", "llamacpp", "trtllm-serve", "lmdeploy", "lmcache", "dynamo"}
 	if diff := cmp.Diff(want, NewRegistry().Names()); diff != "" {
 		t.Errorf("detection order (-want +got):\n%s", diff)
 	}
@@ -53,7 +53,7 @@ func TestByName(t *testing.T) {
 		t.Errorf("ByName(trtllm-serve) = %v, %v", a, err)
 	}
 	_, err := r.ByName("ollama")
-	if want := `unknown engine "ollama"; want one of sglang, sgl-router, vllm, tgi, triton, llamacpp, trtllm-serve, lmdeploy, dynamo`; err == nil || err.Error() != want {
+	if want := `unknown engine "ollama"; want one of sglang, sgl-router, vllm, tgi, triton, llamacpp, trtllm-serve, lmdeploy, lmcache, dynamo`; err == nil || err.Error() != want {
 		t.Errorf("ByName(ollama) = %v, want %q", err, want)
 	}
 }

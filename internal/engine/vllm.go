@@ -17,7 +17,8 @@ var vllmSpec = Spec{
 	DisabledHint: "vLLM serves /metrics on its API port by default; check the port and that the server is the OpenAI-compatible server",
 	Detect:       []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig},
 	Reads: []string{vlHits, vlQueries, vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration,
-		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration},
+		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration, vlBySource, vlOffloadCPU,
+		lcLocalUsage, lcRemoteUsage, lcStorageUsage},
 	Normalize: normalizeVLLM,
 }
 
@@ -43,7 +44,23 @@ const (
 	vlGPUHitRate    = "vllm:gpu_prefix_cache_hit_rate"
 	vlAvgPrompt     = "vllm:avg_prompt_throughput_toks_per_s"
 	vlAvgGeneration = "vllm:avg_generation_throughput_toks_per_s"
+
+	// KV offloading (V1, kv_offloading_backend) and the prompt tokens by
+	// where their KV came from.
+	vlOffloadCPU = "vllm:kv_offload_cpu_cache_usage_perc"
+	vlBySource   = "vllm:prompt_tokens_by_source_total"
+
+	// LMCache's in-process connector metrics on a vLLM page (deprecated in
+	// LMCache for its multi-process mode, still what its docs' vLLM page
+	// shows): bytes held by its local CPU backend, its remote backend and
+	// its local disk.
+	lcLocalUsage   = "lmcache:local_cache_usage"
+	lcRemoteUsage  = "lmcache:remote_cache_usage"
+	lcStorageUsage = "lmcache:local_storage_usage"
 )
+
+// vlOffloadNote says why vLLM's CPU offload tier has no fill.
+const vlOffloadNote = "vLLM exports no fill or capacity of its CPU offload tier: kv_offload_cpu_cache_usage_perc counts blocks pinned by in-flight transfers (vllm #45737, #47666); the capacity gauges are open PRs"
 
 func vlRank(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("engine")} }
 
@@ -134,5 +151,74 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
+	srv.Pools = vllmPools(p)
 	return srv, nil
+}
+
+// vllmPools reads vLLM's tiers below the GPU.
+//
+// V0's swap space (cache_config_info num_cpu_blocks × block_size, in
+// tokens; cpu_cache_usage_perc, 0–1) holds the KV of preempted requests
+// swapped out to host memory: a host pool.
+//
+// V1's KV offloading (cache_config_info kv_offloading_backend set, or any
+// kv_offload family on the page) is a host pool whose fill and capacity
+// stay unavailable (see vlOffloadNote); with the "native" backend the
+// prompt tokens whose KV came from it are
+// prompt_tokens_by_source{source="external_kv_transfer"} (with another
+// backend or a PD connector that source is not a cache tier and is not
+// read).
+//
+// LMCache in-process metrics: local_cache_usage is its L1 (local CPU
+// backend), local_storage_usage and remote_cache_usage its L2 backends
+// "local_disk" and "remote", all in bytes used; an L2 backend is listed
+// only when it holds something (LMCache writes 0 for backends not
+// configured). Their capacities are not exported.
+func vllmPools(p *expo.Page) []kv.Pool {
+	ps := newPools()
+	host := poolKey{kv.PoolFull, kv.TierHost, ""}
+	backend := ""
+	for _, s := range p.Samples(vlCacheConfig) {
+		if b := s.Labels.Get("kv_offloading_backend"); b != "" && b != "None" {
+			backend = b
+		}
+		if vllmGeneration(p) != "v0" {
+			continue
+		}
+		if b, ok := labelNumber(s, "num_cpu_blocks"); ok {
+			if bs, ok := labelNumber(s, "block_size"); ok {
+				ps.set(host, kv.UnitTokens, pfCapacity, vlRank(s), kv.DerivedOf(b*bs), maxf)
+			}
+		}
+	}
+	if vllmGeneration(p) == "v0" {
+		ps.read(p, vlCPUUsage, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfRatio, vlRank, maxf, kv.Of)
+		if _, ok := ps.unit[host]; ok {
+			ps.note[host] = "V0 swap space: the KV of preempted requests swapped out to host memory"
+		}
+	} else if backend != "" || p.Has(vlOffloadCPU) {
+		ps.add(host, kv.UnitTokens)
+		ps.note[host] = vlOffloadNote
+		if backend == "native" {
+			ps.read(p, vlBySource, func(s expo.Sample) (poolKey, bool) {
+				return host, s.Labels.Get("source") == "external_kv_transfer"
+			}, kv.UnitTokens, pfHits, vlRank, sumf, kv.Of)
+		}
+	}
+	lmcacheInProcess(p, ps)
+	return ps.list()
+}
+
+// lmcacheInProcess adds LMCache's in-process pools (see vllmPools).
+func lmcacheInProcess(p *expo.Page, ps *pools) {
+	rank := func(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("worker_id")} }
+	ps.read(p, lcLocalUsage, fixed(kv.PoolFull, kv.TierLMCacheL1, ""), kv.UnitBytes, pfUsed, rank, maxf, kv.Of)
+	for _, b := range []struct{ name, backend string }{{lcStorageUsage, "local_disk"}, {lcRemoteUsage, "remote"}} {
+		for _, s := range p.Samples(b.name) {
+			if expo.Finite(s.Value) && s.Value > 0 {
+				ps.read(p, b.name, fixed(kv.PoolFull, kv.TierLMCacheL2, b.backend), kv.UnitBytes, pfUsed, rank, maxf, kv.Of)
+				break
+			}
+		}
+	}
 }
