@@ -49,6 +49,14 @@ func TestSGLangPools(t *testing.T) {
 				Pools: []kv.Pool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.8)}}},
 		},
 		{
+			name: "no HiCache: SGLang's zero host_hit and storage_hit modes make no pool",
+			body: "sglang:num_running_reqs 0\n" + `sglang:prefill_effective_tokens_total{mode="device_hit"} 5` + "\n" +
+				`sglang:prefill_effective_tokens_total{mode="host_hit"} 0` + "\n" + `sglang:prefill_effective_tokens_total{mode="storage_hit"} 0` + "\n" +
+				`sglang:prefill_effective_tokens_total{mode="input"} 15` + "\n",
+			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 1,
+				Signals: kv.Signals{Running: dir(0), Counters: kv.Counters{PrefixHitTokens: dir(5), PrefixQueryTokens: dir(20)}}},
+		},
+		{
 			name: "HiCache on two DP ranks: host pools summed, hits by tier",
 			body: "sglang:num_running_reqs" + r0 + " 1\nsglang:num_running_reqs" + r1 + " 2\n" +
 				"sglang:hicache_host_total_tokens" + r0 + " 4000\nsglang:hicache_host_total_tokens" + r1 + " 4000\n" +

@@ -223,5 +223,15 @@ func sglangPools(p *expo.Page) []kv.Pool {
 			return k, ok && sgTotals(s)
 		}, kv.UnitTokens, pfHits, sgRank, sumf, kv.Of)
 	}
-	return ps.list()
+	// A tier SGLang reports only a zero hit counter for (it writes the
+	// host_hit and storage_hit modes without HiCache too) is no pool.
+	var out []kv.Pool
+	for _, pl := range ps.list() {
+		onlyHits := !pl.Capacity.OK() && !pl.Used.OK() && !pl.UsageRatio.OK() && !pl.HitRate.OK()
+		if onlyHits && pl.HitTokens.V == 0 {
+			continue
+		}
+		out = append(out, pl)
+	}
+	return out
 }

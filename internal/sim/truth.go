@@ -57,6 +57,9 @@ type Truth struct {
 	Routed      int64 // requests the router received
 	RouteErrors int64 // requests it could not place (no healthy worker)
 
+	// Host is the HiCache host tier, summed over DP ranks (nil without one).
+	Host *HostTruth
+
 	// Frozen holds the gauge values the page keeps showing under FaultFreeze.
 	Frozen *Truth
 }
@@ -117,6 +120,8 @@ type RankTruth struct {
 	// DecodeSumSeqLens is the sum of running sequence lengths, tokens.
 	DecodeSumSeqLens int64
 	Counters         Counters
+	// Host is the HiCache host tier (nil without one; tiers.go).
+	Host *HostTruth
 }
 
 // SlotTruth is one llama.cpp slot as /slots shows it.
@@ -195,6 +200,7 @@ func (s *server) truthLocked() Truth {
 			Active: s.active[i], Selected: s.selected[i], Processed: s.processed[i]})
 	}
 	t.Routed, t.RouteErrors = s.routed, s.routeErrors
+	s.hostTruth(&t)
 	return t
 }
 

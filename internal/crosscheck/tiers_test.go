@@ -1,0 +1,63 @@
+package crosscheck
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
+
+// hostPool returns the server's host-tier pool of full attention.
+func hostPool(s *kv.Server) *kv.Pool {
+	for i := range s.Pools {
+		if s.Pools[i].Type == kv.PoolFull && s.Pools[i].Tier == kv.TierHost {
+			return &s.Pools[i]
+		}
+	}
+	return nil
+}
+
+// TestTiersReportTruth: kvwatch reads the simulator's SGLang HiCache host
+// tier back (capacity, fill, hits) and keeps the device pool apart.
+func TestTiersReportTruth(t *testing.T) {
+	c := startCluster(t, "sglang-hicache")
+	filled, partial, hit := false, false, false
+	for _, at := range []time.Duration{2 * time.Minute, 6 * time.Minute} {
+		c.Advance(at)
+		for _, ep := range c.Endpoints() {
+			truth := c.Truth(ep.Name)
+			res := scrapeEndpoint(t, ep)
+			if !res.OK() {
+				t.Fatalf("%s: %v", ep.Name, res.Err)
+			}
+			s := res.Server
+			if truth.Host == nil {
+				t.Fatalf("%s: the scenario has no host tier", ep.Name)
+			}
+			h := hostPool(s)
+			if h == nil {
+				t.Fatalf("%s: no host pool among %+v", ep.Name, s.Pools)
+			}
+			name := ep.Name + " host"
+			if h.Unit != kv.UnitTokens {
+				t.Errorf("%s unit = %q, want tokens", name, h.Unit)
+			}
+			check(t, name+" capacity", h.Capacity, float64(truth.Host.CapacityTokens))
+			check(t, name+" used", h.Used, float64(truth.Host.UsedTokens))
+			check(t, name+" usage", kv.Value{V: h.UsageRatio.V * 1e6, Prov: h.UsageRatio.Prov}, 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
+			check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+			// The device pool is the device's, not a blend with the host.
+			check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
+			check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
+			// Every tier's prefix hits: the device's and the host's.
+			check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.PrefixHitTokens+truth.Host.HitTokens))
+			t.Logf("%s at %s: host %+v, device used %d of %d", ep.Name, at, *truth.Host, truth.UsedTokens, truth.CapacityTokens)
+			filled = filled || truth.Host.UsedTokens > 0
+			hit = hit || truth.Host.HitTokens > 0
+			partial = partial || (truth.Host.UsedTokens > 0 && truth.Host.UsedTokens < truth.Host.CapacityTokens)
+		}
+	}
+	if !filled || !partial || !hit {
+		t.Errorf("host tier never filled (%v), never partly full (%v) or never hit (%v): the comparison proved little", filled, partial, hit)
+	}
+}
