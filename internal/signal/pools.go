@@ -31,7 +31,7 @@ var (
 		Help: "Used over capacity (0-1) of a further KV pool or cache tier."}
 	KVPoolHitTokens = Metric{Name: "kvwatch_kv_pool_hit_tokens_total", Type: Counter, Unit: "tokens", Labels: PoolLabels(),
 		Help: "Prompt tokens a cache tier served as prefix-cache hits (the tier's share of hits = rate(this) / rate(kvwatch_prefix_cache_hit_tokens_total))."}
-	KVPoolHitRate = Metric{Name: "kvwatch_kv_pool_hit_rate", Type: Gauge, Unit: "ratio", Labels: PoolLabels(),
+	KVPoolHitRate = Metric{Name: "kvwatch_kv_pool_hit_ratio", Type: Gauge, Unit: "ratio", Labels: PoolLabels(),
 		Help: "Hit rate (0-1) of a cache tier as the engine computes it over its own window (Dynamo KVBM: the last 1,000 requests)."}
 )
 
