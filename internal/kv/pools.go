@@ -1,5 +1,7 @@
 package kv
 
+import "math"
+
 // Pool is one KV pool of a server beyond its primary one. The primary pool
 // (full attention, on the GPU) is the server's Signals: the headline, its
 // usage never a max over pools. Further pools are the pools of other
@@ -80,6 +82,11 @@ func (p *Pool) Complete() {
 		p.Used = p.UsageRatio.Mul(p.Capacity)
 	case !p.Capacity.OK() && p.Used.OK() && p.UsageRatio.V > 0:
 		p.Capacity = p.Used.Div(p.UsageRatio)
+	}
+	for _, v := range []*Value{&p.Capacity, &p.Used, &p.UsageRatio} {
+		if v.OK() && (math.IsInf(v.V, 0) || math.IsNaN(v.V)) { // a ratio near 0 overflows
+			*v = Value{}
+		}
 	}
 }
 
