@@ -61,3 +61,39 @@ func TestTiersReportTruth(t *testing.T) {
 		t.Errorf("host tier never filled (%v), never partly full (%v) or never hit (%v): the comparison proved little", filled, partial, hit)
 	}
 }
+
+// TestOffloadReportsTruth: vLLM's native CPU offloading is a host pool whose
+// fill and capacity stay unavailable (vLLM does not export them) and whose
+// hits are the simulator's loaded-back tokens.
+func TestOffloadReportsTruth(t *testing.T) {
+	c := startCluster(t, "vllm-offload")
+	hit := false
+	for _, at := range []time.Duration{2 * time.Minute, 6 * time.Minute} {
+		c.Advance(at)
+		for _, ep := range c.Endpoints() {
+			truth := c.Truth(ep.Name)
+			res := scrapeEndpoint(t, ep)
+			if !res.OK() {
+				t.Fatalf("%s: %v", ep.Name, res.Err)
+			}
+			s := res.Server
+			h := hostPool(s)
+			if h == nil || truth.Host == nil {
+				t.Fatalf("%s: host pool %v, truth %v", ep.Name, h, truth.Host)
+			}
+			name := ep.Name + " host"
+			check(t, name+" capacity", h.Capacity, -1)
+			check(t, name+" used", h.Used, -1)
+			check(t, name+" usage", h.UsageRatio, -1)
+			check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+			if h.Note == "" {
+				t.Errorf("%s has no note saying why its fill is unavailable", name)
+			}
+			check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
+			hit = hit || truth.Host.HitTokens > 0
+		}
+	}
+	if !hit {
+		t.Error("the CPU tier was never hit: the comparison proved little")
+	}
+}

@@ -82,6 +82,8 @@ type ServerSpec struct {
 	MaxRunningRequests int `yaml:"max_running_requests"`
 	// HiCacheTokens is SGLang HiCache's host pool per DP rank, in tokens (0: off).
 	HiCacheTokens int64 `yaml:"hicache_tokens"`
+	// CPUOffloadTokens is vLLM's native KV offloading to CPU per DP rank, in tokens (0: off).
+	CPUOffloadTokens int64 `yaml:"cpu_offload_tokens"`
 	// PrefixCaching turns the prefix (radix) cache on; default true except TGI.
 	PrefixCaching *bool `yaml:"prefix_caching"`
 	// Workers are the servers a router spreads requests over.

@@ -19,6 +19,19 @@ servers:
 `
 }
 
+func init() {
+	// vLLM V1 with native CPU offloading, the same pressure.
+	builtins["vllm-offload"] = `
+servers:
+  - name: offload
+    engine: vllm
+    dp: 2
+    capacity_tokens: 65536
+    cpu_offload_tokens: 2000000
+    load: {rate: 6, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+`
+}
+
 // validateTiers checks a server's tier keys.
 func validateTiers(path string, s ServerSpec) []problem {
 	var ps []problem
@@ -27,6 +40,14 @@ func validateTiers(path string, s ServerSpec) []problem {
 		ps = append(ps, problem{path + ".hicache_tokens", fmt.Sprintf("must not be negative, got %d", s.HiCacheTokens)})
 	case s.HiCacheTokens > 0 && s.Engine != EngineSGLang:
 		ps = append(ps, problem{path + ".hicache_tokens", fmt.Sprintf("HiCache is simulated for engine %s only, got %s", EngineSGLang, s.Engine)})
+	}
+	switch {
+	case s.CPUOffloadTokens < 0:
+		ps = append(ps, problem{path + ".cpu_offload_tokens", fmt.Sprintf("must not be negative, got %d", s.CPUOffloadTokens)})
+	case s.CPUOffloadTokens > 0 && s.Engine != EngineVLLM:
+		ps = append(ps, problem{path + ".cpu_offload_tokens", fmt.Sprintf("KV offloading is simulated for engine %s only, got %s", EngineVLLM, s.Engine)})
+	case s.CPUOffloadTokens > 0 && s.HiCacheTokens > 0:
+		ps = append(ps, problem{path + ".cpu_offload_tokens", "a server has one host tier; set hicache_tokens or cpu_offload_tokens"})
 	}
 	return ps
 }

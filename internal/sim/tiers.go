@@ -1,5 +1,12 @@
 package sim
 
+// vLLM's native KV offloading (kv_offloading_backend "native",
+// cpu_offload_tokens per DP rank) runs the same host model: evicted prefix
+// blocks are offloaded to CPU and a quarter of the device misses, at most
+// what the CPU holds, are loaded back from it. vLLM's page shows only the
+// loaded-back tokens (prompt_tokens_by_source{source="external_kv_transfer"})
+// and the backend in cache_config_info: it exports no fill of the CPU tier.
+//
 // SGLang HiCache's host (L2) tier, one per DP rank (--enable-hierarchical-cache
 // with hicache_tokens of host memory per rank).
 //
@@ -32,10 +39,13 @@ type HostTruth struct {
 }
 
 func (s *server) newHostTier() *hostTier {
-	if s.spec.HiCacheTokens <= 0 {
-		return nil
+	switch {
+	case s.spec.HiCacheTokens > 0:
+		return &hostTier{capacity: s.spec.HiCacheTokens}
+	case s.spec.CPUOffloadTokens > 0:
+		return &hostTier{capacity: s.spec.CPUOffloadTokens}
 	}
-	return &hostTier{capacity: s.spec.HiCacheTokens}
+	return nil
 }
 
 // stepHost runs the host tier after the rank's step.
