@@ -97,3 +97,45 @@ func TestOffloadReportsTruth(t *testing.T) {
 		t.Error("the CPU tier was never hit: the comparison proved little")
 	}
 }
+
+// TestHybridReportsTruth: a hybrid model's SWA pool is read back as its own
+// pool, and the primary (full attention) pool is the full pool's, not the
+// max over pools that SGLang's token_usage is.
+func TestHybridReportsTruth(t *testing.T) {
+	c := startCluster(t, "sglang-hybrid")
+	busy := false
+	for _, at := range []time.Duration{90 * time.Second, 4 * time.Minute} {
+		c.Advance(at)
+		for _, ep := range c.Endpoints() {
+			truth := c.Truth(ep.Name)
+			res := scrapeEndpoint(t, ep)
+			if !res.OK() {
+				t.Fatalf("%s: %v", ep.Name, res.Err)
+			}
+			s := res.Server
+			if truth.SWA == nil {
+				t.Fatalf("%s: the scenario is not hybrid", ep.Name)
+			}
+			var swa *kv.Pool
+			for i := range s.Pools {
+				if s.Pools[i].Type == kv.PoolSWA {
+					swa = &s.Pools[i]
+				}
+			}
+			if truth.SWA.UsedTokens == 0 {
+				continue
+			}
+			busy = true
+			if swa == nil {
+				t.Fatalf("%s: no SWA pool among %+v", ep.Name, s.Pools)
+			}
+			want := float64(truth.SWA.UsedTokens) / float64(truth.SWA.CapacityTokens)
+			check(t, ep.Name+" swa usage ×1e6", kv.Value{V: swa.UsageRatio.V * 1e6, Prov: swa.UsageRatio.Prov}, want*1e6)
+			check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
+			check(t, ep.Name+" usage ×1e6", kv.Value{V: s.UsageRatio.V * 1e6, Prov: s.UsageRatio.Prov}, 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
+		}
+	}
+	if !busy {
+		t.Error("the SWA pool was never used: the comparison proved little")
+	}
+}

@@ -82,6 +82,9 @@ type ServerSpec struct {
 	MaxRunningRequests int `yaml:"max_running_requests"`
 	// HiCacheTokens is SGLang HiCache's host pool per DP rank, in tokens (0: off).
 	HiCacheTokens int64 `yaml:"hicache_tokens"`
+	// SWAWindow makes an SGLang model hybrid: its sliding-window layers keep
+	// the last swa_window tokens of each request (0: a dense model).
+	SWAWindow int64 `yaml:"swa_window"`
 	// CPUOffloadTokens is vLLM's native KV offloading to CPU per DP rank, in tokens (0: off).
 	CPUOffloadTokens int64 `yaml:"cpu_offload_tokens"`
 	// PrefixCaching turns the prefix (radix) cache on; default true except TGI.

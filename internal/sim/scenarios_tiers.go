@@ -20,6 +20,17 @@ servers:
 }
 
 func init() {
+	// A hybrid model on SGLang: sliding-window layers keep the last 6,144
+	// tokens of each request in their own pool.
+	builtins["sglang-hybrid"] = `
+servers:
+  - name: hybrid
+    engine: sglang
+    tp: 2
+    capacity_tokens: 262144
+    swa_window: 6144
+    load: {rate: 8, prompt_mean: 6000}
+`
 	// vLLM V1 with native CPU offloading, the same pressure.
 	builtins["vllm-offload"] = `
 servers:
@@ -40,6 +51,12 @@ func validateTiers(path string, s ServerSpec) []problem {
 		ps = append(ps, problem{path + ".hicache_tokens", fmt.Sprintf("must not be negative, got %d", s.HiCacheTokens)})
 	case s.HiCacheTokens > 0 && s.Engine != EngineSGLang:
 		ps = append(ps, problem{path + ".hicache_tokens", fmt.Sprintf("HiCache is simulated for engine %s only, got %s", EngineSGLang, s.Engine)})
+	}
+	switch {
+	case s.SWAWindow < 0:
+		ps = append(ps, problem{path + ".swa_window", fmt.Sprintf("must not be negative, got %d", s.SWAWindow)})
+	case s.SWAWindow > 0 && s.Engine != EngineSGLang:
+		ps = append(ps, problem{path + ".swa_window", fmt.Sprintf("hybrid models are simulated for engine %s only, got %s", EngineSGLang, s.Engine)})
 	}
 	switch {
 	case s.CPUOffloadTokens < 0:

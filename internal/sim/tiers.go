@@ -77,8 +77,46 @@ func (h *hostTier) truth() *HostTruth {
 	return &HostTruth{CapacityTokens: h.capacity, UsedTokens: h.used, BackupTokens: h.backup, DroppedTokens: h.dropped, HitTokens: h.hits}
 }
 
-// hostTruth fills the ranks' and the server's host tier.
+// SWATruth is the sliding-window pool of a hybrid model: each running
+// request holds min(its length, swa_window) tokens there. Its capacity is
+// 0.8 × the full pool's (the default of SGLang's --swa-full-tokens-ratio).
+type SWATruth struct{ CapacityTokens, UsedTokens int64 }
+
+// swaUsage is a rank's swa_token_usage (0 for a dense model, as SGLang writes).
+func (r *RankTruth) swaUsage() float64 {
+	if r.SWA == nil || r.SWA.CapacityTokens == 0 {
+		return 0
+	}
+	return float64(r.SWA.UsedTokens) / float64(r.SWA.CapacityTokens)
+}
+
+func (k *rank) swaTruth() *SWATruth {
+	w := k.srv.spec.SWAWindow
+	if w <= 0 {
+		return nil
+	}
+	t := &SWATruth{CapacityTokens: k.capacity * 8 / 10}
+	for _, r := range k.running {
+		t.UsedTokens += min(r.kvLen(), w)
+	}
+	t.UsedTokens = min(t.UsedTokens, t.CapacityTokens)
+	return t
+}
+
+// hostTruth fills the ranks' and the server's host tier and SWA pool.
 func (s *server) hostTruth(t *Truth) {
+	for i, k := range s.ranks {
+		sw := k.swaTruth()
+		if sw == nil || i >= len(t.Ranks) {
+			continue
+		}
+		t.Ranks[i].SWA = sw
+		if t.SWA == nil {
+			t.SWA = &SWATruth{}
+		}
+		t.SWA.CapacityTokens += sw.CapacityTokens
+		t.SWA.UsedTokens += sw.UsedTokens
+	}
 	for i, k := range s.ranks {
 		ht := k.host.truth()
 		if ht == nil || i >= len(t.Ranks) {

@@ -59,6 +59,8 @@ type Truth struct {
 
 	// Host is the HiCache host tier, summed over DP ranks (nil without one).
 	Host *HostTruth
+	// SWA is the sliding-window pool, summed over DP ranks (nil for a dense model).
+	SWA *SWATruth
 
 	// Frozen holds the gauge values the page keeps showing under FaultFreeze.
 	Frozen *Truth
@@ -122,6 +124,8 @@ type RankTruth struct {
 	Counters         Counters
 	// Host is the HiCache host tier (nil without one; tiers.go).
 	Host *HostTruth
+	// SWA is the sliding-window pool of a hybrid model (nil for a dense one; tiers.go).
+	SWA *SWATruth
 }
 
 // SlotTruth is one llama.cpp slot as /slots shows it.
