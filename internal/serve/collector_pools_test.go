@@ -69,7 +69,7 @@ func TestCollectorPools(t *testing.T) {
 		// Mamba slots are no tokens: the ratio only.
 		"kvwatch_kv_pool_usage_ratio{mamba,gpu,}":        0.25,
 		"kvwatch_kv_pool_used_bytes{full,lmcache-l2,fs}": 5e10,
-		"kvwatch_kv_pool_hit_ratio{full,disk,}":           0.18,
+		"kvwatch_kv_pool_hit_ratio{full,disk,}":          0.18,
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("pool series (-want +got):\n%s", d)
