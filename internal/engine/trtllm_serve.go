@@ -51,9 +51,11 @@ const (
 // normalizeTRTLLMServe is trtllmServeSpec's Normalize.
 func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 	p := in.Page
+	// "legacy": the older collector's names (num_active_requests,
+	// server_queue_length) without any of the current collector's.
 	srv := kv.Server{Engine: "trtllm-serve", Generation: "current"}
-	if p.Has(tsRunning) || p.Has(tsWaiting) || p.Has(tsMaxBlocks) {
-		srv.Generation = "gie"
+	if (p.Has(tsActive) || p.Has(tsQueue)) && !(p.Has(tsRunning) || p.Has(tsWaiting) || p.Has(tsMaxBlocks) || p.Has(tsUsedBlocks)) {
+		srv.Generation = "legacy"
 	}
 	srv.Model = firstLabel(p, tsModelLabel, tsUtil, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt)
 	s := &srv.Signals
