@@ -25,7 +25,7 @@ var trtllmServeSpec = Spec{
 	MetricsPath:  tsMetricsPath,
 	DisabledHint: "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options",
 	Detect:       []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate},
-	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits},
+	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration},
 	Normalize:    normalizeTRTLLMServe,
 }
 
@@ -44,6 +44,7 @@ const (
 	tsFreeBlocks   = "trtllm_kv_cache_free_blocks"
 	tsHostUtil     = "trtllm_kv_cache_host_utilization"
 	tsTierHits     = "trtllm_prompt_cache_hit_tokens_total"
+	tsGeneration   = "trtllm_generation_tokens_total"
 	tsMetricsPath  = "/prometheus/metrics"
 	tsModelLabel   = "model_name"
 )
@@ -72,6 +73,7 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 	s.Running = single(p, tsActive, nil, kv.Of).Or(single(p, tsRunning, nil, kv.Of))
 	s.Queued.Waiting = single(p, tsQueue, nil, kv.Of).Or(single(p, tsWaiting, nil, kv.Of))
 	s.Counters.PromptTokens = summed(p, tsPrompt, nil, kv.Of)
+	s.Counters.GenerationTokens = summed(p, tsGeneration, nil, kv.Of)
 	if cached := summed(p, tsPromptCached, nil, kv.Of); cached.OK() && s.Counters.PromptTokens.OK() {
 		s.Counters.PrefixHitTokens = cached
 		s.Counters.PrefixQueryTokens = s.Counters.PromptTokens

@@ -51,6 +51,7 @@ func TestTRTLLMServe(t *testing.T) {
 				"trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_kv_cache_host_utilization" + l + " 0.6\n" +
 				"trtllm_num_requests_running" + l + " 4\ntrtllm_num_requests_waiting" + l + " 2\n" +
 				"trtllm_prompt_tokens_total" + l + " 20000\ntrtllm_prompt_cached_tokens_total" + l + " 5000\n" +
+				"trtllm_generation_tokens_total" + l + " 7000\n" +
 				`trtllm_prompt_cache_hit_tokens_total{cache_level="0",cache_tier="gpu",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 3000` + "\n" +
 				`trtllm_prompt_cache_hit_tokens_total{cache_level="1",cache_tier="host",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 1500` + "\n" +
 				`trtllm_prompt_cache_hit_tokens_total{cache_level="2",cache_tier="disk",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 500` + "\n",
@@ -60,7 +61,7 @@ func TestTRTLLMServe(t *testing.T) {
 					Capacity: der(32000), Used: der(8000), UsageRatio: dir(0.25),
 					Running: dir(4), Queued: kv.Queues{Waiting: dir(2)},
 					// Every tier's hits: 5,000 (3,000 + 1,500 + 500).
-					Counters: kv.Counters{PromptTokens: dir(20000), PrefixHitTokens: dir(5000), PrefixQueryTokens: dir(20000)},
+					Counters: kv.Counters{PromptTokens: dir(20000), PrefixHitTokens: dir(5000), PrefixQueryTokens: dir(20000), GenerationTokens: dir(7000)},
 				},
 				Pools: []kv.Pool{
 					// Host: a ratio only; its block counts are not exported.
