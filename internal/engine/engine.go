@@ -272,14 +272,15 @@ func (a adapter) Detect(p *expo.Page) bool {
 	return false
 }
 
-// Normalize implements Adapter: the spec's Normalize, then a
-// kv.WarnDuplicateSeries warning for every name read that holds the same
-// label set more than once.
+// Normalize implements Adapter: the spec's Normalize, then warnings for
+// implausible pool values (checkPools) and a kv.WarnDuplicateSeries warning
+// for every name read that holds the same label set more than once.
 func (a adapter) Normalize(in Input) (kv.Server, error) {
 	srv, err := a.s.Normalize(in)
 	if err != nil {
 		return srv, err
 	}
+	checkPools(&srv)
 	if in.Page != nil {
 		for _, n := range a.MetricNames() {
 			if d := duplicates(in.Page, n); d > 0 {

@@ -195,3 +195,37 @@ func worse(a, b kv.Provenance) kv.Provenance {
 func fixed(typ, tier, name string) func(expo.Sample) (poolKey, bool) {
 	return func(expo.Sample) (poolKey, bool) { return poolKey{typ, tier, name}, true }
 }
+
+// checkPools warns about implausible pool values (negative, used beyond
+// capacity, a ratio above 1) and makes the pool's usage unavailable then,
+// so no face shows an impossible fill as a plausible percentage.
+func checkPools(srv *kv.Server) {
+	for i := range srv.Pools {
+		p := &srv.Pools[i]
+		where := p.Tier + " " + p.Type
+		if p.Name != "" {
+			where += " " + p.Name
+		}
+		bad := false
+		for _, f := range []struct {
+			name string
+			v    kv.Value
+		}{{"capacity", p.Capacity}, {"used", p.Used}, {"usage", p.UsageRatio}, {"hit tokens", p.HitTokens}, {"hit rate", p.HitRate}} {
+			if f.v.Prov == kv.Direct && f.v.V < 0 { // derived values follow from these
+				srv.Warn(kv.WarnNegative, "%s pool: %s is %g", where, f.name, f.v.V)
+				bad = true
+			}
+		}
+		if p.Used.OK() && p.Capacity.OK() && p.Used.V > p.Capacity.V*1.001+1 {
+			srv.Warn(kv.WarnOverCapacity, "%s pool: used %g beyond capacity %g", where, p.Used.V, p.Capacity.V)
+			bad = true
+		}
+		if p.UsageRatio.Prov == kv.Direct && p.UsageRatio.V > 1.001 {
+			srv.Warn(kv.WarnOverCapacity, "%s pool: usage ratio %g above 1", where, p.UsageRatio.V)
+			bad = true
+		}
+		if bad {
+			p.UsageRatio = kv.Value{}
+		}
+	}
+}

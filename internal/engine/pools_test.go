@@ -182,3 +182,30 @@ func TestTierPools(t *testing.T) {
 		})
 	}
 }
+
+// TestImplausiblePools: a negative or overfull tier is warned about and its
+// usage is not shown as a plausible percentage.
+func TestImplausiblePools(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []kv.Warning
+	}{
+		{"used beyond capacity", "sglang:num_running_reqs 0\nsglang:hicache_host_total_tokens 1000\nsglang:hicache_host_used_tokens 5000\n",
+			[]kv.Warning{{Reason: kv.WarnOverCapacity, Detail: "host full pool: used 5000 beyond capacity 1000"}}},
+		{"negative used", "sglang:num_running_reqs 0\nsglang:hicache_host_total_tokens 1000\nsglang:hicache_host_used_tokens -50\n",
+			[]kv.Warning{{Reason: kv.WarnNegative, Detail: "host full pool: used is -50"}}},
+		{"ratio above 1", "trtllm_kv_cache_utilization 0.5\ntrtllm_kv_cache_host_utilization 3.5\n",
+			[]kv.Warning{{Reason: kv.WarnOverCapacity, Detail: "host full pool: usage ratio 3.5 above 1"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := normalizeBody(t, tt.body, "", nil)
+			if diff := cmp.Diff(tt.want, got.Warnings); diff != "" {
+				t.Errorf("Warnings (-want +got):\n%s", diff)
+			}
+			if len(got.Pools) != 1 || got.Pools[0].UsageRatio.OK() {
+				t.Errorf("pools %+v, want one with its usage unavailable", got.Pools)
+			}
+		})
+	}
+}
