@@ -102,12 +102,12 @@ type Server struct {
 	Signals
 	// Spread is the highest minus lowest usage ratio over DP ranks.
 	Spread Value `json:"rank_spread_ratio"`
+	// Pools are the server's KV pools beyond the primary one (see Pool).
+	Pools []Pool `json:"pools,omitempty"`
 	// Ranks are the per-rank values, sorted by DP, PP, TP.
 	Ranks []Rank `json:"ranks,omitempty"`
 	// Router is set for routers.
 	Router *Router `json:"router,omitempty"`
-	// Pools are the server's KV pools beyond the primary one (see Pool).
-	Pools []Pool `json:"pools,omitempty"`
 	// Warnings say why some of the numbers cannot be taken at face value
 	// (see Warning); empty when the page is plausible.
 	Warnings []Warning `json:"warnings,omitempty"`
