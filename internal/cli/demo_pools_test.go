@@ -46,7 +46,7 @@ func TestBrowserPools(t *testing.T) {
 	url := "http://" + addr + "/"
 
 	// Wait until the host tier holds something.
-	var host *kv.Pool
+	var host *kv.CachePool
 	for i := 0; host == nil || !host.Used.OK() || host.Used.V == 0; i++ {
 		if i > 600 {
 			t.Fatalf("no filled host tier in the report within a minute; stderr: %s", errb.String())
@@ -62,7 +62,7 @@ func TestBrowserPools(t *testing.T) {
 		if err != nil || len(rep.Servers) != 1 || rep.Servers[0].Server == nil {
 			continue
 		}
-		for _, p := range rep.Servers[0].Server.Pools {
+		for _, p := range rep.Servers[0].Server.CachePools {
 			if p.Tier == kv.TierHost {
 				host = &p
 			}
@@ -79,14 +79,14 @@ func TestBrowserPools(t *testing.T) {
 	defer tcancel()
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(url+"#/server/hicache"),
-		chromedp.WaitVisible(chromedp.CSS(`#pools tbody tr[data-pool="host tier"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#c-pools[data-state]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cache-pools tbody tr[data-cache-pool="host tier"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#c-cache-pools[data-state]`)),
 	); err != nil {
 		t.Fatalf("server page: %v", err)
 	}
 	row, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
 		const r = {};
-		document.querySelectorAll('#pools tr[data-pool="host tier"] [data-field]').forEach(e => r[e.dataset.field] = e.textContent.trim());
+		document.querySelectorAll('#cache-pools tr[data-cache-pool="host tier"] [data-field]').forEach(e => r[e.dataset.field] = e.textContent.trim());
 		return r;
 	})()`))
 	if err != nil {
@@ -116,7 +116,7 @@ func TestBrowserPools(t *testing.T) {
 	if hits < 0 {
 		t.Errorf("host tier hits %v", hits)
 	}
-	if ds, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("c-pools").dataset.state`)); err != nil || ds == "" {
+	if ds, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("c-cache-pools").dataset.state`)); err != nil || ds == "" {
 		t.Errorf("further-pools chart state %q (%v), want one", ds, err)
 	}
 }

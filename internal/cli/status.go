@@ -142,7 +142,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 			renderRanks(tw, s)
 		}
 		if ranks || wide {
-			renderPools(tw, s)
+			renderCachePools(tw, s)
 		}
 	}
 	f := rep.Fleet

@@ -8,12 +8,12 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// renderPools writes one row per further KV pool of s (kv.Server.Pools):
+// renderCachePools writes one row per further KV pool of s (kv.Server.CachePools):
 // hybrid-model pools and cache tiers, under the server's row, with
 // --ranks and -o wide.
-func renderPools(w io.Writer, s *kv.Server) {
-	for _, p := range s.Pools {
-		cols := []string{"", "  " + poolLabel(p), "", poolFill(p), "", poolHits(p)}
+func renderCachePools(w io.Writer, s *kv.Server) {
+	for _, p := range s.CachePools {
+		cols := []string{"", "  " + cachePoolLabel(p), "", cachePoolFill(p), "", cachePoolHits(p)}
 		if p.Note != "" && !p.Used.OK() && !p.UsageRatio.OK() {
 			cols = append(cols, "fill unavailable: "+p.Note)
 		}
@@ -21,8 +21,8 @@ func renderPools(w io.Writer, s *kv.Server) {
 	}
 }
 
-// poolLabel names a pool: "swa pool", "host tier", "lmcache-l2 tier fs".
-func poolLabel(p kv.Pool) string {
+// cachePoolLabel names a pool: "swa pool", "host tier", "lmcache-l2 tier fs".
+func cachePoolLabel(p kv.CachePool) string {
 	out := p.Tier + " tier"
 	if p.Type != kv.PoolFull {
 		out = p.Type + " pool"
@@ -36,8 +36,8 @@ func poolLabel(p kv.Pool) string {
 	return out
 }
 
-// poolFill is "KV used / capacity unit (usage)" in the pool's unit.
-func poolFill(p kv.Pool) string {
+// cachePoolFill is "KV used / capacity unit (usage)" in the pool's unit.
+func cachePoolFill(p kv.CachePool) string {
 	switch p.Unit {
 	case kv.UnitBytes:
 		return fmt.Sprintf("KV %s / %s (%s)", bytesCell(p.Used), bytesCell(p.Capacity), percent(p.UsageRatio))
@@ -47,9 +47,9 @@ func poolFill(p kv.Pool) string {
 	return "KV " + kvCell(p.Used, p.Capacity, p.UsageRatio)
 }
 
-// poolHits is the prefix hits the tier served: tokens, or the engine's own
+// cachePoolHits is the prefix hits the tier served: tokens, or the engine's own
 // windowed rate.
-func poolHits(p kv.Pool) string {
+func cachePoolHits(p kv.CachePool) string {
 	switch {
 	case p.HitTokens.OK():
 		return "hits " + count(p.HitTokens) + " tok"

@@ -7,8 +7,8 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-func TestRenderPools(t *testing.T) {
-	s := &kv.Server{Pools: []kv.Pool{
+func TestRenderCachePools(t *testing.T) {
+	s := &kv.Server{CachePools: []kv.CachePool{
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: kv.Of(8000), Used: kv.Of(4000), UsageRatio: kv.DerivedOf(0.5), HitTokens: kv.Of(1200)},
 		{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: kv.Of(0.9)},
 		{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs\x1b[2J", Unit: kv.UnitBytes, Used: kv.Of(3 << 30)},
@@ -16,7 +16,7 @@ func TestRenderPools(t *testing.T) {
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: kv.Of(100), Note: "not exported"},
 	}}
 	var b strings.Builder
-	renderPools(&b, s)
+	renderCachePools(&b, s)
 	want := strings.Join([]string{
 		"\t  host tier\t\tKV 4,000 / 8,000 tok (50.0%)\t\thits 1,200 tok",
 		"\t  swa pool\t\tKV -- / -- tok (90.0%)\t\t",
@@ -26,6 +26,6 @@ func TestRenderPools(t *testing.T) {
 		"\t  host tier\t\tKV -- / -- tok (--)\t\thits 100 tok\tfill unavailable: not exported",
 	}, "\n") + "\n"
 	if got := b.String(); got != want {
-		t.Errorf("renderPools:\n%q\nwant\n%q", got, want)
+		t.Errorf("renderCachePools:\n%q\nwant\n%q", got, want)
 	}
 }

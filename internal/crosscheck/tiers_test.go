@@ -8,10 +8,10 @@ import (
 )
 
 // hostPool returns the server's host-tier pool of full attention.
-func hostPool(s *kv.Server) *kv.Pool {
-	for i := range s.Pools {
-		if s.Pools[i].Type == kv.PoolFull && s.Pools[i].Tier == kv.TierHost {
-			return &s.Pools[i]
+func hostPool(s *kv.Server) *kv.CachePool {
+	for i := range s.CachePools {
+		if s.CachePools[i].Type == kv.PoolFull && s.CachePools[i].Tier == kv.TierHost {
+			return &s.CachePools[i]
 		}
 	}
 	return nil
@@ -36,7 +36,7 @@ func TestTiersReportTruth(t *testing.T) {
 			}
 			h := hostPool(s)
 			if h == nil {
-				t.Fatalf("%s: no host pool among %+v", ep.Name, s.Pools)
+				t.Fatalf("%s: no host pool among %+v", ep.Name, s.CachePools)
 			}
 			name := ep.Name + " host"
 			if h.Unit != kv.UnitTokens {
@@ -116,10 +116,10 @@ func TestHybridReportsTruth(t *testing.T) {
 			if truth.SWA == nil {
 				t.Fatalf("%s: the scenario is not hybrid", ep.Name)
 			}
-			var swa *kv.Pool
-			for i := range s.Pools {
-				if s.Pools[i].Type == kv.PoolSWA {
-					swa = &s.Pools[i]
+			var swa *kv.CachePool
+			for i := range s.CachePools {
+				if s.CachePools[i].Type == kv.PoolSWA {
+					swa = &s.CachePools[i]
 				}
 			}
 			if truth.SWA.UsedTokens == 0 {
@@ -127,7 +127,7 @@ func TestHybridReportsTruth(t *testing.T) {
 			}
 			busy = true
 			if swa == nil {
-				t.Fatalf("%s: no SWA pool among %+v", ep.Name, s.Pools)
+				t.Fatalf("%s: no SWA pool among %+v", ep.Name, s.CachePools)
 			}
 			want := float64(truth.SWA.UsedTokens) / float64(truth.SWA.CapacityTokens)
 			check(t, ep.Name+" swa usage ×1e6", kv.Value{V: swa.UsageRatio.V * 1e6, Prov: swa.UsageRatio.Prov}, want*1e6)

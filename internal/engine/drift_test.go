@@ -106,7 +106,7 @@ func TestVersionDrift(t *testing.T) {
 			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 1,
 				Signals: kv.Signals{Running: dir(0), Counters: kv.Counters{PrefixHitTokens: dir(400), PrefixQueryTokens: dir(1000)}},
 				// Of the 400 hit tokens, the host tier served 100.
-				Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(100)}}},
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(100)}}},
 		},
 		{
 			name: "sglang prefix hit from realtime_tokens (mid)",

@@ -129,7 +129,7 @@ func normalizeDynamo(in Input) (kv.Server, error) {
 	ps := newPools()
 	ps.read(p, dyKVBMHost, fixed(kv.PoolFull, kv.TierHost, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
 	ps.read(p, dyKVBMDisk, fixed(kv.PoolFull, kv.TierDisk, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
-	srv.Pools = ps.list()
+	srv.CachePools = ps.list()
 	return srv, nil
 }
 

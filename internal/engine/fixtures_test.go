@@ -81,7 +81,7 @@ var fixtureCases = []fixtureCase{
 			// LMCache's in-process connector: its local CPU backend holds 0
 			// bytes; local_storage_usage and remote_cache_usage are 0 too,
 			// backends not configured, so no L2 pool.
-			Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierLMCacheL1, Unit: kv.UnitBytes, Used: dir(0)}}},
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierLMCacheL1, Unit: kv.UnitBytes, Used: dir(0)}}},
 	},
 	{
 		// A Dynamo TensorRT-LLM worker before it published kvstats: every
@@ -151,7 +151,7 @@ var fixtureCases = []fixtureCase{
 			Spread: der(0),
 			// V0's swap space: num_cpu_blocks 9,362 × block_size 16, at
 			// cpu_cache_usage_perc 0.
-			Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens,
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens,
 				Capacity: der(149792), Used: der(0), UsageRatio: dir(0),
 				Note: "V0 swap space: the KV of preempted requests swapped out to host memory"}}},
 	},

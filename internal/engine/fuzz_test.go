@@ -42,7 +42,7 @@ func checkFinite(t *testing.T, who string, s *kv.Server) {
 	for i := range s.Ranks {
 		signals(fmt.Sprintf("rank %d ", i), &s.Ranks[i].Signals)
 	}
-	for _, p := range s.Pools {
+	for _, p := range s.CachePools {
 		for name, v := range map[string]kv.Value{"capacity": p.Capacity, "used": p.Used, "usage": p.UsageRatio,
 			"hit tokens": p.HitTokens, "hit rate": p.HitRate} {
 			check(fmt.Sprintf("pool %s/%s/%s %s", p.Type, p.Tier, p.Name, name), v)

@@ -42,13 +42,13 @@ type summary struct {
 	// Warnings are the reasons of the server's warnings, in order.
 	Warnings []string
 	// Pools are the server's further KV pools.
-	Pools []kv.Pool
+	Pools []kv.CachePool
 }
 
 func summarize(s kv.Server) summary {
 	out := summary{Engine: s.Engine, Generation: s.Generation, Model: s.Model, Role: s.Role,
 		ContextLength: s.ContextLength, Signals: s.Signals, Spread: s.Spread, Ranks: len(s.Ranks), Router: s.Router,
-		Pools: s.Pools}
+		Pools: s.CachePools}
 	for _, w := range s.Warnings {
 		out.Warnings = append(out.Warnings, w.Reason)
 	}

@@ -67,7 +67,7 @@ func normalizeLMCache(in Input) (kv.Server, error) {
 		l2 = adapters[0]
 	}
 	ps.read(p, lmHitL2, fixed(kv.PoolFull, kv.TierLMCacheL2, l2), kv.UnitBytes, pfHits, nil, sumf, kv.Of)
-	srv.Pools = ps.list()
+	srv.CachePools = ps.list()
 	srv.Rollup()
 	return srv, nil
 }

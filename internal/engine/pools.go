@@ -8,7 +8,7 @@ import (
 // poolKey names one pool of a server.
 type poolKey struct{ typ, tier, name string }
 
-// pools collects a server's further KV pools (kv.Pool) while an adapter
+// pools collects a server's further KV pools (kv.CachePool) while an adapter
 // reads a page: values per rank first, then TP duplicates collapsed (max)
 // and DP ranks summed, strictly: a total is known only when every DP group
 // that has the pool knows the value.
@@ -81,10 +81,10 @@ func (ps *pools) read(p *expo.Page, name string, key func(expo.Sample) (poolKey,
 }
 
 // list rolls the pools up and returns those with a known value, completed.
-func (ps *pools) list() []kv.Pool {
-	var out []kv.Pool
+func (ps *pools) list() []kv.CachePool {
+	var out []kv.CachePool
 	for _, k := range ps.order {
-		pl := kv.Pool{Type: k.typ, Tier: k.tier, Name: k.name, Unit: ps.unit[k], Note: ps.note[k]}
+		pl := kv.CachePool{Type: k.typ, Tier: k.tier, Name: k.name, Unit: ps.unit[k], Note: ps.note[k]}
 		groups := ps.groups(k)
 		pl.Capacity = ps.total(k, pfCapacity, groups)
 		pl.Used = ps.total(k, pfUsed, groups)
@@ -200,8 +200,8 @@ func fixed(typ, tier, name string) func(expo.Sample) (poolKey, bool) {
 // capacity, a ratio above 1) and makes the pool's usage unavailable then,
 // so no face shows an impossible fill as a plausible percentage.
 func checkPools(srv *kv.Server) {
-	for i := range srv.Pools {
-		p := &srv.Pools[i]
+	for i := range srv.CachePools {
+		p := &srv.CachePools[i]
 		where := p.Tier + " " + p.Type
 		if p.Name != "" {
 			where += " " + p.Name

@@ -29,7 +29,7 @@ func TestSGLangPools(t *testing.T) {
 			body: "sglang:num_running_reqs 1\nsglang:token_usage 0.9\nsglang:swa_token_usage 0.9\nsglang:mamba_usage 0.3\n",
 			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 1,
 				Signals: kv.Signals{Running: dir(1)},
-				Pools: []kv.Pool{
+				Pools: []kv.CachePool{
 					{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.9)},
 					{Type: kv.PoolMamba, Tier: kv.TierGPU, Unit: kv.UnitSlots, UsageRatio: dir(0.3)},
 				}},
@@ -39,14 +39,14 @@ func TestSGLangPools(t *testing.T) {
 			body: "sglang:num_running_reqs 1\nsglang:token_usage 0.7\nsglang:swa_token_usage 0.5\n",
 			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 1,
 				Signals: kv.Signals{UsageRatio: dir(0.7), Running: dir(1)}, Spread: der(0),
-				Pools: []kv.Pool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.5)}}},
+				Pools: []kv.CachePool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.5)}}},
 		},
 		{
 			name: "hybrid with token gauges: the primary from kv_used_tokens, untouched by the pools",
 			body: "sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 100\nsglang:token_usage 0.8\nsglang:swa_token_usage 0.8\n",
 			want: summary{Engine: "sglang", Generation: "current", Ranks: 1,
 				Signals: kv.Signals{Capacity: dir(1000), Used: dir(100), UsageRatio: der(0.1)}, Spread: der(0),
-				Pools: []kv.Pool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.8)}}},
+				Pools: []kv.CachePool{{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.8)}}},
 		},
 		{
 			name: "no HiCache: SGLang's zero host_hit and storage_hit modes make no pool",
@@ -69,7 +69,7 @@ func TestSGLangPools(t *testing.T) {
 				Signals: kv.Signals{Running: dir(3),
 					// Every source: 700 + 200 + 100.
 					Counters: kv.Counters{PrefixHitTokens: dir(1000), PrefixQueryTokens: dir(2000), PromptTokens: dir(2000)}},
-				Pools: []kv.Pool{
+				Pools: []kv.CachePool{
 					// 4,000 + 4,000; 1,000 + 3,000; 4,000 / 8,000.
 					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(8000), Used: dir(4000), UsageRatio: der(0.5), HitTokens: dir(200)},
 					{Type: kv.PoolFull, Tier: kv.TierRemote, Unit: kv.UnitTokens, HitTokens: dir(100)},
@@ -82,7 +82,7 @@ func TestSGLangPools(t *testing.T) {
 				"sglang:hicache_host_used_tokens" + r0 + " 1000\n",
 			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 2,
 				Signals: kv.Signals{Running: dir(3)},
-				Pools:   []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(8000)}}},
+				Pools:   []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(8000)}}},
 		},
 	}
 	for _, tt := range tests {
@@ -121,7 +121,7 @@ func TestTierPools(t *testing.T) {
 			want: summary{Engine: "vllm", Generation: "current", Ranks: 1,
 				Signals: kv.Signals{Capacity: der(16000), Used: der(8000), UsageRatio: dir(0.5)}, Spread: der(0),
 				// The 0.02 pinned-block gauge is not the tier's fill.
-				Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(100), Note: vlOffloadNote}}},
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(100), Note: vlOffloadNote}}},
 		},
 		{
 			name: "vLLM V1 offloading to LMCache: external transfers are not the host tier's hits",
@@ -129,7 +129,7 @@ func TestTierPools(t *testing.T) {
 				`vllm:prompt_tokens_by_source_total{engine="0",source="external_kv_transfer"} 100` + "\n",
 			want: summary{Engine: "vllm", Generation: "current", Ranks: 1,
 				Signals: kv.Signals{Capacity: der(16000), Used: der(8000), UsageRatio: dir(0.5)}, Spread: der(0),
-				Pools: []kv.Pool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: vlOffloadNote}}},
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: vlOffloadNote}}},
 		},
 		{
 			name: "LMCache server: L1 with capacity from bytes over ratio, one L2 adapter with the L2 hits",
@@ -141,7 +141,7 @@ func TestTierPools(t *testing.T) {
 				`lmcache_mp_lookup_hit_l2_tokens_total{cache_salt="",model_name="m"} 1500` + "\n",
 			want: summary{Engine: "lmcache", Generation: "mp", Model: "m",
 				Signals: kv.Signals{Counters: kv.Counters{PrefixHitTokens: dir(6000), PrefixQueryTokens: dir(10000)}},
-				Pools: []kv.Pool{
+				Pools: []kv.CachePool{
 					// 3e9 / 0.75 = 4e9 bytes.
 					{Type: kv.PoolFull, Tier: kv.TierLMCacheL1, Unit: kv.UnitBytes, Capacity: der(4e9), Used: dir(3e9), UsageRatio: dir(0.75), HitTokens: dir(4500)},
 					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: dir(5e10), HitTokens: dir(1500)},
@@ -152,7 +152,7 @@ func TestTierPools(t *testing.T) {
 			body: `lmcache_mp_l2_usage_bytes{l2_name="fs"} 10` + "\n" + `lmcache_mp_l2_usage_bytes{l2_name="mooncake_store"} 20` + "\n" +
 				"lmcache_mp_lookup_hit_l2_tokens_total 7\n",
 			want: summary{Engine: "lmcache", Generation: "mp",
-				Pools: []kv.Pool{
+				Pools: []kv.CachePool{
 					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: dir(10)},
 					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "mooncake_store", Unit: kv.UnitBytes, Used: dir(20)},
 					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Unit: kv.UnitBytes, HitTokens: dir(7)},
@@ -162,7 +162,7 @@ func TestTierPools(t *testing.T) {
 			name: "Dynamo KVBM page: windowed hit rates of host and disk",
 			body: "kvbm_host_cache_hit_rate 0.75\nkvbm_disk_cache_hit_rate 0.18\n",
 			want: summary{Engine: "dynamo", Generation: "current",
-				Pools: []kv.Pool{
+				Pools: []kv.CachePool{
 					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitRate: dir(0.75)},
 					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitRate: dir(0.18)},
 				}},
@@ -203,8 +203,8 @@ func TestImplausiblePools(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got.Warnings); diff != "" {
 				t.Errorf("Warnings (-want +got):\n%s", diff)
 			}
-			if len(got.Pools) != 1 || got.Pools[0].UsageRatio.OK() {
-				t.Errorf("pools %+v, want one with its usage unavailable", got.Pools)
+			if len(got.CachePools) != 1 || got.CachePools[0].UsageRatio.OK() {
+				t.Errorf("pools %+v, want one with its usage unavailable", got.CachePools)
 			}
 		})
 	}

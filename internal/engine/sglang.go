@@ -166,7 +166,7 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
-	srv.Pools = sglangPools(p)
+	srv.CachePools = sglangPools(p)
 	for _, s := range p.Samples(sgContextLen) {
 		if expo.Finite(s.Value) {
 			srv.ContextLength = kv.Of(s.Value)
@@ -188,7 +188,7 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 // backend (file, Mooncake, 3FS, …) is the "remote" tier: the page does not
 // say which backend it is. The server's prefix-hit counter counts every
 // tier's hits; the device's part makes no pool of its own.
-func sglangPools(p *expo.Page) []kv.Pool {
+func sglangPools(p *expo.Page) []kv.CachePool {
 	ps := newPools()
 	hybrid := func(name, typ, unit string) {
 		for _, s := range p.Samples(name) {
@@ -225,7 +225,7 @@ func sglangPools(p *expo.Page) []kv.Pool {
 	}
 	// A tier SGLang reports only a zero hit counter for (it writes the
 	// host_hit and storage_hit modes without HiCache too) is no pool.
-	var out []kv.Pool
+	var out []kv.CachePool
 	for _, pl := range ps.list() {
 		onlyHits := !pl.Capacity.OK() && !pl.Used.OK() && !pl.UsageRatio.OK() && !pl.HitRate.OK()
 		if onlyHits && pl.HitTokens.V == 0 {

@@ -79,7 +79,7 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 		s.Counters.PrefixQueryTokens = s.Counters.PromptTokens
 	}
 	srv.Rollup()
-	srv.Pools = trtllmPools(p)
+	srv.CachePools = trtllmPools(p)
 	return srv, nil
 }
 
@@ -91,7 +91,7 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 // (trtllm_prompt_cached_tokens_total counts every tier), so they make no
 // pool of their own; "Pages already prefetched from disk to host count as
 // host" (the collector's help).
-func trtllmPools(p *expo.Page) []kv.Pool {
+func trtllmPools(p *expo.Page) []kv.CachePool {
 	ps := newPools()
 	ps.read(p, tsHostUtil, fixed(kv.PoolFull, kv.TierHost, ""), kv.UnitTokens, pfRatio, nil, maxf, kv.Of)
 	ps.read(p, tsTierHits, func(s expo.Sample) (poolKey, bool) {

@@ -63,7 +63,7 @@ func TestTRTLLMServe(t *testing.T) {
 					// Every tier's hits: 5,000 (3,000 + 1,500 + 500).
 					Counters: kv.Counters{PromptTokens: dir(20000), PrefixHitTokens: dir(5000), PrefixQueryTokens: dir(20000), GenerationTokens: dir(7000)},
 				},
-				Pools: []kv.Pool{
+				Pools: []kv.CachePool{
 					// Host: a ratio only; its block counts are not exported.
 					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.6), HitTokens: dir(1500)},
 					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitTokens: dir(500)},

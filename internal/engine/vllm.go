@@ -151,7 +151,7 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
-	srv.Pools = vllmPools(p)
+	srv.CachePools = vllmPools(p)
 	return srv, nil
 }
 
@@ -174,7 +174,7 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 // "local_disk" and "remote", all in bytes used; an L2 backend is listed
 // only when it holds something (LMCache writes 0 for backends not
 // configured). Their capacities are not exported.
-func vllmPools(p *expo.Page) []kv.Pool {
+func vllmPools(p *expo.Page) []kv.CachePool {
 	ps := newPools()
 	host := poolKey{kv.PoolFull, kv.TierHost, ""}
 	backend := ""

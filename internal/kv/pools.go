@@ -2,14 +2,15 @@ package kv
 
 import "math"
 
-// Pool is one KV pool of a server beyond its primary one. The primary pool
+// CachePool is one KV pool of a server beyond its primary one (not to be
+// confused with Pool, the servers of one role in the fleet). The primary pool
 // (full attention, on the GPU) is the server's Signals: the headline, its
 // usage never a max over pools. Further pools are the pools of other
 // attention types (sliding-window, Mamba state) and the cache tiers below
 // the GPU (host memory, disk, remote stores, LMCache's L1 and L2). Every
 // value carries its provenance and is unavailable where the engine does not
 // say.
-type Pool struct {
+type CachePool struct {
 	// Type is the attention type whose state the pool holds: PoolFull,
 	// PoolSWA or PoolMamba.
 	Type string `json:"pool_type"`
@@ -74,7 +75,7 @@ func Tiers() []string {
 // Complete fills what the pool's values imply: the ratio from used and
 // capacity, used from the ratio and capacity, capacity from used and a
 // ratio above 0. It never overwrites a value the engine gave.
-func (p *Pool) Complete() {
+func (p *CachePool) Complete() {
 	switch {
 	case !p.UsageRatio.OK():
 		p.UsageRatio = p.Used.Div(p.Capacity)
@@ -91,7 +92,7 @@ func (p *Pool) Complete() {
 }
 
 // Known reports whether the pool carries any known value.
-func (p *Pool) Known() bool {
+func (p *CachePool) Known() bool {
 	for _, v := range []Value{p.Capacity, p.Used, p.UsageRatio, p.HitTokens, p.HitRate} {
 		if v.OK() {
 			return true

@@ -8,22 +8,22 @@ import (
 func TestPoolComplete(t *testing.T) {
 	tests := []struct {
 		name string
-		in   Pool
-		want Pool
+		in   CachePool
+		want CachePool
 	}{
-		{"ratio from used and capacity", Pool{Capacity: Of(8000), Used: Of(2000)},
-			Pool{Capacity: Of(8000), Used: Of(2000), UsageRatio: DerivedOf(0.25)}},
-		{"used from ratio and capacity", Pool{Capacity: Of(8000), UsageRatio: Of(0.5)},
-			Pool{Capacity: Of(8000), Used: DerivedOf(4000), UsageRatio: Of(0.5)}},
-		{"capacity from used and ratio", Pool{Used: Of(3e9), UsageRatio: Of(0.75)},
-			Pool{Capacity: DerivedOf(4e9), Used: Of(3e9), UsageRatio: Of(0.75)}},
-		{"ratio 0: capacity stays unknown, not infinite", Pool{Used: Of(0), UsageRatio: Of(0)},
-			Pool{Used: Of(0), UsageRatio: Of(0)}},
-		{"a ratio so small the quotient overflows: unknown", Pool{Used: Of(3e9), UsageRatio: Of(1e-320)},
-			Pool{Used: Of(3e9), UsageRatio: Of(1e-320)}},
-		{"the engine's values are never overwritten", Pool{Capacity: Of(100), Used: Of(10), UsageRatio: Of(0.2)},
-			Pool{Capacity: Of(100), Used: Of(10), UsageRatio: Of(0.2)}},
-		{"capacity 0: no ratio", Pool{Capacity: Of(0), Used: Of(5)}, Pool{Capacity: Of(0), Used: Of(5)}},
+		{"ratio from used and capacity", CachePool{Capacity: Of(8000), Used: Of(2000)},
+			CachePool{Capacity: Of(8000), Used: Of(2000), UsageRatio: DerivedOf(0.25)}},
+		{"used from ratio and capacity", CachePool{Capacity: Of(8000), UsageRatio: Of(0.5)},
+			CachePool{Capacity: Of(8000), Used: DerivedOf(4000), UsageRatio: Of(0.5)}},
+		{"capacity from used and ratio", CachePool{Used: Of(3e9), UsageRatio: Of(0.75)},
+			CachePool{Capacity: DerivedOf(4e9), Used: Of(3e9), UsageRatio: Of(0.75)}},
+		{"ratio 0: capacity stays unknown, not infinite", CachePool{Used: Of(0), UsageRatio: Of(0)},
+			CachePool{Used: Of(0), UsageRatio: Of(0)}},
+		{"a ratio so small the quotient overflows: unknown", CachePool{Used: Of(3e9), UsageRatio: Of(1e-320)},
+			CachePool{Used: Of(3e9), UsageRatio: Of(1e-320)}},
+		{"the engine's values are never overwritten", CachePool{Capacity: Of(100), Used: Of(10), UsageRatio: Of(0.2)},
+			CachePool{Capacity: Of(100), Used: Of(10), UsageRatio: Of(0.2)}},
+		{"capacity 0: no ratio", CachePool{Capacity: Of(0), Used: Of(5)}, CachePool{Capacity: Of(0), Used: Of(5)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -102,8 +102,9 @@ type Server struct {
 	Signals
 	// Spread is the highest minus lowest usage ratio over DP ranks.
 	Spread Value `json:"rank_spread_ratio"`
-	// Pools are the server's KV pools beyond the primary one (see Pool).
-	Pools []Pool `json:"pools,omitempty"`
+	// CachePools are the server's KV pools beyond the primary one: other
+	// attention types and cache tiers (see CachePool).
+	CachePools []CachePool `json:"cache_pools,omitempty"`
 	// Ranks are the per-rank values, sorted by DP, PP, TP.
 	Ranks []Rank `json:"ranks,omitempty"`
 	// Router is set for routers.

@@ -181,7 +181,7 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 			known(signal.RankKVCapacityTokens, g.Capacity, dp)
 		}
 	}
-	collectPools(s, known)
+	collectCachePools(s, known)
 	if s.Router != nil {
 		known(signal.RouterWorkers, s.Router.WorkersHealthy, "healthy")
 		known(signal.RouterWorkers, s.Router.WorkersTotal, "total")

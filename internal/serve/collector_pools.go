@@ -5,12 +5,12 @@ import (
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
-// collectPools exports a server's further KV pools (kv.Server.Pools): one
+// collectCachePools exports a server's further KV pools (kv.Server.CachePools): one
 // series per known value, labelled pool_type, tier and pool_name; the unit
 // picks the family (tokens or bytes; Mamba slots export their ratio only).
 // Unknown values have no series, as everywhere.
-func collectPools(s *kv.Server, known func(m signal.Metric, v kv.Value, extra ...string)) {
-	for _, p := range s.Pools {
+func collectCachePools(s *kv.Server, known func(m signal.Metric, v kv.Value, extra ...string)) {
+	for _, p := range s.CachePools {
 		labels := []string{p.Type, p.Tier, p.Name}
 		switch p.Unit {
 		case kv.UnitTokens:

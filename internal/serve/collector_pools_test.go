@@ -30,7 +30,7 @@ func init() {
 // pool_type, tier and pool_name, the unit choosing the family; unknown
 // values have none.
 func TestCollectorPools(t *testing.T) {
-	s := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, Pools: []kv.Pool{
+	s := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, CachePools: []kv.CachePool{
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: kv.Of(8000), Used: kv.Of(4000), UsageRatio: kv.DerivedOf(0.5), HitTokens: kv.Of(200)},
 		{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: kv.Of(0.9)},
 		{Type: kv.PoolMamba, Tier: kv.TierGPU, Unit: kv.UnitSlots, Capacity: kv.Of(64), UsageRatio: kv.Of(0.25)},

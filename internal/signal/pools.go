@@ -1,7 +1,7 @@
 package signal
 
 // Labels of the pool families: which further KV pool of a server a series
-// is about (kv.Pool). LabelKVTier has the name of LabelTier, on other
+// is about (kv.CachePool). LabelKVTier has the name of LabelTier, on other
 // families: there it is the history's resolution tier, here the cache tier.
 const (
 	LabelPoolType = "pool_type" // full, swa or mamba: the attention type the pool holds

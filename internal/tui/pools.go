@@ -8,19 +8,19 @@ import (
 	"github.com/kvwatch/kvwatch/internal/report"
 )
 
-// poolLines are the drill-down's table of the server's further KV pools
-// (kv.Server.Pools): hybrid-model pools and cache tiers, each in its own
+// cachePoolLines are the drill-down's table of the server's further KV pools
+// (kv.Server.CachePools): hybrid-model pools and cache tiers, each in its own
 // unit, with the prompt tokens it served from its cache (or the engine's
 // own windowed hit rate). Nothing when the engine reports none.
-func (m Model) poolLines(s report.Server, w int) []string {
-	if s.Server == nil || len(s.Server.Pools) == 0 {
+func (m Model) cachePoolLines(s report.Server, w int) []string {
+	if s.Server == nil || len(s.Server.CachePools) == 0 {
 		return nil
 	}
 	barW := 10
 	out := []string{"", m.st.bold.Render(fmt.Sprintf("%-22s %12s %12s %-*s %s", "POOL / TIER", "USED", "CAP", barW+8, "USAGE", "HITS"))}
-	for _, p := range s.Server.Pools {
-		used, capa := poolAmount(p, p.Used), poolAmount(p, p.Capacity)
-		l := fmt.Sprintf("%-22s %12s %12s ", fit(poolName(p), 22, false), used, capa)
+	for _, p := range s.Server.CachePools {
+		used, capa := cachePoolAmount(p, p.Used), cachePoolAmount(p, p.Capacity)
+		l := fmt.Sprintf("%-22s %12s %12s ", fit(cachePoolName(p), 22, false), used, capa)
 		l += m.bar(p.UsageRatio, barW) + " " + fit(pct(p.UsageRatio), 7, true)
 		switch {
 		case p.HitTokens.OK():
@@ -38,8 +38,8 @@ func (m Model) poolLines(s report.Server, w int) []string {
 	return out
 }
 
-// poolName is "host tier", "swa pool", "lmcache-l2 fs".
-func poolName(p kv.Pool) string {
+// cachePoolName is "host tier", "swa pool", "lmcache-l2 fs".
+func cachePoolName(p kv.CachePool) string {
 	out := p.Tier + " tier"
 	if p.Type != kv.PoolFull {
 		out = p.Type + " pool"
@@ -55,8 +55,8 @@ func poolName(p kv.Pool) string {
 	return out
 }
 
-// poolAmount writes a pool value in its unit.
-func poolAmount(p kv.Pool, v kv.Value) string {
+// cachePoolAmount writes a pool value in its unit.
+func cachePoolAmount(p kv.CachePool, v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
