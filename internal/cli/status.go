@@ -141,6 +141,9 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		if ranks {
 			renderRanks(tw, s)
 		}
+		if ranks || wide {
+			renderCachePools(tw, s)
+		}
 	}
 	f := rep.Fleet
 	failed := 0

@@ -127,7 +127,7 @@ func TestLargeSGLangPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := SGLang{}.Normalize(Input{Page: full})
+	s2, err := normalizeSGLang(Input{Page: full})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,9 @@ func TestVersionDrift(t *testing.T) {
 			name: "sglang prefix hit from prefill_effective_tokens (newest)",
 			body: "sglang:num_running_reqs 0\nsglang:prefill_effective_tokens_total{mode=\"device_hit\"} 300\nsglang:prefill_effective_tokens_total{mode=\"host_hit\"} 100\nsglang:prefill_effective_tokens_total{mode=\"input\"} 600\nsglang:cached_tokens_total 5\n",
 			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 1,
-				Signals: kv.Signals{Running: dir(0), Counters: kv.Counters{PrefixHitTokens: dir(400), PrefixQueryTokens: dir(1000)}}},
+				Signals: kv.Signals{Running: dir(0), Counters: kv.Counters{PrefixHitTokens: dir(400), PrefixQueryTokens: dir(1000)}},
+				// Of the 400 hit tokens, the host tier served 100.
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(100)}}},
 		},
 		{
 			name: "sglang prefix hit from realtime_tokens (mid)",

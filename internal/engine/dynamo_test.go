@@ -48,9 +48,52 @@ func TestDynamo(t *testing.T) {
 				Signals: kv.Signals{
 					// (100 + 100) × 16; (77 + 29) × 16.
 					Capacity: der(3200), Used: der(1696), UsageRatio: der(1696.0 / 3200),
-					Running: dir(10), Queued: kv.Queues{Waiting: dir(4)},
+					// inflight 10 includes the 4 queued.
+					Running: der(6), Queued: kv.Queues{Waiting: dir(4)},
 				},
 				Spread: der(0.48)},
+		},
+		{
+			name: "a worker that has not published kvstats yet (total 0) is no rank, its 0 % usage unknown",
+			body: "dynamo_component_kvstats_active_blocks{worker_id=\"a\"} 0\ndynamo_component_kvstats_total_blocks{worker_id=\"a\"} 0\ndynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"a\"} 0\n" +
+				"dynamo_component_kvstats_active_blocks{worker_id=\"b\"} 25\ndynamo_component_kvstats_total_blocks{worker_id=\"b\"} 100\ndynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"b\"} 0.25\n",
+			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1,
+				// Only b: its direct ratio; no block size, so no tokens.
+				Signals: kv.Signals{UsageRatio: dir(0.25)}, Spread: der(0)},
+		},
+		{
+			name: "every worker unpublished: KV unavailable",
+			body: "dynamo_component_kvstats_active_blocks 0\ndynamo_component_kvstats_total_blocks 0\ndynamo_component_kvstats_gpu_cache_usage_percent 0\n",
+			want: summary{Engine: "dynamo", Generation: "current"},
+		},
+		{
+			name: "more queued than inflight (scraped between two updates): running clamped at 0",
+			body: "dynamo_frontend_inflight_requests{model=\"m\"} 2\ndynamo_frontend_queued_requests{model=\"m\"} 5\n",
+			want: summary{Engine: "dynamo", Generation: "current", Model: "m",
+				Signals: kv.Signals{Running: der(0), Queued: kv.Queues{Waiting: dir(5)}}},
+		},
+		{
+			name: "inflight without the queue gauge: running unknown, not inflight",
+			body: "dynamo_frontend_inflight_requests{model=\"m\"} 9\n",
+			want: summary{Engine: "dynamo", Generation: "current", Model: "m"},
+		},
+		{
+			name: "frontend with two models: capacity summed over the model cards",
+			body: "dynamo_frontend_model_total_kv_blocks{model=\"a\"} 1000\ndynamo_frontend_model_kv_cache_block_size{model=\"a\"} 16\n" +
+				"dynamo_frontend_model_total_kv_blocks{model=\"b\"} 500\ndynamo_frontend_model_kv_cache_block_size{model=\"b\"} 32\n",
+			// 1,000 × 16 + 500 × 32.
+			want: summary{Engine: "dynamo", Generation: "current", Model: "a", Signals: kv.Signals{Capacity: der(32000)}},
+		},
+		{
+			name: "a model card without a block size: capacity unknown, not the other model's alone",
+			body: "dynamo_frontend_model_total_kv_blocks{model=\"a\"} 1000\ndynamo_frontend_model_kv_cache_block_size{model=\"a\"} 16\n" +
+				"dynamo_frontend_model_total_kv_blocks{model=\"b\"} 500\n",
+			want: summary{Engine: "dynamo", Generation: "current", Model: "a"},
+		},
+		{
+			name: "worker handler: only the generate endpoint's requests",
+			body: "dynamo_component_inflight_requests{dynamo_endpoint=\"generate\",model=\"m\"} 4\ndynamo_component_inflight_requests{dynamo_endpoint=\"clear_kv_blocks\",model=\"m\"} 1\n",
+			want: summary{Engine: "dynamo", Generation: "current", Model: "m", Signals: kv.Signals{Running: dir(4)}},
 		},
 	}
 	for _, tt := range tests {
@@ -69,5 +112,8 @@ func TestDynamoPassThroughIsTheEngine(t *testing.T) {
 	got := normalizeBody(t, dynamoWorkers+"sglang:max_total_num_tokens{tp_rank=\"0\"} 1000\nsglang:kv_used_tokens{tp_rank=\"0\"} 10\n", "", nil)
 	if got.Engine != "sglang" {
 		t.Errorf("Engine = %q, want sglang", got.Engine)
+	}
+	if !got.Warned(kv.WarnTwoEngines) {
+		t.Errorf("Warnings = %v, want a %s warning", got.Warnings, kv.WarnTwoEngines)
 	}
 }

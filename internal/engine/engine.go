@@ -7,12 +7,35 @@ package engine
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
+
+// Spec declares one engine: what its file knows. The registry derives the
+// Adapter from it (Name, MetricNames, Detect, DisabledHint, MetricsPath,
+// ExtraPaths), so an engine's file holds its names and its Normalize only.
+type Spec struct {
+	// Name is the engine's name in output and in --engine.
+	Name string
+	// DisabledHint says how to turn the engine's metrics on (for a 404).
+	DisabledHint string
+	// MetricsPath is where the engine serves Prometheus metrics, when not
+	// /metrics.
+	MetricsPath string
+	// ExtraPaths are further endpoints the adapter reads (Input.Extra).
+	ExtraPaths []string
+	// Detect: the page is this engine's when any of these canonical names
+	// is present.
+	Detect []string
+	// Reads are the other canonical names Normalize reads (MetricNames is
+	// Detect plus Reads).
+	Reads []string
+	// Normalize reads the input into a server, ranks rolled up. It is
+	// pure: no I/O, no clock, no state.
+	Normalize func(Input) (kv.Server, error)
+}
 
 // Input is what an adapter reads.
 type Input struct {
@@ -54,6 +77,7 @@ type DisabledHint interface {
 // Registry is the ordered list of adapters and the union of the names they read.
 type Registry struct {
 	adapters []Adapter
+	specs    []Spec
 	wanted   map[string]struct{}
 }
 
@@ -61,21 +85,24 @@ type Registry struct {
 // specific engines before those whose names others also pass through.
 func NewRegistry() *Registry {
 	return newRegistry(
-		SGLang{},
-		SGLangRouter{},
-		VLLM{},
-		TGI{},
-		Triton{},
-		LlamaCpp{},
-		TRTLLMServe{},
-		LMDeploy{},
-		Dynamo{},
+		sglangSpec,
+		sglangRouterSpec,
+		vllmSpec,
+		tgiSpec,
+		tritonSpec,
+		llamacppSpec,
+		trtllmServeSpec,
+		lmdeploySpec,
+		lmcacheSpec,
+		dynamoSpec,
 	)
 }
 
-func newRegistry(adapters ...Adapter) *Registry {
-	r := &Registry{adapters: adapters, wanted: map[string]struct{}{}}
-	for _, a := range adapters {
+func newRegistry(specs ...Spec) *Registry {
+	r := &Registry{specs: specs, wanted: map[string]struct{}{}}
+	for _, s := range specs {
+		a := adapterOf(s)
+		r.adapters = append(r.adapters, a)
 		for _, n := range a.MetricNames() {
 			r.wanted[n] = struct{}{}
 		}
@@ -112,122 +139,175 @@ func (r *Registry) ByName(name string) (Adapter, error) {
 	return nil, fmt.Errorf("unknown engine %q; want one of %s", name, strings.Join(r.Names(), ", "))
 }
 
-// Detect returns the first adapter that recognises the page.
+// Detect returns the adapter for the page.
+//
+// The rule when a page matches several engines (a Dynamo worker passes its
+// engine's sglang:* or vllm:* families through next to its own
+// dynamo_component_* ones; a vLLM process may carry LMCache's): the first
+// match in detection order is the engine, since the engines come before
+// those that pass others' names through. The returned adapter reads the
+// page as that engine, takes the KV signals (capacity, used, evictable,
+// usage, spread) from the next matching engine that has them when the first
+// has none, and adds a kv.WarnTwoEngines warning naming both.
 func (r *Registry) Detect(p *expo.Page) (Adapter, error) {
-	for _, a := range r.adapters {
+	var match []Spec
+	for i, a := range r.adapters {
 		if a.Detect(p) {
-			return a, nil
+			match = append(match, r.specs[i])
 		}
 	}
-	msg := fmt.Sprintf("no known engine metrics among the page's %d families", p.Families)
-	if len(p.Example) > 0 {
-		msg += fmt.Sprintf(" (e.g. %s)", strings.Join(p.Example, ", "))
+	switch len(match) {
+	case 0:
+		msg := fmt.Sprintf("no known engine metrics among the page's %d families", p.Families)
+		if len(p.Example) > 0 {
+			msg += fmt.Sprintf(" (e.g. %s)", strings.Join(p.Example, ", "))
+		}
+		return nil, fmt.Errorf("%s; kvwatch reads %s; if this is one of them behind renamed metrics, set engine: in the config or --engine", msg, strings.Join(r.Names(), ", "))
+	case 1:
+		return r.adapters[indexOf(r.specs, match[0].Name)], nil
 	}
-	return nil, fmt.Errorf("%s; kvwatch reads %s; if this is one of them behind renamed metrics, set engine: in the config or --engine", msg, strings.Join(r.Names(), ", "))
+	return adapterOf(several(match)), nil
 }
 
-// rankOf reads the rank labels of a sample.
-func rankOf(s expo.Sample, dp, tp, pp string) kv.RankID {
-	id := kv.RankID{}
-	if dp != "" {
-		id.DP = s.Labels.Get(dp)
+func indexOf(specs []Spec, name string) int {
+	for i, s := range specs {
+		if s.Name == name {
+			return i
+		}
 	}
-	if tp != "" {
-		id.TP = s.Labels.Get(tp)
-	}
-	if pp != "" {
-		id.PP = s.Labels.Get(pp)
-	}
-	return id
+	return -1
 }
 
-// ranks collects per-rank signals while an adapter reads a page.
-type ranks struct {
-	order []kv.RankID
-	by    map[kv.RankID]*kv.Signals
-}
-
-func newRanks() *ranks { return &ranks{by: map[kv.RankID]*kv.Signals{}} }
-
-func (r *ranks) get(id kv.RankID) *kv.Signals {
-	s, ok := r.by[id]
-	if !ok {
-		s = &kv.Signals{}
-		r.by[id] = s
-		r.order = append(r.order, id)
+// several is the spec of a page that matches every spec in match (in
+// detection order): read as the first, KV from the first that has it.
+func several(match []Spec) Spec {
+	first := match[0]
+	names := make([]string, len(match))
+	for i, m := range match {
+		names[i] = m.Name
+	}
+	s := first
+	s.Normalize = func(in Input) (kv.Server, error) {
+		srv, err := first.Normalize(in)
+		if err != nil {
+			return srv, err
+		}
+		from := first.Name
+		if !hasKV(&srv) {
+			for _, m := range match[1:] {
+				o, err := m.Normalize(in)
+				if err != nil || !hasKV(&o) {
+					continue
+				}
+				srv.Capacity, srv.Used, srv.Evictable = o.Capacity, o.Used, o.Evictable
+				srv.UsageRatio, srv.Spread = o.UsageRatio, o.Spread
+				from = m.Name
+				break
+			}
+		}
+		kvFrom := "KV from " + from
+		if !hasKV(&srv) {
+			kvFrom = "no engine on the page reports KV"
+		}
+		srv.Warn(kv.WarnTwoEngines, "page matches %s; read as %s (the first in detection order), %s",
+			strings.Join(names, " and "), first.Name, kvFrom)
+		return srv, nil
 	}
 	return s
 }
 
-// list returns the collected ranks.
-func (r *ranks) list() []kv.Rank {
-	out := make([]kv.Rank, 0, len(r.order))
-	for _, id := range r.order {
-		out = append(out, kv.Rank{RankID: id, Signals: *r.by[id]})
-	}
-	return out
+// hasKV reports whether a server knows any of its KV pool.
+func hasKV(s *kv.Server) bool {
+	return s.Capacity.OK() || s.Used.OK() || s.UsageRatio.OK()
 }
 
-// combineFn merges two samples of the same rank: max for gauges that TP
-// ranks duplicate, sum for counters split by another label.
-type combineFn func(a, b float64) float64
+// adapter is the Adapter a Spec derives; pathAdapter, extraAdapter and
+// pathExtraAdapter add the optional interfaces a spec asks for, so a type
+// assertion finds exactly what the engine has.
+type adapter struct{ s Spec }
 
-func maxf(a, b float64) float64 {
-	if b > a {
-		return b
+type pathAdapter struct{ adapter }
+
+type extraAdapter struct{ adapter }
+
+type pathExtraAdapter struct{ adapter }
+
+func adapterOf(s Spec) Adapter {
+	a := adapter{s}
+	switch {
+	case s.MetricsPath != "" && len(s.ExtraPaths) > 0:
+		return pathExtraAdapter{a}
+	case s.MetricsPath != "":
+		return pathAdapter{a}
+	case len(s.ExtraPaths) > 0:
+		return extraAdapter{a}
 	}
 	return a
 }
-func sumf(a, b float64) float64 { return a + b }
 
-// read sets *field(rank) for every sample of name that keep accepts,
-// combining samples of the same rank with fn. NaN and ±Inf samples are
-// skipped (unknown, not zero). It reports whether any sample was used.
-func (r *ranks) read(p *expo.Page, name string, rankFn func(expo.Sample) kv.RankID, keep func(expo.Sample) bool, fn combineFn, field func(*kv.Signals) *kv.Value, mk func(float64) kv.Value) bool {
-	used := false
-	for _, s := range p.Samples(name) {
-		if keep != nil && !keep(s) {
-			continue
+// Name implements Adapter.
+func (a adapter) Name() string { return a.s.Name }
+
+// DisabledHint implements DisabledHint.
+func (a adapter) DisabledHint() string { return a.s.DisabledHint }
+
+// MetricNames implements Adapter: the detection names, then the others read.
+func (a adapter) MetricNames() []string {
+	out := append([]string(nil), a.s.Detect...)
+	for _, n := range a.s.Reads {
+		if !containsName(out, n) {
+			out = append(out, n)
 		}
-		if !expo.Finite(s.Value) {
-			continue
-		}
-		f := field(r.get(rankFn(s)))
-		if f.OK() {
-			*f = mk(fn(f.V, s.Value))
-		} else {
-			*f = mk(s.Value)
-		}
-		used = true
 	}
-	return used
+	return out
 }
 
-// firstLabel returns the first non-empty value of label among the samples
-// of the names given, in order.
-func firstLabel(p *expo.Page, label string, names ...string) string {
-	for _, n := range names {
-		for _, s := range p.Samples(n) {
-			if v := s.Labels.Get(label); v != "" {
-				return v
+// Detect implements Adapter: any of the spec's detection names is present.
+func (a adapter) Detect(p *expo.Page) bool {
+	for _, n := range a.s.Detect {
+		if p.Has(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Normalize implements Adapter: the spec's Normalize, then warnings for
+// implausible pool values (checkPools) and a kv.WarnDuplicateSeries warning
+// for every name read that holds the same label set more than once.
+func (a adapter) Normalize(in Input) (kv.Server, error) {
+	srv, err := a.s.Normalize(in)
+	if err != nil {
+		return srv, err
+	}
+	checkPools(&srv)
+	if in.Page != nil {
+		for _, n := range a.MetricNames() {
+			if d := duplicates(in.Page, n); d > 0 {
+				srv.Warn(kv.WarnDuplicateSeries, "%s: %d duplicate series (same name and labels); the adapter kept one per its rule (largest gauge, counters summed per rank)", n, d)
 			}
 		}
 	}
-	return ""
+	return srv, nil
 }
 
-// sortedUnique returns the sorted distinct non-empty values.
-func sortedUnique(vals []string) []string {
-	m := map[string]struct{}{}
-	for _, v := range vals {
-		if v != "" {
-			m[v] = struct{}{}
+// MetricsPath implements MetricsPath.
+func (a pathAdapter) MetricsPath() string { return a.s.MetricsPath }
+
+// ExtraPaths implements ExtraPaths.
+func (a extraAdapter) ExtraPaths() []string { return a.s.ExtraPaths }
+
+// MetricsPath implements MetricsPath.
+func (a pathExtraAdapter) MetricsPath() string { return a.s.MetricsPath }
+
+// ExtraPaths implements ExtraPaths.
+func (a pathExtraAdapter) ExtraPaths() []string { return a.s.ExtraPaths }
+
+func containsName(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
 		}
 	}
-	out := make([]string, 0, len(m))
-	for v := range m {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
+	return false
 }

@@ -28,6 +28,70 @@ type fixtureCase struct {
 
 var fixtureCases = []fixtureCase{
 	{
+		// Dynamo's HTTP frontend, idle after one request.
+		file: "dynamo-docs-metrics_examples-fe.prom",
+		want: summary{Engine: "dynamo", Generation: "current", Model: "Qwen/Qwen3-0.6B", ContextLength: dir(40960),
+			Signals: kv.Signals{
+				// model_total_kv_blocks 92,962 × kv_cache_block_size 1 (an
+				// SGLang worker: its blocks are tokens). Used is not on a
+				// frontend page: usage unknown.
+				Capacity: der(92962),
+				// inflight 0 − queued 0.
+				Running: der(0), Queued: kv.Queues{Waiting: dir(0)},
+			}},
+	},
+	{
+		// Dynamo's README example: 10 clients, a backend taking 3.
+		file: "dynamo-deploy-metrics-README-http_queue.prom",
+		want: summary{Engine: "dynamo", Generation: "current", Model: "qwen/qwen3-0.6b",
+			// inflight 10 includes the 7 queued: 3 running.
+			Signals: kv.Signals{Running: der(3), Queued: kv.Queues{Waiting: dir(7)}}},
+	},
+	{
+		// A Dynamo SGLang worker: dynamo_component_* (kvstats not yet
+		// published: total_blocks 0) and SGLang's own sglang:* families.
+		file: "dynamo-docs-metrics_examples-sglang-partial.prom",
+		want: summary{Engine: "sglang", Generation: "legacy", Model: "Qwen/Qwen3-0.6B", Role: kv.RoleUnified, Ranks: 1,
+			Signals: kv.Signals{
+				// max_total_num_tokens 92,962, num_used_tokens 0: 0 / 92,962.
+				Capacity: dir(92962), Used: dir(0), UsageRatio: der(0),
+				// pending_prealloc_token_usage 0.
+				ReservedRatio: res(0),
+				Running:       dir(0),
+				Queued:        kv.Queues{Waiting: dir(0), Bootstrap: dir(0), Inflight: dir(0), Prealloc: dir(0), Transfer: dir(0)},
+				// realtime_tokens_total: prefill_cache 0 hit of 0 + prefill_compute 33.
+				Counters: kv.Counters{PrefixHitTokens: dir(0), PrefixQueryTokens: dir(33), PromptTokens: dir(33), GenerationTokens: dir(300)},
+			},
+			Spread: der(0), Warnings: []string{kv.WarnTwoEngines}},
+	},
+	{
+		// A Dynamo vLLM worker: kvstats in blocks (5,943, no block size on
+		// the page) next to vLLM's own vllm:* families.
+		file: "dynamo-docs-metrics_examples-vllm-partial.prom",
+		want: summary{Engine: "vllm", Generation: "current", Model: "Qwen/Qwen3-0.6B", Ranks: 1,
+			Signals: kv.Signals{
+				// cache_config_info num_gpu_blocks 5,943 × block_size 16; used
+				// = ratio 0 × capacity.
+				Capacity: der(95088), Used: der(0), UsageRatio: dir(0),
+				Running: dir(0), Queued: kv.Queues{Waiting: dir(0)},
+				Counters: kv.Counters{PrefixHitTokens: dir(0), PrefixQueryTokens: dir(0), Preemptions: dir(0),
+					PromptTokens: dir(66), GenerationTokens: dir(600)},
+			},
+			Spread: der(0), Warnings: []string{kv.WarnTwoEngines},
+			// LMCache's in-process connector: its local CPU backend holds 0
+			// bytes; local_storage_usage and remote_cache_usage are 0 too,
+			// backends not configured, so no L2 pool.
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierLMCacheL1, Unit: kv.UnitBytes, Used: dir(0)}}},
+	},
+	{
+		// A Dynamo TensorRT-LLM worker before it published kvstats: every
+		// kvstats value 0, so KV is unavailable (not 0 % used); the
+		// generate handler has 0 requests in flight.
+		file: "dynamo-docs-metrics_examples-trtllm-partial.prom",
+		want: summary{Engine: "dynamo", Generation: "current", Model: "Qwen/Qwen3-0.6B",
+			Signals: kv.Signals{Running: dir(0)}},
+	},
+	{
 		file: "sglang-docs-production_metrics.prom",
 		want: summary{Engine: "sglang", Generation: "legacy", Model: "meta-llama/Llama-3.1-8B-Instruct", Ranks: 1,
 			Signals: kv.Signals{
@@ -84,7 +148,12 @@ var fixtureCases = []fixtureCase{
 				Running: dir(0), Queued: kv.Queues{Waiting: dir(0)},
 				Counters: kv.Counters{Preemptions: dir(0), PromptTokens: dir(148), GenerationTokens: dir(955)},
 			},
-			Spread: der(0)},
+			Spread: der(0),
+			// V0's swap space: num_cpu_blocks 9,362 × block_size 16, at
+			// cpu_cache_usage_perc 0.
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens,
+				Capacity: der(149792), Used: der(0), UsageRatio: dir(0),
+				Note: "V0 swap space: the KV of preempted requests swapped out to host memory"}}},
 	},
 	{
 		file: "triton-trtllm-tensorrtllm_backend-README-inflight_batcher.prom",

@@ -42,6 +42,12 @@ func checkFinite(t *testing.T, who string, s *kv.Server) {
 	for i := range s.Ranks {
 		signals(fmt.Sprintf("rank %d ", i), &s.Ranks[i].Signals)
 	}
+	for _, p := range s.CachePools {
+		for name, v := range map[string]kv.Value{"capacity": p.Capacity, "used": p.Used, "usage": p.UsageRatio,
+			"hit tokens": p.HitTokens, "hit rate": p.HitRate} {
+			check(fmt.Sprintf("pool %s/%s/%s %s", p.Type, p.Tier, p.Name, name), v)
+		}
+	}
 	for _, n := range []int{1, 4096, 524288} {
 		h := s.Headroom(n)
 		check(fmt.Sprintf("headroom(%d)", n), h)
@@ -72,7 +78,9 @@ func FuzzNormalize(f *testing.F) {
 		}
 		f.Add([]byte(dropEllipses(string(b))), slots, props)
 	}
-	for _, body := range []string{tgiPage, lmdeployPage, dynamoWorkers + dynamoFrontend, sglangTPDP("sglang_")} {
+	for _, body := range []string{tgiPage, lmdeployPage, dynamoWorkers + dynamoFrontend, sglangTPDP("sglang_"),
+		"lmcache_mp_l1_memory_usage_bytes 3e9\nlmcache_mp_l1_usage_ratio 1e-320\n",
+		"sglang:hicache_host_total_tokens 0\nsglang:hicache_host_used_tokens 5\nsglang:swa_token_usage 0.3\n"} {
 		f.Add([]byte(body), []byte(nil), []byte(nil))
 	}
 	r := NewRegistry()

@@ -39,11 +39,20 @@ type summary struct {
 	Spread kv.Value
 	Ranks  int
 	Router *kv.Router
+	// Warnings are the reasons of the server's warnings, in order.
+	Warnings []string
+	// Pools are the server's further KV pools.
+	Pools []kv.CachePool
 }
 
 func summarize(s kv.Server) summary {
-	return summary{Engine: s.Engine, Generation: s.Generation, Model: s.Model, Role: s.Role,
-		ContextLength: s.ContextLength, Signals: s.Signals, Spread: s.Spread, Ranks: len(s.Ranks), Router: s.Router}
+	out := summary{Engine: s.Engine, Generation: s.Generation, Model: s.Model, Role: s.Role,
+		ContextLength: s.ContextLength, Signals: s.Signals, Spread: s.Spread, Ranks: len(s.Ranks), Router: s.Router,
+		Pools: s.CachePools}
+	for _, w := range s.Warnings {
+		out.Warnings = append(out.Warnings, w.Reason)
+	}
+	return out
 }
 
 // normalizeBody parses body with the registry's Want, detects the engine

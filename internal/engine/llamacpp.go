@@ -3,11 +3,10 @@ package engine
 import (
 	"encoding/json"
 
-	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// LlamaCpp reads llama.cpp's llama-server. Its /metrics has no labels and,
+// llamacppSpec reads llama.cpp's llama-server. Its /metrics has no labels and,
 // since release b5441, no KV metric: running (requests_processing), queued
 // (requests_deferred) and the token counters come from /metrics; KV comes
 // from /slots and /props, which the scraper fetches too (ExtraPaths) and
@@ -29,7 +28,14 @@ import (
 // the server has no ranks. Headroom is therefore computed on the pooled
 // free tokens, while each slot can only take one request of at most n_ctx
 // tokens.
-type LlamaCpp struct{}
+var llamacppSpec = Spec{
+	Name:         "llamacpp",
+	DisabledHint: "start llama-server with --metrics",
+	ExtraPaths:   []string{PathSlots, PathProps},
+	Detect:       []string{lcProcessing, lcDeferred, lcPrompt, lcPredicted, lcDecode, lcKVRatio, lcKVTokens},
+	Reads:        []string{lcCached},
+	Normalize:    normalizeLlamaCpp,
+}
 
 const (
 	lcProcessing = "llamacpp:requests_processing"
@@ -45,30 +51,6 @@ const (
 	PathSlots = "/slots"
 	PathProps = "/props"
 )
-
-// Name implements Adapter.
-func (LlamaCpp) Name() string { return "llamacpp" }
-
-// DisabledHint implements DisabledHint.
-func (LlamaCpp) DisabledHint() string { return "start llama-server with --metrics" }
-
-// ExtraPaths implements ExtraPaths.
-func (LlamaCpp) ExtraPaths() []string { return []string{PathSlots, PathProps} }
-
-// MetricNames implements Adapter.
-func (LlamaCpp) MetricNames() []string {
-	return []string{lcProcessing, lcDeferred, lcPrompt, lcCached, lcPredicted, lcDecode, lcKVRatio, lcKVTokens}
-}
-
-// Detect implements Adapter.
-func (LlamaCpp) Detect(p *expo.Page) bool {
-	for _, n := range []string{lcProcessing, lcDeferred, lcPrompt, lcPredicted, lcDecode, lcKVRatio, lcKVTokens} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
 
 // lcSlot is one entry of /slots; a field is nil when absent.
 type lcSlot struct {
@@ -100,7 +82,7 @@ func known(f *float64, mk func(float64) kv.Value) kv.Value {
 // Normalize implements Adapter. An /slots or /props body that is missing
 // or not the JSON llama-server writes leaves the values it would give
 // unavailable.
-func (LlamaCpp) Normalize(in Input) (kv.Server, error) {
+func normalizeLlamaCpp(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified}
 	if p.Has(lcKVRatio) || p.Has(lcKVTokens) {

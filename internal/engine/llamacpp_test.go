@@ -72,7 +72,13 @@ func TestLlamaCppHeadroom(t *testing.T) {
 }
 
 func TestLlamaCppInterfaces(t *testing.T) {
-	var a Adapter = LlamaCpp{}
+	a, err := NewRegistry().ByName("llamacpp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.(MetricsPath); ok {
+		t.Error("llamacpp implements MetricsPath; it serves /metrics")
+	}
 	if diff := cmp.Diff([]string{"/slots", "/props"}, a.(ExtraPaths).ExtraPaths()); diff != "" {
 		t.Errorf("ExtraPaths (-want +got):\n%s", diff)
 	}

@@ -5,13 +5,19 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// LMDeploy reads LMDeploy's api_server metrics ("lmdeploy:" prefix, labels
+// lmdeploySpec reads LMDeploy's api_server metrics ("lmdeploy:" prefix, labels
 // model_name and engine = DP rank). It exports a usage ratio only
 // (lmdeploy:gpu_cache_usage_perc, 0–1): capacity and used tokens, prefix
 // hit (logged, not exported) and preemptions are unavailable. With several
 // DP ranks and no capacities the server ratio is the plain mean of the
 // ranks' ratios (derived); the spread shows the imbalance.
-type LMDeploy struct{}
+var lmdeploySpec = Spec{
+	Name:         "lmdeploy",
+	DisabledHint: "start lmdeploy serve api_server with --enable-metrics",
+	Detect:       []string{lmUsage, lmRunning, lmWaiting},
+	Reads:        []string{lmPrompt, lmGeneration},
+	Normalize:    normalizeLMDeploy,
+}
 
 const (
 	lmUsage      = "lmdeploy:gpu_cache_usage_perc"
@@ -21,33 +27,10 @@ const (
 	lmGeneration = "lmdeploy:generation_tokens_total"
 )
 
-// Name implements Adapter.
-func (LMDeploy) Name() string { return "lmdeploy" }
-
-// DisabledHint implements DisabledHint.
-func (LMDeploy) DisabledHint() string {
-	return "start lmdeploy serve api_server with --enable-metrics"
-}
-
-// MetricNames implements Adapter.
-func (LMDeploy) MetricNames() []string {
-	return []string{lmUsage, lmRunning, lmWaiting, lmPrompt, lmGeneration}
-}
-
-// Detect implements Adapter.
-func (LMDeploy) Detect(p *expo.Page) bool {
-	for _, n := range []string{lmUsage, lmRunning, lmWaiting} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
-
 func lmRank(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("engine")} }
 
-// Normalize implements Adapter.
-func (LMDeploy) Normalize(in Input) (kv.Server, error) {
+// normalizeLMDeploy is lmdeploySpec's Normalize.
+func normalizeLMDeploy(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "lmdeploy", Generation: "current"}
 	srv.Model = firstLabel(p, "model_name", lmRunning, lmUsage, lmWaiting, lmPrompt)

@@ -7,12 +7,21 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// SGLang reads SGLang's scheduler and tokenizer metrics, every generation:
+// sglangSpec reads SGLang's scheduler and tokenizer metrics, every generation:
 // current (kv_used_tokens, kv_available_tokens, kv_evictable_tokens,
 // full_token_usage, tp/dp/pp rank labels), legacy (num_used_tokens,
 // token_usage, engine_type label) and the first one (label "name"), with
 // either the "sglang:" or "sglang_" prefix (expo.Canonical folds them).
-type SGLang struct{}
+var sglangSpec = Spec{
+	Name:         "sglang",
+	DisabledHint: "start SGLang with --enable-metrics",
+	// Any scheduler gauge of any generation.
+	Detect: []string{sgCapacity, sgTokenUsage, sgNumUsed, sgUsed, sgRunning, sgQueue},
+	Reads: []string{sgAvailable, sgEvictable, sgFullUsage, sgContextLen, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
+		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
+		sgCached, sgPrompt, sgGeneration, sgSWAUsage, sgMambaUsage, sgHostUsed, sgHostTotal},
+	Normalize: normalizeSGLang,
+}
 
 // SGLang sample names (canonical form).
 const (
@@ -37,32 +46,12 @@ const (
 	sgRealtime        = "sglang:realtime_tokens_total"
 	sgCached          = "sglang:cached_tokens_total"
 	sgPrompt          = "sglang:prompt_tokens_total"
+	sgSWAUsage        = "sglang:swa_token_usage"
+	sgMambaUsage      = "sglang:mamba_usage"
+	sgHostUsed        = "sglang:hicache_host_used_tokens"
+	sgHostTotal       = "sglang:hicache_host_total_tokens"
 	sgGeneration      = "sglang:generation_tokens_total"
 )
-
-// Name implements Adapter.
-func (SGLang) Name() string { return "sglang" }
-
-// DisabledHint implements DisabledHint.
-func (SGLang) DisabledHint() string { return "start SGLang with --enable-metrics" }
-
-// MetricNames implements Adapter.
-func (SGLang) MetricNames() []string {
-	return []string{sgUsed, sgAvailable, sgEvictable, sgCapacity, sgFullUsage, sgTokenUsage,
-		sgNumUsed, sgContextLen, sgRunning, sgQueue, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
-		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
-		sgCached, sgPrompt, sgGeneration}
-}
-
-// Detect implements Adapter: any scheduler gauge of any generation.
-func (SGLang) Detect(p *expo.Page) bool {
-	for _, n := range []string{sgCapacity, sgTokenUsage, sgNumUsed, sgUsed, sgRunning, sgQueue} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
 
 // sgRank reads the rank labels; ranks absent in older versions stay "".
 func sgRank(s expo.Sample) kv.RankID { return rankOf(s, "dp_rank", "tp_rank", "pp_rank") }
@@ -71,8 +60,8 @@ func sgRank(s expo.Sample) kv.RankID { return rankOf(s, "dp_rank", "tp_rank", "p
 // or no priority label), dropping the per-priority breakdown.
 func sgTotals(s expo.Sample) bool { return s.Labels.Get("priority") == "" }
 
-// Normalize implements Adapter.
-func (SGLang) Normalize(in Input) (kv.Server, error) {
+// normalizeSGLang is sglangSpec's Normalize.
+func normalizeSGLang(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "sglang"}
 	switch {
@@ -151,18 +140,33 @@ func (SGLang) Normalize(in Input) (kv.Server, error) {
 		counter(sgPrompt, nil, func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixQueryTokens })
 	}
 	// The 0.01-rounded token_usage is a last resort: only for ranks that
-	// report neither tokens nor full_token_usage.
+	// report neither tokens nor full_token_usage, and only where it is the
+	// full pool's: SGLang writes the max over the full, SWA and Mamba pools
+	// into it, so on a rank whose SWA or Mamba gauge reaches it, it may be
+	// another pool's and the full pool's usage is unknown.
+	other := map[kv.RankID]float64{}
+	for _, n := range []string{sgSWAUsage, sgMambaUsage} {
+		for _, smp := range p.Samples(n) {
+			if sgTotals(smp) && expo.Finite(smp.Value) && smp.Value > other[sgRank(smp)] {
+				other[sgRank(smp)] = smp.Value
+			}
+		}
+	}
 	for _, smp := range p.Samples(sgTokenUsage) {
 		if !sgTotals(smp) || !expo.Finite(smp.Value) {
 			continue
 		}
 		rk := r.get(sgRank(smp))
+		if o, ok := other[sgRank(smp)]; ok && o > 0 && smp.Value <= o {
+			continue
+		}
 		if !rk.UsageRatio.OK() && !(rk.Used.OK() && rk.Capacity.OK()) {
 			rk.UsageRatio = kv.Of(smp.Value)
 		}
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
+	srv.CachePools = sglangPools(p)
 	for _, s := range p.Samples(sgContextLen) {
 		if expo.Finite(s.Value) {
 			srv.ContextLength = kv.Of(s.Value)
@@ -170,4 +174,64 @@ func (SGLang) Normalize(in Input) (kv.Server, error) {
 		}
 	}
 	return srv, nil
+}
+
+// sglangPools reads SGLang's further pools. Hybrid models: the SWA pool
+// (swa_token_usage, 0–1) and the Mamba state pool (mamba_usage, 0–1, in
+// slots, one per request); SGLang writes both gauges as 0 for models
+// without such layers (Dynamo's sglang.log: a dense Qwen3), so a pool is
+// listed only when its gauge is above 0 on some rank. HiCache: the host
+// (L2) pool in tokens (hicache_host_{used,total}_tokens, only with
+// --enable-hierarchical-cache), and the prefix-hit tokens each tier served:
+// prefill_effective_tokens_total{mode="host_hit"|"storage_hit"}, else
+// cached_tokens_total{cache_source="host"|"storage"}. The storage (L3)
+// backend (file, Mooncake, 3FS, …) is the "remote" tier: the page does not
+// say which backend it is. The server's prefix-hit counter counts every
+// tier's hits; the device's part makes no pool of its own.
+func sglangPools(p *expo.Page) []kv.CachePool {
+	ps := newPools()
+	hybrid := func(name, typ, unit string) {
+		for _, s := range p.Samples(name) {
+			if sgTotals(s) && expo.Finite(s.Value) && s.Value > 0 {
+				ps.read(p, name, func(s expo.Sample) (poolKey, bool) { return poolKey{typ, kv.TierGPU, ""}, sgTotals(s) }, unit, pfRatio, sgRank, maxf, kv.Of)
+				return
+			}
+		}
+	}
+	hybrid(sgSWAUsage, kv.PoolSWA, kv.UnitTokens)
+	hybrid(sgMambaUsage, kv.PoolMamba, kv.UnitSlots)
+	host := func(s expo.Sample) (poolKey, bool) { return poolKey{kv.PoolFull, kv.TierHost, ""}, sgTotals(s) }
+	ps.read(p, sgHostTotal, host, kv.UnitTokens, pfCapacity, sgRank, maxf, kv.Of)
+	ps.read(p, sgHostUsed, host, kv.UnitTokens, pfUsed, sgRank, maxf, kv.Of)
+	tierOf := func(v string) (poolKey, bool) {
+		switch v {
+		case "host", "host_hit":
+			return poolKey{kv.PoolFull, kv.TierHost, ""}, true
+		case "storage", "storage_hit":
+			return poolKey{kv.PoolFull, kv.TierRemote, ""}, true
+		}
+		return poolKey{}, false
+	}
+	if p.Has(sgEffective) {
+		ps.read(p, sgEffective, func(s expo.Sample) (poolKey, bool) {
+			k, ok := tierOf(s.Labels.Get("mode"))
+			return k, ok && sgTotals(s)
+		}, kv.UnitTokens, pfHits, sgRank, sumf, kv.Of)
+	} else {
+		ps.read(p, sgCached, func(s expo.Sample) (poolKey, bool) {
+			k, ok := tierOf(s.Labels.Get("cache_source"))
+			return k, ok && sgTotals(s)
+		}, kv.UnitTokens, pfHits, sgRank, sumf, kv.Of)
+	}
+	// A tier SGLang reports only a zero hit counter for (it writes the
+	// host_hit and storage_hit modes without HiCache too) is no pool.
+	var out []kv.CachePool
+	for _, pl := range ps.list() {
+		onlyHits := !pl.Capacity.OK() && !pl.Used.OK() && !pl.UsageRatio.OK() && !pl.HitRate.OK()
+		if onlyHits && pl.HitTokens.V == 0 {
+			continue
+		}
+		out = append(out, pl)
+	}
+	return out
 }

@@ -5,10 +5,16 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// SGLangRouter reads the SGLang router / model gateway: current "smg_"
+// sglangRouterSpec reads the SGLang router / model gateway: current "smg_"
 // names and the older "sgl_router_" ones. A router holds no KV cache: its KV
 // signals stay unavailable, never 0; it reports worker health.
-type SGLangRouter struct{}
+var sglangRouterSpec = Spec{
+	Name:         "sgl-router",
+	DisabledHint: "the SGLang router serves metrics on its own listener (default port 29000, --prometheus-port), not on its API port",
+	Detect:       []string{smgHealth, smgPoolSize, smgRequests, sglrHealth, sglrActive, sglrRequests},
+	Reads:        []string{smgWorkerActive},
+	Normalize:    normalizeSGLangRouter,
+}
 
 const (
 	smgHealth       = "smg_worker_health"
@@ -20,31 +26,8 @@ const (
 	smgWorkerActive = "smg_worker_requests_active"
 )
 
-// Name implements Adapter.
-func (SGLangRouter) Name() string { return "sgl-router" }
-
-// DisabledHint implements DisabledHint.
-func (SGLangRouter) DisabledHint() string {
-	return "the SGLang router serves metrics on its own listener (default port 29000, --prometheus-port), not on its API port"
-}
-
-// MetricNames implements Adapter.
-func (SGLangRouter) MetricNames() []string {
-	return []string{smgHealth, smgPoolSize, smgRequests, sglrHealth, sglrActive, sglrRequests, smgWorkerActive}
-}
-
-// Detect implements Adapter.
-func (SGLangRouter) Detect(p *expo.Page) bool {
-	for _, n := range []string{smgHealth, smgPoolSize, smgRequests, sglrHealth, sglrActive, sglrRequests} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
-
-// Normalize implements Adapter.
-func (SGLangRouter) Normalize(in Input) (kv.Server, error) {
+// normalizeSGLangRouter is sglangRouterSpec's Normalize.
+func normalizeSGLangRouter(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "sgl-router", Generation: "smg", Role: kv.RoleRouter, Router: &kv.Router{}}
 	health, size := smgHealth, smgPoolSize

@@ -8,7 +8,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// Triton reads Triton Inference Server with the TensorRT-LLM backend: the
+// tritonSpec reads Triton Inference Server with the TensorRT-LLM backend: the
 // backend's nv_trt_llm_* gauges (one category label each, plus "model" and
 // "version") and, on pages that have no nv_trt_llm_* family, Triton core's
 // nv_inference_* metrics.
@@ -24,7 +24,13 @@ import (
 // a count of preemptions: preemptions stay unavailable. The role is left
 // to the caller: TensorRT-LLM can serve disaggregated and the page does not
 // say which side a server is.
-type Triton struct{}
+var tritonSpec = Spec{
+	Name:         "triton",
+	DisabledHint: "Triton serves metrics on its metrics port (default 8002, /metrics); start tritonserver without --allow-metrics=false",
+	Detect:       []string{trBlocks, trRequest, trIFB, trV1, trGeneral, trSuccess, trPending},
+	Reads:        []string{trOutputSum, trInputSum},
+	Normalize:    normalizeTriton,
+}
 
 const (
 	trRequest   = "nv_trt_llm_request_metrics"
@@ -38,29 +44,6 @@ const (
 	trSuccess   = "nv_inference_request_success"
 )
 
-// Name implements Adapter.
-func (Triton) Name() string { return "triton" }
-
-// DisabledHint implements DisabledHint.
-func (Triton) DisabledHint() string {
-	return "Triton serves metrics on its metrics port (default 8002, /metrics); start tritonserver without --allow-metrics=false"
-}
-
-// MetricNames implements Adapter.
-func (Triton) MetricNames() []string {
-	return []string{trRequest, trBlocks, trIFB, trV1, trGeneral, trOutputSum, trInputSum, trPending, trSuccess}
-}
-
-// Detect implements Adapter.
-func (Triton) Detect(p *expo.Page) bool {
-	for _, n := range []string{trBlocks, trRequest, trIFB, trV1, trGeneral, trSuccess, trPending} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
-
 // trInstance names one TensorRT-LLM model instance.
 type trInstance struct{ model, version string }
 
@@ -68,8 +51,8 @@ func trOf(s expo.Sample) trInstance {
 	return trInstance{s.Labels.Get("model"), s.Labels.Get("version")}
 }
 
-// Normalize implements Adapter.
-func (Triton) Normalize(in Input) (kv.Server, error) {
+// normalizeTriton is tritonSpec's Normalize.
+func normalizeTriton(in Input) (kv.Server, error) {
 	p := in.Page
 	srv := kv.Server{Engine: "triton"}
 	switch {

@@ -5,19 +5,29 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// TRTLLMServe reads trtllm-serve (TensorRT-LLM's OpenAI server, PyTorch
+// trtllmServeSpec reads trtllm-serve (TensorRT-LLM's OpenAI server, PyTorch
 // backend), whose Prometheus registry is mounted at /prometheus/metrics
 // (its /metrics is JSON iteration stats). The usage ratio is
 // trtllm_kv_cache_utilization (used / max blocks, direct; needs
-// enable_iter_perf_stats); capacity only on versions that also export
-// trtllm_kv_cache_max_blocks and trtllm_kv_cache_tokens_per_block (derived,
-// used = ratio × capacity). Names differ between versions: running is
+// enable_iter_perf_stats); capacity and used in tokens on versions that
+// also export trtllm_kv_cache_{max,used}_blocks (or free_blocks) and
+// trtllm_kv_cache_tokens_per_block (derived: blocks × tokens per block;
+// tensorrt_llm/metrics/collector.py sets them from kvCacheStats
+// maxNumBlocks, usedNumBlocks, freeNumBlocks, tokensPerBlock). Further
+// pools: see trtllmPools. Names differ between versions: running is
 // trtllm_num_active_requests or trtllm_num_requests_running, queued
 // trtllm_server_queue_length or trtllm_num_requests_waiting. Prefix hit
 // comes from trtllm_prompt_cached_tokens_total over
 // trtllm_prompt_tokens_total (never the lifetime trtllm_kv_cache_hit_rate
 // gauge). No preemption and no generation-token counter exist.
-type TRTLLMServe struct{}
+var trtllmServeSpec = Spec{
+	Name:         "trtllm-serve",
+	MetricsPath:  tsMetricsPath,
+	DisabledHint: "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options",
+	Detect:       []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate},
+	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration},
+	Normalize:    normalizeTRTLLMServe,
+}
 
 const (
 	tsUtil         = "trtllm_kv_cache_utilization"
@@ -30,57 +40,68 @@ const (
 	tsPrompt       = "trtllm_prompt_tokens_total"
 	tsPromptCached = "trtllm_prompt_cached_tokens_total"
 	tsHitRate      = "trtllm_kv_cache_hit_rate"
+	tsUsedBlocks   = "trtllm_kv_cache_used_blocks"
+	tsFreeBlocks   = "trtllm_kv_cache_free_blocks"
+	tsHostUtil     = "trtllm_kv_cache_host_utilization"
+	tsTierHits     = "trtllm_prompt_cache_hit_tokens_total"
+	tsGeneration   = "trtllm_generation_tokens_total"
 	tsMetricsPath  = "/prometheus/metrics"
 	tsModelLabel   = "model_name"
 )
 
-// Name implements Adapter.
-func (TRTLLMServe) Name() string { return "trtllm-serve" }
-
-// MetricsPath implements MetricsPath.
-func (TRTLLMServe) MetricsPath() string { return tsMetricsPath }
-
-// DisabledHint implements DisabledHint.
-func (TRTLLMServe) DisabledHint() string {
-	return "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options"
-}
-
-// MetricNames implements Adapter.
-func (TRTLLMServe) MetricNames() []string {
-	return []string{tsUtil, tsMaxBlocks, tsTokensPer, tsActive, tsRunning, tsQueue, tsWaiting,
-		tsPrompt, tsPromptCached, tsHitRate}
-}
-
-// Detect implements Adapter.
-func (TRTLLMServe) Detect(p *expo.Page) bool {
-	for _, n := range []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
-
-// Normalize implements Adapter.
-func (TRTLLMServe) Normalize(in Input) (kv.Server, error) {
+// normalizeTRTLLMServe is trtllmServeSpec's Normalize.
+func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 	p := in.Page
+	// "legacy": the older collector's names (num_active_requests,
+	// server_queue_length) without any of the current collector's.
 	srv := kv.Server{Engine: "trtllm-serve", Generation: "current"}
-	if p.Has(tsRunning) || p.Has(tsWaiting) || p.Has(tsMaxBlocks) {
-		srv.Generation = "gie"
+	if (p.Has(tsActive) || p.Has(tsQueue)) && !(p.Has(tsRunning) || p.Has(tsWaiting) || p.Has(tsMaxBlocks) || p.Has(tsUsedBlocks)) {
+		srv.Generation = "legacy"
 	}
 	srv.Model = firstLabel(p, tsModelLabel, tsUtil, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt)
 	s := &srv.Signals
 	s.UsageRatio = single(p, tsUtil, nil, kv.Of)
 	if per := single(p, tsTokensPer, nil, kv.Of); per.OK() && per.V > 0 {
-		s.Capacity = single(p, tsMaxBlocks, nil, kv.Of).Mul(per)
+		maxB := single(p, tsMaxBlocks, nil, kv.Of)
+		s.Capacity = maxB.Mul(per)
+		used := single(p, tsUsedBlocks, nil, kv.Of)
+		if !used.OK() { // max − free, when only the free count is there
+			used = maxB.Sub(single(p, tsFreeBlocks, nil, kv.Of))
+		}
+		s.Used = used.Mul(per)
 	}
 	s.Running = single(p, tsActive, nil, kv.Of).Or(single(p, tsRunning, nil, kv.Of))
 	s.Queued.Waiting = single(p, tsQueue, nil, kv.Of).Or(single(p, tsWaiting, nil, kv.Of))
 	s.Counters.PromptTokens = summed(p, tsPrompt, nil, kv.Of)
+	s.Counters.GenerationTokens = summed(p, tsGeneration, nil, kv.Of)
 	if cached := summed(p, tsPromptCached, nil, kv.Of); cached.OK() && s.Counters.PromptTokens.OK() {
 		s.Counters.PrefixHitTokens = cached
 		s.Counters.PrefixQueryTokens = s.Counters.PromptTokens
 	}
 	srv.Rollup()
+	srv.CachePools = trtllmPools(p)
 	return srv, nil
+}
+
+// trtllmPools reads the cache tiers below the GPU: the host (secondary)
+// pool's utilization, a ratio only (its block counts are not exported),
+// and the prompt tokens each tier served from
+// trtllm_prompt_cache_hit_tokens_total{cache_level, cache_tier}. The GPU
+// levels' hits are in the server's prefix-hit counter with the others
+// (trtllm_prompt_cached_tokens_total counts every tier), so they make no
+// pool of their own; "Pages already prefetched from disk to host count as
+// host" (the collector's help).
+func trtllmPools(p *expo.Page) []kv.CachePool {
+	ps := newPools()
+	ps.read(p, tsHostUtil, fixed(kv.PoolFull, kv.TierHost, ""), kv.UnitTokens, pfRatio, nil, maxf, kv.Of)
+	ps.read(p, tsTierHits, func(s expo.Sample) (poolKey, bool) {
+		switch s.Labels.Get("cache_tier") {
+		case "host", "cpu":
+			return poolKey{kv.PoolFull, kv.TierHost, ""}, true
+		case "disk":
+			return poolKey{kv.PoolFull, kv.TierDisk, ""}, true
+		}
+		return poolKey{}, false
+	}, kv.UnitTokens, pfHits, nil, sumf, kv.Of)
+	return ps.list()
 }

@@ -15,7 +15,7 @@ func TestTRTLLMServe(t *testing.T) {
 		want       summary
 	}{
 		{
-			name: "collector names: ratio only",
+			name: "older collector names: ratio only",
 			body: "# TYPE trtllm_kv_cache_utilization gauge\ntrtllm_kv_cache_utilization" + l + " 0.375\n" +
 				"# TYPE trtllm_kv_cache_hit_rate gauge\ntrtllm_kv_cache_hit_rate" + l + " 0.9\n" +
 				"# TYPE trtllm_num_active_requests gauge\ntrtllm_num_active_requests" + l + " 6\n" +
@@ -23,7 +23,7 @@ func TestTRTLLMServe(t *testing.T) {
 				"# TYPE trtllm_prompt_tokens counter\ntrtllm_prompt_tokens_total" + l + " 10000\n" +
 				"trtllm_prompt_tokens_created" + l + " 1.7e9\n" +
 				"# TYPE trtllm_prompt_cached_tokens counter\ntrtllm_prompt_cached_tokens_total" + l + " 2500\n",
-			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "meta-llama/Llama-3.1-8B",
+			want: summary{Engine: "trtllm-serve", Generation: "legacy", Model: "meta-llama/Llama-3.1-8B",
 				Signals: kv.Signals{
 					UsageRatio: dir(0.375), Running: dir(6), Queued: kv.Queues{Waiting: dir(1)},
 					// hit 2,500 of 10,000 prompt tokens; the lifetime hit-rate gauge is not used.
@@ -31,16 +31,51 @@ func TestTRTLLMServe(t *testing.T) {
 				}},
 		},
 		{
-			name: "GIE names with block counts",
+			name: "current names (those of the GIE protocol too) with block counts",
 			body: "trtllm_kv_cache_utilization" + l + " 0.375\ntrtllm_kv_cache_max_blocks" + l + " 2000\n" +
 				"trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_num_requests_running" + l + " 3\n" +
 				"trtllm_num_requests_waiting" + l + " 2\n",
-			want: summary{Engine: "trtllm-serve", Generation: "gie", Model: "meta-llama/Llama-3.1-8B",
+			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "meta-llama/Llama-3.1-8B",
 				Signals: kv.Signals{
 					// 2,000 blocks × 32 tokens; used 0.375 × 64,000.
 					Capacity: der(64000), Used: der(24000), UsageRatio: dir(0.375),
 					Running: dir(3), Queued: kv.Queues{Waiting: dir(2)},
 				}},
+		},
+		{
+			// Written from tensorrt_llm/metrics/collector.py (@050f80de):
+			// the block gauges, the host pool and the per-tier hit counter.
+			name: "current collector: used and capacity in tokens, host tier, hits by tier",
+			body: "trtllm_kv_cache_utilization" + l + " 0.25\ntrtllm_kv_cache_max_blocks" + l + " 1000\n" +
+				"trtllm_kv_cache_used_blocks" + l + " 250\ntrtllm_kv_cache_free_blocks" + l + " 750\n" +
+				"trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_kv_cache_host_utilization" + l + " 0.6\n" +
+				"trtllm_num_requests_running" + l + " 4\ntrtllm_num_requests_waiting" + l + " 2\n" +
+				"trtllm_prompt_tokens_total" + l + " 20000\ntrtllm_prompt_cached_tokens_total" + l + " 5000\n" +
+				"trtllm_generation_tokens_total" + l + " 7000\n" +
+				`trtllm_prompt_cache_hit_tokens_total{cache_level="0",cache_tier="gpu",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 3000` + "\n" +
+				`trtllm_prompt_cache_hit_tokens_total{cache_level="1",cache_tier="host",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 1500` + "\n" +
+				`trtllm_prompt_cache_hit_tokens_total{cache_level="2",cache_tier="disk",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 500` + "\n",
+			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "meta-llama/Llama-3.1-8B",
+				Signals: kv.Signals{
+					// 1,000 × 32 and 250 × 32; the direct ratio kept.
+					Capacity: der(32000), Used: der(8000), UsageRatio: dir(0.25),
+					Running: dir(4), Queued: kv.Queues{Waiting: dir(2)},
+					// Every tier's hits: 5,000 (3,000 + 1,500 + 500).
+					Counters: kv.Counters{PromptTokens: dir(20000), PrefixHitTokens: dir(5000), PrefixQueryTokens: dir(20000), GenerationTokens: dir(7000)},
+				},
+				Pools: []kv.CachePool{
+					// Host: a ratio only; its block counts are not exported.
+					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.6), HitTokens: dir(1500)},
+					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitTokens: dir(500)},
+				}},
+		},
+		{
+			name: "free blocks only: used is max − free",
+			body: "trtllm_kv_cache_max_blocks" + l + " 1000\ntrtllm_kv_cache_free_blocks" + l + " 750\n" +
+				"trtllm_kv_cache_tokens_per_block" + l + " 32\n",
+			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "",
+				// (1,000 − 750) × 32 of 32,000.
+				Signals: kv.Signals{Capacity: der(32000), Used: der(8000), UsageRatio: der(0.25)}},
 		},
 	}
 	for _, tt := range tests {
@@ -51,7 +86,15 @@ func TestTRTLLMServe(t *testing.T) {
 			}
 		})
 	}
-	if got := (TRTLLMServe{}).MetricsPath(); got != "/prometheus/metrics" {
-		t.Errorf("MetricsPath() = %q, want /prometheus/metrics", got)
+	a, err := NewRegistry().ByName("trtllm-serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, ok := a.(MetricsPath)
+	if !ok || mp.MetricsPath() != "/prometheus/metrics" {
+		t.Errorf("trtllm-serve MetricsPath = %v, want /prometheus/metrics", a)
+	}
+	if _, ok := a.(ExtraPaths); ok {
+		t.Error("trtllm-serve implements ExtraPaths; it reads one page")
 	}
 }

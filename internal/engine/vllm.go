@@ -7,11 +7,20 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// VLLM reads vLLM's metrics: V1 (kv_cache_usage_perc, an "engine" label per
+// vllmSpec reads vLLM's metrics: V1 (kv_cache_usage_perc, an "engine" label per
 // DP rank, cache_config_info labels giving capacity) and the older names
-// (gpu_cache_usage_perc, gpu_prefix_cache_*; V0 without the engine label).
+// (gpu_cache_usage_perc, gpu_prefix_cache_*; V0 by its own gauges, see
+// vllmGeneration).
 // vLLM exports no used-token gauge: used is usage × capacity (derived).
-type VLLM struct{}
+var vllmSpec = Spec{
+	Name:         "vllm",
+	DisabledHint: "vLLM serves /metrics on its API port by default; check the port and that the server is the OpenAI-compatible server",
+	Detect:       []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig},
+	Reads: []string{vlHits, vlQueries, vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration,
+		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration, vlBySource, vlOffloadCPU,
+		lcLocalUsage, lcRemoteUsage, lcStorageUsage},
+	Normalize: normalizeVLLM,
+}
 
 const (
 	vlUsage        = "vllm:kv_cache_usage_perc"
@@ -27,31 +36,31 @@ const (
 	vlPrompt       = "vllm:prompt_tokens_total"
 	vlGeneration   = "vllm:generation_tokens_total"
 	vlModelContext = "vllm:max_model_len" // not exported by vLLM today; read if a build adds it
+
+	// Gauges only V0 (the legacy engine, vllm/engine/metrics.py) exported:
+	// they tell a V0 page from a V1 one whatever else it lacks.
+	vlSwapped       = "vllm:num_requests_swapped"
+	vlCPUUsage      = "vllm:cpu_cache_usage_perc"
+	vlGPUHitRate    = "vllm:gpu_prefix_cache_hit_rate"
+	vlAvgPrompt     = "vllm:avg_prompt_throughput_toks_per_s"
+	vlAvgGeneration = "vllm:avg_generation_throughput_toks_per_s"
+
+	// KV offloading (V1, kv_offloading_backend) and the prompt tokens by
+	// where their KV came from.
+	vlOffloadCPU = "vllm:kv_offload_cpu_cache_usage_perc"
+	vlBySource   = "vllm:prompt_tokens_by_source_total"
+
+	// LMCache's in-process connector metrics on a vLLM page (deprecated in
+	// LMCache for its multi-process mode, still what its docs' vLLM page
+	// shows): bytes held by its local CPU backend, its remote backend and
+	// its local disk.
+	lcLocalUsage   = "lmcache:local_cache_usage"
+	lcRemoteUsage  = "lmcache:remote_cache_usage"
+	lcStorageUsage = "lmcache:local_storage_usage"
 )
 
-// Name implements Adapter.
-func (VLLM) Name() string { return "vllm" }
-
-// DisabledHint implements DisabledHint.
-func (VLLM) DisabledHint() string {
-	return "vLLM serves /metrics on its API port by default; check the port and that the server is the OpenAI-compatible server"
-}
-
-// MetricNames implements Adapter.
-func (VLLM) MetricNames() []string {
-	return []string{vlUsage, vlUsageOld, vlCacheConfig, vlRunning, vlWaiting, vlHits, vlQueries,
-		vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration}
-}
-
-// Detect implements Adapter.
-func (VLLM) Detect(p *expo.Page) bool {
-	for _, n := range []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig} {
-		if p.Has(n) {
-			return true
-		}
-	}
-	return false
-}
+// vlOffloadNote says why vLLM's CPU offload tier has no fill.
+const vlOffloadNote = "vLLM exports no fill or capacity of its CPU offload tier: kv_offload_cpu_cache_usage_perc counts blocks pinned by in-flight transfers (vllm #45737, #47666); the capacity gauges are open PRs"
 
 func vlRank(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("engine")} }
 
@@ -64,16 +73,27 @@ func labelNumber(s expo.Sample, name string) (float64, bool) {
 	return v, true
 }
 
-// Normalize implements Adapter.
-func (VLLM) Normalize(in Input) (kv.Server, error) {
-	p := in.Page
-	srv := kv.Server{Engine: "vllm", Generation: "current"}
-	if !p.Has(vlUsage) && p.Has(vlUsageOld) {
-		srv.Generation = "legacy"
-		if firstLabel(p, "engine", vlUsageOld, vlRunning) == "" {
-			srv.Generation = "v0"
+// vllmGeneration names the page's generation: "v0" when any gauge only the
+// V0 engine exported is present (whether or not it has a usage gauge or an
+// engine label: early V1 pages lack the label too), "legacy" for V1 before
+// the 0.9.2 rename (gpu_cache_usage_perc or gpu_prefix_cache_* without
+// kv_cache_usage_perc), else "current".
+func vllmGeneration(p *expo.Page) string {
+	for _, n := range []string{vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration} {
+		if p.Has(n) {
+			return "v0"
 		}
 	}
+	if !p.Has(vlUsage) && (p.Has(vlUsageOld) || p.Has(vlQueriesOld)) {
+		return "legacy"
+	}
+	return "current"
+}
+
+// normalizeVLLM is vllmSpec's Normalize.
+func normalizeVLLM(in Input) (kv.Server, error) {
+	p := in.Page
+	srv := kv.Server{Engine: "vllm", Generation: vllmGeneration(p)}
 	srv.Model = firstLabel(p, "model_name", vlRunning, vlUsage, vlUsageOld, vlWaiting)
 	r := newRanks()
 	gauge := func(name string, field func(*kv.Signals) *kv.Value) bool {
@@ -131,5 +151,74 @@ func (VLLM) Normalize(in Input) (kv.Server, error) {
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
+	srv.CachePools = vllmPools(p)
 	return srv, nil
+}
+
+// vllmPools reads vLLM's tiers below the GPU.
+//
+// V0's swap space (cache_config_info num_cpu_blocks × block_size, in
+// tokens; cpu_cache_usage_perc, 0–1) holds the KV of preempted requests
+// swapped out to host memory: a host pool.
+//
+// V1's KV offloading (cache_config_info kv_offloading_backend set, or any
+// kv_offload family on the page) is a host pool whose fill and capacity
+// stay unavailable (see vlOffloadNote); with the "native" backend the
+// prompt tokens whose KV came from it are
+// prompt_tokens_by_source{source="external_kv_transfer"} (with another
+// backend or a PD connector that source is not a cache tier and is not
+// read).
+//
+// LMCache in-process metrics: local_cache_usage is its L1 (local CPU
+// backend), local_storage_usage and remote_cache_usage its L2 backends
+// "local_disk" and "remote", all in bytes used; an L2 backend is listed
+// only when it holds something (LMCache writes 0 for backends not
+// configured). Their capacities are not exported.
+func vllmPools(p *expo.Page) []kv.CachePool {
+	ps := newPools()
+	host := poolKey{kv.PoolFull, kv.TierHost, ""}
+	backend := ""
+	for _, s := range p.Samples(vlCacheConfig) {
+		if b := s.Labels.Get("kv_offloading_backend"); b != "" && b != "None" {
+			backend = b
+		}
+		if vllmGeneration(p) != "v0" {
+			continue
+		}
+		if b, ok := labelNumber(s, "num_cpu_blocks"); ok {
+			if bs, ok := labelNumber(s, "block_size"); ok {
+				ps.set(host, kv.UnitTokens, pfCapacity, vlRank(s), kv.DerivedOf(b*bs), maxf)
+			}
+		}
+	}
+	if vllmGeneration(p) == "v0" {
+		ps.read(p, vlCPUUsage, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfRatio, vlRank, maxf, kv.Of)
+		if _, ok := ps.unit[host]; ok {
+			ps.note[host] = "V0 swap space: the KV of preempted requests swapped out to host memory"
+		}
+	} else if backend != "" || p.Has(vlOffloadCPU) {
+		ps.add(host, kv.UnitTokens)
+		ps.note[host] = vlOffloadNote
+		if backend == "native" {
+			ps.read(p, vlBySource, func(s expo.Sample) (poolKey, bool) {
+				return host, s.Labels.Get("source") == "external_kv_transfer"
+			}, kv.UnitTokens, pfHits, vlRank, sumf, kv.Of)
+		}
+	}
+	lmcacheInProcess(p, ps)
+	return ps.list()
+}
+
+// lmcacheInProcess adds LMCache's in-process pools (see vllmPools).
+func lmcacheInProcess(p *expo.Page, ps *pools) {
+	rank := func(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("worker_id")} }
+	ps.read(p, lcLocalUsage, fixed(kv.PoolFull, kv.TierLMCacheL1, ""), kv.UnitBytes, pfUsed, rank, maxf, kv.Of)
+	for _, b := range []struct{ name, backend string }{{lcStorageUsage, "local_disk"}, {lcRemoteUsage, "remote"}} {
+		for _, s := range p.Samples(b.name) {
+			if expo.Finite(s.Value) && s.Value > 0 {
+				ps.read(p, b.name, fixed(kv.PoolFull, kv.TierLMCacheL2, b.backend), kv.UnitBytes, pfUsed, rank, maxf, kv.Of)
+				break
+			}
+		}
+	}
 }

@@ -102,10 +102,16 @@ type Server struct {
 	Signals
 	// Spread is the highest minus lowest usage ratio over DP ranks.
 	Spread Value `json:"rank_spread_ratio"`
+	// CachePools are the server's KV pools beyond the primary one: other
+	// attention types and cache tiers (see CachePool).
+	CachePools []CachePool `json:"cache_pools,omitempty"`
 	// Ranks are the per-rank values, sorted by DP, PP, TP.
 	Ranks []Rank `json:"ranks,omitempty"`
 	// Router is set for routers.
 	Router *Router `json:"router,omitempty"`
+	// Warnings say why some of the numbers cannot be taken at face value
+	// (see Warning); empty when the page is plausible.
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // worst returns the weaker of two provenances for a value built from both:

@@ -59,7 +59,7 @@ type collector struct {
 
 func newCollector(src source) *collector {
 	c := &collector{src: src, descs: map[string]*prometheus.Desc{}, labels: map[string][]string{}}
-	for _, m := range append(signal.Server(), signal.Target()...) {
+	for _, m := range append(append(signal.Server(), signal.Pools()...), signal.Target()...) {
 		labels := append(signal.ServerLabels(), m.Labels...)
 		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
 		c.labels[m.Name] = labels
@@ -182,6 +182,7 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 			known(signal.RankKVCapacityTokens, g.Capacity, dp)
 		}
 	}
+	collectCachePools(s, known)
 	if s.Router != nil {
 		known(signal.RouterWorkers, s.Router.WorkersHealthy, "healthy")
 		known(signal.RouterWorkers, s.Router.WorkersTotal, "total")

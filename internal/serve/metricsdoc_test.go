@@ -94,6 +94,8 @@ func renderMetricsDoc(t *testing.T) string {
 	b.WriteString(docBegin + "\n")
 	table("Per server", "One series per server (and per DP rank for the `rank_` families). "+
 		"Absent when the engine does not report the value or the last scrape failed; never 0 for unknown.", signal.Server())
+	table("Per pool", "A server's KV pools beyond the primary one (see [pools and tiers](#pools-and-tiers)), one series per pool and known value; "+
+		"labels `pool_type`, `tier`, `pool_name` on top of the identity labels.", signal.Pools())
 	table("Per target", "Scrape health of every configured target, whether or not the last scrape worked.", signal.Target())
 	table("kvwatch serve itself", "No identity labels.", signal.Self())
 	table("History", "With `--history` (on by default in `serve` and `demo`): the size of the in-memory history. No identity labels. "+

@@ -210,7 +210,7 @@ func Self() []Metric {
 
 // All lists every exported kvwatch_* family.
 func All() []Metric {
-	return append(append(append(Server(), Target()...), Self()...), History()...)
+	return append(append(append(append(Server(), Pools()...), Target()...), Self()...), History()...)
 }
 
 // Signal names used as the signal label of SignalInfo.

@@ -168,6 +168,7 @@ func (s *server) reset() {
 				}
 			}
 			k.h = newHists()
+			k.host = s.newHostTier()
 			s.ranks = append(s.ranks, k)
 		}
 	}
@@ -300,6 +301,7 @@ func (c *Cluster) advanceLocked(d time.Duration) {
 			for _, k := range s.ranks {
 				k.dropLost()
 				k.step(c.now, step)
+				k.stepHost()
 			}
 		}
 	}

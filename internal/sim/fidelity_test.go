@@ -12,8 +12,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// fixtures is ../shared/fixtures seen from this package.
-const fixtures = "../../../shared/fixtures"
+// fixtures holds the real captures, the repository's own copy (the engine
+// adapters' test data; see SOURCES.md there).
+const fixtures = "../engine/testdata/fixtures"
 
 // explained lists every difference between a real capture and the
 // simulator's page for the same engine that the engine reference

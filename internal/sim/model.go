@@ -92,7 +92,8 @@ type rank struct {
 	leaked  int64
 	private int64
 
-	slots []slot // llama.cpp only
+	slots []slot    // llama.cpp only
+	host  *hostTier // SGLang HiCache only (tiers.go)
 
 	c           counters
 	h           hists

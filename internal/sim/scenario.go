@@ -80,6 +80,13 @@ type ServerSpec struct {
 	ContextLength int64 `yaml:"context_length"`
 	// MaxRunningRequests caps the running batch per DP rank (llama.cpp: slots).
 	MaxRunningRequests int `yaml:"max_running_requests"`
+	// HiCacheTokens is SGLang HiCache's host pool per DP rank, in tokens (0: off).
+	HiCacheTokens int64 `yaml:"hicache_tokens"`
+	// SWAWindow makes an SGLang model hybrid: its sliding-window layers keep
+	// the last swa_window tokens of each request (0: a dense model).
+	SWAWindow int64 `yaml:"swa_window"`
+	// CPUOffloadTokens is vLLM's native KV offloading to CPU per DP rank, in tokens (0: off).
+	CPUOffloadTokens int64 `yaml:"cpu_offload_tokens"`
 	// PrefixCaching turns the prefix (radix) cache on; default true except TGI.
 	PrefixCaching *bool `yaml:"prefix_caching"`
 	// Workers are the servers a router spreads requests over.
@@ -473,6 +480,7 @@ func (sc *Scenario) validate() []problem {
 		if s.MaxRunningRequests < 1 {
 			add(p+".max_running_requests", "must be at least 1, got %d", s.MaxRunningRequests)
 		}
+		ps = append(ps, validateTiers(p, s)...)
 		if s.Engine == EngineLlamaCpp && s.CapacityTokens/int64(max(s.MaxRunningRequests, 1)) < 64 {
 			add(p+".capacity_tokens", "llama.cpp splits capacity over %d slots; need at least 64 tokens per slot", s.MaxRunningRequests)
 		}

@@ -63,10 +63,11 @@ func renderSGLang(p *snapshot) []byte {
 
 	gauge("num_running_reqs", "The number of running requests.", func(r *RankTruth) float64 { return float64(r.Running) })
 	gauge("num_used_tokens", "The number of used tokens.", func(r *RankTruth) float64 { return float64(r.UsedTokens) })
-	gauge("token_usage", "The token usage.", func(r *RankTruth) float64 { return math.Round(usage(r)*100) / 100 })
+	// token_usage is the max over the full, SWA and Mamba pools.
+	gauge("token_usage", "The token usage.", func(r *RankTruth) float64 { return math.Round(max(usage(r), r.swaUsage())*100) / 100 })
 	if !legacy {
 		gauge("full_token_usage", "The token usage for full attention layers.", usage)
-		gauge("swa_token_usage", "The token usage for SWA layers.", func(*RankTruth) float64 { return 0 })
+		gauge("swa_token_usage", "The token usage for SWA layers.", func(r *RankTruth) float64 { return r.swaUsage() })
 		gauge("kv_available_tokens", "Number of free token slots in the KV cache pool.", func(r *RankTruth) float64 { return float64(r.AvailableTokens) })
 		gauge("kv_evictable_tokens", "Number of evictable (radix-cached) token slots in the KV cache pool.", func(r *RankTruth) float64 { return float64(r.EvictableTokens) })
 		gauge("kv_used_tokens", "Number of actively used token slots in the KV cache pool.", func(r *RankTruth) float64 { return float64(r.UsedTokens) })
@@ -142,12 +143,20 @@ func renderSGLang(p *snapshot) []byte {
 			[]string{"device_hit", "host_hit", "storage_hit", "input"},
 			[]func(r *RankTruth) float64{
 				func(r *RankTruth) float64 { return float64(r.Counters.PrefixHitTokens) },
-				func(*RankTruth) float64 { return 0 },
+				func(r *RankTruth) float64 { return float64(r.hostHits()) },
 				func(*RankTruth) float64 { return 0 },
 				func(r *RankTruth) float64 {
-					return float64(r.Counters.PrefixQueriedTokens - r.Counters.PrefixHitTokens)
+					return float64(r.Counters.PrefixQueriedTokens - r.Counters.PrefixHitTokens - r.hostHits())
 				},
 			})
+		if spec.HiCacheTokens > 0 {
+			renderHiCache(gauge, counter, func(name, help, pool string, v func(r *RankTruth) float64) {
+				w.family(pre+name, help, "counter")
+				for _, rs := range rankSeries {
+					w.sample(pre+name, join(rs.lbl, `pool="`+pool+`"`), v(&live.Ranks[rs.dp]))
+				}
+			})
+		}
 	}
 	w.family(pre+"queue_time_seconds", "Histogram of queueing time in seconds.", "histogram")
 	for _, rs := range rankSeries {
@@ -167,6 +176,9 @@ func renderSGLang(p *snapshot) []byte {
 	} else {
 		w.family(pre+"cached_tokens_total", "Number of cached prompt tokens by source (device/host/storage)", "counter")
 		w.sample(pre+"cached_tokens_total", join(tl, `cache_source="device"`), float64(c.PrefixHitTokens))
+		if live.Host != nil {
+			w.sample(pre+"cached_tokens_total", join(tl, `cache_source="host"`), float64(live.Host.HitTokens))
+		}
 	}
 	w.family(pre+"num_requests_total", "Number of requests processed.", "counter")
 	w.sample(pre+"num_requests_total", tl, float64(c.RequestsFinished))

@@ -57,6 +57,11 @@ type Truth struct {
 	Routed      int64 // requests the router received
 	RouteErrors int64 // requests it could not place (no healthy worker)
 
+	// Host is the HiCache host tier, summed over DP ranks (nil without one).
+	Host *HostTruth
+	// SWA is the sliding-window pool, summed over DP ranks (nil for a dense model).
+	SWA *SWATruth
+
 	// Frozen holds the gauge values the page keeps showing under FaultFreeze.
 	Frozen *Truth
 }
@@ -117,6 +122,10 @@ type RankTruth struct {
 	// DecodeSumSeqLens is the sum of running sequence lengths, tokens.
 	DecodeSumSeqLens int64
 	Counters         Counters
+	// Host is the HiCache host tier (nil without one; tiers.go).
+	Host *HostTruth
+	// SWA is the sliding-window pool of a hybrid model (nil for a dense one; tiers.go).
+	SWA *SWATruth
 }
 
 // SlotTruth is one llama.cpp slot as /slots shows it.
@@ -195,6 +204,7 @@ func (s *server) truthLocked() Truth {
 			Active: s.active[i], Selected: s.selected[i], Processed: s.processed[i]})
 	}
 	t.Routed, t.RouteErrors = s.routed, s.routeErrors
+	s.hostTruth(&t)
 	return t
 }
 

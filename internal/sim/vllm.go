@@ -57,6 +57,22 @@ func renderVLLM(p *snapshot) []byte {
 			w.sample("vllm:request_success_created", l, created)
 		}
 	}
+	if spec.CPUOffloadTokens > 0 {
+		// vllm/v1/metrics: prompt tokens by where their KV came from.
+		w.family("vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.", "counter")
+		for e := range spec.DP {
+			r := &live.Ranks[e]
+			for _, src := range []struct {
+				name string
+				n    int64
+			}{{"local_compute", r.Counters.PrefixQueriedTokens - r.Counters.PrefixHitTokens - r.hostHits()},
+				{"local_cache_hit", r.Counters.PrefixHitTokens}, {"external_kv_transfer", r.hostHits()}} {
+				l := join(lbl[e], `source="`+src.name+`"`)
+				w.sample("vllm:prompt_tokens_by_source_total", l, float64(src.n))
+				w.sample("vllm:prompt_tokens_by_source_created", l, created)
+			}
+		}
+	}
 	w.family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge")
 	for e := range spec.DP {
 		w.sample("vllm:cache_config_info", vllmCacheConfig(spec, strconv.Itoa(e)), 1)
@@ -87,6 +103,9 @@ func vllmCacheConfig(spec ServerSpec, engine string) string {
 		"cpu_offload_gb", "0", "enable_prefix_caching", pyBool(*spec.PrefixCaching), "gpu_memory_utilization", "0.9",
 		"is_attention_free", "False", "num_cpu_blocks", "None", "num_gpu_blocks", strconv.FormatInt(vllmBlocks(spec), 10),
 		"num_gpu_blocks_override", "None", "sliding_window", "None", "swap_space_bytes", "4294967296"}
+	if engine != "" && spec.CPUOffloadTokens > 0 {
+		kv = append(kv, "kv_offloading_backend", "native")
+	}
 	if engine != "" {
 		kv = append(kv, "engine", engine, "kv_cache_size_tokens", strconv.FormatInt(spec.CapacityTokens, 10),
 			"kv_cache_max_concurrency", strconv.FormatFloat(float64(spec.CapacityTokens)/float64(spec.ContextLength), 'f', -1, 64),

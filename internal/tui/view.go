@@ -471,6 +471,7 @@ func (m Model) drillView(w int) []string {
 	lines = append(lines, "usage history "+spark(m.hist[s.Name], min(60, max(10, w-14))))
 	lines = append(lines, "")
 	lines = append(lines, m.rankLines(*s, w)...)
+	lines = append(lines, m.cachePoolLines(*s, w)...)
 	return append(lines, "", m.st.dim.Render("esc back  ↑↓ other server  p pause  ? help  q quit"))
 }
 

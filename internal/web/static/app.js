@@ -406,8 +406,9 @@ async function serverPage(main, name) {
       ${chartBox("c-queues", "Running and queued requests")}
       ${chartBox("c-preempt", "Preemptions / retractions per second")}
       ${chartBox("c-tput", "Throughput (tokens/s)")}
+      ${(sv.cache_pools || []).length ? chartBox("c-cache-pools", "KV usage of further pools and tiers", "not the headline pool") : ""}
     </div>` : '<p class="muted">History is off: no charts.</p>'}
-    <div class="charts"><div>${signals}</div><div>${ranks}</div></div>`;
+    <div class="charts"><div>${signals}</div><div>${ranks}${cachePoolsTable(sv)}</div></div>`;
   if (!state.settings.history) return;
   await Promise.all([
     chart(document.getElementById("c-usage"), [
@@ -431,6 +432,7 @@ async function serverPage(main, name) {
       { q: `rate(kvwatch_prompt_tokens_total{${sq}}[$rate])`, label: () => "prompt" },
       { q: `rate(kvwatch_generation_tokens_total{${sq}}[$rate])`, label: () => "generation" }], { unit: "rate",
       unavailable: val(counters.prompt_tokens) == null && val(counters.generation_tokens) == null ? none(null, "token counters") : "" }),
+    (sv.cache_pools || []).length ? cachePoolsChart(sq, sv) : null,
   ]);
 }
 
@@ -527,3 +529,34 @@ async function start() {
   state.timer = setInterval(() => { if (!document.hidden) render(); }, state.settings.refresh_seconds * 1000);
 }
 start();
+
+// Pools and tiers: a server's KV pools beyond the primary one (report
+// server.cache_pools; docs/engines.md "Pools and tiers"), each in its own unit,
+// with the prompt tokens a tier served from its cache.
+function cachePoolName(p) {
+  const base = p.pool_type === "full" ? p.tier + " tier" : p.pool_type + " pool" + (p.tier === "gpu" ? "" : " (" + p.tier + ")");
+  return p.name ? base + " " + p.name : base;
+}
+function fmtBytes(x) {
+  if (x == null) return "--";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (x >= 1024 && i < u.length - 1) { x /= 1024; i++; }
+  return i === 0 ? Math.round(x) + " B" : x.toFixed(1) + " " + u[i];
+}
+function cachePoolsTable(sv) {
+  const ps = sv.cache_pools || [];
+  if (!ps.length) return "";
+  const amount = (p, field, v) => (p.unit === "bytes" ? cell(field, v, fmtBytes) : cell(field, v, fmtInt) + (p.unit === "slots" ? " slots" : ""));
+  const rows = ps.map((p) => `<tr data-cache-pool="${esc(cachePoolName(p))}"><td>${esc(cachePoolName(p))}</td>
+    <td class="num">${cell("usage", p.usage_ratio, fmtPct)}</td><td class="num">${amount(p, "used", p.used)}</td><td class="num">${amount(p, "capacity", p.capacity)}</td>
+    <td class="num">${val(p.hit_tokens) != null ? cell("hits", p.hit_tokens, fmtInt) : val(p.hit_rate) != null ? cell("hit_rate", p.hit_rate, fmtPct) : '<span data-field="hits">--</span>'}</td>
+    <td class="wrap muted">${esc(p.note || "")}</td></tr>`).join("");
+  return `<h3>Pools and tiers</h3><table id="cache-pools"><thead><tr><th scope="col">Pool / tier</th><th scope="col" class="num">Usage</th><th scope="col" class="num">Used</th><th scope="col" class="num">Capacity</th><th scope="col" class="num">Prefix hits served</th><th scope="col">Note</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+function cachePoolsChart(sq, sv) {
+  const eng = sv.engine || "the engine";
+  return chart(document.getElementById("c-cache-pools"), [
+    { q: `kvwatch_kv_pool_usage_ratio{${sq}}`, label: (m) => cachePoolName({ pool_type: m.pool_type, tier: m.tier, name: m.pool_name }) }],
+  { unit: "ratio", unavailable: `unavailable: ${eng} exports no fill of its further pools (hits only)` });
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"github.com/kvwatch/kvwatch/internal/expo"
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
+
+// lmcacheSpec reads an LMCache server in multi-process mode (`lmcache
+// server`, /metrics on its HTTP port; LMCache
+// docs/source/mp/observability/metrics.rst @081c98da): a KV cache tier
+// next to the engines, not an engine. It holds no GPU KV ("L0 … is
+// vLLM-owned and not observable from LMCache"): the server's own KV
+// signals stay unavailable, and what it holds is in its pools:
+//
+//   - L1 (host memory), in bytes: used = lmcache_mp_l1_memory_usage_bytes,
+//     usage = lmcache_mp_l1_usage_ratio (0–1, direct; LMCache writes 0
+//     before the gauge is wired up), capacity = used / usage (derived, when
+//     usage is above 0), hit tokens = lmcache_mp_lookup_hit_l1_tokens_total
+//     ("tokens L1 could serve on its own").
+//   - L2, one pool per adapter (label l2_name: "fs", "nixl_store",
+//     "mooncake_store", …), used = lmcache_mp_l2_usage_bytes; no capacity
+//     is exported. The L2 hit tokens (lmcache_mp_lookup_hit_l2_tokens_total,
+//     "tokens L2 added beyond the L1-servable prefix") carry no adapter
+//     label: they go to the L2 pool when there is one adapter, else to an
+//     L2 pool without a name.
+//
+// The server's prefix counters are LMCache's own lookups: hit =
+// lmcache_mp_lookup_hit_tokens_total (L1 + L2), query =
+// lmcache_mp_lookup_requested_tokens_total.
+var lmcacheSpec = Spec{
+	Name:         "lmcache",
+	DisabledHint: "lmcache server serves /metrics on its --http-port (default 8080) unless started with --disable-metrics or --otlp-endpoint; /metrics is empty until the first store or retrieve",
+	Detect:       []string{lmL1Ratio, lmL1Bytes, lmL2Bytes, lmLookupHit, lmLookupReq},
+	Reads:        []string{lmHitL1, lmHitL2},
+	Normalize:    normalizeLMCache,
+}
+
+const (
+	lmL1Ratio   = "lmcache_mp_l1_usage_ratio"
+	lmL1Bytes   = "lmcache_mp_l1_memory_usage_bytes"
+	lmL2Bytes   = "lmcache_mp_l2_usage_bytes"
+	lmLookupHit = "lmcache_mp_lookup_hit_tokens_total"
+	lmLookupReq = "lmcache_mp_lookup_requested_tokens_total"
+	lmHitL1     = "lmcache_mp_lookup_hit_l1_tokens_total"
+	lmHitL2     = "lmcache_mp_lookup_hit_l2_tokens_total"
+)
+
+// normalizeLMCache is lmcacheSpec's Normalize.
+func normalizeLMCache(in Input) (kv.Server, error) {
+	p := in.Page
+	srv := kv.Server{Engine: "lmcache", Generation: "mp"}
+	srv.Model = firstLabel(p, "model_name", lmLookupReq, lmLookupHit)
+	srv.Counters.PrefixHitTokens = summed(p, lmLookupHit, nil, kv.Of)
+	srv.Counters.PrefixQueryTokens = summed(p, lmLookupReq, nil, kv.Of)
+
+	ps := newPools()
+	l1 := fixed(kv.PoolFull, kv.TierLMCacheL1, "")
+	ps.read(p, lmL1Bytes, l1, kv.UnitBytes, pfUsed, nil, maxf, kv.Of)
+	ps.read(p, lmL1Ratio, l1, kv.UnitBytes, pfRatio, nil, maxf, kv.Of)
+	ps.read(p, lmHitL1, l1, kv.UnitBytes, pfHits, nil, sumf, kv.Of)
+	adapters := sortedUnique(labelValues(p, lmL2Bytes, "l2_name"))
+	ps.read(p, lmL2Bytes, func(s expo.Sample) (poolKey, bool) {
+		return poolKey{kv.PoolFull, kv.TierLMCacheL2, s.Labels.Get("l2_name")}, true
+	}, kv.UnitBytes, pfUsed, nil, maxf, kv.Of)
+	l2 := ""
+	if len(adapters) == 1 {
+		l2 = adapters[0]
+	}
+	ps.read(p, lmHitL2, fixed(kv.PoolFull, kv.TierLMCacheL2, l2), kv.UnitBytes, pfHits, nil, sumf, kv.Of)
+	srv.CachePools = ps.list()
+	srv.Rollup()
+	return srv, nil
+}
+
+// labelValues returns the label's value of every sample of name.
+func labelValues(p *expo.Page, name, label string) []string {
+	var out []string
+	for _, s := range p.Samples(name) {
+		out = append(out, s.Labels.Get(label))
+	}
+	return out
+}
