@@ -88,7 +88,7 @@ func TestKnowsEverySimulatedFamily(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		page, err := expo.Parse(body, resp.Header.Get("Content-Type"), nil)
+		page, err := expo.NewParser(engine.NewRegistry().ColonPrefixes()...).Parse(body, resp.Header.Get("Content-Type"), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", ep.Name, err)
 		}

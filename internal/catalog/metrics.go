@@ -402,7 +402,8 @@ func metrics() []Metric {
 		"lmcache:store_speed", "lmcache:remote_time_to_get", "lmcache:remote_time_to_put", "lmcache:remote_time_to_get_sync")
 	t.add("lmcache", Gauge, nil, "", "", srcLMCacheMP, "lmcache_mp_l1_usage_ratio", "lmcache_mp_l1_memory_usage_bytes")
 	t.add("lmcache", Gauge, []string{"l2_name"}, "", "", srcLMCacheMP, "lmcache_mp_l2_usage_bytes")
-	t.add("lmcache", Counter, nil, "", "", srcLMCacheMP, "lmcache_mp_lookup_hit_tokens_total", "lmcache_mp_lookup_requested_tokens_total")
+	t.add("lmcache", Counter, nil, "", "", srcLMCacheMP, "lmcache_mp_lookup_hit_tokens_total", "lmcache_mp_lookup_requested_tokens_total",
+		"lmcache_mp_lookup_hit_l1_tokens_total", "lmcache_mp_lookup_hit_l2_tokens_total")
 
 	// prometheus_client's default collectors (vLLM, SGLang, LMDeploy,
 	// trtllm-serve outside multiprocess mode).
