@@ -106,6 +106,9 @@ type Server struct {
 	Ranks []Rank `json:"ranks,omitempty"`
 	// Router is set for routers.
 	Router *Router `json:"router,omitempty"`
+	// Warnings say why some of the numbers cannot be taken at face value
+	// (see Warning); empty when the page is plausible.
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // worst returns the weaker of two provenances for a value built from both:
