@@ -165,15 +165,29 @@ func TestStatusJSON(t *testing.T) {
 		{"decode used", dec.Server.Used.V, 12034, dec.Server.Used.OK()},
 		{"decode prealloc queue", dec.Server.Queued.Prealloc.V, 2, dec.Server.Queued.Prealloc.OK()},
 		{"decode transfer queue", dec.Server.Queued.Transfer.V, 1, dec.Server.Queued.Transfer.OK()},
-		{"decode reserved", dec.Server.ReservedRatio.V, 0.01, dec.Server.ReservedRatio.OK()},
+		// pending_prealloc_token_usage 0.01: demand, 0.01 × 2,581,504 = 25,815.04 tokens.
+		{"decode demand ratio", dec.Server.DemandRatio.V, 0.01, dec.Server.DemandRatio.OK()},
+		{"decode demand", dec.Server.Demand.V, 25815, dec.Server.Demand.OK()},
 		{"decode retractions", dec.Server.Counters.Preemptions.V, 5, dec.Server.Counters.Preemptions.OK()},
 		// floor((2,581,504-12,034)/8192) = 313; the context length 524,288 fits 4 times.
 		{"decode headroom 8k", dec.Headroom[0].Requests.V, 313, dec.Headroom[0].Requests.OK()},
 		{"decode headroom ctx", dec.Headroom[1].Requests.V, 4, dec.Headroom[1].Requests.OK() && dec.Headroom[1].Context && dec.Headroom[1].Tokens == 524288},
 		{"router healthy", rt.Server.Router.WorkersHealthy.V, 2, rt.Server.Router.WorkersHealthy.OK()},
-		{"fleet used", rep.Fleet.Used.V, 322146, rep.Fleet.Used.OK()},
-		{"fleet capacity", rep.Fleet.Capacity.V, 5163008, rep.Fleet.Capacity.OK()},
 	}
+	// One pool per role, never summed: prefill 310,112 / 2,581,504 =
+	// 12.01%, decode 12,034 / 2,581,504 = 0.47%; prefill is the limit.
+	if len(rep.Pools) != 2 {
+		t.Fatalf("pools = %+v, want prefill and decode", rep.Pools)
+	}
+	pp, dp := rep.Pools[0], rep.Pools[1]
+	checks = append(checks,
+		want{"prefill pool used", pp.Used.V, 310112, pp.Used.OK() && pp.Name == "prefill"},
+		want{"decode pool used", dp.Used.V, 12034, dp.Used.OK() && dp.Name == "decode"},
+		want{"decode pool capacity", dp.Capacity.V, 2581504, dp.Capacity.OK()},
+		// waiting 0 + prealloc 2 + transfer 1: the decode queues only.
+		want{"decode pool queued", dp.Queued.V, 3, dp.Queued.OK()},
+		want{"decode pool headroom 8k", dp.Headroom[0].Requests.V, 313, dp.Headroom[0].Requests.OK()},
+		want{"fleet servers", float64(rep.Fleet.Servers), 2, rep.Fleet.Limit == "prefill"})
 	for _, c := range checks {
 		if !c.known || c.got != c.want {
 			t.Errorf("%s = %v (known %v), want %v", c.name, c.got, c.known, c.want)
@@ -181,6 +195,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if pre.Role != "prefill" || dec.Role != "decode" || rt.Role != "router" {
 		t.Errorf("roles = %s %s %s", pre.Role, dec.Role, rt.Role)
+	}
+	if rt.Server.ReservedRatio.OK() || dec.Server.ReservedRatio.OK() {
+		t.Errorf("SGLang reports no reservation: %+v", dec.Server.ReservedRatio)
 	}
 	if rt.Server.Capacity.OK() || rt.Server.Used.OK() {
 		t.Errorf("router KV must be unavailable, got %+v / %+v", rt.Server.Used, rt.Server.Capacity)
@@ -450,4 +467,50 @@ func (l *lineCounter) Write(p []byte) (int, error) {
 		l.cancel()
 	}
 	return n, err
+}
+
+// TestStatusImplausible: negative and absurd values are flagged with a
+// warning, never shown as a plausible percentage, and nothing overflows.
+func TestStatusImplausible(t *testing.T) {
+	page := func(body string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	neg := page("sglang:max_total_num_tokens -100000\nsglang:kv_used_tokens -5000\nsglang:num_running_reqs 1\n")
+	huge := page("sglang:max_total_num_tokens 1e30\nsglang:kv_used_tokens 0\nsglang:context_len 1e30\nsglang:num_running_reqs 1\n")
+	cfg := writeConfig(t, fmt.Sprintf("targets:\n  - name: neg\n    url: %s\n  - name: huge\n    url: %s\n", neg.URL, huge.URL))
+	code, out, errs := run(t, "status", "--config.file", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"KV !-5,000 / !-100,000 tok (implausible)",
+		"negative: capacity is -100000",
+		"negative: used is -5000",
+		"KV 0 / !1e+30 tok (implausible)",
+		"too_large: capacity is 1e+30, beyond 2^53",
+		"too_large: context length is 1e+30, beyond 2^53",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "warning "); n != 4 {
+		t.Errorf("%d warning lines, want 4:\n%s", n, out)
+	}
+	if strings.Contains(out, "9,223,372") || strings.Contains(out, "5.0%") {
+		t.Errorf("an overflow or a plausible percentage:\n%s", out)
+	}
+	code, out, _ = run(t, "status", "--config.file", cfg, "-o", "json")
+	if code != 0 {
+		t.Fatalf("json: exit %d", code)
+	}
+	if strings.Contains(out, "-9223372036854775808") || !strings.Contains(out, `"provenance": "implausible"`) ||
+		!strings.Contains(out, `"reason": "too_large"`) {
+		t.Errorf("JSON overflowed or lacks the implausible marks:\n%s", out)
+	}
 }

@@ -22,11 +22,19 @@ const (
 	// Derived: computed from other values (e.g. vLLM used = ratio × capacity).
 	Derived
 	// Reserved: a reservation made at admission, not KV actually written
-	// (TGI; SGLang PD pre-allocation).
+	// (TGI).
 	Reserved
+	// Partial: a sum over DP ranks where some ranks did not report the
+	// value: a lower bound, not a total. Faces show it as "~900?"; the
+	// exporter leaves it out (kvwatch_signal_info says partial).
+	Partial
+	// Implausible: the engine reported a value that cannot be true
+	// (negative, used beyond capacity, beyond 2^53); the server carries a
+	// Warning saying why. Faces flag it; nothing is computed from it.
+	Implausible
 )
 
-var provNames = [...]string{"unavailable", "direct", "derived", "reserved"}
+var provNames = [...]string{"unavailable", "direct", "derived", "reserved", "partial", "implausible"}
 
 func (p Provenance) String() string {
 	if int(p) < len(provNames) {
@@ -92,14 +100,16 @@ func (v Value) As(p Provenance) Value {
 	return v
 }
 
-// combine gives the provenance of a value computed from a and b: Reserved
-// wins over Derived, Derived over Direct.
+// combine gives the provenance of a value computed from a and b: the
+// weaker of the two, at least Derived (Implausible > Partial > Reserved >
+// Derived).
 func combine(a, b Provenance) Provenance {
-	if a == Reserved || b == Reserved {
-		return Reserved
-	}
-	return Derived
+	return max(a, b, Derived)
 }
+
+// Trusted reports whether the value is known and neither partial nor
+// implausible: a number that can be shown, summed or alerted on as is.
+func (v Value) Trusted() bool { return v.OK() && v.Prov != Partial && v.Prov != Implausible }
 
 // Div returns v / d as a derived value; unknown if either is unknown or d is 0.
 func (v Value) Div(d Value) Value {

@@ -284,6 +284,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	if m := t.Labels["model"]; m != "" && srv.Model == "" {
 		srv.Model = m
 	}
+	srv.Check()
 	res.Server = &srv
 }
 

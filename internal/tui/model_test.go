@@ -205,7 +205,7 @@ func TestRemoteSource(t *testing.T) {
 		json.NewEncoder(w).Encode(want)
 	})
 	mux.HandleFunc("/old"+ReportPath, func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"schema_version": 2, "servers": []}`))
+		w.Write([]byte(`{"schema_version": 1, "servers": []}`))
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -227,7 +227,7 @@ func TestRemoteSource(t *testing.T) {
 	for _, c := range []struct {
 		base, want string
 	}{
-		{srv.URL + "/old", "report schema 2, this kvwatch reads schema 1; run the same kvwatch version for serve and top"},
+		{srv.URL + "/old", "report schema 1, this kvwatch reads schema 2; run the same kvwatch version for serve and top"},
 		{srv.URL + "/nothing", "404 Not Found"},
 	} {
 		src, err := NewRemoteSource(c.base, nil)
