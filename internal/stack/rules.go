@@ -55,6 +55,10 @@ func recRate(l string, m signal.Metric) string {
 // (sum of used over sum of capacity, never an average of ratios).
 func RecUsageRatio(l string) string { return l + ":kvwatch_kv_used_per_capacity:ratio" }
 
+// RecDemandRatio is the queued KV demand of level l over the capacity of
+// the servers that report demand: 0 or more, unbounded above.
+func RecDemandRatio(l string) string { return l + ":kvwatch_kv_demand_per_capacity:ratio" }
+
 // RecHitRatio is the prefix-cache hit ratio of level l from counter rates.
 func RecHitRatio(l string) string {
 	return l + ":kvwatch_prefix_cache_hit_per_query_tokens:ratio_rate" + rateWindow
@@ -95,6 +99,9 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 		rec(&g, RecUsageRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
 			recSum(l.name, signal.KVUsedTokens), recSum(l.name, signal.KVCapacityTokens)))
 		rec(&g, recSum(l.name, signal.KVAvailableTokens), fmt.Sprintf("sum %s (%s)", b, signal.KVAvailableTokens.Name))
+		rec(&g, recSum(l.name, signal.KVDemandTokens), fmt.Sprintf("sum %s (%s)", b, signal.KVDemandTokens.Name))
+		rec(&g, RecDemandRatio(l.name), fmt.Sprintf("%s / (sum %s (%s and %s) > 0)",
+			recSum(l.name, signal.KVDemandTokens), b, c, signal.KVDemandTokens.Name))
 		rec(&g, recSum(l.name, signal.KVHeadroomRequests), fmt.Sprintf("sum %s (%s)",
 			by(append(l.by, signal.LabelRequest)...), signal.KVHeadroomRequests.Name))
 		rec(&g, recSum(l.name, signal.RequestsRunning), fmt.Sprintf("sum %s (%s)", b, signal.RequestsRunning.Name))
