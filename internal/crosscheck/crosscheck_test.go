@@ -69,7 +69,7 @@ func check(t *testing.T, what string, got kv.Value, want float64) {
 // TestAdaptersReportTruth: for every engine the simulator serves, kvwatch
 // reports exactly the simulator's used, capacity, running and queued.
 func TestAdaptersReportTruth(t *testing.T) {
-	for _, scenario := range []string{"mixed", "pd-sglang", "vllm-dp", "sglang-legacy"} {
+	for _, scenario := range []string{"mixed", "pd-sglang", "pd-sglang-dp", "vllm-dp", "sglang-legacy"} {
 		t.Run(scenario, func(t *testing.T) {
 			c := startCluster(t, scenario)
 			busy := 0 // servers seen with KV in use and requests running

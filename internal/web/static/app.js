@@ -40,23 +40,48 @@ function fmtDur(sec) {
   return Math.round(sec) + "s";
 }
 
-// Provenance markers: a reservation is not real use (TGI, SGLang PD
-// pre-allocation) and a derived value is computed from others. Direct and
-// unavailable values carry no marker ("--" says unavailable).
+// Provenance markers: a reservation is not real use (TGI), a derived value
+// is computed from others, a partial sum misses parts, an implausible value
+// cannot be true. Direct and unavailable values carry no marker ("--" says
+// unavailable).
 const provText = {
   reserved: "reservation: KV reserved at admission, not KV actually written",
   derived: "derived: computed by kvwatch from other values",
+  partial: "partial: a sum where some DP ranks or servers did not report the value; a lower bound, not a total",
+  implausible: "implausible: the engine reported a value that cannot be true; see the server's warnings",
 };
+const provLetter = { reserved: "R", derived: "d", partial: "?", implausible: "!" };
 function mark(p, why) {
-  if (p !== "reserved" && p !== "derived") return "";
+  if (!provLetter[p]) return "";
   const t = esc(why ? provText[p] + " (" + why + ")" : provText[p]);
-  return `<span class="prov-mark prov-${p}" title="${t}" aria-label="${t}" role="img">${p === "reserved" ? "R" : "d"}</span>`;
+  return `<span class="prov-mark prov-${p}" title="${t}" aria-label="${t}" role="img">${provLetter[p]}</span>`;
+}
+// shown formats a known value by its provenance: a partial sum as ~900?,
+// an implausible value never as a plausible number.
+function shown(v, fmt) {
+  const x = val(v);
+  if (x == null) return fmt(null);
+  if (prov(v) === "partial") return "~" + fmt(x) + "?";
+  if (prov(v) === "implausible") return "implausible";
+  return fmt(x);
 }
 // cell formats a kv.Value with its marker; the number sits in its own
 // element (data-field) so tests and copy-paste read it alone.
 function cell(field, v, fmt) {
   const x = val(v);
-  return `<span data-field="${esc(field)}">${fmt(x)}</span>${x == null ? "" : mark(prov(v))}`;
+  return `<span data-field="${esc(field)}" data-provenance="${esc(prov(v))}">${shown(v, fmt)}</span>${x == null ? "" : mark(prov(v))}`;
+}
+// fmtTimes writes a demand ratio (unbounded above): 17.6×.
+function fmtTimes(x) {
+  if (x == null || !isFinite(x)) return "--";
+  const a = Math.abs(x);
+  return (a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(2)) + "×";
+}
+// warnings lists a server's warnings (implausible or ambiguous pages).
+function warnings(sv) {
+  const w = (sv && sv.warnings) || [];
+  if (!w.length) return "";
+  return `<ul class="warnings">${w.map((x) => `<li class="error" data-warning="${esc(x.reason)}">warning ${esc(x.reason)}: ${esc(x.detail)}</li>`).join("")}</ul>`;
 }
 function queuedTotal(q) {
   if (!q) return null;
@@ -76,7 +101,7 @@ function barClass(r) {
 // bar draws a KV usage bar with ticks at the warning and critical
 // thresholds; a reservation is hatched.
 function bar(v) {
-  const r = val(v);
+  const r = prov(v) === "implausible" ? null : val(v);
   const w = r == null ? 0 : Math.min(100, Math.max(0, r * 100));
   const s = state.settings;
   const level = { ok: "below warning", warn: "at or over warning", crit: "at or over critical", unknown: "unavailable" }[barClass(r)];
@@ -173,6 +198,8 @@ const units = {
   tokens: { axis: fmtCompact, legend: (v) => fmtInt(v) },
   requests: { axis: fmtCompact, legend: (v) => fmtInt(v) },
   rate: { axis: fmtCompact, legend: (v) => fmtNum(v) },
+  // demand over capacity: its own axis, never the 0–100 % usage axis
+  times: { axis: (v) => fmtCompact(v) + "×", legend: fmtTimes },
 };
 
 // chart draws range queries into el over state.win. Each query is
@@ -279,13 +306,28 @@ function windowNote() {
 
 // ---- pages -------------------------------------------------------------
 
-function fleetCards(f) {
-  return `<div class="fleet">
-    <div class="card"><div class="muted">Fleet KV usage</div><div class="v">${cell("fleet-usage", f.usage_ratio, fmtPct)}</div></div>
-    <div class="card"><div class="muted">Used / capacity (tokens)</div><div class="v">${cell("fleet-used", f.used_tokens, fmtInt)} / ${cell("fleet-capacity", f.capacity_tokens, fmtInt)}</div></div>
-    <div class="card"><div class="muted">Running / queued</div><div class="v">${cell("fleet-running", f.running, fmtInt)} / ${cell("fleet-queued", f.queued, fmtInt)}</div></div>
-    <div class="card"><div class="muted">Servers counted</div><div class="v">${f.counted} / ${f.servers}</div></div>
-  </div>`;
+// fleetCards are one card per pool (the servers of one role, and of one
+// cluster/pool label when set): prefill and decode are never summed. The
+// first card names the most constrained pool.
+function fleetCards(r) {
+  const pools = r.pools || [];
+  const f = r.fleet || {};
+  const lim = f.limit_index != null && f.limit_index >= 0 ? pools[f.limit_index] : null;
+  const head = pools.length > 1
+    ? `<div class="card limit" data-limit="${esc(lim ? lim.name : "")}"><div class="muted">The limit</div><div class="v">${lim ? `${esc(lim.name)} pool ${cell("limit-usage", lim.usage_ratio, fmtPct)}` : "no pool reports KV usage"}</div>
+        <div class="muted">${pools.filter((p) => p !== lim).map((p) => `${esc(p.name)} ${shown(p.usage_ratio, fmtPct)}`).join(" · ")}</div></div>`
+    : "";
+  const card = (p) => {
+    const h = (p.headroom || [])[0];
+    return `<div class="card pool" data-pool="${esc(p.name)}"><div class="muted">${pools.length > 1 ? esc(p.name) + " pool" : "Fleet"} KV usage · ${p.servers} server${p.servers === 1 ? "" : "s"}${p.counted < p.servers ? ` (${p.counted} report KV)` : ""}</div>
+      <div class="v">${cell("usage", p.usage_ratio, fmtPct)}</div>
+      <div>${cell("used", p.used_tokens, fmtInt)} / ${cell("capacity", p.capacity_tokens, fmtInt)} tok</div>
+      <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + h.request_tokens + " tok" : '<span data-field="headroom">--</span>'}</div>
+      <div>running ${cell("running", p.running, fmtInt)} · queued ${cell("queued", p.queued, fmtInt)}</div>
+      ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}</div>`;
+  };
+  const failed = f.failed ? `<div class="card"><div class="muted">Down</div><div class="v error">${f.failed}</div></div>` : "";
+  return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${failed}</div>`;
 }
 
 // hitRatios reads every server's prefix-cache hit ratio over hitWindow
@@ -326,7 +368,7 @@ async function overview(main) {
     const hr = headroom(s);
     const al = alertsOf(s.name);
     const firing = al.filter((a) => a.state === "firing").length;
-    const status = s.ok ? "" : `<div class="error">${esc(s.error || s.reason || "scrape failed")}</div>`;
+    const status = s.ok ? warnings(sv) : `<div class="error">${esc(s.error || s.reason || "scrape failed")}</div>`;
     return `<tr data-server="${esc(s.name)}">
       <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${status}</td>
       <td data-field="role">${esc(s.role)}</td>
@@ -338,16 +380,17 @@ async function overview(main) {
       <td class="num" title="${hr ? "more requests of " + hr.tokens + " tokens that fit" : ""}">${hr ? cell("headroom", hr.requests, fmtInt) : '<span data-field="headroom">--</span>'}</td>
       <td class="num">${cell("running", sv.running, fmtInt)}</td>
       <td class="num"><span data-field="queued">${fmtInt(queuedTotal(sv.queued))}</span></td>
+      <td class="num">${cell("demand", sv.demand_ratio, fmtTimes)}</td>
       <td class="num">${hitCell(s, hits)}</td>
       <td data-field="alerts">${al.length === 0 ? "" : `<a href="#/alerts" class="${firing ? "state-firing" : "state-pending"}">${al.length} ${firing ? "firing" : "pending"}</a>`}</td>
     </tr>`;
   }).join("");
   const hrTokens = r.servers.map(headroom).find((h) => h);
-  main.innerHTML = fleetCards(r.fleet) + `
+  main.innerHTML = fleetCards(r) + `
     <div class="table-wrap"><table id="servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Engine</th><th scope="col">KV cache</th>
       <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
       <th scope="col" class="num">Headroom${hrTokens ? " (×" + hrTokens.tokens + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
-      <th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
+      <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
     ${state.settings.history ? windowNote() + `<div class="charts">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
   if (state.settings.history) {
@@ -372,6 +415,8 @@ async function serverPage(main, name) {
   const signals = s.server ? `<table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
     ${signalRow("usage_ratio", sv.usage_ratio, fmtPct)}
     ${signalRow("reserved_ratio", sv.reserved_ratio, fmtPct)}
+    ${signalRow("demand_ratio", sv.demand_ratio, fmtTimes)}
+    ${signalRow("demand_tokens", sv.demand_tokens, fmtInt)}
     ${signalRow("used_tokens", sv.used_tokens, fmtInt)}
     ${signalRow("capacity_tokens", sv.capacity_tokens, fmtInt)}
     ${signalRow("evictable_tokens", sv.evictable_tokens, fmtInt)}
@@ -399,8 +444,10 @@ async function serverPage(main, name) {
   main.innerHTML = `<h2 id="server-title">${esc(name)} <span class="muted">${esc(s.role)} · ${esc(sv.engine || "--")} ${esc(sv.model || "")}</span></h2>
     ${s.ok ? "" : `<p class="error">${esc(s.error || s.reason)}</p>`}
     <p class="muted">${esc(s.url)}</p>
+    ${warnings(sv)}
     ${state.settings.history ? windowNote() + `<div class="charts">
       ${chartBox("c-usage", "KV usage (and reserved)", "dashed: warning and critical")}
+      ${chartBox("c-demand", "Queued KV demand (× capacity)", "unbounded above; 1× is a full cache")}
       ${chartBox("c-tokens", "KV tokens: used, capacity, evictable")}
       ${chartBox("c-ranks", "KV usage per DP rank", "TP and PP ranks collapsed")}
       ${chartBox("c-queues", "Running and queued requests")}
@@ -413,6 +460,9 @@ async function serverPage(main, name) {
     chart(document.getElementById("c-usage"), [
       { q: `kvwatch_kv_usage_ratio{${sq}}`, label: () => rsv(sv.usage_ratio, "used") },
       { q: `kvwatch_kv_reserved_ratio{${sq}}`, label: () => "reserved" }], { unit: "ratio", thresholds: true }),
+    chart(document.getElementById("c-demand"), [
+      { q: `kvwatch_kv_demand_ratio{${sq}}`, label: () => "demand" }], { unit: "times",
+      unavailable: none(sv.demand_ratio, "queued demand (only SGLang PD decode does)") }),
     chart(document.getElementById("c-tokens"), [
       { q: `kvwatch_kv_used_tokens{${sq}}`, label: () => rsv(sv.used_tokens, "used") },
       { q: `kvwatch_kv_capacity_tokens{${sq}}`, label: () => "capacity" },
