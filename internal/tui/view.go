@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -633,6 +634,8 @@ func num(v float64) string {
 	a := math.Abs(v)
 	unit, div := "", 1.0
 	switch {
+	case a >= 1e12: // beyond any KV cache: implausible, in exponent form
+		return strconv.FormatFloat(v, 'g', 3, 64)
 	case a >= 1e9:
 		unit, div = "G", 1e9
 	case a >= 1e6:
