@@ -108,10 +108,16 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 			demandCol = true
 		}
 	}
+	if watching {
+		fmt.Fprintf(w, "kvwatch status at %s\n", rep.Time.UTC().Format(time.RFC3339))
+	}
+	// Failed targets and warnings come after the table: lines with fewer
+	// cells in the middle would break its columns.
+	var notes []string
 	for i := range rep.Servers {
 		row := &rep.Servers[i]
 		if !row.OK {
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t%s\n", orDash(string(row.Role)), row.Name, row.Error)
+			notes = append(notes, fmt.Sprintf("%s\t%s\tFAILED\t%s", orDash(string(row.Role)), row.Name, row.Error))
 			continue
 		}
 		s := row.Server
@@ -128,9 +134,9 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		lifetime = lifetime || life
 		cols := []string{string(s.Role), row.Name, s.Engine,
 			"KV " + kvCell(s.Used, s.Capacity, s.UsageRatio),
-			"headroom " + headroomCell(row.Headroom, sizes),
+			"headroom " + headroomCell(row.Headroom, sizes, wide),
 			"run=" + count(s.Running),
-			"queue=" + count(s.Queued.Waiting) + pdQueues(s.Queued),
+			"queued=" + queueCell(s.Queued),
 			"hit " + hit}
 		if demandCol {
 			cols = append(cols, "demand "+times(s.DemandRatio))
@@ -155,10 +161,19 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		if ranks {
 			renderRanks(tw, s)
 		}
-		renderWarnings(tw, s)
+		for _, x := range s.Warnings {
+			notes = append(notes, fmt.Sprintf("warning\t%s\t%s: %s", row.Name, x.Reason, x.Detail))
+		}
 	}
 	renderPools(tw, rep, sizes)
 	tw.Flush()
+	if len(notes) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, n := range notes {
+			fmt.Fprintln(tw, n)
+		}
+		tw.Flush()
+	}
 	if lifetime {
 		note := "* hit ratio since engine start; use --watch for the ratio over each refresh"
 		if watching {
@@ -245,21 +260,14 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// renderWarnings writes a line per warning of the server.
-func renderWarnings(w io.Writer, s *kv.Server) {
-	for _, x := range s.Warnings {
-		fmt.Fprintf(w, "\t  warning\t\t%s: %s\n", x.Reason, x.Detail)
-	}
-}
-
 // renderRanks writes one row per rank and the DP spread.
 func renderRanks(w io.Writer, s *kv.Server) {
 	if len(s.Ranks) < 2 {
 		return
 	}
 	for _, r := range s.Ranks {
-		fmt.Fprintf(w, "\t  %s\t\tKV %s\t\trun=%s\tqueue=%s\n", rankName(r.RankID),
-			kvCell(r.Used, r.Capacity, r.UsageRatio), count(r.Running), count(r.Queued.Waiting))
+		fmt.Fprintf(w, "\t  %s\t\tKV %s\t\trun=%s\tqueued=%s\n", rankName(r.RankID),
+			kvCell(r.Used, r.Capacity, r.UsageRatio), count(r.Running), queueCell(r.Queued))
 	}
 	if len(s.DPGroups()) < 2 {
 		fmt.Fprintf(w, "\t  imbalance\t\tnone: one DP rank (TP/PP ranks share its KV)\n")
@@ -290,8 +298,9 @@ func kvCell(used, capacity, ratio kv.Value) string {
 	return out
 }
 
-// headroomCell is "277×8k" for the first size, plus the context-length fit.
-func headroomCell(hs []report.Headroom, sizes []int) string {
+// headroomCell is "277×8k" for the first size, plus the context-length
+// fit; with all, every size ("554×4k 277×8k 69×32k 4×512k").
+func headroomCell(hs []report.Headroom, sizes []int, all bool) string {
 	var parts []string
 	first := 0
 	if len(sizes) > 0 {
@@ -301,7 +310,7 @@ func headroomCell(hs []report.Headroom, sizes []int) string {
 		if !h.Requests.OK() {
 			continue
 		}
-		if h.Tokens == first || h.Context {
+		if all || h.Tokens == first || h.Context {
 			parts = append(parts, fmt.Sprintf("%s×%s", count(h.Requests), tokens(h.Tokens)))
 		}
 	}
@@ -311,21 +320,26 @@ func headroomCell(hs []report.Headroom, sizes []int) string {
 	return strings.Join(parts, " ")
 }
 
-// pdQueues adds the PD queues when the engine reports any as non-zero.
-func pdQueues(q kv.Queues) string {
+// queueCell is every queue of the server summed, the one definition of
+// "queued" in status, top and the web UI, with the queues that hold
+// requests named when they are PD queues: "3 (prealloc=2 transfer=1)".
+func queueCell(q kv.Queues) string {
+	total := count(q.QueuedTotal())
 	var parts []string
+	pd := false
 	for _, p := range []struct {
 		name string
 		v    kv.Value
-	}{{"prealloc", q.Prealloc}, {"bootstrap", q.Bootstrap}, {"transfer", q.Transfer}, {"inflight", q.Inflight}} {
+	}{{"waiting", q.Waiting}, {"prealloc", q.Prealloc}, {"bootstrap", q.Bootstrap}, {"transfer", q.Transfer}, {"inflight", q.Inflight}} {
 		if p.v.OK() && p.v.V != 0 {
 			parts = append(parts, fmt.Sprintf("%s=%s", p.name, count(p.v)))
+			pd = pd || p.name != "waiting"
 		}
 	}
-	if len(parts) == 0 {
-		return ""
+	if !pd {
+		return total
 	}
-	return " " + strings.Join(parts, " ")
+	return total + " (" + strings.Join(parts, " ") + ")"
 }
 
 // hitRatio is the windowed hit ratio when rates exist, else the ratio since

@@ -514,3 +514,39 @@ func TestStatusImplausible(t *testing.T) {
 		t.Errorf("JSON overflowed or lacks the implausible marks:\n%s", out)
 	}
 }
+
+// TestStatusWideAllSizes: -o wide shows headroom for every --headroom size
+// and the context length; text shows the first and the context length.
+func TestStatusWideAllSizes(t *testing.T) {
+	cfg := writeConfig(t, pdCluster(t))
+	_, out, _ := run(t, "status", "--config.file", cfg, "-o", "wide", "--headroom", "4096,8192,32768")
+	// prefill: per DP rank (1,290,752 − 155,056) = 1,135,696 free; /4096 →
+	// 277, /8192 → 138, /32768 → 34, /524,288 → 2; twice.
+	if !strings.Contains(out, "headroom 554×4k 276×8k 68×32k 4×512k") {
+		t.Errorf("wide lacks every headroom size:\n%s", out)
+	}
+	_, out, _ = run(t, "status", "--config.file", cfg, "--headroom", "4096,8192,32768")
+	if !strings.Contains(out, "headroom 554×4k 4×512k ") {
+		t.Errorf("text headroom is not the first size and the context length:\n%s", out)
+	}
+}
+
+// TestStatusWatchText: every --watch frame starts with its time.
+func TestStatusWatchText(t *testing.T) {
+	srv := serveFile(t, "sglang-current-decode-tp2.prom")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	w := &lineCounter{Buffer: &out, n: 12, cancel: cancel}
+	if code := Run(ctx, []string{"status", srv.URL, "--watch", "50ms"}, Streams{Stdout: w, Stderr: &bytes.Buffer{}}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	stamps := regexp.MustCompile(`(?m)^kvwatch status at (\S+)$`).FindAllStringSubmatch(out.String(), -1)
+	if len(stamps) < 2 {
+		t.Fatalf("want a timestamp per frame, got %d:\n%s", len(stamps), out.String())
+	}
+	for _, s := range stamps {
+		if _, err := time.Parse(time.RFC3339, s[1]); err != nil {
+			t.Errorf("frame time %q: %v", s[1], err)
+		}
+	}
+}
