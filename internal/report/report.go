@@ -102,6 +102,9 @@ type Server struct {
 	Headroom []Headroom `json:"headroom,omitempty"`
 	// Rates since the previous scrape of this target; nil on the first.
 	Rates *kv.Rates `json:"rates,omitempty"`
+	// Late is true when the target's scrape was still running when the
+	// report was made (top): the row is its previous scrape.
+	Late bool `json:"late,omitempty"`
 }
 
 // Headroom is how many more requests of Tokens tokens fit.

@@ -137,8 +137,8 @@ func TestFleetFixture(t *testing.T) {
 		t.Errorf("decode-0 used = %v, want %v", got, want)
 	}
 	// Headroom per DP rank: floor(233,376/8,192) + floor(247,376/8,192) = 28 + 30.
-	if got := headroomCell(d0, true); got != "58×8k 2×128kc" {
-		t.Errorf("headroomCell(decode-0) = %q, want %q", got, "58×8k 2×128kc")
+	if got := headroomCell(d0, true); got != "58×8k 2×128k" {
+		t.Errorf("headroomCell(decode-0) = %q, want %q", got, "58×8k 2×128k")
 	}
 	// 3,000 hit of 10,000 queried tokens in 2s; (20,000 + 3,000) tokens / 2s.
 	if got := pct(d0.Rates.PrefixHitRatio); got != "30.0%" {

@@ -180,6 +180,9 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			if !v.OK() {
 				return na
 			}
+			if s.Late { // its scrape is still running: the row is the previous one
+				return m.st.warn.Render(ageText(time.Duration(v.V*float64(time.Second))) + "…")
+			}
 			return ageText(time.Duration(v.V * float64(time.Second)))
 		}},
 		{numColumns, "USAGE HISTORY", 20, false, 10, func(m Model, s report.Server) string {
@@ -348,12 +351,23 @@ func (m Model) bar(v kv.Value, w int) string {
 	if v.Prov == kv.Implausible {
 		return m.st.bad.Render(strings.Repeat("!", w))
 	}
-	n := int(math.Round(math.Max(0, math.Min(1, v.V)) * float64(w)))
+	// Eighths of a cell: 1 % and 11 % of a 10-cell bar differ.
+	n := int(math.Round(math.Max(0, math.Min(1, v.V)) * float64(w*8)))
 	if v.V > 0 && n == 0 {
 		n = 1 // some use is never drawn as none
 	}
-	return m.level(v.V).Render(strings.Repeat("█", n)) + m.st.dim.Render(strings.Repeat("░", w-n))
+	full, part := n/8, n%8
+	fill := strings.Repeat("█", full)
+	empty := w - full
+	if part > 0 {
+		fill += string(eighths[part])
+		empty--
+	}
+	return m.level(v.V).Render(fill) + m.st.dim.Render(strings.Repeat("░", empty))
 }
+
+// eighths are the left-aligned partial blocks, 1/8 to 7/8 of a cell.
+var eighths = []rune(" ▏▎▍▌▋▊▉")
 
 // fleetLines are the fleet summary: with one pool its capacity-weighted
 // totals on one line; with more (prefill and decode, or several clusters)
@@ -433,11 +447,8 @@ func headroomCell(s report.Server, full bool) string {
 	}
 	for _, h := range s.Headroom[1:] {
 		if h.Context {
-			return out + " " + fitText(h) + "c"
+			return out + " " + fitText(h)
 		}
-	}
-	if first.Context {
-		return out + "c"
 	}
 	return out
 }
@@ -607,11 +618,11 @@ func (m Model) helpView(w int) []string {
 		{"KV", "used / capacity KV tokens, " + m.st.ok.Render("green") + " below " + pctF(m.opts.Warn) + ", " +
 			m.st.warn.Render("yellow") + " from " + pctF(m.opts.Warn) + ", " + m.st.crit.Render("red") + " from " + pctF(m.opts.Crit) +
 			"; * marks a reservation, not KV written"},
-		{"HEADROOM", "requests that still fit, N×size; c: the server's context length"},
+		{"HEADROOM", "requests that still fit, N×size: the first configured size, then the server's context length (as in status)"},
 		{"HIT", "prefix-cache hit ratio since the last refresh (counters)"},
 		{"PRE/S", "preemptions (vLLM) or retractions (SGLang) per second"},
 		{"TOK/S", "prompt plus generation tokens per second"},
-		{"AGE", "time since the last scrape of the server"},
+		{"AGE", "time since the last scrape of the server; … : its scrape is still running (a slow server), the row is the previous one"},
 		{"--", "not reported by the engine, or not measurable yet: unknown, never 0"},
 	}
 	lines = append(lines, "")

@@ -245,3 +245,27 @@ func TestImplausibleAndDemand(t *testing.T) {
 		t.Errorf("drill-down lacks the warning:\n%s", v)
 	}
 }
+
+// TestBarEighths: a 10-cell bar draws eighths of a cell, so 1 % and 11 %
+// differ, and any use shows.
+func TestBarEighths(t *testing.T) {
+	m := New(Options{})
+	for _, c := range []struct {
+		ratio float64
+		want  string
+	}{
+		{0, "░░░░░░░░░░"},
+		{0.001, "▏░░░░░░░░░"}, // 0.08 eighths: drawn as one, never as none
+		{0.01, "▏░░░░░░░░░"},  // 0.8 → 1 eighth
+		{0.11, "█▏░░░░░░░░"},  // 8.8 → 9 eighths: a cell and one eighth
+		{0.5, "█████░░░░░"},
+		{0.3, "███░░░░░░░"},  // 24 eighths
+		{0.33, "███▎░░░░░░"}, // 26.4 → 26: 3 cells and a quarter
+		{0.999, "██████████"},
+		{1.5, "██████████"},
+	} {
+		if got := m.bar(kv.Of(c.ratio), 10); got != c.want {
+			t.Errorf("bar(%v) = %q, want %q", c.ratio, got, c.want)
+		}
+	}
+}
