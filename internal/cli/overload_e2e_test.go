@@ -335,6 +335,49 @@ func TestOverloadOneTruth(t *testing.T) {
 		}
 	}
 
+	// The router: its worker health in the overview, and "unavailable"
+	// (not "no data") for KV on its page.
+	workers, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector('tr[data-server="router"] [data-field="workers"]') || {}).textContent || ""`))
+	if err != nil || workers != "2/2" {
+		t.Errorf("router workers in the overview = %q (%v), want 2/2", workers, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/server/router"), chromedp.WaitVisible(chromedp.CSS(`#c-tokens[data-state]`))); err != nil {
+		t.Fatalf("router page: %v", err)
+	}
+	kvText, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("c-tokens").textContent`))
+	if err != nil || !strings.Contains(kvText, "unavailable: a router holds no KV cache") {
+		t.Errorf("router KV chart says %q (%v), want unavailable", kvText, err)
+	}
+	// Alerts: the decode pool is over the critical threshold; values are
+	// rounded to 4 significant digits, the raw value in the title.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/alerts"), chromedp.WaitVisible(chromedp.CSS(`#alerts`))); err != nil {
+		t.Fatalf("alerts page: %v", err)
+	}
+	type alertValue struct{ Text, Title string }
+	vals, err := chromedp.Run(bctx, chromedp.Evaluate[[]alertValue](`[...document.querySelectorAll('[data-field="alert-value"]')].map(e => ({Text: e.textContent, Title: e.title}))`))
+	if err != nil || len(vals) == 0 {
+		t.Errorf("no alert values on the alerts page (%v)", err)
+	}
+	t.Logf("alert values: %v", vals)
+	for _, v := range vals {
+		raw, err := strconv.ParseFloat(v.Title, 64)
+		if err != nil {
+			t.Errorf("alert value title %q: %v", v.Title, err)
+			continue
+		}
+		// Worked out apart from the UI: 4 significant digits, integers as is.
+		var want string
+		if raw == math.Trunc(raw) && math.Abs(raw) < 1e15 {
+			want = commas(int64(raw))
+		} else {
+			w, _ := strconv.ParseFloat(strconv.FormatFloat(raw, 'g', 4, 64), 64)
+			want = strconv.FormatFloat(w, 'f', -1, 64)
+		}
+		if v.Text != want {
+			t.Errorf("alert value %q shown as %q, want %q", v.Title, v.Text, want)
+		}
+	}
+
 	for _, face := range []string{"status", "top", "/metrics", "PromQL", "web UI"} {
 		if f, ok := faces[face]; ok && f != want {
 			t.Errorf("%s shows decode pool %+v, status -o json %+v", face, f, want)

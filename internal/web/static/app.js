@@ -30,6 +30,13 @@ function fmtCompact(x) {
   }
   return String(parseFloat(x.toPrecision(3)));
 }
+// fmtValue rounds an alert's value (a string from the API) to 4
+// significant digits: 0.9967226982116699 is 0.9967.
+function fmtValue(v) {
+  const x = parseFloat(v);
+  if (!isFinite(x)) return String(v);
+  return Number.isInteger(x) ? x.toLocaleString("en-US") : String(parseFloat(x.toPrecision(4)));
+}
 function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
@@ -111,6 +118,11 @@ function bar(v) {
     `<span class="fill" style="width:${w}%"></span>` +
     `<span class="tick" style="left:${s.kv_usage_warning * 100}%"></span><span class="tick" style="left:${s.kv_usage_critical * 100}%"></span></span>`;
 }
+// routerCell is a router's worker health: routers hold no KV cache.
+function routerCell(sv) {
+  const r = sv.router || {};
+  return `<span class="muted" title="routers hold no KV cache">workers <span data-field="workers">${fmtInt(val(r.workers_healthy))}/${fmtInt(val(r.workers_total))}</span> healthy</span>`;
+}
 // headroom picks the smallest configured request size (not the context length).
 function headroom(s) {
   const list = (s.headroom || []).filter((h) => !h.context_length);
@@ -147,7 +159,10 @@ async function api(path, params) {
 }
 async function refreshData() {
   state.report = await getJSON("api/kvwatch/v1/report");
-  state.alerts = state.settings.alerts ? (await api("api/v1/alerts")).alerts : [];
+  // Before the first scrape the report may hold no servers (null lists).
+  state.report.servers = state.report.servers || [];
+  state.report.pools = state.report.pools || [];
+  state.alerts = state.settings.alerts ? (await api("api/v1/alerts")).alerts || [] : [];
   const n = state.alerts.filter((a) => a.state === "firing").length;
   const badge = document.getElementById("alert-count");
   badge.hidden = n === 0;
@@ -175,8 +190,9 @@ async function timeWindow() {
     api("api/v1/query", { query: `max(count_over_time(kvwatch_target_up[${Math.ceil(max)}s]))`, time: end }),
     api("api/v1/query_range", { query: "count(kvwatch_target_up)", start: end - max, end, step: step0 }),
   ]);
-  const samples = cnt.result.length ? parseFloat(cnt.result[0].value[1]) : 0;
-  const firstTs = first.result.length && first.result[0].values.length ? first.result[0].values[0][0] : null;
+  const cr = cnt.result || [], fr = first.result || [];
+  const samples = cr.length ? parseFloat(cr[0].value[1]) : 0;
+  const firstTs = fr.length && (fr[0].values || []).length ? fr[0].values[0][0] : null;
   let start = end - max;
   if (firstTs != null) start = Math.max(start, Math.min(firstTs - step0, end - minSpan));
   const span = end - start;
@@ -221,8 +237,8 @@ async function chart(el, queries, opts) {
   const xsSet = new Set();
   const lines = [];
   results.forEach((res, i) => {
-    const all = res.result.map((r) => r.metric);
-    const own = res.result.map((s) => {
+    const all = (res.result || []).map((r) => r.metric);
+    const own = (res.result || []).map((s) => {
       s.values.forEach(([t]) => xsSet.add(t));
       return { label: queries[i].label(s.metric, all), m: new Map(s.values.map(([t, v]) => [t, parseFloat(v)])) };
     });
@@ -337,7 +353,7 @@ async function hitRatios() {
   const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
   const q = `sum by (server) (rate(kvwatch_prefix_cache_hit_tokens_total[${win}])) / sum by (server) (rate(kvwatch_prefix_cache_query_tokens_total[${win}]))`;
   const res = await api("api/v1/query", { query: q, time: state.win.end });
-  return new Map(res.result.map((r) => [r.metric.server, parseFloat(r.value[1])]));
+  return new Map((res.result || []).map((r) => [r.metric.server, parseFloat(r.value[1])]));
 }
 // hitCell shows the windowed hit ratio from the history, else the report's
 // rate since the previous scrape, else "--" with the reason.
@@ -373,7 +389,7 @@ async function overview(main) {
       <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${status}</td>
       <td data-field="role">${esc(s.role)}</td>
       <td data-field="engine">${esc(sv.engine || "--")}</td>
-      <td>${s.role === "router" ? '<span class="muted">router</span>' : bar(sv.usage_ratio)}</td>
+      <td>${s.role === "router" ? routerCell(sv) : bar(sv.usage_ratio)}</td>
       <td class="num">${cell("usage", sv.usage_ratio, fmtPct)}</td>
       <td class="num">${cell("used", sv.used_tokens, fmtInt)}</td>
       <td class="num">${cell("capacity", sv.capacity_tokens, fmtInt)}</td>
@@ -413,6 +429,7 @@ async function serverPage(main, name) {
   const q = sv.queued || {};
   const rates = s.rates || {};
   const signals = s.server ? `<table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
+    ${sv.router ? signalRow("workers_healthy", sv.router.workers_healthy, fmtInt) + signalRow("workers_total", sv.router.workers_total, fmtInt) : ""}
     ${signalRow("usage_ratio", sv.usage_ratio, fmtPct)}
     ${signalRow("reserved_ratio", sv.reserved_ratio, fmtPct)}
     ${signalRow("demand_ratio", sv.demand_ratio, fmtTimes)}
@@ -437,6 +454,7 @@ async function serverPage(main, name) {
   // Why a chart can stay empty, from the report.
   const eng = sv.engine || "the engine";
   const none = (v, what) => (s.server && val(v) == null ? `unavailable: ${eng} exports no ${what}` : "");
+  const noKV = s.role === "router" ? "unavailable: a router holds no KV cache (see its workers above)" : "";
   const counters = sv.counters || {};
   // Series labels say when the value is a reservation.
   const rsv = (v, label) => (prov(v) === "reserved" ? label + " (reservation)" : label);
@@ -459,18 +477,18 @@ async function serverPage(main, name) {
   await Promise.all([
     chart(document.getElementById("c-usage"), [
       { q: `kvwatch_kv_usage_ratio{${sq}}`, label: () => rsv(sv.usage_ratio, "used") },
-      { q: `kvwatch_kv_reserved_ratio{${sq}}`, label: () => "reserved" }], { unit: "ratio", thresholds: true }),
+      { q: `kvwatch_kv_reserved_ratio{${sq}}`, label: () => "reserved" }], { unit: "ratio", thresholds: true, unavailable: noKV }),
     chart(document.getElementById("c-demand"), [
       { q: `kvwatch_kv_demand_ratio{${sq}}`, label: () => "demand" }], { unit: "times",
-      unavailable: none(sv.demand_ratio, "queued demand (only SGLang PD decode does)") }),
+      unavailable: noKV || none(sv.demand_ratio, "queued demand (only SGLang PD decode does)") }),
     chart(document.getElementById("c-tokens"), [
       { q: `kvwatch_kv_used_tokens{${sq}}`, label: () => rsv(sv.used_tokens, "used") },
       { q: `kvwatch_kv_capacity_tokens{${sq}}`, label: () => "capacity" },
-      { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], { unit: "tokens" }),
+      { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], { unit: "tokens", unavailable: noKV }),
     chart(document.getElementById("c-ranks"), [
       { q: `kvwatch_rank_kv_usage_ratio{${sq}}`, label: rankLabel }], { unit: "ratio", thresholds: true,
-      unavailable: !s.server ? "" : !(sv.ranks || []).length ? `unavailable: ${eng} reports no per-rank KV` :
-        dpRanks(sv.ranks) === 1 ? "one DP rank: same as the server's usage" : "" }),
+      unavailable: noKV || (!s.server ? "" : !(sv.ranks || []).length ? `unavailable: ${eng} reports no per-rank KV` :
+        dpRanks(sv.ranks) === 1 ? "one DP rank: same as the server's usage" : "") }),
     chart(document.getElementById("c-queues"), [
       { q: `kvwatch_requests_running{${sq}}`, label: () => "running" },
       { q: `kvwatch_requests_queued{${sq}}`, label: (m) => "queued " + m.queue }], { unit: "requests" }),
@@ -489,10 +507,10 @@ async function alertsPage(main) {
     main.innerHTML = '<p class="muted">No alert rules are evaluated (serve runs without --rules or history).</p>';
     return;
   }
-  const rules = (await api("api/v1/rules", { type: "alert" })).groups.flatMap((g) => g.rules);
+  const rules = ((await api("api/v1/rules", { type: "alert" })).groups || []).flatMap((g) => g.rules || []);
   const active = state.alerts.map((a) => `<tr><td class="state-${esc(a.state)}">${esc(a.state)}</td>
       <td>${esc(a.labels.alertname)}</td><td>${esc(a.labels.server || "")}</td><td>${esc(a.labels.severity || "")}</td>
-      <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num">${esc(a.value)}</td></tr>`).join("");
+      <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num" data-field="alert-value" title="${esc(a.value)}">${esc(fmtValue(a.value))}</td></tr>`).join("");
   main.innerHTML = `<h2>Active alerts</h2>
     ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
       : '<p id="alerts" class="muted">No alert is pending or firing.</p>'}
