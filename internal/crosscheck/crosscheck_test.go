@@ -119,6 +119,10 @@ func TestAdaptersReportTruth(t *testing.T) {
 						check(t, name+" transfer queue", s.Queued.Transfer, float64(truth.DecodeTransfer))
 						check(t, name+" bootstrap queue", s.Queued.Bootstrap, float64(truth.PrefillBootstrap))
 						check(t, name+" inflight queue", s.Queued.Inflight, float64(truth.PrefillInflight))
+						// pending_prealloc_token_usage is demand (tokens waiting
+						// for pre-allocation over capacity), never a reservation.
+						check(t, name+" demand tokens", s.Demand, float64(truth.PendingPreallocTokens))
+						check(t, name+" reserved ratio", s.ReservedRatio, -1)
 					}
 					if ep.Engine == "sglang" || ep.Engine == "vllm" {
 						// Headroom: a request cannot span DP ranks.
