@@ -335,6 +335,11 @@ func TestOverloadOneTruth(t *testing.T) {
 		}
 	}
 
+	// The overview's one chart spans the page, not the left half.
+	widths, err := chromedp.Run(bctx, chromedp.Evaluate[[]float64](`[document.getElementById("chart-usage").clientWidth, document.getElementById("main").clientWidth]`))
+	if err != nil || len(widths) != 2 || widths[0] < 0.8*widths[1] {
+		t.Errorf("fleet chart and page widths %v px (%v): want the chart across the page", widths, err)
+	}
 	// The router: its worker health in the overview, and "unavailable"
 	// (not "no data") for KV on its page.
 	workers, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector('tr[data-server="router"] [data-field="workers"]') || {}).textContent || ""`))

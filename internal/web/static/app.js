@@ -407,7 +407,7 @@ async function overview(main) {
       <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
       <th scope="col" class="num">Headroom${hrTokens ? " (×" + hrTokens.tokens + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
       <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
-    ${state.settings.history ? windowNote() + `<div class="charts">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
+    ${state.settings.history ? windowNote() + `<div class="charts single">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
   if (state.settings.history) {
     await chart(document.getElementById("chart-usage"), [{ q: "kvwatch_kv_usage_ratio", label: (m) => m.server }], { unit: "ratio", thresholds: true });
