@@ -550,3 +550,23 @@ func TestStatusWatchText(t *testing.T) {
 		}
 	}
 }
+
+// TestStatus501IsNot404: llama.cpp without --metrics answers 501; the
+// reason says so instead of http_404.
+func TestStatus501IsNot404(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "This server does not support metrics endpoint. Start it with `--metrics`", http.StatusNotImplemented)
+	}))
+	t.Cleanup(srv.Close)
+	code, out, _ := run(t, "status", srv.URL, "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Servers) != 1 || rep.Servers[0].Reason != "http_501" || !strings.Contains(rep.Servers[0].Error, "501 Not Implemented: metrics are off") {
+		t.Errorf("row = %+v, want reason http_501 saying metrics are off", rep.Servers)
+	}
+}

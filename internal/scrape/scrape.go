@@ -312,7 +312,11 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		resp.Body.Close()
 	}()
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented {
-		return nil, "", signal.ReasonHTTP404, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(hint))
+		reason := signal.ReasonHTTP404
+		if resp.StatusCode == http.StatusNotImplemented {
+			reason = signal.ReasonHTTP501 // llama.cpp without --metrics
+		}
+		return nil, "", reason, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(hint))
 	}
 	if resp.StatusCode/100 != 2 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))

@@ -13,7 +13,7 @@ import (
 )
 
 // reasons are the failure classes counted per target, in a fixed order.
-var reasons = [...]string{signal.ReasonRefused, signal.ReasonTimeout, signal.ReasonHTTP404,
+var reasons = [...]string{signal.ReasonRefused, signal.ReasonTimeout, signal.ReasonHTTP404, signal.ReasonHTTP501,
 	signal.ReasonHTTPError, signal.ReasonNotMetrics, signal.ReasonParse, signal.ReasonTooLarge,
 	signal.ReasonTruncated, signal.ReasonUnknownEngine, signal.ReasonOther}
 

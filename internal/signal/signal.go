@@ -143,7 +143,7 @@ var (
 	TargetLastSuccess = Metric{Name: "kvwatch_target_last_success_timestamp_seconds", Type: Gauge, Unit: "seconds", Target: true,
 		Help: "Unix time of the last successful scrape of the target (for staleness)."}
 	TargetScrapeError = Metric{Name: "kvwatch_target_scrape_error", Type: Gauge, Unit: "", Target: true,
-		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_error, not_metrics, parse, too_large, truncated, unknown_engine, other); absent when it succeeded.",
+		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_501, http_error, not_metrics, parse, too_large, truncated, unknown_engine, other); absent when it succeeded.",
 		Labels: []string{LabelReason}}
 	TargetWarnings = Metric{Name: "kvwatch_target_warnings", Type: Gauge, Unit: "", Target: true,
 		Help:   "Warnings about the target's last page, by reason (negative, used_over_capacity, too_large, duplicate_series, two_engines): the values concerned are not exported; 0 when none.",
@@ -240,7 +240,8 @@ const (
 const (
 	ReasonRefused       = "refused"
 	ReasonTimeout       = "timeout"
-	ReasonHTTP404       = "http_404"
+	ReasonHTTP404       = "http_404" // 404 on the metrics path: metrics are off
+	ReasonHTTP501       = "http_501" // 501: metrics are off (llama.cpp without --metrics)
 	ReasonHTTPError     = "http_error"
 	ReasonNotMetrics    = "not_metrics"
 	ReasonParse         = "parse"
