@@ -351,7 +351,7 @@ func TestStatusUsageErrors(t *testing.T) {
 		{[]string{"status", "http://127.0.0.1:1", "--engine", "nope"}, `unknown engine "nope"`},
 		{[]string{"status", "http://127.0.0.1:1", "--headroom", "8k,abc"}, `"abc" is not a positive number of tokens`},
 		{[]string{"status", "--config.file", "/nonexistent/kvwatch.yml"}, "no such file"},
-		{[]string{"status", "wizard=http://127.0.0.1:1"}, `unknown role "wizard"`},
+		{[]string{"status", "wizard:w=http://127.0.0.1:1"}, `unknown role "wizard"`},
 		{[]string{"nosuchcommand"}, "expected command"},
 	} {
 		code, _, errs := run(t, tc.args...)
@@ -568,5 +568,30 @@ func TestStatus501IsNot404(t *testing.T) {
 	}
 	if len(rep.Servers) != 1 || rep.Servers[0].Reason != "http_501" || !strings.Contains(rep.Servers[0].Error, "501 Not Implemented: metrics are off") {
 		t.Errorf("row = %+v, want reason http_501 saying metrics are off", rep.Servers)
+	}
+}
+
+// TestStatusNamedTargets: NAME=URL names a target, ROLE:NAME=URL names it
+// and sets its role; a role alone stays [ROLE=]URL.
+func TestStatusNamedTargets(t *testing.T) {
+	srv := serveFile(t, "sglang-current-decode-tp2.prom")
+	code, out, errs := run(t, "status", "-o", "json", "leaky="+srv.URL, "prefill:p0="+srv.URL, "unified="+srv.URL)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	// The page says engine_type decode: the role when none is given.
+	want := [][2]string{{"leaky", "decode"}, {"p0", "prefill"}, {host, "unified"}}
+	if len(rep.Servers) != 3 {
+		t.Fatalf("%d rows, want 3", len(rep.Servers))
+	}
+	for i, w := range want {
+		if got := [2]string{rep.Servers[i].Name, string(rep.Servers[i].Role)}; got != w {
+			t.Errorf("row %d = %v, want %v", i, got, w)
+		}
 	}
 }
