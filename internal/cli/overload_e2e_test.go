@@ -340,8 +340,23 @@ func TestOverloadOneTruth(t *testing.T) {
 	if err != nil || len(widths) != 2 || widths[0] < 0.8*widths[1] {
 		t.Errorf("fleet chart and page widths %v px (%v): want the chart across the page", widths, err)
 	}
+	// The decode page: demand on a chart of its own (× capacity), never on
+	// the 0–100 % usage chart.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/server/decode"), chromedp.WaitVisible(chromedp.CSS(`#c-demand[data-state]`))); err != nil {
+		t.Fatalf("decode page: %v", err)
+	}
+	usageQ, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("c-usage").dataset.state + " " + document.getElementById("c-demand").dataset.state`))
+	if err != nil || usageQ != "drawn drawn" {
+		t.Errorf("decode usage and demand charts: %q (%v), want both drawn", usageQ, err)
+	}
+	if png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)); err == nil {
+		_ = os.WriteFile(artifactsDir(t)+"/web-overload-decode.png", png, 0o644)
+	}
 	// The router: its worker health in the overview, and "unavailable"
 	// (not "no data") for KV on its page.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-server="router"]`))); err != nil {
+		t.Fatalf("overview: %v", err)
+	}
 	workers, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector('tr[data-server="router"] [data-field="workers"]') || {}).textContent || ""`))
 	if err != nil || workers != "2/2" {
 		t.Errorf("router workers in the overview = %q (%v), want 2/2", workers, err)
