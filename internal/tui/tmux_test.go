@@ -119,7 +119,7 @@ func TestTopInTmux(t *testing.T) {
 	t.Cleanup(func() { s.cmd("kill-server") })
 
 	// The fleet, with rates once two scrapes are in.
-	s.waitFor("the fleet table", contains("kvwatch top 3 targets", "FLEET  2 up", "SERVER▲", " decode ", " prefill ", " router ", "workers 2/2"))
+	s.waitFor("the fleet table", contains("kvwatch top 3 targets", "FLEET  2 up", "limit: ", "SERVER▲", " decode ", " prefill ", " router ", "workers 2/2"))
 
 	s.keys("4") // sort by KV, fullest first
 	s.waitFor("the KV sort", contains("KV▼"))
