@@ -157,7 +157,7 @@ func sumOf(a, b Value) Value {
 	case !b.OK():
 		return a
 	}
-	return Value{V: a.V + b.V, Prov: worst(a.Prov, b.Prov)}
+	return saturate(a.V+b.V, worst(a.Prov, b.Prov))
 }
 
 // fieldsOf lists pointers to every Value of s, in a fixed order.
@@ -249,7 +249,7 @@ func strictSum(vals []Value) Value {
 			out = v
 			continue
 		}
-		out = Value{V: out.V + v.V, Prov: worst(out.Prov, v.Prov)}
+		out = saturate(out.V+v.V, worst(out.Prov, v.Prov))
 	}
 	if known > 0 && known < len(vals) {
 		out.Prov = max(out.Prov, Partial)
@@ -273,11 +273,11 @@ func ratioOf(groups []Signals, pick func(*Signals) Value) Value {
 		}
 		n++
 		only = r
-		plain += r.V
+		plain = saturate(plain+r.V, Derived).V
 		prov = worst(prov, r.Prov)
 		if c := groups[i].Capacity; c.OK() && c.Prov != Implausible {
-			weighted += r.V * c.V
-			capSum += c.V
+			weighted = saturate(weighted+saturate(r.V*c.V, Derived).V, Derived).V
+			capSum = saturate(capSum+c.V, Derived).V
 		} else {
 			capsKnown = false
 		}
@@ -289,9 +289,9 @@ func ratioOf(groups []Signals, pick func(*Signals) Value) Value {
 	case len(groups) == 1:
 		return only
 	case capsKnown && capSum > 0:
-		out = Value{V: weighted / capSum, Prov: combine(prov, Derived)}
+		out = saturate(weighted/capSum, combine(prov, Derived))
 	default:
-		out = Value{V: plain / float64(n), Prov: combine(prov, Derived)}
+		out = saturate(plain/float64(n), combine(prov, Derived))
 	}
 	if n < len(groups) {
 		out.Prov = max(out.Prov, Partial)

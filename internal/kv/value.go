@@ -111,12 +111,24 @@ func combine(a, b Provenance) Provenance {
 // implausible: a number that can be shown, summed or alerted on as is.
 func (v Value) Trusted() bool { return v.OK() && v.Prov != Partial && v.Prov != Implausible }
 
+// saturate keeps arithmetic finite: an overflow to ±Inf becomes ±MaxFloat64
+// (such a value is implausible anyway, and Check flags it), NaN unknown.
+func saturate(x float64, p Provenance) Value {
+	switch {
+	case math.IsNaN(x):
+		return Value{}
+	case math.IsInf(x, 0):
+		return Value{V: math.Copysign(math.MaxFloat64, x), Prov: p}
+	}
+	return Value{V: x, Prov: p}
+}
+
 // Div returns v / d as a derived value; unknown if either is unknown or d is 0.
 func (v Value) Div(d Value) Value {
 	if !v.OK() || !d.OK() || d.V == 0 {
 		return Value{}
 	}
-	return Value{V: v.V / d.V, Prov: combine(v.Prov, d.Prov)}
+	return saturate(v.V/d.V, combine(v.Prov, d.Prov))
 }
 
 // Mul returns v × m as a derived value.
@@ -124,7 +136,7 @@ func (v Value) Mul(m Value) Value {
 	if !v.OK() || !m.OK() {
 		return Value{}
 	}
-	return Value{V: v.V * m.V, Prov: combine(v.Prov, m.Prov)}
+	return saturate(v.V*m.V, combine(v.Prov, m.Prov))
 }
 
 // Sub returns v − s as a derived value.
@@ -132,7 +144,7 @@ func (v Value) Sub(s Value) Value {
 	if !v.OK() || !s.OK() {
 		return Value{}
 	}
-	return Value{V: v.V - s.V, Prov: combine(v.Prov, s.Prov)}
+	return saturate(v.V-s.V, combine(v.Prov, s.Prov))
 }
 
 // jsonValue is the JSON form of a Value: value is null when unavailable.
