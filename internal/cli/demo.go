@@ -144,8 +144,9 @@ func statusLine(r report.Report, emb *embedded) string {
 		}
 		parts = append(parts, part)
 	}
-	f := r.Fleet
-	parts = append(parts, "fleet KV "+percent(f.UsageRatio))
+	if f := r.Fleet; f.LimitIndex >= 0 {
+		parts = append(parts, "limit: "+r.Pools[f.LimitIndex].Name+" pool KV "+percent(r.Pools[f.LimitIndex].UsageRatio))
+	}
 	line := time.Now().Format("15:04:05") + "  " + strings.Join(parts, " | ")
 	if emb.rules != nil {
 		firing, pending := 0, 0

@@ -390,7 +390,7 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 			t.Errorf("decode chart %s: state %q, %s points (rate range %s); want drawn points", id, ds["state"], ds["points"], ds["rateInterval"])
 		}
 	}
-	// pd-sglang's decode server has 2 DP ranks of 4 TP ranks each: one
+	// pd-sglang-dp's decode server has 2 DP ranks of 4 TP ranks each: one
 	// line per DP rank.
 	legend, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#c-ranks .u-legend .u-series .u-label')].slice(1).map(e => e.textContent)`))
 	if want := []string{"dp0", "dp1"}; err != nil || !slices.Equal(legend, want) {
@@ -570,11 +570,12 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 	}
 }
 
-// startPD starts the default simulated PD cluster on a manual clock until
-// ctx ends.
+// startPD starts the simulated PD cluster with DP attention on decode
+// (pd-sglang-dp: per-DP-rank views have data) on a manual clock until ctx
+// ends.
 func startPD(ctx context.Context, t *testing.T) *sim.Cluster {
 	t.Helper()
-	sc, err := sim.BuiltinScenario("pd-sglang")
+	sc, err := sim.BuiltinScenario("pd-sglang-dp")
 	if err != nil {
 		t.Fatal(err)
 	}

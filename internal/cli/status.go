@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -98,10 +100,24 @@ func (o *statusOptions) print(w io.Writer, rep *report.Report, sizes []int) erro
 func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, watching bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	lifetime := false
+	// The demand column is there when any server reports demand (SGLang PD
+	// decode), so that the columns stay aligned.
+	demandCol := false
+	for _, row := range rep.Servers {
+		if row.Server != nil && row.Server.DemandRatio.OK() {
+			demandCol = true
+		}
+	}
+	if watching {
+		fmt.Fprintf(w, "kvwatch status at %s\n", rep.Time.UTC().Format(time.RFC3339))
+	}
+	// Failed targets and warnings come after the table: lines with fewer
+	// cells in the middle would break its columns.
+	var notes []string
 	for i := range rep.Servers {
 		row := &rep.Servers[i]
 		if !row.OK {
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t%s\n", orDash(string(row.Role)), row.Name, row.Error)
+			notes = append(notes, fmt.Sprintf("%s\t%s\tFAILED\t%s", orDash(string(row.Role)), row.Name, row.Error))
 			continue
 		}
 		s := row.Server
@@ -118,14 +134,18 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		lifetime = lifetime || life
 		cols := []string{string(s.Role), row.Name, s.Engine,
 			"KV " + kvCell(s.Used, s.Capacity, s.UsageRatio),
-			"headroom " + headroomCell(row.Headroom, sizes),
+			"headroom " + headroomCell(row.Headroom, sizes, wide),
 			"run=" + count(s.Running),
-			"queue=" + count(s.Queued.Waiting) + pdQueues(s.Queued),
+			"queued=" + queueCell(s.Queued),
 			"hit " + hit}
+		if demandCol {
+			cols = append(cols, "demand "+times(s.DemandRatio))
+		}
 		if wide {
 			cols = append(cols,
 				"evictable="+count(s.Evictable),
 				"reserved="+percent(s.ReservedRatio),
+				"demand_tokens="+count(s.Demand),
 				"preempt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PreemptionsPerSec }, s.Counters.Preemptions),
 				"prompt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PromptTokensPS }, s.Counters.PromptTokens),
 				"gentok="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.GenTokensPS }, s.Counters.GenerationTokens),
@@ -144,26 +164,19 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		if ranks || wide {
 			renderCachePools(tw, s)
 		}
-	}
-	f := rep.Fleet
-	failed := 0
-	for _, row := range rep.Servers {
-		if !row.OK {
-			failed++
+		for _, x := range s.Warnings {
+			notes = append(notes, fmt.Sprintf("warning\t%s\t%s: %s", row.Name, x.Reason, x.Detail))
 		}
 	}
-	fleet := fmt.Sprintf("fleet\t%d servers\t\tKV %s", f.Servers, kvCell(f.Used, f.Capacity, f.UsageRatio))
-	if f.UsageRatio.OK() {
-		fleet = strings.TrimSuffix(fleet, ")") + ", capacity-weighted)"
-	}
-	if f.Counted < f.Servers {
-		fleet += fmt.Sprintf("\t%d of %d report KV tokens", f.Counted, f.Servers)
-	}
-	if failed > 0 {
-		fleet += fmt.Sprintf("\t%d failed", failed)
-	}
-	fmt.Fprintln(tw, fleet)
+	renderPools(tw, rep, sizes)
 	tw.Flush()
+	if len(notes) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, n := range notes {
+			fmt.Fprintln(tw, n)
+		}
+		tw.Flush()
+	}
 	if lifetime {
 		note := "* hit ratio since engine start; use --watch for the ratio over each refresh"
 		if watching {
@@ -173,14 +186,91 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 	}
 }
 
+// renderPools writes one line per pool when there is more than one (prefill
+// and decode are never summed together) and the fleet line: the single
+// pool's totals, or the most constrained pool, named, and the others.
+func renderPools(w io.Writer, rep *report.Report, sizes []int) {
+	f := rep.Fleet
+	first := 0
+	if len(sizes) > 0 {
+		first = sizes[0]
+	}
+	failed := ""
+	if f.Failed > 0 {
+		failed = fmt.Sprintf("\t%d failed", f.Failed)
+	}
+	if len(rep.Pools) <= 1 {
+		var p kv.Pool
+		if len(rep.Pools) == 1 {
+			p = rep.Pools[0]
+		}
+		line := fmt.Sprintf("fleet\t%s\t\tKV %s", plural(p.Servers, "server"), kvCell(p.Used, p.Capacity, p.UsageRatio))
+		if p.UsageRatio.OK() {
+			line = strings.TrimSuffix(line, ")") + ", capacity-weighted)"
+		}
+		if p.Counted < p.Servers {
+			line += fmt.Sprintf("\t%d of %d report KV tokens", p.Counted, p.Servers)
+		}
+		if p.DemandRatio.OK() {
+			line += "\tdemand " + times(p.DemandRatio) + " capacity"
+		}
+		fmt.Fprintln(w, line+failed)
+		return
+	}
+	for _, p := range rep.Pools {
+		line := fmt.Sprintf("pool\t%s\t%s\tKV %s\theadroom %s\trun=%s\tqueued=%s", p.Name, plural(p.Servers, "server"),
+			kvCell(p.Used, p.Capacity, p.UsageRatio), poolHeadroom(p, first), count(p.Running), count(p.Queued))
+		if p.Counted < p.Servers {
+			line += fmt.Sprintf("\t%d of %d report KV tokens", p.Counted, p.Servers)
+		}
+		if p.DemandRatio.OK() {
+			line += "\tdemand " + times(p.DemandRatio) + " capacity"
+		}
+		fmt.Fprintln(w, line)
+	}
+	line := fmt.Sprintf("fleet\t%s\t\t", plural(len(rep.Pools), "pool"))
+	if f.LimitIndex < 0 {
+		line += "no pool reports KV usage"
+	} else {
+		p := rep.Pools[f.LimitIndex]
+		line += fmt.Sprintf("%s pool is the limit: %s (%s / %s tok), headroom %s", p.Name, percent(p.UsageRatio),
+			count(p.Used), count(p.Capacity), poolHeadroom(p, first))
+		var others []string
+		for i, o := range rep.Pools {
+			if i != f.LimitIndex {
+				others = append(others, o.Name+" "+percent(o.UsageRatio))
+			}
+		}
+		line += "; " + strings.Join(others, ", ")
+	}
+	fmt.Fprintln(w, line+failed)
+}
+
+// poolHeadroom is "0×8k" for the first configured size, -- if unknown.
+func poolHeadroom(p kv.Pool, first int) string {
+	for _, h := range p.Headroom {
+		if h.Tokens == first && h.Requests.OK() {
+			return count(h.Requests) + "×" + tokens(h.Tokens)
+		}
+	}
+	return "--"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 // renderRanks writes one row per rank and the DP spread.
 func renderRanks(w io.Writer, s *kv.Server) {
 	if len(s.Ranks) < 2 {
 		return
 	}
 	for _, r := range s.Ranks {
-		fmt.Fprintf(w, "\t  %s\t\tKV %s\t\trun=%s\tqueue=%s\n", rankName(r.RankID),
-			kvCell(r.Used, r.Capacity, r.UsageRatio), count(r.Running), count(r.Queued.Waiting))
+		fmt.Fprintf(w, "\t  %s\t\tKV %s\t\trun=%s\tqueued=%s\n", rankName(r.RankID),
+			kvCell(r.Used, r.Capacity, r.UsageRatio), count(r.Running), queueCell(r.Queued))
 	}
 	if len(s.DPGroups()) < 2 {
 		fmt.Fprintf(w, "\t  imbalance\t\tnone: one DP rank (TP/PP ranks share its KV)\n")
@@ -211,8 +301,9 @@ func kvCell(used, capacity, ratio kv.Value) string {
 	return out
 }
 
-// headroomCell is "277×8k" for the first size, plus the context-length fit.
-func headroomCell(hs []report.Headroom, sizes []int) string {
+// headroomCell is "277×8k" for the first size, plus the context-length
+// fit; with all, every size ("554×4k 277×8k 69×32k 4×512k").
+func headroomCell(hs []report.Headroom, sizes []int, all bool) string {
 	var parts []string
 	first := 0
 	if len(sizes) > 0 {
@@ -222,7 +313,7 @@ func headroomCell(hs []report.Headroom, sizes []int) string {
 		if !h.Requests.OK() {
 			continue
 		}
-		if h.Tokens == first || h.Context {
+		if all || h.Tokens == first || h.Context {
 			parts = append(parts, fmt.Sprintf("%s×%s", count(h.Requests), tokens(h.Tokens)))
 		}
 	}
@@ -232,21 +323,26 @@ func headroomCell(hs []report.Headroom, sizes []int) string {
 	return strings.Join(parts, " ")
 }
 
-// pdQueues adds the PD queues when the engine reports any as non-zero.
-func pdQueues(q kv.Queues) string {
+// queueCell is every queue of the server summed, the one definition of
+// "queued" in status, top and the web UI, with the queues that hold
+// requests named when they are PD queues: "3 (prealloc=2 transfer=1)".
+func queueCell(q kv.Queues) string {
+	total := count(q.QueuedTotal())
 	var parts []string
+	pd := false
 	for _, p := range []struct {
 		name string
 		v    kv.Value
-	}{{"prealloc", q.Prealloc}, {"bootstrap", q.Bootstrap}, {"transfer", q.Transfer}, {"inflight", q.Inflight}} {
+	}{{"waiting", q.Waiting}, {"prealloc", q.Prealloc}, {"bootstrap", q.Bootstrap}, {"transfer", q.Transfer}, {"inflight", q.Inflight}} {
 		if p.v.OK() && p.v.V != 0 {
 			parts = append(parts, fmt.Sprintf("%s=%s", p.name, count(p.v)))
+			pd = pd || p.name != "waiting"
 		}
 	}
-	if len(parts) == 0 {
-		return ""
+	if !pd {
+		return total
 	}
-	return " " + strings.Join(parts, " ")
+	return total + " (" + strings.Join(parts, " ") + ")"
 }
 
 // hitRatio is the windowed hit ratio when rates exist, else the ratio since
@@ -275,19 +371,31 @@ func rateOrTotal(row *report.Server, pick func(*kv.Rates) kv.Value, total kv.Val
 	return "--"
 }
 
-// count formats a whole number with thousands separators, -- if unknown.
+// count formats a whole number with thousands separators, -- if unknown,
+// ~900? if partial (a sum with missing parts), !-5,000 if implausible;
+// beyond 2^53 in exponent form, never through an int64 overflow.
 func count(v kv.Value) string {
 	if !v.OK() {
 		return "--"
 	}
-	return thousands(int64(v.V + 0.5*sign(v.V)))
+	var n string
+	if math.Abs(v.V) > kv.MaxExact {
+		n = strconv.FormatFloat(v.V, 'g', 3, 64)
+	} else {
+		n = thousands(int64(math.Round(v.V)))
+	}
+	return mark(v, n)
 }
 
-func sign(f float64) float64 {
-	if f < 0 {
-		return -1
+// mark adds the partial (~…?) or implausible (!…) marks to a formatted value.
+func mark(v kv.Value, s string) string {
+	switch v.Prov {
+	case kv.Partial:
+		return "~" + s + "?"
+	case kv.Implausible:
+		return "!" + s
 	}
-	return 1
+	return s
 }
 
 func thousands(n int64) string {
@@ -309,12 +417,38 @@ func thousands(n int64) string {
 	return b.String()
 }
 
-// percent formats a 0–1 ratio as "12.0%", -- if unknown.
+// percent formats a 0–1 ratio as "12.0%", -- if unknown, ~12.0%? if
+// partial, "implausible" if implausible.
 func percent(v kv.Value) string {
 	if !v.OK() {
 		return "--"
 	}
-	return fmt.Sprintf("%.1f%%", v.V*100)
+	if v.Prov == kv.Implausible {
+		return "implausible" // no plausible-looking percentage: see the warnings
+	}
+	if math.Abs(v.V) > 1e6 {
+		return mark(v, strconv.FormatFloat(v.V*100, 'g', 3, 64)+"%")
+	}
+	return mark(v, fmt.Sprintf("%.1f%%", v.V*100))
+}
+
+// times formats a demand ratio (unbounded above) as "17.6×", -- if unknown.
+func times(v kv.Value) string {
+	if !v.OK() {
+		return "--"
+	}
+	var s string
+	switch a := math.Abs(v.V); {
+	case a > 1e6:
+		s = strconv.FormatFloat(v.V, 'g', 3, 64)
+	case a >= 100:
+		s = fmt.Sprintf("%.0f", v.V)
+	case a >= 10:
+		s = fmt.Sprintf("%.1f", v.V)
+	default:
+		s = fmt.Sprintf("%.2f", v.V)
+	}
+	return mark(v, s+"×")
 }
 
 // tokens formats a request size: 8192 → 8k, 524288 → 512k.

@@ -134,15 +134,29 @@ func TestStatusJSON(t *testing.T) {
 		{"decode used", dec.Server.Used.V, 12034, dec.Server.Used.OK()},
 		{"decode prealloc queue", dec.Server.Queued.Prealloc.V, 2, dec.Server.Queued.Prealloc.OK()},
 		{"decode transfer queue", dec.Server.Queued.Transfer.V, 1, dec.Server.Queued.Transfer.OK()},
-		{"decode reserved", dec.Server.ReservedRatio.V, 0.01, dec.Server.ReservedRatio.OK()},
+		// pending_prealloc_token_usage 0.01: demand, 0.01 × 2,581,504 = 25,815.04 tokens.
+		{"decode demand ratio", dec.Server.DemandRatio.V, 0.01, dec.Server.DemandRatio.OK()},
+		{"decode demand", dec.Server.Demand.V, 25815, dec.Server.Demand.OK()},
 		{"decode retractions", dec.Server.Counters.Preemptions.V, 5, dec.Server.Counters.Preemptions.OK()},
 		// floor((2,581,504-12,034)/8192) = 313; the context length 524,288 fits 4 times.
 		{"decode headroom 8k", dec.Headroom[0].Requests.V, 313, dec.Headroom[0].Requests.OK()},
 		{"decode headroom ctx", dec.Headroom[1].Requests.V, 4, dec.Headroom[1].Requests.OK() && dec.Headroom[1].Context && dec.Headroom[1].Tokens == 524288},
 		{"router healthy", rt.Server.Router.WorkersHealthy.V, 2, rt.Server.Router.WorkersHealthy.OK()},
-		{"fleet used", rep.Fleet.Used.V, 322146, rep.Fleet.Used.OK()},
-		{"fleet capacity", rep.Fleet.Capacity.V, 5163008, rep.Fleet.Capacity.OK()},
 	}
+	// One pool per role, never summed: prefill 310,112 / 2,581,504 =
+	// 12.01%, decode 12,034 / 2,581,504 = 0.47%; prefill is the limit.
+	if len(rep.Pools) != 2 {
+		t.Fatalf("pools = %+v, want prefill and decode", rep.Pools)
+	}
+	pp, dp := rep.Pools[0], rep.Pools[1]
+	checks = append(checks,
+		want{"prefill pool used", pp.Used.V, 310112, pp.Used.OK() && pp.Name == "prefill"},
+		want{"decode pool used", dp.Used.V, 12034, dp.Used.OK() && dp.Name == "decode"},
+		want{"decode pool capacity", dp.Capacity.V, 2581504, dp.Capacity.OK()},
+		// waiting 0 + prealloc 2 + transfer 1: the decode queues only.
+		want{"decode pool queued", dp.Queued.V, 3, dp.Queued.OK()},
+		want{"decode pool headroom 8k", dp.Headroom[0].Requests.V, 313, dp.Headroom[0].Requests.OK()},
+		want{"fleet servers", float64(rep.Fleet.Servers), 2, rep.Fleet.Limit == "prefill"})
 	for _, c := range checks {
 		if !c.known || c.got != c.want {
 			t.Errorf("%s = %v (known %v), want %v", c.name, c.got, c.known, c.want)
@@ -150,6 +164,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if pre.Role != "prefill" || dec.Role != "decode" || rt.Role != "router" {
 		t.Errorf("roles = %s %s %s", pre.Role, dec.Role, rt.Role)
+	}
+	if rt.Server.ReservedRatio.OK() || dec.Server.ReservedRatio.OK() {
+		t.Errorf("SGLang reports no reservation: %+v", dec.Server.ReservedRatio)
 	}
 	if rt.Server.Capacity.OK() || rt.Server.Used.OK() {
 		t.Errorf("router KV must be unavailable, got %+v / %+v", rt.Server.Used, rt.Server.Capacity)
@@ -303,7 +320,7 @@ func TestStatusUsageErrors(t *testing.T) {
 		{[]string{"status", "http://127.0.0.1:1", "--engine", "nope"}, `unknown engine "nope"`},
 		{[]string{"status", "http://127.0.0.1:1", "--headroom", "8k,abc"}, `"abc" is not a positive number of tokens`},
 		{[]string{"status", "--config.file", "/nonexistent/kvwatch.yml"}, "no such file"},
-		{[]string{"status", "wizard=http://127.0.0.1:1"}, `unknown role "wizard"`},
+		{[]string{"status", "wizard:w=http://127.0.0.1:1"}, `unknown role "wizard"`},
 		{[]string{"nosuchcommand"}, "expected command"},
 	} {
 		code, _, errs := run(t, tc.args...)
@@ -419,4 +436,131 @@ func (l *lineCounter) Write(p []byte) (int, error) {
 		l.cancel()
 	}
 	return n, err
+}
+
+// TestStatusImplausible: negative and absurd values are flagged with a
+// warning, never shown as a plausible percentage, and nothing overflows.
+func TestStatusImplausible(t *testing.T) {
+	page := func(body string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	neg := page("sglang:max_total_num_tokens -100000\nsglang:kv_used_tokens -5000\nsglang:num_running_reqs 1\n")
+	huge := page("sglang:max_total_num_tokens 1e30\nsglang:kv_used_tokens 0\nsglang:context_len 1e30\nsglang:num_running_reqs 1\n")
+	cfg := writeConfig(t, fmt.Sprintf("targets:\n  - name: neg\n    url: %s\n  - name: huge\n    url: %s\n", neg.URL, huge.URL))
+	code, out, errs := run(t, "status", "--config.file", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"KV !-5,000 / !-100,000 tok (implausible)",
+		"negative: capacity is -100000",
+		"negative: used is -5000",
+		"KV 0 / !1e+30 tok (implausible)",
+		"too_large: capacity is 1e+30, beyond 2^53",
+		"too_large: context length is 1e+30, beyond 2^53",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "warning "); n != 4 {
+		t.Errorf("%d warning lines, want 4:\n%s", n, out)
+	}
+	if strings.Contains(out, "9,223,372") || strings.Contains(out, "5.0%") {
+		t.Errorf("an overflow or a plausible percentage:\n%s", out)
+	}
+	code, out, _ = run(t, "status", "--config.file", cfg, "-o", "json")
+	if code != 0 {
+		t.Fatalf("json: exit %d", code)
+	}
+	if strings.Contains(out, "-9223372036854775808") || !strings.Contains(out, `"provenance": "implausible"`) ||
+		!strings.Contains(out, `"reason": "too_large"`) {
+		t.Errorf("JSON overflowed or lacks the implausible marks:\n%s", out)
+	}
+}
+
+// TestStatusWideAllSizes: -o wide shows headroom for every --headroom size
+// and the context length; text shows the first and the context length.
+func TestStatusWideAllSizes(t *testing.T) {
+	cfg := writeConfig(t, pdCluster(t))
+	_, out, _ := run(t, "status", "--config.file", cfg, "-o", "wide", "--headroom", "4096,8192,32768")
+	// prefill: per DP rank (1,290,752 − 155,056) = 1,135,696 free; /4096 →
+	// 277, /8192 → 138, /32768 → 34, /524,288 → 2; twice.
+	if !strings.Contains(out, "headroom 554×4k 276×8k 68×32k 4×512k") {
+		t.Errorf("wide lacks every headroom size:\n%s", out)
+	}
+	_, out, _ = run(t, "status", "--config.file", cfg, "--headroom", "4096,8192,32768")
+	if !strings.Contains(out, "headroom 554×4k 4×512k ") {
+		t.Errorf("text headroom is not the first size and the context length:\n%s", out)
+	}
+}
+
+// TestStatusWatchText: every --watch frame starts with its time.
+func TestStatusWatchText(t *testing.T) {
+	srv := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-current-decode-tp2.prom"))
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	w := &lineCounter{Buffer: &out, n: 12, cancel: cancel}
+	if code := Run(ctx, []string{"status", srv.URL, "--watch", "50ms"}, Streams{Stdout: w, Stderr: &bytes.Buffer{}}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	stamps := regexp.MustCompile(`(?m)^kvwatch status at (\S+)$`).FindAllStringSubmatch(out.String(), -1)
+	if len(stamps) < 2 {
+		t.Fatalf("want a timestamp per frame, got %d:\n%s", len(stamps), out.String())
+	}
+	for _, s := range stamps {
+		if _, err := time.Parse(time.RFC3339, s[1]); err != nil {
+			t.Errorf("frame time %q: %v", s[1], err)
+		}
+	}
+}
+
+// TestStatus501IsNot404: llama.cpp without --metrics answers 501; the
+// reason says so instead of http_404.
+func TestStatus501IsNot404(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "This server does not support metrics endpoint. Start it with `--metrics`", http.StatusNotImplemented)
+	}))
+	t.Cleanup(srv.Close)
+	code, out, _ := run(t, "status", srv.URL, "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Servers) != 1 || rep.Servers[0].Reason != "http_501" || !strings.Contains(rep.Servers[0].Error, "501 Not Implemented: metrics are off") {
+		t.Errorf("row = %+v, want reason http_501 saying metrics are off", rep.Servers)
+	}
+}
+
+// TestStatusNamedTargets: NAME=URL names a target, ROLE:NAME=URL names it
+// and sets its role; a role alone stays [ROLE=]URL.
+func TestStatusNamedTargets(t *testing.T) {
+	srv := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-current-decode-tp2.prom"))
+	code, out, errs := run(t, "status", "-o", "json", "leaky="+srv.URL, "prefill:p0="+srv.URL, "unified="+srv.URL)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	// The page says engine_type decode: the role when none is given.
+	want := [][2]string{{"leaky", "decode"}, {"p0", "prefill"}, {host, "unified"}}
+	if len(rep.Servers) != 3 {
+		t.Fatalf("%d rows, want 3", len(rep.Servers))
+	}
+	for i, w := range want {
+		if got := [2]string{rep.Servers[i].Name, string(rep.Servers[i].Role)}; got != w {
+			t.Errorf("row %d = %v, want %v", i, got, w)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/serve"
 )
@@ -25,7 +26,7 @@ type targetFlags struct {
 
 // register adds the flags and the TARGET arguments to cmd.
 func (f *targetFlags) register(cmd *kingpin.CmdClause) {
-	cmd.Arg("target", "Servers to read, as [ROLE=]URL (ROLE: prefill, decode, unified, router), e.g. decode=http://127.0.0.1:30002. A URL without a path means /metrics.").StringsVar(&f.args)
+	cmd.Arg("target", "Servers to read, as [ROLE=]URL (ROLE: prefill, decode, unified, router), NAME=URL or ROLE:NAME=URL, e.g. decode=http://127.0.0.1:30002 or decode:d0=http://127.0.0.1:30002. A URL without a path means /metrics.").StringsVar(&f.args)
 	cmd.Flag("config.file", "Read targets (and headroom sizes, timeouts, auth) from this kvwatch config file, the same file serve reads.").PlaceHolder("FILE").StringVar(&f.configFile)
 	cmd.Flag("engine", "Force this engine's adapter instead of detecting it: "+strings.Join(engine.NewRegistry().Names(), ", ")+".").PlaceHolder("ENGINE").StringVar(&f.engine)
 	cmd.Flag("headroom", "Request sizes in tokens for headroom, comma-separated (the server's own context length is added when it reports one). Default: the config's headroom_tokens, else 8192.").PlaceHolder("4096,8192,32768").StringVar(&f.headroom)
@@ -74,16 +75,35 @@ func (f *targetFlags) load(reg *engine.Registry) (*config.Config, []*scrape.Targ
 	return s.Config, s.Targets, nil
 }
 
-// parseTargetArg reads [ROLE=]URL.
+// parseTargetArg reads [ROLE=]URL, NAME=URL or ROLE:NAME=URL. A prefix
+// that is a role (prefill, decode, unified, router) is the role; any other
+// is the target's name (the default name is host:port).
 func parseTargetArg(a string) (config.Target, error) {
 	t := config.Target{URL: a}
-	if i := strings.Index(a, "="); i > 0 && !strings.Contains(a[:i], "/") && !strings.Contains(a[:i], ":") {
-		t.Role, t.URL = a[:i], a[i+1:]
+	if i := strings.Index(a, "="); i > 0 && !strings.Contains(a[:i], "/") {
+		prefix := a[:i]
+		role, name, named := strings.Cut(prefix, ":")
+		switch {
+		case named: // the config check says when ROLE is not a role
+			t.Role, t.Name, t.URL = role, name, a[i+1:]
+		case isRole(prefix):
+			t.Role, t.URL = prefix, a[i+1:]
+		default:
+			t.Name, t.URL = prefix, a[i+1:]
+		}
 	}
 	if _, err := config.ParseTargetURL(t.URL); err != nil {
 		return t, fmt.Errorf("target %q: %w", a, err)
 	}
 	return t, nil
+}
+
+func isRole(s string) bool {
+	switch kv.Role(s) {
+	case kv.RolePrefill, kv.RoleDecode, kv.RoleUnified, kv.RoleRouter:
+		return true
+	}
+	return false
 }
 
 // parseSizes reads "4096,8192,32k" into token counts.

@@ -69,7 +69,7 @@ func check(t *testing.T, what string, got kv.Value, want float64) {
 // TestAdaptersReportTruth: for every engine the simulator serves, kvwatch
 // reports exactly the simulator's used, capacity, running and queued.
 func TestAdaptersReportTruth(t *testing.T) {
-	for _, scenario := range []string{"mixed", "pd-sglang", "vllm-dp", "sglang-legacy"} {
+	for _, scenario := range []string{"mixed", "pd-sglang", "pd-sglang-dp", "vllm-dp", "sglang-legacy"} {
 		t.Run(scenario, func(t *testing.T) {
 			c := startCluster(t, scenario)
 			busy := 0 // servers seen with KV in use and requests running
@@ -119,6 +119,10 @@ func TestAdaptersReportTruth(t *testing.T) {
 						check(t, name+" transfer queue", s.Queued.Transfer, float64(truth.DecodeTransfer))
 						check(t, name+" bootstrap queue", s.Queued.Bootstrap, float64(truth.PrefillBootstrap))
 						check(t, name+" inflight queue", s.Queued.Inflight, float64(truth.PrefillInflight))
+						// pending_prealloc_token_usage is demand (tokens waiting
+						// for pre-allocation over capacity), never a reservation.
+						check(t, name+" demand tokens", s.Demand, float64(truth.PendingPreallocTokens))
+						check(t, name+" reserved ratio", s.ReservedRatio, -1)
 					}
 					if ep.Engine == "sglang" || ep.Engine == "vllm" {
 						// Headroom: a request cannot span DP ranks.

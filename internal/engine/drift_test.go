@@ -82,10 +82,11 @@ func TestVersionDrift(t *testing.T) {
 				Signals: kv.Signals{Queued: kv.Queues{Waiting: dir(2), Bootstrap: dir(3), Inflight: dir(1)}}},
 		},
 		{
-			name: "sglang PD decode: pending pre-allocation is a reservation",
+			name: "sglang PD decode: pending pre-allocation is demand, not a reservation",
 			body: "sglang:max_total_num_tokens{engine_type=\"decode\"} 1000\nsglang:kv_used_tokens{engine_type=\"decode\"} 100\nsglang:pending_prealloc_token_usage{engine_type=\"decode\"} 0.25\n",
 			want: summary{Engine: "sglang", Generation: "current", Role: kv.RoleDecode, Ranks: 1,
-				Signals: kv.Signals{Capacity: dir(1000), Used: dir(100), UsageRatio: der(0.1), ReservedRatio: res(0.25)},
+				// 0.25 × 1000 tokens wanted by the pre-allocation queue.
+				Signals: kv.Signals{Capacity: dir(1000), Used: dir(100), UsageRatio: der(0.1), Demand: der(250), DemandRatio: dir(0.25)},
 				Spread:  der(0)},
 		},
 		{
@@ -136,7 +137,8 @@ vllm:num_preemptions_total{engine="0",model_name="m"} 2
 					// 1000 blocks × 16 per engine; used 0.5 × 16,000 + 0.25 × 16,000.
 					Capacity: der(32000), Used: der(12000), UsageRatio: der(0.375),
 					Running: dir(6), Queued: kv.Queues{Waiting: dir(1)},
-					Counters: kv.Counters{PrefixHitTokens: dir(40), PrefixQueryTokens: dir(200), Preemptions: dir(2)},
+					// Only engine 0 reports preemptions: a partial sum (issue 11).
+					Counters: kv.Counters{PrefixHitTokens: dir(40), PrefixQueryTokens: dir(200), Preemptions: kv.Value{V: 2, Prov: kv.Partial}},
 				},
 				Spread: der(0.25)},
 		},
@@ -228,8 +230,9 @@ func TestRouterInFleet(t *testing.T) {
 		t.Fatalf("router KV = %+v / %+v / %+v, want unavailable", router.Used, router.Capacity, router.UsageRatio)
 	}
 	server := normalizeBody(t, sglangTPDP("sglang:"), "", nil)
-	f := kv.FleetOf([]*kv.Server{&router, &server})
-	if f.Servers != 1 || !cmp.Equal(f.Capacity, dir(2581504), valueCmp) || !cmp.Equal(f.Used, dir(12034), valueCmp) {
-		t.Errorf("FleetOf = %+v, want 1 server, 12,034 of 2,581,504", f)
+	ps := kv.PoolsOf([]kv.Member{{Key: kv.PoolKey{Role: router.Role}, Server: &router},
+		{Key: kv.PoolKey{Role: kv.RoleUnified}, Server: &server}}, nil)
+	if len(ps) != 1 || ps[0].Servers != 1 || !cmp.Equal(ps[0].Capacity, dir(2581504), valueCmp) || !cmp.Equal(ps[0].Used, dir(12034), valueCmp) {
+		t.Errorf("PoolsOf = %+v, want 1 pool of 1 server, 12,034 of 2,581,504", ps)
 	}
 }

@@ -55,8 +55,9 @@ func checkFinite(t *testing.T, who string, s *kv.Server) {
 			t.Errorf("%s: headroom(%d) = %v, want ≥ 0", who, n, h.V)
 		}
 	}
-	f := kv.FleetOf([]*kv.Server{s})
-	check("fleet usage", f.UsageRatio)
+	for _, p := range kv.PoolsOf([]kv.Member{{Key: kv.PoolKey{Role: kv.RoleUnified}, Server: s}}, []int{4096}) {
+		check("pool usage", p.UsageRatio)
+	}
 }
 
 // FuzzNormalize: for any body (and llama.cpp /slots and /props bodies),

@@ -99,8 +99,8 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 	}
 	gauge(sgEvictable, func(s *kv.Signals) *kv.Value { return &s.Evictable })
 	gauge(sgFullUsage, func(s *kv.Signals) *kv.Value { return &s.UsageRatio })
-	// A reservation for requests waiting in the PD pre-allocation queue.
-	r.read(p, sgPendingPrealloc, sgRank, sgTotals, maxf, func(s *kv.Signals) *kv.Value { return &s.ReservedRatio }, kv.ReservedOf)
+	// Demand of requests waiting for PD pre-allocation, over capacity (> 1 under overload).
+	gauge(sgPendingPrealloc, func(s *kv.Signals) *kv.Value { return &s.DemandRatio })
 	gauge(sgRunning, func(s *kv.Signals) *kv.Value { return &s.Running })
 	gauge(sgQueue, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting })
 	if !gauge(sgBootstrapQ, func(s *kv.Signals) *kv.Value { return &s.Queued.Bootstrap }) {

@@ -41,7 +41,8 @@ nv_llm_output_token_len_count{model="llama",response_metric_type="total_output_t
 					Capacity: der(160000), Used: der(112000), UsageRatio: der(112000.0 / 160000),
 					// scheduled 7 (llama) + active 9 (qwen, no scheduled series).
 					Running: dir(16), Queued: kv.Queues{Waiting: dir(3)},
-					Counters: kv.Counters{GenerationTokens: dir(900)},
+					// Only llama reports output tokens: a partial sum (issue 11).
+					Counters: kv.Counters{GenerationTokens: kv.Value{V: 900, Prov: kv.Partial}},
 				},
 				// llama 0.25, qwen 1.0.
 				Spread: der(0.75)},

@@ -1,42 +1,197 @@
 package kv
 
-import "time"
+import (
+	"sort"
+	"strings"
+	"time"
+)
 
-// Fleet is the capacity-weighted view over many servers: sum of used over
-// sum of capacity, never an average of ratios.
-type Fleet struct {
-	// Servers is the number of non-router servers given.
+// PoolKey names a pool: the servers of one role and, when the config sets
+// them, one cluster and one pool label. Prefill and decode KV are never
+// summed together: each pool is its own total.
+type PoolKey struct {
+	Role    Role   `json:"role"`
+	Cluster string `json:"cluster,omitempty"`
+	Pool    string `json:"pool,omitempty"`
+}
+
+// String is the pool's name: the role, then the labels that are set, e.g.
+// "decode" or "decode{cluster=a,pool=b}".
+func (k PoolKey) String() string {
+	var parts []string
+	if k.Cluster != "" {
+		parts = append(parts, "cluster="+k.Cluster)
+	}
+	if k.Pool != "" {
+		parts = append(parts, "pool="+k.Pool)
+	}
+	if len(parts) == 0 {
+		return string(k.Role)
+	}
+	return string(k.Role) + "{" + strings.Join(parts, ",") + "}"
+}
+
+// Member is one target of a pool: its server, nil when the scrape failed
+// (then the pool's sums are partial).
+type Member struct {
+	Key    PoolKey
+	Server *Server
+}
+
+// Pool is the capacity-weighted view over the servers of one pool: sums of
+// tokens and requests, the ratio of the sums (never an average of ratios).
+// A sum with a missing part (a server that failed or does not report the
+// value) is Partial, a lower bound, and Counted < Servers says so.
+type Pool struct {
+	PoolKey
+	// Name is PoolKey.String().
+	Name string `json:"name"`
+	// Servers is the number of targets in the pool, failed ones included.
 	Servers int `json:"servers"`
-	// Counted is how many of them reported both used and capacity.
+	// Counted is how many of them reported plausible used and capacity.
 	Counted  int   `json:"counted"`
 	Capacity Value `json:"capacity_tokens"`
 	Used     Value `json:"used_tokens"`
-	// UsageRatio is Used / Capacity over the counted servers.
+	// UsageRatio is used over capacity of the counted servers; Partial when
+	// Counted < Servers.
 	UsageRatio Value `json:"usage_ratio"`
-	Running    Value `json:"running"`
-	Queued     Value `json:"queued"`
+	// Demand is what waiting requests need, in tokens, and DemandRatio that
+	// over the capacity of the servers reporting it (unbounded above).
+	Demand      Value `json:"demand_tokens"`
+	DemandRatio Value `json:"demand_ratio"`
+	Running     Value `json:"running"`
+	// Queued is every queue of the pool's servers (admission and PD queues
+	// of this role only).
+	Queued Value `json:"queued"`
+	// Headroom is, per request size, the sum of the servers' headroom.
+	Headroom []PoolHeadroom `json:"headroom,omitempty"`
 }
 
-// FleetOf sums the servers that are not routers. A server with unknown used
-// or capacity is left out of the KV sums (and Counted says so).
-func FleetOf(servers []*Server) Fleet {
-	var f Fleet
-	for _, s := range servers {
-		if s == nil || s.Role == RoleRouter {
+// PoolHeadroom is how many more requests of Tokens tokens fit in the pool.
+type PoolHeadroom struct {
+	Tokens   int   `json:"request_tokens"`
+	Requests Value `json:"requests"`
+}
+
+var roleOrder = map[Role]int{RolePrefill: 0, RoleDecode: 1, RoleUnified: 2}
+
+// PoolsOf groups members by pool (routers and members of unknown role are
+// in none) and sums each, with headroom for each of sizes (tokens). Pools
+// are in role order (prefill, decode, unified), then by cluster and pool.
+func PoolsOf(members []Member, sizes []int) []Pool {
+	idx := map[PoolKey]int{}
+	var keys []PoolKey
+	var parts [][]*Server
+	for _, m := range members {
+		if m.Key.Role == RoleRouter || m.Key.Role == "" {
 			continue
 		}
-		f.Servers++
-		f.Running = sumOf(f.Running, s.Running)
-		f.Queued = sumOf(f.Queued, s.Queued.QueuedTotal())
-		if !s.Used.OK() || !s.Capacity.OK() {
+		if m.Server != nil && m.Server.Role == RoleRouter {
 			continue
 		}
-		f.Counted++
-		f.Capacity = sumOf(f.Capacity, s.Capacity)
-		f.Used = sumOf(f.Used, s.Used)
+		i, ok := idx[m.Key]
+		if !ok {
+			i = len(keys)
+			idx[m.Key] = i
+			keys = append(keys, m.Key)
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], m.Server)
 	}
-	f.UsageRatio = f.Used.Div(f.Capacity)
-	return f
+	out := make([]Pool, 0, len(keys))
+	for i, k := range keys {
+		out = append(out, poolOf(k, parts[i], sizes))
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].PoolKey, out[j].PoolKey
+		if roleOrder[a.Role] != roleOrder[b.Role] {
+			return roleOrder[a.Role] < roleOrder[b.Role]
+		}
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		return a.Pool < b.Pool
+	})
+	return out
+}
+
+func poolOf(k PoolKey, servers []*Server, sizes []int) Pool {
+	p := Pool{PoolKey: k, Name: k.String(), Servers: len(servers)}
+	col := func(pick func(*Server) Value) Value {
+		vals := make([]Value, len(servers))
+		for i, s := range servers {
+			if s != nil {
+				vals[i] = pick(s)
+			}
+		}
+		return strictSum(vals)
+	}
+	p.Capacity = col(func(s *Server) Value { return s.Capacity })
+	p.Used = col(func(s *Server) Value { return s.Used })
+	p.Demand = col(func(s *Server) Value { return s.Demand })
+	p.Running = col(func(s *Server) Value { return s.Running })
+	p.Queued = col(func(s *Server) Value { return s.Queued.QueuedTotal() })
+	// The ratios come from the servers that know both parts, plausibly.
+	var used, capUsed, demand, capDemand Value
+	demanders := 0
+	for _, s := range servers {
+		if s == nil || !s.Capacity.Trusted() {
+			continue
+		}
+		if s.Used.Trusted() {
+			p.Counted++
+			used = sumOf(used, s.Used)
+			capUsed = sumOf(capUsed, s.Capacity)
+		}
+		if s.Demand.Trusted() {
+			demanders++
+			demand = sumOf(demand, s.Demand)
+			capDemand = sumOf(capDemand, s.Capacity)
+		}
+	}
+	p.UsageRatio = used.Div(capUsed)
+	if p.UsageRatio.OK() && p.Counted < p.Servers {
+		p.UsageRatio.Prov = Partial
+	}
+	p.DemandRatio = demand.Div(capDemand)
+	if p.DemandRatio.OK() && demanders < p.Servers {
+		p.DemandRatio.Prov = Partial
+	}
+	for _, n := range sizes {
+		if n <= 0 {
+			continue
+		}
+		p.Headroom = append(p.Headroom, PoolHeadroom{Tokens: n,
+			Requests: col(func(s *Server) Value { return s.Headroom(n) })})
+	}
+	return p
+}
+
+// Limit returns the index of the most constrained pool: the highest usage
+// ratio (partial ones count, implausible ones do not), ties broken by the
+// lower headroom for the first size; -1 when no pool has a usage ratio.
+func Limit(pools []Pool) int {
+	best := -1
+	for i, p := range pools {
+		r := p.UsageRatio
+		if !r.OK() || r.Prov == Implausible {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := pools[best]
+		switch {
+		case r.V > b.UsageRatio.V:
+			best = i
+		case r.V == b.UsageRatio.V && len(p.Headroom) > 0 && len(b.Headroom) > 0 &&
+			p.Headroom[0].Requests.OK() && (!b.Headroom[0].Requests.OK() ||
+			p.Headroom[0].Requests.V < b.Headroom[0].Requests.V):
+			best = i
+		}
+	}
+	return best
 }
 
 // Rates are per-second rates and the prefix-cache hit ratio over the window

@@ -131,34 +131,6 @@ func TestRatesBetween(t *testing.T) {
 	}
 }
 
-func TestFleetOfIsCapacityWeighted(t *testing.T) {
-	full := &Server{Role: RoleDecode, Signals: Signals{Capacity: Of(1000), Used: Of(900), Running: Of(3),
-		Queued: Queues{Waiting: Of(1), Transfer: Of(2)}}}
-	empty := &Server{Role: RolePrefill, Signals: Signals{Capacity: Of(9000), Used: Of(0), Running: Of(1)}}
-	unknown := &Server{Role: RoleUnified, Signals: Signals{UsageRatio: Of(0.5), Running: Of(2)}}
-	router := &Server{Role: RoleRouter, Router: &Router{WorkersTotal: Of(3)}, Signals: Signals{Running: Of(100)}}
-	f := FleetOf([]*Server{full, empty, unknown, router, nil})
-	if f.Servers != 3 || f.Counted != 2 {
-		t.Errorf("FleetOf: %d servers, %d counted; want 3, 2", f.Servers, f.Counted)
-	}
-	for _, c := range []struct {
-		name      string
-		got, want Value
-	}{
-		{"Capacity", f.Capacity, Of(10000)},
-		{"Used", f.Used, Of(900)},
-		// 900 / 10,000, not the mean of 0.9 and 0.0.
-		{"UsageRatio", f.UsageRatio, DerivedOf(0.09)},
-		// The router's requests are not the fleet's.
-		{"Running", f.Running, Of(6)},
-		{"Queued", f.Queued, Of(3)},
-	} {
-		if !cmp.Equal(c.got, c.want, valueCmp) {
-			t.Errorf("Fleet.%s = %+v, want %+v", c.name, c.got, c.want)
-		}
-	}
-}
-
 func TestRollup(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -195,6 +167,58 @@ func TestRollup(t *testing.T) {
 			},
 			// (0.5×1000 + 0.1×3000) / 4000.
 			want: Signals{Capacity: Of(4000), ReservedRatio: ReservedOf(0.2)},
+		},
+		{
+			// The case of issue 11: used known on dp0 only.
+			name: "a partial sum is not a total",
+			ranks: []Rank{
+				{RankID{DP: "0"}, Signals{Capacity: Of(1000), Used: Of(900)}},
+				{RankID{DP: "1"}, Signals{Capacity: Of(1000)}},
+			},
+			// Capacity is whole; used is dp0's 900 only, partial; the
+			// ratio is dp0's 0.9, partial; no spread without dp1's ratio.
+			want: Signals{Capacity: Of(2000), Used: Value{V: 900, Prov: Partial},
+				UsageRatio: Value{V: 0.9, Prov: Partial}},
+		},
+		{
+			name: "nothing known on one rank: every sum partial",
+			ranks: []Rank{
+				{RankID{DP: "0"}, Signals{Capacity: Of(1000), Used: Of(100), Running: Of(4)}},
+				{RankID{DP: "1"}, Signals{}},
+			},
+			want: Signals{Capacity: Value{V: 1000, Prov: Partial}, Used: Value{V: 100, Prov: Partial},
+				UsageRatio: Value{V: 0.1, Prov: Partial}, Running: Value{V: 4, Prov: Partial}},
+		},
+		{
+			name: "the unlabelled tokenizer entry fills only what no rank has",
+			ranks: []Rank{
+				{RankID{DP: "0", TP: "0"}, Signals{Capacity: Of(1000), Used: Of(100)}},
+				{RankID{DP: "1", TP: "0"}, Signals{Capacity: Of(1000), Used: Of(300)}},
+				// Prompt tokens only the tokenizer counts; its running is
+				// not the ranks' (they do not report one either: kept).
+				{RankID{}, Signals{Counters: Counters{PromptTokens: Of(5000)}, Capacity: Of(7)}},
+			},
+			want: Signals{Capacity: Of(2000), Used: Of(400), UsageRatio: DerivedOf(0.2),
+				Counters: Counters{PromptTokens: Of(5000)}},
+			spread: DerivedOf(0.2),
+		},
+		{
+			name: "a spread only when every DP rank has a ratio",
+			ranks: []Rank{
+				{RankID{DP: "0"}, Signals{UsageRatio: Of(0.2)}},
+				{RankID{DP: "1"}, Signals{UsageRatio: Of(0.6)}},
+				{RankID{DP: "2"}, Signals{Running: Of(1)}},
+			},
+			want: Signals{UsageRatio: Value{V: 0.4, Prov: Partial}, Running: Value{V: 1, Prov: Partial}},
+		},
+		{
+			name: "demand ratio weighted by capacity, tokens from it",
+			ranks: []Rank{
+				{RankID{DP: "0"}, Signals{Capacity: Of(1000), DemandRatio: Of(3)}},
+				{RankID{DP: "1"}, Signals{Capacity: Of(3000), DemandRatio: Of(0.5)}},
+			},
+			// 3000 + 1500 tokens wanted over 4000: 1.125, above 1.
+			want: Signals{Capacity: Of(4000), Demand: DerivedOf(4500), DemandRatio: DerivedOf(1.125)},
 		},
 		{
 			name: "ratio and capacity give used",

@@ -26,8 +26,16 @@ type Signals struct {
 	Evictable Value `json:"evictable_tokens"`
 	// UsageRatio is Used / Capacity, 0–1.
 	UsageRatio Value `json:"usage_ratio"`
-	// ReservedRatio is KV reserved but not written, over capacity, 0–1.
+	// ReservedRatio is KV reserved at admission but not written, over
+	// capacity, 0–1 (TGI).
 	ReservedRatio Value `json:"reserved_ratio"`
+	// Demand is the KV that requests still waiting need, in tokens (SGLang
+	// PD decode: waiting for pre-allocation). It is not held: it may exceed
+	// capacity under overload.
+	Demand Value `json:"demand_tokens"`
+	// DemandRatio is Demand over capacity: ≥ 0, unbounded above (> 1: the
+	// queue alone would overfill the cache).
+	DemandRatio Value `json:"demand_ratio"`
 	// Running is requests in the running batch.
 	Running Value `json:"running"`
 	// Queued is requests waiting, by queue.
@@ -152,13 +160,13 @@ func sumOf(a, b Value) Value {
 	case !b.OK():
 		return a
 	}
-	return Value{V: a.V + b.V, Prov: worst(a.Prov, b.Prov)}
+	return saturate(a.V+b.V, worst(a.Prov, b.Prov))
 }
 
 // fieldsOf lists pointers to every Value of s, in a fixed order.
 func fieldsOf(s *Signals) []*Value {
 	return []*Value{&s.Capacity, &s.Used, &s.Evictable, &s.UsageRatio, &s.ReservedRatio,
-		&s.Running, &s.Queued.Waiting, &s.Queued.Prealloc, &s.Queued.Bootstrap,
+		&s.Demand, &s.DemandRatio, &s.Running, &s.Queued.Waiting, &s.Queued.Prealloc, &s.Queued.Bootstrap,
 		&s.Queued.Transfer, &s.Queued.Inflight, &s.Counters.PrefixHitTokens,
 		&s.Counters.PrefixQueryTokens, &s.Counters.Preemptions, &s.Counters.PromptTokens,
 		&s.Counters.GenerationTokens}
@@ -174,35 +182,132 @@ func complete(s *Signals) {
 	if !s.UsageRatio.OK() {
 		s.UsageRatio = s.Used.Div(s.Capacity)
 	}
+	if !s.Demand.OK() && s.DemandRatio.OK() && s.Capacity.OK() {
+		s.Demand = s.DemandRatio.Mul(s.Capacity)
+		s.Demand.V = math.Round(s.Demand.V)
+	}
+	if !s.DemandRatio.OK() {
+		s.DemandRatio = s.Demand.Div(s.Capacity)
+	}
 }
 
 // DPGroups returns the server's signals per DP rank: TP and PP duplicates
 // collapsed by taking the maximum, in DP order. Ranks without a DP label form
-// one group.
+// one group, except the unlabelled entry (no DP, TP or PP label, e.g.
+// SGLang's tokenizer counters) when labelled ranks exist: it is not a rank.
 func (s *Server) DPGroups() []Signals {
+	groups, _ := s.groups()
+	return groups
+}
+
+// groups returns the DP groups and the unlabelled filler (nil without one).
+func (s *Server) groups() ([]Signals, *Signals) {
+	labelled := false
+	for _, r := range s.Ranks {
+		if r.RankID != (RankID{}) {
+			labelled = true
+			break
+		}
+	}
 	idx := map[string]int{}
 	var groups []Signals
+	var filler *Signals
 	for _, r := range s.Ranks {
 		rs := r.Signals
 		complete(&rs)
-		i, ok := idx[r.DP]
-		if !ok {
-			i = len(groups)
-			idx[r.DP] = i
-			groups = append(groups, Signals{})
+		var into *Signals
+		if labelled && r.RankID == (RankID{}) {
+			if filler == nil {
+				filler = &Signals{}
+			}
+			into = filler
+		} else {
+			i, ok := idx[r.DP]
+			if !ok {
+				i = len(groups)
+				idx[r.DP] = i
+				groups = append(groups, Signals{})
+			}
+			into = &groups[i]
 		}
-		g := fieldsOf(&groups[i])
+		g := fieldsOf(into)
 		for j, v := range fieldsOf(&rs) {
 			*g[j] = maxOf(*g[j], *v)
 		}
 	}
-	return groups
+	return groups, filler
+}
+
+// strictSum adds one field over DP groups: the total when every group knows
+// it, a Partial sum of the known parts when only some do, unknown when none.
+func strictSum(vals []Value) Value {
+	var out Value
+	known := 0
+	for _, v := range vals {
+		if !v.OK() {
+			continue
+		}
+		known++
+		if !out.OK() {
+			out = v
+			continue
+		}
+		out = saturate(out.V+v.V, worst(out.Prov, v.Prov))
+	}
+	if known > 0 && known < len(vals) {
+		out.Prov = max(out.Prov, Partial)
+	}
+	return out
+}
+
+// ratioOf rolls a ratio up over DP groups: weighted by capacity when every
+// group with the ratio knows its capacity, else every group weighs the
+// same. A single group keeps its ratio as read. Partial when some groups
+// lack the ratio; unknown when none has it.
+func ratioOf(groups []Signals, pick func(*Signals) Value) Value {
+	var plain, weighted, capSum float64
+	prov := Unavailable
+	n, capsKnown := 0, true
+	var only Value
+	for i := range groups {
+		r := pick(&groups[i])
+		if !r.OK() {
+			continue
+		}
+		n++
+		only = r
+		plain = saturate(plain+r.V, Derived).V
+		prov = worst(prov, r.Prov)
+		if c := groups[i].Capacity; c.OK() && c.Prov != Implausible {
+			weighted = saturate(weighted+saturate(r.V*c.V, Derived).V, Derived).V
+			capSum = saturate(capSum+c.V, Derived).V
+		} else {
+			capsKnown = false
+		}
+	}
+	var out Value
+	switch {
+	case n == 0:
+		return Value{}
+	case len(groups) == 1:
+		return only
+	case capsKnown && capSum > 0:
+		out = saturate(weighted/capSum, combine(prov, Derived))
+	default:
+		out = saturate(plain/float64(n), combine(prov, Derived))
+	}
+	if n < len(groups) {
+		out.Prov = max(out.Prov, Partial)
+	}
+	return out
 }
 
 // Rollup computes the server totals from Ranks: TP duplicates collapsed, DP
 // ranks summed for tokens, requests and counters, ratios recomputed from the
-// sums, and the spread of usage over DP ranks. Values the adapter already
-// set at server level are kept.
+// groups, and the spread of usage over DP ranks. A total is known only when
+// every DP rank knows it: a sum with a missing part is Partial. The
+// unlabelled entry only fills fields no rank has. Values the adapter
+// already set at server level are kept.
 func (s *Server) Rollup() {
 	sort.SliceStable(s.Ranks, func(i, j int) bool {
 		a, b := s.Ranks[i].RankID, s.Ranks[j].RankID
@@ -217,57 +322,47 @@ func (s *Server) Rollup() {
 	for i := range s.Ranks {
 		complete(&s.Ranks[i].Signals)
 	}
-	groups := s.DPGroups()
+	groups, filler := s.groups()
 	var sum Signals
 	sf := fieldsOf(&sum)
-	for i := range groups {
-		for j, v := range fieldsOf(&groups[i]) {
-			*sf[j] = sumOf(*sf[j], *v)
+	col := make([]Value, len(groups))
+	for j := range sf {
+		for i := range groups {
+			col[i] = *fieldsOf(&groups[i])[j]
 		}
+		*sf[j] = strictSum(col)
 	}
 	// Ratios are not additive: recompute them.
-	sum.UsageRatio = Value{}
-	sum.ReservedRatio = Value{}
-	var ratioSum, reservedPlain, reservedWeighted, reservedCap float64
-	ratioProv, reservedProv := Unavailable, Unavailable
-	ratios, reserved, capsKnown := 0, 0, true
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, g := range groups {
-		if g.UsageRatio.OK() {
-			ratios++
-			ratioSum += g.UsageRatio.V
-			ratioProv = worst(ratioProv, g.UsageRatio.Prov)
-			lo, hi = math.Min(lo, g.UsageRatio.V), math.Max(hi, g.UsageRatio.V)
-		}
-		if g.ReservedRatio.OK() {
-			reserved++
-			reservedPlain += g.ReservedRatio.V
-			reservedProv = worst(reservedProv, g.ReservedRatio.Prov)
-			if g.Capacity.OK() {
-				reservedWeighted += g.ReservedRatio.V * g.Capacity.V
-				reservedCap += g.Capacity.V
-			} else {
-				capsKnown = false
+	sum.UsageRatio = ratioOf(groups, func(g *Signals) Value { return g.UsageRatio })
+	sum.ReservedRatio = ratioOf(groups, func(g *Signals) Value { return g.ReservedRatio })
+	sum.DemandRatio = ratioOf(groups, func(g *Signals) Value { return g.DemandRatio })
+	if len(groups) > 1 && sum.Used.OK() && sum.Capacity.OK() && sum.Used.Prov != Partial &&
+		sum.Capacity.Prov != Partial && sum.UsageRatio.Prov != Partial {
+		// Every rank knows its tokens: the ratio of the sums.
+		sum.UsageRatio = sum.Used.Div(sum.Capacity)
+	}
+	if filler != nil {
+		ff := fieldsOf(filler)
+		for j, v := range sf {
+			if !v.OK() {
+				*v = *ff[j]
 			}
 		}
 	}
-	switch {
-	case sum.Used.OK() && sum.Capacity.OK() && (len(groups) > 1 || !groupRatioDirect(groups)):
-		sum.UsageRatio = sum.Used.Div(sum.Capacity)
-	case ratios == 1:
-		sum.UsageRatio = Value{V: ratioSum, Prov: ratioProv}
-	case ratios > 1: // capacities unknown: DP ranks weigh the same
-		sum.UsageRatio = Value{V: ratioSum / float64(ratios), Prov: Derived}
-	}
-	switch {
-	case reserved == 0:
-	case capsKnown && reservedCap > 0: // capacity-weighted
-		sum.ReservedRatio = Value{V: reservedWeighted / reservedCap, Prov: reservedProv}
-	default: // capacities unknown: DP ranks weigh the same
-		sum.ReservedRatio = Value{V: reservedPlain / float64(reserved), Prov: reservedProv}
-	}
-	if ratios > 0 {
-		s.Spread = Value{V: hi - lo, Prov: Derived}
+	// Spread only when every DP rank has a ratio.
+	if len(groups) > 0 {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		all := true
+		for _, g := range groups {
+			if !g.UsageRatio.OK() || g.UsageRatio.Prov == Implausible {
+				all = false
+				break
+			}
+			lo, hi = math.Min(lo, g.UsageRatio.V), math.Max(hi, g.UsageRatio.V)
+		}
+		if all {
+			s.Spread = Value{V: hi - lo, Prov: Derived}
+		}
 	}
 	own := fieldsOf(&s.Signals)
 	for j, v := range fieldsOf(&sum) {
@@ -298,12 +393,6 @@ func dropUnlabelled(ranks []Rank) []Rank {
 	return out
 }
 
-// groupRatioDirect reports whether the single group's ratio was read
-// directly (then it is kept rather than recomputed from rounded tokens).
-func groupRatioDirect(groups []Signals) bool {
-	return len(groups) == 1 && groups[0].UsageRatio.Prov == Direct
-}
-
 // rankLess orders rank labels numerically when they are numbers.
 func rankLess(a, b string) bool {
 	if len(a) != len(b) {
@@ -314,7 +403,13 @@ func rankLess(a, b string) bool {
 
 // Available is capacity minus used (evictable prefix cache counts as
 // available, since the engine reclaims it on demand), in tokens.
+//
+// It is unknown unless capacity and used are both whole and plausible: a
+// partial or implausible input gives no number to plan with.
 func (s *Signals) Available() Value {
+	if !s.Capacity.Trusted() || !s.Used.Trusted() {
+		return Value{}
+	}
 	v := s.Capacity.Sub(s.Used)
 	if v.OK() && v.V < 0 {
 		v.V = 0

@@ -22,11 +22,19 @@ const (
 	// Derived: computed from other values (e.g. vLLM used = ratio × capacity).
 	Derived
 	// Reserved: a reservation made at admission, not KV actually written
-	// (TGI; SGLang PD pre-allocation).
+	// (TGI).
 	Reserved
+	// Partial: a sum over DP ranks where some ranks did not report the
+	// value: a lower bound, not a total. Faces show it as "~900?"; the
+	// exporter leaves it out (kvwatch_signal_info says partial).
+	Partial
+	// Implausible: the engine reported a value that cannot be true
+	// (negative, used beyond capacity, beyond 2^53); the server carries a
+	// Warning saying why. Faces flag it; nothing is computed from it.
+	Implausible
 )
 
-var provNames = [...]string{"unavailable", "direct", "derived", "reserved"}
+var provNames = [...]string{"unavailable", "direct", "derived", "reserved", "partial", "implausible"}
 
 func (p Provenance) String() string {
 	if int(p) < len(provNames) {
@@ -92,13 +100,27 @@ func (v Value) As(p Provenance) Value {
 	return v
 }
 
-// combine gives the provenance of a value computed from a and b: Reserved
-// wins over Derived, Derived over Direct.
+// combine gives the provenance of a value computed from a and b: the
+// weaker of the two, at least Derived (Implausible > Partial > Reserved >
+// Derived).
 func combine(a, b Provenance) Provenance {
-	if a == Reserved || b == Reserved {
-		return Reserved
+	return max(a, b, Derived)
+}
+
+// Trusted reports whether the value is known and neither partial nor
+// implausible: a number that can be shown, summed or alerted on as is.
+func (v Value) Trusted() bool { return v.OK() && v.Prov != Partial && v.Prov != Implausible }
+
+// saturate keeps arithmetic finite: an overflow to ±Inf becomes ±MaxFloat64
+// (such a value is implausible anyway, and Check flags it), NaN unknown.
+func saturate(x float64, p Provenance) Value {
+	switch {
+	case math.IsNaN(x):
+		return Value{}
+	case math.IsInf(x, 0):
+		return Value{V: math.Copysign(math.MaxFloat64, x), Prov: p}
 	}
-	return Derived
+	return Value{V: x, Prov: p}
 }
 
 // Div returns v / d as a derived value; unknown if either is unknown or d is 0.
@@ -106,7 +128,7 @@ func (v Value) Div(d Value) Value {
 	if !v.OK() || !d.OK() || d.V == 0 {
 		return Value{}
 	}
-	return Value{V: v.V / d.V, Prov: combine(v.Prov, d.Prov)}
+	return saturate(v.V/d.V, combine(v.Prov, d.Prov))
 }
 
 // Mul returns v × m as a derived value.
@@ -114,7 +136,7 @@ func (v Value) Mul(m Value) Value {
 	if !v.OK() || !m.OK() {
 		return Value{}
 	}
-	return Value{V: v.V * m.V, Prov: combine(v.Prov, m.Prov)}
+	return saturate(v.V*m.V, combine(v.Prov, m.Prov))
 }
 
 // Sub returns v − s as a derived value.
@@ -122,7 +144,7 @@ func (v Value) Sub(s Value) Value {
 	if !v.OK() || !s.OK() {
 		return Value{}
 	}
-	return Value{V: v.V - s.V, Prov: combine(v.Prov, s.Prov)}
+	return saturate(v.V-s.V, combine(v.Prov, s.Prov))
 }
 
 // jsonValue is the JSON form of a Value: value is null when unavailable.

@@ -1,7 +1,9 @@
 // Package report builds what every face shows from scrape results: one
 // entry per server (its normalized signals, headroom for the configured
 // request sizes, rates since the previous scrape, or the reason it failed)
-// and the capacity-weighted fleet line. Its JSON form is the stable schema of
+// and one capacity-weighted line per pool (the servers of one role and,
+// when set, one cluster/pool label: prefill and decode are never summed),
+// with the most constrained pool named as the fleet's limit. Its JSON form is the stable schema of
 // `kvwatch status --output json` and of serve's /api/kvwatch/v1/report. It
 // renders nothing and does no I/O.
 package report
@@ -16,14 +18,64 @@ import (
 )
 
 // SchemaVersion is bumped on any incompatible change of the JSON form.
-const SchemaVersion = 1
+// 2: "fleet" is a summary naming the limiting pool, the KV sums are per
+// pool in "pools"; demand_tokens and demand_ratio; provenance "partial" and
+// "implausible"; per-server "warnings".
+const SchemaVersion = 2
 
 // Report is the state of the fleet at one moment.
 type Report struct {
 	Schema  int       `json:"schema_version"`
 	Time    time.Time `json:"time"`
 	Servers []Server  `json:"servers"`
-	Fleet   kv.Fleet  `json:"fleet"`
+	// Pools are the KV sums per pool, in role order (prefill, decode,
+	// unified), then by cluster and pool label.
+	Pools []kv.Pool `json:"pools"`
+	Fleet Fleet     `json:"fleet"`
+}
+
+// Fleet is the one-line answer over the pools.
+type Fleet struct {
+	// Servers is the number of targets that are not routers, failed
+	// ones included; Failed how many of those failed.
+	Servers int `json:"servers"`
+	Failed  int `json:"failed"`
+	// Routers is the number of router targets.
+	Routers int `json:"routers"`
+	// Limit is the name of the most constrained pool (highest usage
+	// ratio), "" when no pool reports a usage ratio; LimitIndex its index
+	// in Pools, -1 then.
+	Limit      string `json:"limit"`
+	LimitIndex int    `json:"limit_index"`
+}
+
+// Summarize computes the pools and the fleet summary from r.Servers, with
+// pool headroom for each of sizes (tokens).
+func (r *Report) Summarize(sizes []int) {
+	members := make([]kv.Member, 0, len(r.Servers))
+	r.Fleet = Fleet{LimitIndex: -1}
+	for i := range r.Servers {
+		row := &r.Servers[i]
+		if row.Role == kv.RoleRouter {
+			r.Fleet.Routers++
+			continue
+		}
+		r.Fleet.Servers++
+		if !row.OK {
+			r.Fleet.Failed++
+		}
+		members = append(members, kv.Member{Key: PoolKeyOf(row), Server: row.Server})
+	}
+	r.Pools = kv.PoolsOf(members, sizes)
+	if i := kv.Limit(r.Pools); i >= 0 {
+		r.Fleet.Limit, r.Fleet.LimitIndex = r.Pools[i].Name, i
+	}
+}
+
+// PoolKeyOf is the pool a row belongs to: its role and its cluster and pool
+// labels.
+func PoolKeyOf(row *Server) kv.PoolKey {
+	return kv.PoolKey{Role: row.Role, Cluster: row.Labels["cluster"], Pool: row.Labels["pool"]}
 }
 
 // Server is one target's row.
@@ -51,6 +103,9 @@ type Server struct {
 	Headroom []Headroom `json:"headroom,omitempty"`
 	// Rates since the previous scrape of this target; nil on the first.
 	Rates *kv.Rates `json:"rates,omitempty"`
+	// Late is true when the target's scrape was still running when the
+	// report was made (top): the row is its previous scrape.
+	Late bool `json:"late,omitempty"`
 }
 
 // Headroom is how many more requests of Tokens tokens fit.
@@ -77,16 +132,10 @@ func NewTracker(headroomTokens []int) *Tracker {
 // Update builds the report for results (one per target) at now.
 func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
 	r := Report{Schema: SchemaVersion, Time: now, Servers: make([]Server, 0, len(results))}
-	servers := make([]*kv.Server, 0, len(results))
 	for i := range results {
-		res := &results[i]
-		row := t.row(res)
-		r.Servers = append(r.Servers, row)
-		if res.OK() {
-			servers = append(servers, res.Server)
-		}
+		r.Servers = append(r.Servers, t.row(&results[i]))
 	}
-	r.Fleet = kv.FleetOf(servers)
+	r.Summarize(t.headroom)
 	return r
 }
 
@@ -128,7 +177,9 @@ func Headrooms(s *kv.Server, tokens []int) []Headroom {
 			sizes[n] = sizes[n] || false
 		}
 	}
-	if s.ContextLength.OK() && s.ContextLength.V > 0 {
+	// An implausible context length (negative, beyond 2^53) is no size:
+	// int() of it would overflow.
+	if s.ContextLength.Trusted() && s.ContextLength.V >= 1 && s.ContextLength.V <= kv.MaxExact {
 		sizes[int(s.ContextLength.V)] = true
 	}
 	keys := make([]int, 0, len(sizes))

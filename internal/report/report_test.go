@@ -56,8 +56,14 @@ func TestTrackerRatesAndHeadroom(t *testing.T) {
 	if r1.Servers[1].OK || r1.Servers[1].Error != "connection refused" || r1.Servers[1].Server != nil || r1.Servers[1].Role != "" {
 		t.Errorf("failed row = %+v", r1.Servers[1])
 	}
-	if r1.Fleet.Servers != 1 || r1.Fleet.Used.V != 12034 {
-		t.Errorf("fleet = %+v", r1.Fleet)
+	// The failed target has no role: it is in no pool, but counted.
+	if r1.Fleet.Servers != 2 || r1.Fleet.Failed != 1 || len(r1.Pools) != 1 || r1.Pools[0].Name != "decode" ||
+		r1.Pools[0].Used.V != 12034 || r1.Fleet.Limit != "decode" {
+		t.Errorf("fleet = %+v, pools = %+v", r1.Fleet, r1.Pools)
+	}
+	// The pool's headroom for each configured size: 313 of 8k, 627 of 4k.
+	if ph := r1.Pools[0].Headroom; len(ph) != 3 || ph[0].Requests.V != 313 || ph[2].Tokens != 4096 || ph[2].Requests.V != 627 {
+		t.Errorf("pool headroom = %+v", ph)
 	}
 
 	t1 := t0.Add(10 * time.Second)
@@ -85,5 +91,26 @@ func TestRouterHasNoHeadroom(t *testing.T) {
 	s := &kv.Server{Role: kv.RoleRouter, Router: &kv.Router{}}
 	if hs := Headrooms(s, []int{8192}); hs != nil {
 		t.Errorf("router headroom = %+v", hs)
+	}
+}
+
+// TestHeadroomsNeverOverflow: a capacity and context length of 1e30 are
+// implausible; no size comes from them and no count overflows.
+func TestHeadroomsNeverOverflow(t *testing.T) {
+	s := &kv.Server{Role: kv.RoleUnified, ContextLength: kv.Of(1e30),
+		Signals: kv.Signals{Capacity: kv.Of(1e30), Used: kv.Of(0)}}
+	s.Check()
+	hs := Headrooms(s, []int{8192})
+	if len(hs) != 1 || hs[0].Tokens != 8192 || hs[0].Requests.OK() {
+		t.Errorf("headroom = %+v, want only 8192 and unknown", hs)
+	}
+	if !s.Warned(kv.WarnTooLarge) {
+		t.Errorf("no too_large warning: %+v", s.Warnings)
+	}
+	// Negative context length: no size either.
+	s = &kv.Server{Role: kv.RoleUnified, ContextLength: kv.Of(-5), Signals: kv.Signals{Capacity: kv.Of(100), Used: kv.Of(0)}}
+	s.Check()
+	if hs := Headrooms(s, []int{10}); len(hs) != 1 || hs[0].Requests.V != 10 {
+		t.Errorf("headroom = %+v, want 10 of 10 tokens", hs)
 	}
 }

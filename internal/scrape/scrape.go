@@ -347,6 +347,10 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		id := &srv.Ranks[i].RankID
 		id.DP, id.TP, id.PP = safetext.Terminal(id.DP), safetext.Terminal(id.TP), safetext.Terminal(id.PP)
 	}
+	srv.Check()
+	for i := range srv.Warnings {
+		srv.Warnings[i].Detail = safetext.Terminal(srv.Warnings[i].Detail)
+	}
 	res.Server = &srv
 }
 
@@ -433,7 +437,11 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		resp.Body.Close()
 	}()
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented {
-		return nil, "", signal.ReasonHTTP404, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(hint))
+		reason := signal.ReasonHTTP404
+		if resp.StatusCode == http.StatusNotImplemented {
+			reason = signal.ReasonHTTP501 // llama.cpp without --metrics
+		}
+		return nil, "", reason, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(hint))
 	}
 	if resp.StatusCode/100 == 3 {
 		to := "no Location header"

@@ -13,7 +13,7 @@ import (
 )
 
 // reasons are the failure classes counted per target, in a fixed order.
-var reasons = [...]string{signal.ReasonRefused, signal.ReasonTimeout, signal.ReasonHTTP404,
+var reasons = [...]string{signal.ReasonRefused, signal.ReasonTimeout, signal.ReasonHTTP404, signal.ReasonHTTP501,
 	signal.ReasonHTTPError, signal.ReasonNotMetrics, signal.ReasonParse, signal.ReasonTooLarge,
 	signal.ReasonTruncated, signal.ReasonUnknownEngine, signal.ReasonLimit, signal.ReasonRedirect,
 	signal.ReasonTLS, signal.ReasonClosed, signal.ReasonOther}
@@ -116,8 +116,10 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 	emit := func(m signal.Metric, v float64, extra ...string) {
 		out(m, v, append(append(buf[:0], id...), extra...))
 	}
+	// Partial sums and implausible values are not exported: a sum with a
+	// missing part is not a total (kvwatch_signal_info says which).
 	known := func(m signal.Metric, v kv.Value, extra ...string) {
-		if v.OK() {
+		if v.Trusted() {
 			emit(m, v.V, extra...)
 		}
 	}
@@ -149,6 +151,15 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 	}
 
 	s := e.res.Server
+	for _, r := range kv.WarningReasons() {
+		n := 0
+		for _, w := range s.Warnings {
+			if w.Reason == r {
+				n++
+			}
+		}
+		emit(signal.TargetWarnings, float64(n), r)
+	}
 	emit(signal.ServerInfo, 1, s.Engine, s.Generation, s.Model)
 	known(signal.KVCapacityTokens, s.Capacity)
 	known(signal.KVUsedTokens, s.Used)
@@ -156,6 +167,8 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 	known(signal.KVEvictableTokens, s.Evictable)
 	known(signal.KVUsageRatio, s.UsageRatio)
 	known(signal.KVReservedRatio, s.ReservedRatio)
+	known(signal.KVDemandTokens, s.Demand)
+	known(signal.KVDemandRatio, s.DemandRatio)
 	for _, h := range e.row.Headroom {
 		known(signal.KVHeadroomRequests, h.Requests, strconv.Itoa(h.Tokens))
 	}
@@ -223,6 +236,7 @@ func signalProvenances(s *kv.Server) []provenanceOf {
 		{signal.SigEvictable, s.Evictable.Prov},
 		{signal.SigUsageRatio, s.UsageRatio.Prov},
 		{signal.SigReservedRatio, s.ReservedRatio.Prov},
+		{signal.SigDemandRatio, s.DemandRatio.Prov},
 		{signal.SigRunning, s.Running.Prov},
 		{signal.SigQueued, s.Queued.QueuedTotal().Prov},
 		{signal.SigPrefixHit, hit},

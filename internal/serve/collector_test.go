@@ -209,3 +209,88 @@ func TestWalkEqualsGather(t *testing.T) {
 		t.Errorf("Walk differs from Gather (-gather +walk):\n%s", diff)
 	}
 }
+
+// gatherEntry returns what the collector exports for one entry: family →
+// labels beyond the identity labels → value.
+func gatherEntry(t *testing.T, e entry) map[string]map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(newCollector(func() []entry { return []entry{e} })); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident := map[string]bool{"server": true, "role": true, "cluster": true, "pool": true}
+	got := map[string]map[string]float64{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = map[string]float64{}
+		for _, m := range mf.GetMetric() {
+			var rest []string
+			for _, l := range m.GetLabel() {
+				if !ident[l.GetName()] {
+					rest = append(rest, l.GetName()+"="+l.GetValue())
+				}
+			}
+			got[mf.GetName()][strings.Join(rest, ",")] = value(m)
+		}
+	}
+	return got
+}
+
+// TestCollectorDemandPartialImplausible: demand is its own family (above 1
+// under overload), reserved stays absent for SGLang; a partial sum and an
+// implausible value are not exported, and the warnings are, by reason.
+func TestCollectorDemandPartialImplausible(t *testing.T) {
+	s := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, Ranks: []kv.Rank{
+		{RankID: kv.RankID{DP: "0"}, Signals: kv.Signals{Capacity: kv.Of(1000), Used: kv.Of(900),
+			DemandRatio: kv.Of(17.6), Running: kv.Of(-2)}},
+		{RankID: kv.RankID{DP: "1"}, Signals: kv.Signals{Capacity: kv.Of(1000), DemandRatio: kv.Of(0.4)}},
+	}}
+	s.Rollup()
+	s.Check()
+	e := entry{target: &scrape.Target{Name: "srv"}, scraped: true, res: scrape.Result{Server: s}, role: kv.RoleDecode}
+	got := gatherEntry(t, e)
+	// Demand: 17,600 + 400 tokens over 2,000 = 9.
+	if v, ok := got["kvwatch_kv_demand_tokens"][""]; !ok || v != 18000 {
+		t.Errorf("demand tokens = %v (%v), want 18000", v, ok)
+	}
+	if v, ok := got["kvwatch_kv_demand_ratio"][""]; !ok || v != 9 {
+		t.Errorf("demand ratio = %v (%v), want 9", v, ok)
+	}
+	if v, ok := got["kvwatch_kv_capacity_tokens"][""]; !ok || v != 2000 {
+		t.Errorf("capacity = %v (%v), want 2000", v, ok)
+	}
+	for _, absent := range []string{"kvwatch_kv_reserved_ratio", "kvwatch_kv_used_tokens", "kvwatch_kv_usage_ratio",
+		"kvwatch_requests_running", "kvwatch_kv_available_tokens", "kvwatch_kv_rank_spread_ratio"} {
+		if len(got[absent]) > 0 {
+			t.Errorf("%s exported: %v; want absent (partial, implausible or not reported)", absent, got[absent])
+		}
+	}
+	want := map[string]float64{}
+	for _, r := range kv.WarningReasons() {
+		want["reason="+r] = 0
+	}
+	want["reason="+kv.WarnNegative] = 1 // running -2 on dp0
+	if d := cmp.Diff(want, got["kvwatch_target_warnings"]); d != "" {
+		t.Errorf("warnings (-want +got):\n%s", d)
+	}
+	info := got["kvwatch_signal_info"]
+	for _, k := range []string{"provenance=partial,signal=used", "provenance=implausible,signal=running",
+		"provenance=derived,signal=demand_ratio"} {
+		if _, ok := info[k]; !ok {
+			t.Errorf("signal info lacks %s: %v", k, info)
+		}
+	}
+}
+
+// TestWarningReasonsDocumented: every reason kv defines is in the HELP of
+// kvwatch_target_warnings.
+func TestWarningReasonsDocumented(t *testing.T) {
+	for _, r := range kv.WarningReasons() {
+		if !strings.Contains(signal.TargetWarnings.Help, r) {
+			t.Errorf("reason %s missing from %s's help", r, signal.TargetWarnings.Name)
+		}
+	}
+}

@@ -636,16 +636,16 @@ func (d *Daemon) entries() []entry {
 func (d *Daemon) Report() report.Report {
 	es := d.entries()
 	r := report.Report{Schema: report.SchemaVersion, Time: time.Now(), Servers: make([]report.Server, 0, len(es))}
-	servers := make([]*kv.Server, 0, len(es))
 	for _, e := range es {
 		if !e.scraped {
 			continue
 		}
 		r.Servers = append(r.Servers, e.row)
-		if e.res.OK() {
-			servers = append(servers, e.res.Server)
-		}
 	}
-	r.Fleet = kv.FleetOf(servers)
+	var sizes []int
+	if st := d.setup.Load(); st != nil {
+		sizes = st.Config.Global.HeadroomTokens
+	}
+	r.Summarize(sizes)
 	return r
 }

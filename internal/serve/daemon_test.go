@@ -135,8 +135,8 @@ targets:
 	if s := rep.Servers[1]; s.Name != "dead" || s.OK || s.Reason != signal.ReasonRefused {
 		t.Errorf("report row 1 = %s ok=%v reason=%s, want dead, failed, refused", s.Name, s.OK, s.Reason)
 	}
-	if rep.Fleet.Used.V != 750 || rep.Fleet.Capacity.V != 2000 {
-		t.Errorf("fleet = %v/%v, want 750/2000", rep.Fleet.Used, rep.Fleet.Capacity)
+	if len(rep.Pools) != 1 || rep.Pools[0].Used.V != 750 || rep.Pools[0].Capacity.V != 2000 {
+		t.Errorf("pools = %+v, want one with 750 used of 2000", rep.Pools)
 	}
 
 	for _, p := range []string{PathHealthy, PathReady} {

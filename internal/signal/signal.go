@@ -86,7 +86,11 @@ var (
 	KVUsageRatio = Metric{Name: "kvwatch_kv_usage_ratio", Type: Gauge, Unit: "ratio",
 		Help: "Used over capacity (0-1): how full the KV cache is."}
 	KVReservedRatio = Metric{Name: "kvwatch_kv_reserved_ratio", Type: Gauge, Unit: "ratio",
-		Help: "KV reserved but not yet written, over capacity (0-1): TGI admission reservations, SGLang PD decode pre-allocation."}
+		Help: "KV reserved at admission but not yet written, over capacity (0-1): TGI's admission reservation."}
+	KVDemandTokens = Metric{Name: "kvwatch_kv_demand_tokens", Type: Gauge, Unit: "tokens",
+		Help: "KV that requests still waiting need, in tokens (SGLang PD decode: waiting for pre-allocation); not held, and may exceed capacity under overload."}
+	KVDemandRatio = Metric{Name: "kvwatch_kv_demand_ratio", Type: Gauge, Unit: "ratio",
+		Help: "Queued KV demand over capacity: 0 or more, unbounded above (above 1 the queue alone would overfill the cache)."}
 	KVHeadroomRequests = Metric{Name: "kvwatch_kv_headroom_requests", Type: Gauge, Unit: "requests",
 		Help:   "How many more requests of request_tokens tokens fit in the free KV cache (per DP rank, summed).",
 		Labels: []string{LabelRequest}}
@@ -127,7 +131,7 @@ var (
 		Help:   "Always 1; labels say which engine, metric-name generation and model the server runs.",
 		Labels: []string{LabelEngine, LabelGen, LabelModel}}
 	SignalInfo = Metric{Name: "kvwatch_signal_info", Type: Gauge, Unit: "",
-		Help:   "Always 1; says where each signal of a server comes from: direct, derived, reserved or unavailable.",
+		Help:   "Always 1; says where each signal of a server comes from: direct, derived, reserved, partial (some DP ranks did not report it: not exported), implausible (see kvwatch_target_warnings: not exported) or unavailable.",
 		Labels: []string{LabelSignal, LabelProv}}
 
 	TargetUp = Metric{Name: "kvwatch_target_up", Type: Gauge, Unit: "", Target: true,
@@ -139,7 +143,10 @@ var (
 	TargetLastSuccess = Metric{Name: "kvwatch_target_last_success_timestamp_seconds", Type: Gauge, Unit: "seconds", Target: true,
 		Help: "Unix time of the last successful scrape of the target (for staleness)."}
 	TargetScrapeError = Metric{Name: "kvwatch_target_scrape_error", Type: Gauge, Unit: "", Target: true,
-		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_error, not_metrics, parse, too_large, truncated, unknown_engine, limit, redirect, tls, closed, other); absent when it succeeded.",
+		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_501, http_error, not_metrics, parse, too_large, truncated, unknown_engine, limit, redirect, tls, closed, other); absent when it succeeded.",
+		Labels: []string{LabelReason}}
+	TargetWarnings = Metric{Name: "kvwatch_target_warnings", Type: Gauge, Unit: "", Target: true,
+		Help:   "Warnings about the target's last page, by reason (negative, used_over_capacity, too_large, duplicate_series, two_engines): the values concerned are not exported; 0 when none.",
 		Labels: []string{LabelReason}}
 	TargetScrapes = Metric{Name: "kvwatch_target_scrapes_total", Type: Counter, Unit: "", Target: true,
 		Help: "Scrapes of the target."}
@@ -190,7 +197,7 @@ func History() []Metric {
 // Server lists the per-server normalized families in documentation order.
 func Server() []Metric {
 	return []Metric{KVCapacityTokens, KVUsedTokens, KVAvailableTokens, KVEvictableTokens,
-		KVUsageRatio, KVReservedRatio, KVHeadroomRequests, ContextLengthTokens,
+		KVUsageRatio, KVReservedRatio, KVDemandTokens, KVDemandRatio, KVHeadroomRequests, ContextLengthTokens,
 		RequestsRunning, RequestsQueued, PrefixCacheHitTokens, PrefixCacheQueryTokens,
 		Preemptions, PromptTokens, GenerationTokens, RankSpreadRatio,
 		RankKVUsageRatio, RankKVUsedTokens, RankKVCapacityTokens, RouterWorkers,
@@ -200,7 +207,7 @@ func Server() []Metric {
 // Target lists the per-target scrape health families in documentation order.
 func Target() []Metric {
 	return []Metric{TargetUp, TargetScrapeDuration, TargetScrapeBytes, TargetLastSuccess,
-		TargetScrapeError, TargetScrapes, TargetScrapeFailures}
+		TargetScrapeError, TargetWarnings, TargetScrapes, TargetScrapeFailures}
 }
 
 // Self lists the families about kvwatch serve itself in documentation order.
@@ -220,6 +227,7 @@ const (
 	SigEvictable     = "evictable"
 	SigUsageRatio    = "usage_ratio"
 	SigReservedRatio = "reserved_ratio"
+	SigDemandRatio   = "demand_ratio"
 	SigRunning       = "running"
 	SigQueued        = "queued"
 	SigPrefixHit     = "prefix_hit"
@@ -232,7 +240,8 @@ const (
 const (
 	ReasonRefused       = "refused"
 	ReasonTimeout       = "timeout"
-	ReasonHTTP404       = "http_404"
+	ReasonHTTP404       = "http_404" // 404 on the metrics path: metrics are off
+	ReasonHTTP501       = "http_501" // 501: metrics are off (llama.cpp without --metrics)
 	ReasonHTTPError     = "http_error"
 	ReasonNotMetrics    = "not_metrics"
 	ReasonParse         = "parse"

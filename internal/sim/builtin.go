@@ -10,11 +10,34 @@ import (
 // builtins are the scenarios kvwatch simulate knows by name. Each is YAML so
 // that it goes through the same parser, defaults and validation as a file.
 var builtins = map[string]string{
-	// The default: PD-disaggregated SGLang as operators run it. Decode runs
-	// DP attention: 2 DP ranks of TP=4 (1,290,752 tokens and 512 running
-	// requests each, 2,581,504 tokens in all), so per-DP-rank views have
-	// data.
+	// The default: PD-disaggregated SGLang as kvwatch was made for it: a
+	// model gateway in front of a prefill server (TP=4) and a decode server
+	// (TP=4, one DP rank, 2,581,504 tokens).
 	"pd-sglang": `
+model_name: deepseek-ai/DeepSeek-V3
+servers:
+  - name: router
+    engine: sglang-router
+    workers: [prefill, decode]
+    load: {rate: 6, burst_factor: 3, burst_every: 120s, burst_duration: 20s}
+  - name: prefill
+    engine: sglang
+    role: prefill
+    tp: 4
+    capacity_tokens: 1048576
+    context_length: 524288
+  - name: decode
+    engine: sglang
+    role: decode
+    tp: 4
+    capacity_tokens: 2581504
+    context_length: 524288
+    max_running_requests: 1024
+`,
+	// The same with DP attention on decode: 2 DP ranks of TP=4 (1,290,752
+	// tokens and 512 running requests each, 2,581,504 tokens in all), so
+	// per-DP-rank views have data.
+	"pd-sglang-dp": `
 model_name: deepseek-ai/DeepSeek-V3
 servers:
   - name: router

@@ -458,11 +458,11 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// TestPDSGLangDecodeDP checks the default scenario's decode server: DP
+// TestPDSGLangDecodeDP checks the pd-sglang-dp scenario's decode server: DP
 // attention with 2 DP ranks of TP=4, every (dp_rank, tp_rank) pair a series,
 // 1,290,752 tokens per DP rank.
 func TestPDSGLangDecodeDP(t *testing.T) {
-	c := startCluster(t, "pd-sglang")
+	c := startCluster(t, "pd-sglang-dp")
 	c.Advance(time.Minute)
 	var url string
 	for _, ep := range c.Endpoints() {

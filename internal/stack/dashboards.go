@@ -232,17 +232,22 @@ func Dashboards(o Options) []DashboardSpec {
 			description: "Requests of request_tokens tokens that still fit.",
 			queries:     []query{{expr: signal.KVHeadroomRequests.Name + serverSel(), legend: "{{server}} × {{request_tokens}} tok", instant: true}},
 			steps:       []step{{nil, red}, {f(1), orange}, {f(10), green}}},
-		{kind: kindTimeseries, title: "Evictable tokens", unit: "short", w: 8, h: 7,
+		{kind: kindTimeseries, title: "Evictable tokens", unit: "short", w: 6, h: 7,
 			description: "Reusable prefix cache that can be reclaimed, in tokens. No data for engines that do not report it.",
 			emptyOK:     "the engine does not report evictable prefix cache (e.g. vLLM, llama.cpp, TGI)",
 			queries:     []query{{expr: signal.KVEvictableTokens.Name + serverSel(), legend: "{{server}}"}},
 			steps:       []step{{nil, green}}},
-		{kind: kindTimeseries, title: "Reserved ratio", unit: "percentunit", min: ratio, max: one, w: 8, h: 7,
-			description: "KV reserved but not yet written (TGI admission, SGLang PD decode pre-allocation), shown apart from use.",
-			emptyOK:     "the engine makes no reservations (only TGI and SGLang PD decode do)",
+		{kind: kindTimeseries, title: "Reserved ratio", unit: "percentunit", min: ratio, max: one, w: 6, h: 7,
+			description: "KV reserved at admission but not yet written (TGI), shown apart from use.",
+			emptyOK:     "the engine makes no reservations (only TGI does)",
 			queries:     []query{{expr: signal.KVReservedRatio.Name + serverSel(), legend: "{{server}}"}},
 			steps:       usageSteps(o)},
-		{kind: kindTimeseries, title: "Time to full", unit: "s", w: 8, h: 7,
+		{kind: kindTimeseries, title: "Queued KV demand", unit: "short", min: ratio, w: 6, h: 7,
+			description: "KV that waiting requests need, over capacity (SGLang PD decode pre-allocation queue): unbounded above, 2 means the queue alone wants twice the cache. Never added to usage.",
+			emptyOK:     "the engine does not report queued demand (only SGLang PD decode does)",
+			queries:     []query{{expr: signal.KVDemandRatio.Name + serverSel(), legend: "{{server}}"}},
+			steps:       []step{{nil, green}, {f(1), red}}},
+		{kind: kindTimeseries, title: "Time to full", unit: "s", w: 6, h: 7,
 			description: "Seconds until the KV cache is full at the fill rate of the last 15m; no data while usage is flat or falling.",
 			emptyOK:     "the server's KV usage is not rising",
 			queries:     []query{{expr: RecTimeToFull + serverSel(), legend: "{{server}}"}},
@@ -377,7 +382,10 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)).
 			FillOpacity(10)
 		if p.min != nil {
-			b = b.Min(*p.min).Max(*p.max)
+			b = b.Min(*p.min)
+		}
+		if p.max != nil {
+			b = b.Max(*p.max)
 		}
 		return b
 	}

@@ -55,6 +55,10 @@ func recRate(l string, m signal.Metric) string {
 // (sum of used over sum of capacity, never an average of ratios).
 func RecUsageRatio(l string) string { return l + ":kvwatch_kv_used_per_capacity:ratio" }
 
+// RecDemandRatio is the queued KV demand of level l over the capacity of
+// the servers that report demand: 0 or more, unbounded above.
+func RecDemandRatio(l string) string { return l + ":kvwatch_kv_demand_per_capacity:ratio" }
+
 // RecHitRatio is the prefix-cache hit ratio of level l from counter rates.
 func RecHitRatio(l string) string {
 	return l + ":kvwatch_prefix_cache_hit_per_query_tokens:ratio_rate" + rateWindow
@@ -94,6 +98,9 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 		rec(&g, RecUsageRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
 			recSum(l.name, signal.KVUsedTokens), recSum(l.name, signal.KVCapacityTokens)))
 		rec(&g, recSum(l.name, signal.KVAvailableTokens), fmt.Sprintf("sum %s (%s)", b, signal.KVAvailableTokens.Name))
+		rec(&g, recSum(l.name, signal.KVDemandTokens), fmt.Sprintf("sum %s (%s)", b, signal.KVDemandTokens.Name))
+		rec(&g, RecDemandRatio(l.name), fmt.Sprintf("%s / (sum %s (%s and %s) > 0)",
+			recSum(l.name, signal.KVDemandTokens), b, c, signal.KVDemandTokens.Name))
 		rec(&g, recSum(l.name, signal.KVHeadroomRequests), fmt.Sprintf("sum %s (%s)",
 			by(append(l.by, signal.LabelRequest)...), signal.KVHeadroomRequests.Name))
 		rec(&g, recSum(l.name, signal.RequestsRunning), fmt.Sprintf("sum %s (%s)", b, signal.RequestsRunning.Name))
@@ -216,14 +223,14 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"kvwatch exporter {{ $labels.instance }} is down",
 			"Prometheus cannot scrape kvwatch at {{ $labels.instance }}: every KV signal and alert of the fleet is blind."),
 		alert(AlertTargetDown, SeverityWarning, a.TargetDownFor,
-			fmt.Sprintf(`%s == 0 unless on (%s, job, instance) %s{%s="%s"}`, signal.TargetUp.Name, signal.LabelServer,
-				signal.TargetScrapeError.Name, signal.LabelReason, signal.ReasonHTTP404),
+			fmt.Sprintf(`%s == 0 unless on (%s, job, instance) %s{%s=~"%s|%s"}`, signal.TargetUp.Name, signal.LabelServer,
+				signal.TargetScrapeError.Name, signal.LabelReason, signal.ReasonHTTP404, signal.ReasonHTTP501),
 			"kvwatch cannot scrape engine {{ $labels.server }}",
 			"kvwatch's scrapes of {{ $labels.server }} fail (see kvwatch_target_scrape_error for the reason); its KV signals are unknown."),
 		alert(AlertMetricsDisabled, SeverityWarning, a.TargetDownFor,
-			fmt.Sprintf(`%s{%s="%s"} == 1`, signal.TargetScrapeError.Name, signal.LabelReason, signal.ReasonHTTP404),
+			fmt.Sprintf(`%s{%s=~"%s|%s"} == 1`, signal.TargetScrapeError.Name, signal.LabelReason, signal.ReasonHTTP404, signal.ReasonHTTP501),
 			"Engine {{ $labels.server }} has metrics turned off",
-			"{{ $labels.server }} answers 404 on its metrics path: the engine runs without metrics (SGLang: start it with --enable-metrics)."),
+			"{{ $labels.server }} answers 404 (llama.cpp: 501) on its metrics path: the engine runs without metrics (SGLang: start it with --enable-metrics; llama.cpp: --metrics)."),
 		alert(AlertMetricsStale, SeverityWarning, 0,
 			fmt.Sprintf("time() - %s > %d", signal.TargetLastSuccess.Name, int64(time.Duration(a.StaleAfter)/time.Second)),
 			"Metrics of engine {{ $labels.server }} are stale",

@@ -347,6 +347,9 @@ func ruleTests(o Options) ruleTestFile {
 	// cache: decode-0 hits 30 of 60 tokens/min, decode-1 0 of 60, so the pool
 	// ratio is 30/120 = 0.25. decode-0's usage grows 0.01/min from 0.5; at
 	// 20m it is 0.7, so full is (1-0.7)/(0.01/60) = 1800s away.
+	// Demand: decode-0 wants 17,600 tokens (17.6× its 1000), decode-1
+	// reports none; the pool's demand is 17,600 over decode-0's 1000 = 17.6,
+	// never over decode-1's capacity too.
 	{
 		p1 := map[string]string{signal.LabelCluster: testCluster, signal.LabelPool: "p1", signal.LabelRole: "decode"}
 		fleetDecode := map[string]string{signal.LabelRole: "decode"}
@@ -363,11 +366,14 @@ func ruleTests(o Options) ruleTestFile {
 				{dec1.sel(signal.PrefixCacheHitTokens.Name), constant(0, 30)},
 				{dec1.sel(signal.PrefixCacheQueryTokens.Name), ramp(0, 60, 30)},
 				{dec.sel(signal.KVUsageRatio.Name), ramp(0.5, 0.01, 30)},
+				{dec.sel(signal.KVDemandTokens.Name), constant(17600, 30)},
 			},
 			PromqlExprTests: []exprTest{
 				{Expr: RecUsageRatio("pool"), EvalTime: mins(10), ExpSamples: []expSample{{lbl(RecUsageRatio("pool"), p1), 0.3}}},
 				{Expr: RecUsageRatio("fleet"), EvalTime: mins(10), ExpSamples: []expSample{{lbl(RecUsageRatio("fleet"), fleetDecode), 0.3}}},
 				{Expr: recSum("pool", signal.KVCapacityTokens), EvalTime: mins(10), ExpSamples: []expSample{{lbl(recSum("pool", signal.KVCapacityTokens), p1), 4000}}},
+				{Expr: recSum("pool", signal.KVDemandTokens), EvalTime: mins(10), ExpSamples: []expSample{{lbl(recSum("pool", signal.KVDemandTokens), p1), 17600}}},
+				{Expr: RecDemandRatio("pool"), EvalTime: mins(10), ExpSamples: []expSample{{lbl(RecDemandRatio("pool"), p1), 17.6}}},
 				{Expr: RecHitRatio("pool"), EvalTime: mins(10), ExpSamples: []expSample{{lbl(RecHitRatio("pool"), p1), 0.25}}},
 				{Expr: "round(" + RecTimeToFull + ")", EvalTime: mins(20), ExpSamples: []expSample{{renderLabels(dec.labels()), 1800}}},
 			}})

@@ -137,8 +137,8 @@ func TestFleetFixture(t *testing.T) {
 		t.Errorf("decode-0 used = %v, want %v", got, want)
 	}
 	// Headroom per DP rank: floor(233,376/8,192) + floor(247,376/8,192) = 28 + 30.
-	if got := headroomCell(d0, true); got != "58×8k 2×128kc" {
-		t.Errorf("headroomCell(decode-0) = %q, want %q", got, "58×8k 2×128kc")
+	if got := headroomCell(d0, true); got != "58×8k 2×128k" {
+		t.Errorf("headroomCell(decode-0) = %q, want %q", got, "58×8k 2×128k")
 	}
 	// 3,000 hit of 10,000 queried tokens in 2s; (20,000 + 3,000) tokens / 2s.
 	if got := pct(d0.Rates.PrefixHitRatio); got != "30.0%" {
@@ -155,9 +155,22 @@ func TestFleetFixture(t *testing.T) {
 	if got := perSec(tokensPerSec(byName["tgi-0"].Rates)); got != na {
 		t.Errorf("tgi-0 tok/s = %q, want %q", got, na)
 	}
-	// Fleet: (810,000 + 2,516,966 + 12,800 + 376,832 + 20,480) / (1,290,752 + 2,581,504 + 1,048,576 + 409,600 + 80,000).
-	// TGI's part is a reservation, so the sum is marked as one.
-	if got := pct(r.Fleet.UsageRatio); got != "69.1%*" {
-		t.Errorf("fleet usage = %q, want 69.1%%*", got)
+	// Pools, never one blend: decode (810,000 + 2,516,966) / (1,290,752 +
+	// 2,581,504) = 85.9%, the limit; unified (376,832 + 20,480) / (409,600 +
+	// 80,000) = 81.2%, partial since llama-0 is down; prefill 12,800 / 1,048,576.
+	pools := map[string]string{}
+	for _, p := range r.Pools {
+		pools[p.Name] = pct(p.UsageRatio)
+	}
+	want := map[string]string{"decode": "85.9%", "unified": "~81.2%?", "prefill": "1.2%"}
+	if fmt.Sprint(pools) != fmt.Sprint(want) {
+		t.Errorf("pool usage = %v, want %v", pools, want)
+	}
+	if r.Fleet.Limit != "decode" {
+		t.Errorf("limit = %q, want decode", r.Fleet.Limit)
+	}
+	// decode queues only: waiting 0+31, prealloc 2+1+0, transfer 1+1+0.
+	if q := r.Pools[1].Queued; r.Pools[1].Name != "decode" || q.V != 36 {
+		t.Errorf("decode queued = %+v, want 36", q)
 	}
 }

@@ -3,14 +3,18 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
@@ -205,7 +209,7 @@ func TestRemoteSource(t *testing.T) {
 		json.NewEncoder(w).Encode(want)
 	})
 	mux.HandleFunc("/old"+ReportPath, func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"schema_version": 2, "servers": []}`))
+		w.Write([]byte(`{"schema_version": 1, "servers": []}`))
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -227,7 +231,7 @@ func TestRemoteSource(t *testing.T) {
 	for _, c := range []struct {
 		base, want string
 	}{
-		{srv.URL + "/old", "report schema 2, this kvwatch reads schema 1; run the same kvwatch version for serve and top"},
+		{srv.URL + "/old", "report schema 1, this kvwatch reads schema 2; run the same kvwatch version for serve and top"},
 		{srv.URL + "/nothing", "404 Not Found"},
 	} {
 		src, err := NewRemoteSource(c.base, nil)
@@ -299,5 +303,58 @@ func TestScrapeSource(t *testing.T) {
 	}
 	if rt := got["router"]; rt.Role != "router" {
 		t.Errorf("router role = %q, want router", rt.Role)
+	}
+}
+
+// TestSlowTargetDoesNotStall: once every target answered once, a fetch
+// waits at most Budget; a target still scraping keeps its previous row,
+// marked late, and the others are fresh.
+func TestSlowTargetDoesNotStall(t *testing.T) {
+	page := "sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\nsglang:num_running_reqs 1\n"
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, page) }))
+	defer fast.Close()
+	var n atomic.Int32
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > 1 {
+			<-release // from the second scrape on: hangs until released
+		}
+		io.WriteString(w, page)
+	}))
+	defer slow.Close()
+	defer close(release)
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(10 * time.Second)
+	cfg.Global.ScrapeTimeout = model.Duration(10 * time.Second)
+	for _, u := range []string{fast.URL, slow.URL} {
+		cfg.Targets = append(cfg.Targets, config.Target{URL: u + "/metrics"})
+	}
+	if err := cfg.Check("test"); err != nil {
+		t.Fatal(err)
+	}
+	targets, err := scrape.Targets(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewScrapeSource(scrape.New(engine.NewRegistry(), 0), targets, []int{8})
+	src.Budget = 200 * time.Millisecond
+	r1, err := src.Fetch(context.Background())
+	if err != nil || len(r1.Servers) != 2 || !r1.Servers[0].OK || !r1.Servers[1].OK {
+		t.Fatalf("first fetch: %+v %v", r1.Servers, err)
+	}
+	start := time.Now()
+	r2, _ := src.Fetch(context.Background())
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("second fetch took %v: the slow target stalled it", d)
+	}
+	if r2.Servers[0].Late || !r2.Servers[0].ScrapedAt.After(r1.Servers[0].ScrapedAt) {
+		t.Errorf("fast target: late %v, scraped %v after %v; want fresh", r2.Servers[0].Late, r2.Servers[0].ScrapedAt, r1.Servers[0].ScrapedAt)
+	}
+	if !r2.Servers[1].Late || !r2.Servers[1].OK || !r2.Servers[1].ScrapedAt.Equal(r1.Servers[1].ScrapedAt) {
+		t.Errorf("slow target: late %v ok %v scraped %v; want its previous row, marked late", r2.Servers[1].Late, r2.Servers[1].OK, r2.Servers[1].ScrapedAt)
+	}
+	m := drive(New(Options{Title: "t"}), tea.WindowSizeMsg{Width: 160, Height: 20}, ReportMsg{Report: r2, At: time.Now()})
+	if !regexp.MustCompile(`\d+s…`).MatchString(m.View()) {
+		t.Errorf("the late row is not marked:\n%s", m.View())
 	}
 }

@@ -22,29 +22,97 @@ type Source interface {
 }
 
 // ScrapeSource scrapes the targets itself and computes rates between its
-// own successive scrapes. It is safe for concurrent use.
+// own successive scrapes. Each target is scraped on its own: a fetch waits
+// at most Budget for the targets, and one still running then (a slow or
+// hung server) keeps its previous result, marked late, while its scrape
+// goes on for the next fetch; one slow target never stalls the view. It is
+// safe for concurrent use.
 type ScrapeSource struct {
 	scraper *scrape.Scraper
 	targets []*scrape.Target
 	now     func() time.Time
+	// Budget is how long a fetch waits for targets that have a previous
+	// result (default 1.5s, under the default refresh of 2s). The first
+	// fetch waits for every target (up to its scrape timeout).
+	Budget time.Duration
 
-	mu      sync.Mutex
-	tracker *report.Tracker
+	mu       sync.Mutex
+	tracker  *report.Tracker
+	last     map[*scrape.Target]scrape.Result
+	inflight map[*scrape.Target]chan struct{}
 }
 
 // NewScrapeSource returns a source that scrapes targets with s and computes
 // headroom for the request sizes headroomTokens (in tokens).
 func NewScrapeSource(s *scrape.Scraper, targets []*scrape.Target, headroomTokens []int) *ScrapeSource {
-	return &ScrapeSource{scraper: s, targets: targets, now: time.Now, tracker: report.NewTracker(headroomTokens)}
+	return &ScrapeSource{scraper: s, targets: targets, now: time.Now, tracker: report.NewTracker(headroomTokens),
+		Budget: 1500 * time.Millisecond, last: map[*scrape.Target]scrape.Result{}, inflight: map[*scrape.Target]chan struct{}{}}
 }
 
 // Fetch scrapes every target once. A failed target is a row with its
 // reason in the report, not an error.
 func (s *ScrapeSource) Fetch(ctx context.Context) (report.Report, error) {
 	s.mu.Lock()
+	waits := make([]chan struct{}, 0, len(s.targets))
+	first := false
+	for _, t := range s.targets {
+		ch, ok := s.inflight[t]
+		if !ok {
+			ch = make(chan struct{})
+			s.inflight[t] = ch
+			go s.scrapeOne(t, ch)
+		}
+		if _, had := s.last[t]; !had {
+			first = true
+		}
+		waits = append(waits, ch)
+	}
+	s.mu.Unlock()
+	var deadline <-chan time.Time
+	if !first && s.Budget > 0 {
+		tm := time.NewTimer(s.Budget)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+wait:
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-deadline:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	results := s.scraper.ScrapeAll(ctx, s.targets, 0)
-	return s.tracker.Update(s.now(), results), nil
+	results := make([]scrape.Result, 0, len(s.targets))
+	var late []bool
+	for _, t := range s.targets {
+		r, ok := s.last[t]
+		if !ok { // cancelled before the first answer
+			r = scrape.Result{Target: t, Time: s.now(), Reason: "timeout",
+				Err: fmt.Errorf("scrape %s: no answer yet; the server is slow or hung", t.URL.Redacted())}
+		}
+		_, running := s.inflight[t]
+		results = append(results, r)
+		late = append(late, running && ok)
+	}
+	rep := s.tracker.Update(s.now(), results)
+	for i := range rep.Servers {
+		rep.Servers[i].Late = late[i]
+	}
+	return rep, nil
+}
+
+// scrapeOne scrapes t (bounded by its own timeout) and keeps the result.
+func (s *ScrapeSource) scrapeOne(t *scrape.Target, done chan struct{}) {
+	r := s.scraper.Scrape(context.Background(), t)
+	s.mu.Lock()
+	s.last[t] = r
+	delete(s.inflight, t)
+	s.mu.Unlock()
+	close(done)
 }
 
 // ReportPath is where `kvwatch serve` publishes the report.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -165,6 +166,12 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			}
 			return count(s.Server.Queued.QueuedTotal())
 		}},
+		{numColumns, "DEMAND", 6, true, 8, func(m Model, s report.Server) string {
+			if s.Server == nil {
+				return na
+			}
+			return times(s.Server.DemandRatio)
+		}},
 		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string { return pct(numberOf(s, colHit, m.now)) }},
 		{colPreempt, "PRE/S", 6, true, 5, func(m Model, s report.Server) string { return perSec(numberOf(s, colPreempt, m.now)) }},
 		{colTokens, "TOK/S", 7, true, 8, func(m Model, s report.Server) string { return perSec(numberOf(s, colTokens, m.now)) }},
@@ -172,6 +179,9 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			v := numberOf(s, colAge, m.now)
 			if !v.OK() {
 				return na
+			}
+			if s.Late { // its scrape is still running: the row is the previous one
+				return m.st.warn.Render(ageText(time.Duration(v.V*float64(time.Second))) + "…")
 			}
 			return ageText(time.Duration(v.V * float64(time.Second)))
 		}},
@@ -291,8 +301,17 @@ func (m Model) rowLine(s report.Server, selected bool, cols []tableCol, nameW, w
 		mark = "› "
 	}
 	name := fit(s.Name, nameW, false)
-	if selected {
+	warned := s.Server != nil && len(s.Server.Warnings) > 0
+	if warned {
+		// A server with warnings: its numbers cannot all be taken at face
+		// value (Enter shows why).
+		name = fit("!"+s.Name, nameW, false)
+	}
+	switch {
+	case selected:
 		name = m.st.sel.Render(name)
+	case warned:
+		name = m.st.bad.Render(name)
 	}
 	line := mark + name
 	if !s.OK {
@@ -329,32 +348,90 @@ func (m Model) bar(v kv.Value, w int) string {
 	if !v.OK() {
 		return m.st.dim.Render(strings.Repeat("·", w))
 	}
-	n := int(math.Round(math.Max(0, math.Min(1, v.V)) * float64(w)))
+	if v.Prov == kv.Implausible {
+		return m.st.bad.Render(strings.Repeat("!", w))
+	}
+	// Eighths of a cell: 1 % and 11 % of a 10-cell bar differ.
+	n := int(math.Round(math.Max(0, math.Min(1, v.V)) * float64(w*8)))
 	if v.V > 0 && n == 0 {
 		n = 1 // some use is never drawn as none
 	}
-	return m.level(v.V).Render(strings.Repeat("█", n)) + m.st.dim.Render(strings.Repeat("░", w-n))
+	full, part := n/8, n%8
+	fill := strings.Repeat("█", full)
+	empty := w - full
+	if part > 0 {
+		fill += string(eighths[part])
+		empty--
+	}
+	return m.level(v.V).Render(fill) + m.st.dim.Render(strings.Repeat("░", empty))
 }
 
-// fleetLines are the capacity-weighted fleet summary.
+// eighths are the left-aligned partial blocks, 1/8 to 7/8 of a cell.
+var eighths = []rune(" ▏▎▍▌▋▊▉")
+
+// fleetLines are the fleet summary: with one pool its capacity-weighted
+// totals on one line; with more (prefill and decode, or several clusters)
+// the limiting pool named, then a line per pool: never a blend of roles.
 func (m Model) fleetLines(w int) []string {
 	f := m.rep.Fleet
-	down := 0
+	up := 0
 	for _, s := range m.rep.Servers {
-		if !s.OK {
-			down++
+		if s.OK && s.Role != kv.RoleRouter {
+			up++
 		}
 	}
-	parts := []string{m.st.bold.Render("FLEET"), fmt.Sprintf("%d up", f.Servers)}
-	if down > 0 {
-		parts = append(parts, m.st.bad.Render(fmt.Sprintf("%d down", down)))
+	parts := []string{m.st.bold.Render("FLEET"), fmt.Sprintf("%d up", up)}
+	if f.Failed > 0 {
+		parts = append(parts, m.st.bad.Render(fmt.Sprintf("%d down", f.Failed)))
 	}
-	parts = append(parts, "KV "+m.bar(f.UsageRatio, 10)+" "+pct(f.UsageRatio), tokens(f.Used)+" / "+tokens(f.Capacity)+" tok")
-	if f.Counted < f.Servers {
-		parts = append(parts, fmt.Sprintf("(%d of %d report KV)", f.Counted, f.Servers))
+	if n := warnedServers(m.rep); n > 0 {
+		parts = append(parts, m.st.bad.Render(fmt.Sprintf("%d with warnings (!)", n)))
 	}
-	parts = append(parts, "running "+count(f.Running), "queued "+count(f.Queued))
-	return flow(parts, w, "       ")
+	pools := m.rep.Pools
+	if len(pools) <= 1 {
+		var p kv.Pool
+		if len(pools) == 1 {
+			p = pools[0]
+		}
+		parts = append(parts, m.poolParts(p)...)
+		return flow(parts, w, "       ")
+	}
+	if f.LimitIndex >= 0 {
+		l := pools[f.LimitIndex]
+		parts = append(parts, "limit: "+m.st.bold.Render(l.Name)+" pool "+m.level(l.UsageRatio.V).Render(pct(l.UsageRatio)))
+	}
+	out := flow(parts, w, "       ")
+	for _, p := range pools {
+		out = append(out, flow(append([]string{"  " + m.st.bold.Render(fit(p.Name, 8, false))}, m.poolParts(p)...), w, "           ")...)
+	}
+	return out
+}
+
+// warnedServers counts the servers whose page drew warnings.
+func warnedServers(r report.Report) int {
+	n := 0
+	for _, s := range r.Servers {
+		if s.Server != nil && len(s.Server.Warnings) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// poolParts are one pool's KV bar, tokens, headroom, requests and demand.
+func (m Model) poolParts(p kv.Pool) []string {
+	parts := []string{"KV " + m.bar(p.UsageRatio, 10) + " " + pct(p.UsageRatio), tokens(p.Used) + " / " + tokens(p.Capacity) + " tok"}
+	if p.Counted < p.Servers {
+		parts = append(parts, fmt.Sprintf("(%d of %d report KV)", p.Counted, p.Servers))
+	}
+	if len(p.Headroom) > 0 {
+		parts = append(parts, "headroom "+count(p.Headroom[0].Requests)+"×"+sizeLabel(p.Headroom[0].Tokens))
+	}
+	parts = append(parts, "running "+count(p.Running), "queued "+count(p.Queued))
+	if p.DemandRatio.OK() {
+		parts = append(parts, "demand "+times(p.DemandRatio))
+	}
+	return parts
 }
 
 // headroomCell shows how many requests of the first size fit and, in the
@@ -370,11 +447,8 @@ func headroomCell(s report.Server, full bool) string {
 	}
 	for _, h := range s.Headroom[1:] {
 		if h.Context {
-			return out + " " + fitText(h) + "c"
+			return out + " " + fitText(h)
 		}
-	}
-	if first.Context {
-		return out + "c"
 	}
 	return out
 }
@@ -437,7 +511,13 @@ func (m Model) drillView(w int) []string {
 	}
 	lines = append(lines, flow([]string{"KV " + m.bar(sv.UsageRatio, 20) + " " + pct(sv.UsageRatio),
 		"used " + tokens(sv.Used) + " / " + tokens(sv.Capacity) + " tok", "evictable " + tokens(sv.Evictable),
-		"reserved " + pct(sv.ReservedRatio), "DP spread " + pct(sv.Spread)}, w, "   ")...)
+		"reserved " + pct(sv.ReservedRatio), "demand " + times(sv.DemandRatio) + " (" + tokens(sv.Demand) + " tok)",
+		"DP spread " + pct(sv.Spread)}, w, "   ")...)
+	for _, x := range sv.Warnings {
+		for _, l := range wrap("warning "+x.Reason+": "+x.Detail, w) {
+			lines = append(lines, m.st.bad.Render(l))
+		}
+	}
 	if sv.UsageRatio.Prov == kv.Reserved {
 		lines = append(lines, m.st.dim.Render("   * a reservation made at admission, not KV written"))
 	}
@@ -539,11 +619,11 @@ func (m Model) helpView(w int) []string {
 		{"KV", "used / capacity KV tokens, " + m.st.ok.Render("green") + " below " + pctF(m.opts.Warn) + ", " +
 			m.st.warn.Render("yellow") + " from " + pctF(m.opts.Warn) + ", " + m.st.crit.Render("red") + " from " + pctF(m.opts.Crit) +
 			"; * marks a reservation, not KV written"},
-		{"HEADROOM", "requests that still fit, N×size; c: the server's context length"},
+		{"HEADROOM", "requests that still fit, N×size: the first configured size, then the server's context length (as in status)"},
 		{"HIT", "prefix-cache hit ratio since the last refresh (counters)"},
 		{"PRE/S", "preemptions (vLLM) or retractions (SGLang) per second"},
 		{"TOK/S", "prompt plus generation tokens per second"},
-		{"AGE", "time since the last scrape of the server"},
+		{"AGE", "time since the last scrape of the server; … : its scrape is still running (a slow server), the row is the previous one"},
 		{"--", "not reported by the engine, or not measurable yet: unknown, never 0"},
 	}
 	lines = append(lines, "")
@@ -566,6 +646,8 @@ func num(v float64) string {
 	a := math.Abs(v)
 	unit, div := "", 1.0
 	switch {
+	case a >= 1e12: // beyond any KV cache: implausible, in exponent form
+		return strconv.FormatFloat(v, 'g', 3, 64)
 	case a >= 1e9:
 		unit, div = "G", 1e9
 	case a >= 1e6:
@@ -589,14 +671,26 @@ func tokens(v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
-	return num(v.V)
+	return mark(v, num(v.V))
 }
 
 func count(v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
-	return num(v.V)
+	return mark(v, num(v.V))
+}
+
+// mark adds the partial (~…?: a sum with missing parts) or implausible
+// (!…: see the server's warnings) marks to a formatted value.
+func mark(v kv.Value, s string) string {
+	switch v.Prov {
+	case kv.Partial:
+		return "~" + s + "?"
+	case kv.Implausible:
+		return "!" + s
+	}
+	return s
 }
 
 // pct writes a ratio 0–1 as a percentage; a reservation is marked with *.
@@ -604,11 +698,31 @@ func pct(v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
+	if v.Prov == kv.Implausible {
+		return "implausible" // never a plausible-looking percentage
+	}
 	s := pctF(v.V)
 	if v.Prov == kv.Reserved {
 		s += "*"
 	}
-	return s
+	return mark(v, s)
+}
+
+// times writes a demand ratio (unbounded above): "17.6×".
+func times(v kv.Value) string {
+	if !v.OK() {
+		return na
+	}
+	a := math.Abs(v.V)
+	switch {
+	case a >= 1000:
+		return mark(v, num(v.V)+"×")
+	case a >= 100:
+		return mark(v, fmt.Sprintf("%.0f×", v.V))
+	case a >= 10:
+		return mark(v, fmt.Sprintf("%.1f×", v.V))
+	}
+	return mark(v, fmt.Sprintf("%.2f×", v.V))
 }
 
 func pctF(r float64) string { return fmt.Sprintf("%.1f%%", r*100) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/muesli/termenv"
 
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/scrape"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -207,5 +210,62 @@ func TestUnknownIsNotZero(t *testing.T) {
 	}
 	if got := headroomCell(report.Server{Headroom: []report.Headroom{{Tokens: 8192}}}, true); got != na {
 		t.Errorf("headroomCell(unknown requests) = %q, want %q", got, na)
+	}
+}
+
+// TestImplausibleAndDemand: a server with a negative capacity shows no
+// plausible percentage and is marked with its warning; demand above 1 is a
+// column and a pool figure of its own, never on the usage bar.
+func TestImplausibleAndDemand(t *testing.T) {
+	bad := &kv.Server{Engine: "sglang", Role: kv.RoleUnified,
+		Signals: kv.Signals{Capacity: kv.Of(-100000), Used: kv.Of(-5000)}}
+	bad.Rollup()
+	bad.Check()
+	dec := &kv.Server{Engine: "sglang", Role: kv.RoleDecode,
+		Signals: kv.Signals{Capacity: kv.Of(2581504), Used: kv.Of(2578300), DemandRatio: kv.Of(17.6)}}
+	dec.Rollup()
+	mk := func(name string, s *kv.Server) scrape.Result {
+		u, _ := url.Parse("http://" + name + "/metrics")
+		return scrape.Result{Target: &scrape.Target{Name: name, URL: u}, Time: t0, Server: s}
+	}
+	r := report.NewTracker([]int{8192}).Update(t0, []scrape.Result{mk("bad", bad), mk("dec", dec)})
+	m := drive(New(Options{Title: "t"}), tea.WindowSizeMsg{Width: 160, Height: 30},
+		ReportMsg{Report: r, At: t0})
+	v := m.View()
+	for _, want := range []string{"!bad", "!!!!!!!!!!", "1 with warnings (!)", "17.6×", "demand 17.6×", "limit: decode pool 99.9%"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("view lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "5.0%") {
+		t.Errorf("the implausible server shows a plausible 5.0%%:\n%s", v)
+	}
+	m = drive(m, key("enter"))
+	if v := m.View(); !strings.Contains(v, "warning negative: capacity is -100000") || !strings.Contains(v, "implausible") {
+		t.Errorf("drill-down lacks the warning:\n%s", v)
+	}
+}
+
+// TestBarEighths: a 10-cell bar draws eighths of a cell, so 1 % and 11 %
+// differ, and any use shows.
+func TestBarEighths(t *testing.T) {
+	m := New(Options{})
+	for _, c := range []struct {
+		ratio float64
+		want  string
+	}{
+		{0, "░░░░░░░░░░"},
+		{0.001, "▏░░░░░░░░░"}, // 0.08 eighths: drawn as one, never as none
+		{0.01, "▏░░░░░░░░░"},  // 0.8 → 1 eighth
+		{0.11, "█▏░░░░░░░░"},  // 8.8 → 9 eighths: a cell and one eighth
+		{0.5, "█████░░░░░"},
+		{0.3, "███░░░░░░░"},  // 24 eighths
+		{0.33, "███▎░░░░░░"}, // 26.4 → 26: 3 cells and a quarter
+		{0.999, "██████████"},
+		{1.5, "██████████"},
+	} {
+		if got := m.bar(kv.Of(c.ratio), 10); got != c.want {
+			t.Errorf("bar(%v) = %q, want %q", c.ratio, got, c.want)
+		}
 	}
 }

@@ -30,6 +30,13 @@ function fmtCompact(x) {
   }
   return String(parseFloat(x.toPrecision(3)));
 }
+// fmtValue rounds an alert's value (a string from the API) to 4
+// significant digits: 0.9967226982116699 is 0.9967.
+function fmtValue(v) {
+  const x = parseFloat(v);
+  if (!isFinite(x)) return String(v);
+  return Number.isInteger(x) ? x.toLocaleString("en-US") : String(parseFloat(x.toPrecision(4)));
+}
 function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
@@ -40,23 +47,48 @@ function fmtDur(sec) {
   return Math.round(sec) + "s";
 }
 
-// Provenance markers: a reservation is not real use (TGI, SGLang PD
-// pre-allocation) and a derived value is computed from others. Direct and
-// unavailable values carry no marker ("--" says unavailable).
+// Provenance markers: a reservation is not real use (TGI), a derived value
+// is computed from others, a partial sum misses parts, an implausible value
+// cannot be true. Direct and unavailable values carry no marker ("--" says
+// unavailable).
 const provText = {
   reserved: "reservation: KV reserved at admission, not KV actually written",
   derived: "derived: computed by kvwatch from other values",
+  partial: "partial: a sum where some DP ranks or servers did not report the value; a lower bound, not a total",
+  implausible: "implausible: the engine reported a value that cannot be true; see the server's warnings",
 };
+const provLetter = { reserved: "R", derived: "d", partial: "?", implausible: "!" };
 function mark(p, why) {
-  if (p !== "reserved" && p !== "derived") return "";
+  if (!provLetter[p]) return "";
   const t = esc(why ? provText[p] + " (" + why + ")" : provText[p]);
-  return `<span class="prov-mark prov-${p}" title="${t}" aria-label="${t}" role="img">${p === "reserved" ? "R" : "d"}</span>`;
+  return `<span class="prov-mark prov-${p}" title="${t}" aria-label="${t}" role="img">${provLetter[p]}</span>`;
+}
+// shown formats a known value by its provenance: a partial sum as ~900?,
+// an implausible value never as a plausible number.
+function shown(v, fmt) {
+  const x = val(v);
+  if (x == null) return fmt(null);
+  if (prov(v) === "partial") return "~" + fmt(x) + "?";
+  if (prov(v) === "implausible") return "implausible";
+  return fmt(x);
 }
 // cell formats a kv.Value with its marker; the number sits in its own
 // element (data-field) so tests and copy-paste read it alone.
 function cell(field, v, fmt) {
   const x = val(v);
-  return `<span data-field="${esc(field)}">${fmt(x)}</span>${x == null ? "" : mark(prov(v))}`;
+  return `<span data-field="${esc(field)}" data-provenance="${esc(prov(v))}">${shown(v, fmt)}</span>${x == null ? "" : mark(prov(v))}`;
+}
+// fmtTimes writes a demand ratio (unbounded above): 17.6×.
+function fmtTimes(x) {
+  if (x == null || !isFinite(x)) return "--";
+  const a = Math.abs(x);
+  return (a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(2)) + "×";
+}
+// warnings lists a server's warnings (implausible or ambiguous pages).
+function warnings(sv) {
+  const w = (sv && sv.warnings) || [];
+  if (!w.length) return "";
+  return `<ul class="warnings">${w.map((x) => `<li class="error" data-warning="${esc(x.reason)}">warning ${esc(x.reason)}: ${esc(x.detail)}</li>`).join("")}</ul>`;
 }
 function queuedTotal(q) {
   if (!q) return null;
@@ -76,7 +108,7 @@ function barClass(r) {
 // bar draws a KV usage bar with ticks at the warning and critical
 // thresholds; a reservation is hatched.
 function bar(v) {
-  const r = val(v);
+  const r = prov(v) === "implausible" ? null : val(v);
   const w = r == null ? 0 : Math.min(100, Math.max(0, r * 100));
   const s = state.settings;
   const level = { ok: "below warning", warn: "at or over warning", crit: "at or over critical", unknown: "unavailable" }[barClass(r)];
@@ -85,6 +117,11 @@ function bar(v) {
   return `<span class="bar ${barClass(r)}${prov(v) === "reserved" ? " reserved" : ""}" role="img" title="${esc(label)}" aria-label="${esc(label)}">` +
     `<span class="fill" style="width:${w}%"></span>` +
     `<span class="tick" style="left:${s.kv_usage_warning * 100}%"></span><span class="tick" style="left:${s.kv_usage_critical * 100}%"></span></span>`;
+}
+// routerCell is a router's worker health: routers hold no KV cache.
+function routerCell(sv) {
+  const r = sv.router || {};
+  return `<span class="muted" title="routers hold no KV cache">workers <span data-field="workers">${fmtInt(val(r.workers_healthy))}/${fmtInt(val(r.workers_total))}</span> healthy</span>`;
 }
 // headroom picks the smallest configured request size (not the context length).
 function headroom(s) {
@@ -122,7 +159,10 @@ async function api(path, params) {
 }
 async function refreshData() {
   state.report = await getJSON("api/kvwatch/v1/report");
-  state.alerts = state.settings.alerts ? (await api("api/v1/alerts")).alerts : [];
+  // Before the first scrape the report may hold no servers (null lists).
+  state.report.servers = state.report.servers || [];
+  state.report.pools = state.report.pools || [];
+  state.alerts = state.settings.alerts ? (await api("api/v1/alerts")).alerts || [] : [];
   const n = state.alerts.filter((a) => a.state === "firing").length;
   const badge = document.getElementById("alert-count");
   badge.hidden = n === 0;
@@ -150,8 +190,9 @@ async function timeWindow() {
     api("api/v1/query", { query: `max(count_over_time(kvwatch_target_up[${Math.ceil(max)}s]))`, time: end }),
     api("api/v1/query_range", { query: "count(kvwatch_target_up)", start: end - max, end, step: step0 }),
   ]);
-  const samples = cnt.result.length ? parseFloat(cnt.result[0].value[1]) : 0;
-  const firstTs = first.result.length && first.result[0].values.length ? first.result[0].values[0][0] : null;
+  const cr = cnt.result || [], fr = first.result || [];
+  const samples = cr.length ? parseFloat(cr[0].value[1]) : 0;
+  const firstTs = fr.length && (fr[0].values || []).length ? fr[0].values[0][0] : null;
   let start = end - max;
   if (firstTs != null) start = Math.max(start, Math.min(firstTs - step0, end - minSpan));
   const span = end - start;
@@ -173,6 +214,8 @@ const units = {
   tokens: { axis: fmtCompact, legend: (v) => fmtInt(v) },
   requests: { axis: fmtCompact, legend: (v) => fmtInt(v) },
   rate: { axis: fmtCompact, legend: (v) => fmtNum(v) },
+  // demand over capacity: its own axis, never the 0–100 % usage axis
+  times: { axis: (v) => fmtCompact(v) + "×", legend: fmtTimes },
 };
 
 // chart draws range queries into el over state.win. Each query is
@@ -194,8 +237,8 @@ async function chart(el, queries, opts) {
   const xsSet = new Set();
   const lines = [];
   results.forEach((res, i) => {
-    const all = res.result.map((r) => r.metric);
-    const own = res.result.map((s) => {
+    const all = (res.result || []).map((r) => r.metric);
+    const own = (res.result || []).map((s) => {
       s.values.forEach(([t]) => xsSet.add(t));
       return { label: queries[i].label(s.metric, all), m: new Map(s.values.map(([t, v]) => [t, parseFloat(v)])) };
     });
@@ -279,13 +322,28 @@ function windowNote() {
 
 // ---- pages -------------------------------------------------------------
 
-function fleetCards(f) {
-  return `<div class="fleet">
-    <div class="card"><div class="muted">Fleet KV usage</div><div class="v">${cell("fleet-usage", f.usage_ratio, fmtPct)}</div></div>
-    <div class="card"><div class="muted">Used / capacity (tokens)</div><div class="v">${cell("fleet-used", f.used_tokens, fmtInt)} / ${cell("fleet-capacity", f.capacity_tokens, fmtInt)}</div></div>
-    <div class="card"><div class="muted">Running / queued</div><div class="v">${cell("fleet-running", f.running, fmtInt)} / ${cell("fleet-queued", f.queued, fmtInt)}</div></div>
-    <div class="card"><div class="muted">Servers counted</div><div class="v">${f.counted} / ${f.servers}</div></div>
-  </div>`;
+// fleetCards are one card per pool (the servers of one role, and of one
+// cluster/pool label when set): prefill and decode are never summed. The
+// first card names the most constrained pool.
+function fleetCards(r) {
+  const pools = r.pools || [];
+  const f = r.fleet || {};
+  const lim = f.limit_index != null && f.limit_index >= 0 ? pools[f.limit_index] : null;
+  const head = pools.length > 1
+    ? `<div class="card limit" data-limit="${esc(lim ? lim.name : "")}"><div class="muted">The limit</div><div class="v">${lim ? `${esc(lim.name)} pool ${cell("limit-usage", lim.usage_ratio, fmtPct)}` : "no pool reports KV usage"}</div>
+        <div class="muted">${pools.filter((p) => p !== lim).map((p) => `${esc(p.name)} ${shown(p.usage_ratio, fmtPct)}`).join(" · ")}</div></div>`
+    : "";
+  const card = (p) => {
+    const h = (p.headroom || [])[0];
+    return `<div class="card pool" data-pool="${esc(p.name)}"><div class="muted">${pools.length > 1 ? esc(p.name) + " pool" : "Fleet"} KV usage · ${p.servers} server${p.servers === 1 ? "" : "s"}${p.counted < p.servers ? ` (${p.counted} report KV)` : ""}</div>
+      <div class="v">${cell("usage", p.usage_ratio, fmtPct)}</div>
+      <div>${cell("used", p.used_tokens, fmtInt)} / ${cell("capacity", p.capacity_tokens, fmtInt)} tok</div>
+      <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + h.request_tokens + " tok" : '<span data-field="headroom">--</span>'}</div>
+      <div>running ${cell("running", p.running, fmtInt)} · queued ${cell("queued", p.queued, fmtInt)}</div>
+      ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}</div>`;
+  };
+  const failed = f.failed ? `<div class="card"><div class="muted">Down</div><div class="v error">${f.failed}</div></div>` : "";
+  return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${failed}</div>`;
 }
 
 // hitRatios reads every server's prefix-cache hit ratio over hitWindow
@@ -295,7 +353,7 @@ async function hitRatios() {
   const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
   const q = `sum by (server) (rate(kvwatch_prefix_cache_hit_tokens_total[${win}])) / sum by (server) (rate(kvwatch_prefix_cache_query_tokens_total[${win}]))`;
   const res = await api("api/v1/query", { query: q, time: state.win.end });
-  return new Map(res.result.map((r) => [r.metric.server, parseFloat(r.value[1])]));
+  return new Map((res.result || []).map((r) => [r.metric.server, parseFloat(r.value[1])]));
 }
 // hitCell shows the windowed hit ratio from the history, else the report's
 // rate since the previous scrape, else "--" with the reason.
@@ -326,29 +384,30 @@ async function overview(main) {
     const hr = headroom(s);
     const al = alertsOf(s.name);
     const firing = al.filter((a) => a.state === "firing").length;
-    const status = s.ok ? "" : `<div class="error">${esc(s.error || s.reason || "scrape failed")}</div>`;
+    const status = s.ok ? warnings(sv) : `<div class="error">${esc(s.error || s.reason || "scrape failed")}</div>`;
     return `<tr data-server="${esc(s.name)}">
       <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${status}</td>
       <td data-field="role">${esc(s.role)}</td>
       <td data-field="engine">${esc(sv.engine || "--")}</td>
-      <td>${s.role === "router" ? '<span class="muted">router</span>' : bar(sv.usage_ratio)}</td>
+      <td>${s.role === "router" ? routerCell(sv) : bar(sv.usage_ratio)}</td>
       <td class="num">${cell("usage", sv.usage_ratio, fmtPct)}</td>
       <td class="num">${cell("used", sv.used_tokens, fmtInt)}</td>
       <td class="num">${cell("capacity", sv.capacity_tokens, fmtInt)}</td>
       <td class="num" title="${hr ? "more requests of " + hr.tokens + " tokens that fit" : ""}">${hr ? cell("headroom", hr.requests, fmtInt) : '<span data-field="headroom">--</span>'}</td>
       <td class="num">${cell("running", sv.running, fmtInt)}</td>
       <td class="num"><span data-field="queued">${fmtInt(queuedTotal(sv.queued))}</span></td>
+      <td class="num">${cell("demand", sv.demand_ratio, fmtTimes)}</td>
       <td class="num">${hitCell(s, hits)}</td>
       <td data-field="alerts">${al.length === 0 ? "" : `<a href="#/alerts" class="${firing ? "state-firing" : "state-pending"}">${al.length} ${firing ? "firing" : "pending"}</a>`}</td>
     </tr>`;
   }).join("");
   const hrTokens = r.servers.map(headroom).find((h) => h);
-  main.innerHTML = fleetCards(r.fleet) + `
+  main.innerHTML = fleetCards(r) + `
     <div class="table-wrap"><table id="servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Engine</th><th scope="col">KV cache</th>
       <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
       <th scope="col" class="num">Headroom${hrTokens ? " (×" + hrTokens.tokens + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
-      <th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
-    ${state.settings.history ? windowNote() + `<div class="charts">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
+      <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
+    ${state.settings.history ? windowNote() + `<div class="charts single">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
   if (state.settings.history) {
     await chart(document.getElementById("chart-usage"), [{ q: "kvwatch_kv_usage_ratio", label: (m) => m.server }], { unit: "ratio", thresholds: true });
@@ -370,8 +429,11 @@ async function serverPage(main, name) {
   const q = sv.queued || {};
   const rates = s.rates || {};
   const signals = s.server ? `<table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
+    ${sv.router ? signalRow("workers_healthy", sv.router.workers_healthy, fmtInt) + signalRow("workers_total", sv.router.workers_total, fmtInt) : ""}
     ${signalRow("usage_ratio", sv.usage_ratio, fmtPct)}
     ${signalRow("reserved_ratio", sv.reserved_ratio, fmtPct)}
+    ${signalRow("demand_ratio", sv.demand_ratio, fmtTimes)}
+    ${signalRow("demand_tokens", sv.demand_tokens, fmtInt)}
     ${signalRow("used_tokens", sv.used_tokens, fmtInt)}
     ${signalRow("capacity_tokens", sv.capacity_tokens, fmtInt)}
     ${signalRow("evictable_tokens", sv.evictable_tokens, fmtInt)}
@@ -392,6 +454,7 @@ async function serverPage(main, name) {
   // Why a chart can stay empty, from the report.
   const eng = sv.engine || "the engine";
   const none = (v, what) => (s.server && val(v) == null ? `unavailable: ${eng} exports no ${what}` : "");
+  const noKV = s.role === "router" ? "unavailable: a router holds no KV cache (see its workers above)" : "";
   const counters = sv.counters || {};
   // Series labels say when the value is a reservation.
   const rsv = (v, label) => (prov(v) === "reserved" ? label + " (reservation)" : label);
@@ -399,8 +462,10 @@ async function serverPage(main, name) {
   main.innerHTML = `<h2 id="server-title">${esc(name)} <span class="muted">${esc(s.role)} · ${esc(sv.engine || "--")} ${esc(sv.model || "")}</span></h2>
     ${s.ok ? "" : `<p class="error">${esc(s.error || s.reason)}</p>`}
     <p class="muted">${esc(s.url)}</p>
+    ${warnings(sv)}
     ${state.settings.history ? windowNote() + `<div class="charts">
       ${chartBox("c-usage", "KV usage (and reserved)", "dashed: warning and critical")}
+      ${chartBox("c-demand", "Queued KV demand (× capacity)", "unbounded above; 1× is a full cache")}
       ${chartBox("c-tokens", "KV tokens: used, capacity, evictable")}
       ${chartBox("c-ranks", "KV usage per DP rank", "TP and PP ranks collapsed")}
       ${chartBox("c-queues", "Running and queued requests")}
@@ -413,15 +478,18 @@ async function serverPage(main, name) {
   await Promise.all([
     chart(document.getElementById("c-usage"), [
       { q: `kvwatch_kv_usage_ratio{${sq}}`, label: () => rsv(sv.usage_ratio, "used") },
-      { q: `kvwatch_kv_reserved_ratio{${sq}}`, label: () => "reserved" }], { unit: "ratio", thresholds: true }),
+      { q: `kvwatch_kv_reserved_ratio{${sq}}`, label: () => "reserved" }], { unit: "ratio", thresholds: true, unavailable: noKV }),
+    chart(document.getElementById("c-demand"), [
+      { q: `kvwatch_kv_demand_ratio{${sq}}`, label: () => "demand" }], { unit: "times",
+      unavailable: noKV || none(sv.demand_ratio, "queued demand (only SGLang PD decode does)") }),
     chart(document.getElementById("c-tokens"), [
       { q: `kvwatch_kv_used_tokens{${sq}}`, label: () => rsv(sv.used_tokens, "used") },
       { q: `kvwatch_kv_capacity_tokens{${sq}}`, label: () => "capacity" },
-      { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], { unit: "tokens" }),
+      { q: `kvwatch_kv_evictable_tokens{${sq}}`, label: () => "evictable" }], { unit: "tokens", unavailable: noKV }),
     chart(document.getElementById("c-ranks"), [
       { q: `kvwatch_rank_kv_usage_ratio{${sq}}`, label: rankLabel }], { unit: "ratio", thresholds: true,
-      unavailable: !s.server ? "" : !(sv.ranks || []).length ? `unavailable: ${eng} reports no per-rank KV` :
-        dpRanks(sv.ranks) === 1 ? "one DP rank: same as the server's usage" : "" }),
+      unavailable: noKV || (!s.server ? "" : !(sv.ranks || []).length ? `unavailable: ${eng} reports no per-rank KV` :
+        dpRanks(sv.ranks) === 1 ? "one DP rank: same as the server's usage" : "") }),
     chart(document.getElementById("c-queues"), [
       { q: `kvwatch_requests_running{${sq}}`, label: () => "running" },
       { q: `kvwatch_requests_queued{${sq}}`, label: (m) => "queued " + m.queue }], { unit: "requests" }),
@@ -441,10 +509,10 @@ async function alertsPage(main) {
     main.innerHTML = '<p class="muted">No alert rules are evaluated (serve runs without --rules or history).</p>';
     return;
   }
-  const rules = (await api("api/v1/rules", { type: "alert" })).groups.flatMap((g) => g.rules);
+  const rules = ((await api("api/v1/rules", { type: "alert" })).groups || []).flatMap((g) => g.rules || []);
   const active = state.alerts.map((a) => `<tr><td class="state-${esc(a.state)}">${esc(a.state)}</td>
       <td>${esc(a.labels.alertname)}</td><td>${esc(a.labels.server || "")}</td><td>${esc(a.labels.severity || "")}</td>
-      <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num">${esc(a.value)}</td></tr>`).join("");
+      <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num" data-field="alert-value" title="${esc(a.value)}">${esc(fmtValue(a.value))}</td></tr>`).join("");
   main.innerHTML = `<h2>Active alerts</h2>
     ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
       : '<p id="alerts" class="muted">No alert is pending or firing.</p>'}

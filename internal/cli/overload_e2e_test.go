@@ -1,0 +1,407 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/model"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
+	"github.com/kvwatch/kvwatch/internal/web"
+)
+
+// facts are the decode pool's usage, demand and headroom as one face shows
+// them, in the faces' own formats: usage "99.9%", demand "11.9×", headroom
+// of 8,192-token requests as a whole number.
+type facts struct{ usage, demand, headroom string }
+
+// pctText and timesText format raw numbers (JSON, /metrics, PromQL) the way
+// docs/status.md says the faces print them; they are written here, apart
+// from the faces' code.
+func pctText(r float64) string { return fmt.Sprintf("%.1f%%", r*100) }
+func timesText(x float64) string {
+	switch a := math.Abs(x); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f×", x)
+	case a >= 10:
+		return fmt.Sprintf("%.1f×", x)
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// TestOverloadOneTruth drives the default simulated PD cluster into the
+// overload of issue 11 (router load ×8, then a KV leak on decode) and
+// checks that status -o json, status text, top --once, the web UI (read in
+// Chromium), /metrics and the recording rules (PromQL over serve's history)
+// report the same decode-pool usage, demand and headroom, and that no face
+// shows a number that blends prefill and decode.
+func TestOverloadOneTruth(t *testing.T) {
+	chromium := testenv.Tool(t, "chromium", "chromium")
+	if err := web.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sc, err := sim.BuiltinScenario("pd-sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eps := map[string]sim.Endpoint{}
+	var targets []string
+	for _, ep := range c.Endpoints() {
+		eps[ep.Name] = ep
+		targets = append(targets, ep.Role+"="+ep.URL+ep.MetricsPath)
+	}
+	post := func(ep, path string) {
+		resp, err := http.Post(eps[ep].URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s %s: %d %s", ep, path, resp.StatusCode, b)
+		}
+	}
+	c.Advance(2 * time.Minute)
+	post("router", "/-/sim/load?factor=8")
+	c.Advance(2 * time.Minute)
+	post("decode", "/-/sim/fault?kind=leak")
+	c.Advance(4 * time.Minute)
+
+	// serve over the cluster, history and rules on, as kvwatch demo runs it.
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(500 * time.Millisecond)
+	cfg.Global.ScrapeTimeout = model.Duration(500 * time.Millisecond)
+	e := &env{Streams: Streams{Stdout: io.Discard, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
+	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	for i := 0; !d.Ready(); i++ {
+		if i > 600 {
+			t.Fatal("serve did not scrape every target within a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The clock is manual: the pages hold still from here on. Two samples
+	// in the history, the rules evaluated at the second.
+	now := time.Now().Truncate(time.Second)
+	for _, ts := range []time.Time{now.Add(-10 * time.Second), now} {
+		// On a busy machine a scrape can time out: gather when every
+		// target's last scrape worked.
+		for i := 0; ; i++ {
+			up := true
+			for _, s := range d.Report().Servers {
+				up = up && s.OK
+			}
+			if up {
+				break
+			}
+			if i > 300 {
+				t.Fatal("a target stayed down for 30s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		mfs, err := d.Gatherer().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb.store.AppendFamilies(ts, mfs)
+		emb.rules.EvalAt(ctx, ts)
+	}
+	base := externalURL(d)
+
+	// 1. status -o json: the reference.
+	code, out, errs := run(t, append([]string{"status", "-o", "json"}, targets...)...)
+	if code != 0 {
+		t.Fatalf("status -o json: exit %d: %s", code, errs)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var dec, pre *report.Server
+	for i := range rep.Servers {
+		switch rep.Servers[i].Role {
+		case "decode":
+			dec = &rep.Servers[i]
+		case "prefill":
+			pre = &rep.Servers[i]
+		}
+	}
+	if dec == nil || pre == nil || dec.Server == nil || pre.Server == nil || len(rep.Pools) != 2 || rep.Pools[1].Name != "decode" {
+		t.Fatalf("report: servers %+v, pools %+v", rep.Servers, rep.Pools)
+	}
+	dp := rep.Pools[1]
+	if rep.Fleet.Limit != "decode" {
+		t.Errorf("limit = %q, want decode", rep.Fleet.Limit)
+	}
+	if dp.UsageRatio.V < 0.99 || dp.DemandRatio.V <= 1 || dp.Headroom[0].Tokens != 8192 || dp.Headroom[0].Requests.V != 0 {
+		t.Fatalf("not the overload: decode pool %+v", dp)
+	}
+	want := facts{pctText(dp.UsageRatio.V), timesText(dp.DemandRatio.V), strconv.Itoa(int(dp.Headroom[0].Requests.V))}
+	// The pool is the decode server: its own numbers are the pool's.
+	if got := (facts{pctText(dec.Server.UsageRatio.V), timesText(dec.Server.DemandRatio.V),
+		strconv.Itoa(int(dec.Headroom[0].Requests.V))}); got != want {
+		t.Errorf("decode server %+v, decode pool %+v", got, want)
+	}
+	t.Logf("decode pool: %+v; prefill %s", want, pctText(pre.Server.UsageRatio.V))
+	// The blend no face may show: prefill and decode summed.
+	blendCap := pre.Server.Capacity.V + dec.Server.Capacity.V
+	blend := pctText((pre.Server.Used.V + dec.Server.Used.V) / blendCap)
+	blends := []string{commas(int64(blendCap)), fmt.Sprintf("%.2fM", blendCap/1e6), blend}
+	if blend == want.usage || blend == pctText(pre.Server.UsageRatio.V) {
+		t.Fatalf("the blend %s equals a pool's usage: the test cannot tell them apart", blend)
+	}
+	noBlend := func(face, text string) {
+		t.Helper()
+		for _, b := range blends {
+			if strings.Contains(text, b) {
+				t.Errorf("%s shows %q, a prefill+decode blend:\n%s", face, b, text)
+			}
+		}
+	}
+	noBlend("status -o json", out)
+	faces := map[string]facts{}
+
+	// 2. status text: the decode pool line.
+	code, out, _ = run(t, append([]string{"status"}, targets...)...)
+	if code != 0 {
+		t.Fatalf("status: exit %d", code)
+	}
+	if m := regexp.MustCompile(`(?m)^pool +decode +1 server +KV [\d,]+ / [\d,]+ tok \(([\d.]+%)\) +headroom (\d+)×8k .*demand ([\d.]+×) capacity$`).FindStringSubmatch(out); m != nil {
+		faces["status"] = facts{m[1], m[3], m[2]}
+	} else {
+		t.Errorf("status has no decode pool line:\n%s", out)
+	}
+	if !strings.Contains(out, "fleet    2 pools") || !strings.Contains(out, "decode pool is the limit: "+want.usage) {
+		t.Errorf("status fleet line does not name the decode pool as the limit:\n%s", out)
+	}
+	noBlend("status", out)
+
+	// 3. top --once: the decode pool line above the table.
+	code, out, errs = run(t, append([]string{"top", "--once", "--no-color", "--width", "160"}, targets...)...)
+	if code != 0 {
+		t.Fatalf("top --once: exit %d: %s", code, errs)
+	}
+	head, _, _ := strings.Cut(out, "SERVER")
+	if m := regexp.MustCompile(`(?m)^  decode +KV \S+ ([\d.]+%) .*headroom (\d+)×8k .*demand ([\d.]+×)`).FindStringSubmatch(head); m != nil {
+		faces["top"] = facts{m[1], m[3], m[2]}
+	} else {
+		t.Errorf("top has no decode pool line:\n%s", out)
+	}
+	if !strings.Contains(head, "limit: decode pool "+want.usage) {
+		t.Errorf("top does not name the decode pool as the limit:\n%s", out)
+	}
+	noBlend("top", out)
+
+	// 4. /metrics: the decode server's series (one server in the pool).
+	resp, err := http.Get(base + "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := map[string]float64{}
+	sc2 := bufio.NewScanner(resp.Body)
+	sc2.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc2.Scan() {
+		line := sc2.Text()
+		for _, k := range []string{"kvwatch_kv_usage_ratio{", "kvwatch_kv_demand_ratio{", "kvwatch_kv_headroom_requests{"} {
+			if strings.HasPrefix(line, k) && strings.Contains(line, `server="decode"`) &&
+				(k != "kvwatch_kv_headroom_requests{" || strings.Contains(line, `request_tokens="8192"`)) {
+				v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				metrics[k] = v
+			}
+		}
+	}
+	resp.Body.Close()
+	if len(metrics) != 3 {
+		t.Errorf("/metrics: decode series %v, want usage, demand and headroom", metrics)
+	} else {
+		faces["/metrics"] = facts{pctText(metrics["kvwatch_kv_usage_ratio{"]), timesText(metrics["kvwatch_kv_demand_ratio{"]),
+			strconv.Itoa(int(metrics["kvwatch_kv_headroom_requests{"]))}
+	}
+
+	// 5. PromQL over the recording rules: the pool level, decode.
+	query := func(q string) map[string]float64 {
+		t.Helper()
+		resp, err := http.Get(base + "api/v1/query?" + url.Values{"query": {q}, "time": {strconv.FormatInt(now.Unix(), 10)}}.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Data struct {
+				Result []struct {
+					Metric map[string]string `json:"metric"`
+					Value  [2]any            `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		out := map[string]float64{}
+		for _, r := range body.Data.Result {
+			v, _ := strconv.ParseFloat(fmt.Sprint(r.Value[1]), 64)
+			out[r.Metric["role"]] = v
+		}
+		return out
+	}
+	usage := query(`pool:kvwatch_kv_used_per_capacity:ratio`)
+	demand := query(`pool:kvwatch_kv_demand_per_capacity:ratio{role="decode"}`)
+	hr := query(`pool:kvwatch_kv_headroom_requests:sum{request_tokens="8192"}`)
+	if _, ok := usage["decode"]; !ok || len(demand) != 1 || len(hr) != 2 {
+		t.Errorf("recording rules: usage %v, demand %v, headroom %v", usage, demand, hr)
+	} else {
+		faces["PromQL"] = facts{pctText(usage["decode"]), timesText(demand["decode"]), strconv.Itoa(int(hr["decode"]))}
+	}
+	// Every role apart, none without one: the fleet level keeps roles.
+	if f := query(`fleet:kvwatch_kv_used_per_capacity:ratio`); len(f) != 2 || f[""] != 0 {
+		t.Errorf("fleet-level usage = %v, want one series per role", f)
+	}
+
+	// 6. The web UI, read in Chromium.
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	bctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer tcancel()
+	type card struct{ Usage, Demand, Headroom, Limit, Fleet string }
+	if err := chromedp.Do(bctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`[data-pool="decode"]`))); err != nil {
+		t.Fatalf("web UI: %v", err)
+	}
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[card](`(() => {
+			const p = document.querySelector('[data-pool="decode"]');
+			const f = (n) => p.querySelector('[data-field="' + n + '"]').textContent.trim();
+			return {Usage: f("usage"), Demand: f("demand"), Headroom: f("headroom"),
+				Limit: document.querySelector('[data-limit]').dataset.limit,
+				Fleet: document.querySelector('.fleet').textContent};
+		})()`))
+	if err != nil {
+		t.Fatalf("web UI: %v", err)
+	}
+	faces["web UI"] = facts{got.Usage, got.Demand, got.Headroom}
+	if got.Limit != "decode" {
+		t.Errorf("web UI limit card names %q, want decode", got.Limit)
+	}
+	noBlend("web UI", got.Fleet)
+	if png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)); err == nil {
+		p := artifactsDir(t) + "/web-overload.png"
+		if err := os.WriteFile(p, png, 0o644); err == nil {
+			t.Logf("screenshot: %s", p)
+		}
+	}
+
+	// The overview's one chart spans the page, not the left half.
+	widths, err := chromedp.Run(bctx, chromedp.Evaluate[[]float64](`[document.getElementById("chart-usage").clientWidth, document.getElementById("main").clientWidth]`))
+	if err != nil || len(widths) != 2 || widths[0] < 0.8*widths[1] {
+		t.Errorf("fleet chart and page widths %v px (%v): want the chart across the page", widths, err)
+	}
+	// The decode page: demand on a chart of its own (× capacity), never on
+	// the 0–100 % usage chart.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/server/decode"), chromedp.WaitVisible(chromedp.CSS(`#c-demand[data-state]`))); err != nil {
+		t.Fatalf("decode page: %v", err)
+	}
+	usageQ, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("c-usage").dataset.state + " " + document.getElementById("c-demand").dataset.state`))
+	if err != nil || usageQ != "drawn drawn" {
+		t.Errorf("decode usage and demand charts: %q (%v), want both drawn", usageQ, err)
+	}
+	if png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)); err == nil {
+		_ = os.WriteFile(artifactsDir(t)+"/web-overload-decode.png", png, 0o644)
+	}
+	// The router: its worker health in the overview, and "unavailable"
+	// (not "no data") for KV on its page.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-server="router"]`))); err != nil {
+		t.Fatalf("overview: %v", err)
+	}
+	workers, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector('tr[data-server="router"] [data-field="workers"]') || {}).textContent || ""`))
+	if err != nil || workers != "2/2" {
+		t.Errorf("router workers in the overview = %q (%v), want 2/2", workers, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/server/router"), chromedp.WaitVisible(chromedp.CSS(`#c-tokens[data-state]`))); err != nil {
+		t.Fatalf("router page: %v", err)
+	}
+	kvText, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("c-tokens").textContent`))
+	if err != nil || !strings.Contains(kvText, "unavailable: a router holds no KV cache") {
+		t.Errorf("router KV chart says %q (%v), want unavailable", kvText, err)
+	}
+	// Alerts: the decode pool is over the critical threshold; values are
+	// rounded to 4 significant digits, the raw value in the title.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/alerts"), chromedp.WaitVisible(chromedp.CSS(`#alerts`))); err != nil {
+		t.Fatalf("alerts page: %v", err)
+	}
+	type alertValue struct{ Text, Title string }
+	vals, err := chromedp.Run(bctx, chromedp.Evaluate[[]alertValue](`[...document.querySelectorAll('[data-field="alert-value"]')].map(e => ({Text: e.textContent, Title: e.title}))`))
+	if err != nil || len(vals) == 0 {
+		t.Errorf("no alert values on the alerts page (%v)", err)
+	}
+	t.Logf("alert values: %v", vals)
+	for _, v := range vals {
+		raw, err := strconv.ParseFloat(v.Title, 64)
+		if err != nil {
+			t.Errorf("alert value title %q: %v", v.Title, err)
+			continue
+		}
+		// Worked out apart from the UI: 4 significant digits, integers as is.
+		var want string
+		if raw == math.Trunc(raw) && math.Abs(raw) < 1e15 {
+			want = commas(int64(raw))
+		} else {
+			w, _ := strconv.ParseFloat(strconv.FormatFloat(raw, 'g', 4, 64), 64)
+			want = strconv.FormatFloat(w, 'f', -1, 64)
+		}
+		if v.Text != want {
+			t.Errorf("alert value %q shown as %q, want %q", v.Title, v.Text, want)
+		}
+	}
+
+	for _, face := range []string{"status", "top", "/metrics", "PromQL", "web UI"} {
+		if f, ok := faces[face]; ok && f != want {
+			t.Errorf("%s shows decode pool %+v, status -o json %+v", face, f, want)
+		}
+	}
+}
