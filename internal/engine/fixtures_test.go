@@ -56,9 +56,9 @@ var fixtureCases = []fixtureCase{
 				// max_total_num_tokens 92,962, num_used_tokens 0: 0 / 92,962.
 				Capacity: dir(92962), Used: dir(0), UsageRatio: der(0),
 				// pending_prealloc_token_usage 0.
-				ReservedRatio: res(0),
-				Running:       dir(0),
-				Queued:        kv.Queues{Waiting: dir(0), Bootstrap: dir(0), Inflight: dir(0), Prealloc: dir(0), Transfer: dir(0)},
+				Demand: der(0), DemandRatio: dir(0), // 0 × 92,962 tokens
+				Running: dir(0),
+				Queued:  kv.Queues{Waiting: dir(0), Bootstrap: dir(0), Inflight: dir(0), Prealloc: dir(0), Transfer: dir(0)},
 				// realtime_tokens_total: prefill_cache 0 hit of 0 + prefill_compute 33.
 				Counters: kv.Counters{PrefixHitTokens: dir(0), PrefixQueryTokens: dir(33), PromptTokens: dir(33), GenerationTokens: dir(300)},
 			},

@@ -85,7 +85,8 @@ func (p *CachePool) Complete() {
 		p.Capacity = p.Used.Div(p.UsageRatio)
 	}
 	for _, v := range []*Value{&p.Capacity, &p.Used, &p.UsageRatio} {
-		if v.OK() && (math.IsInf(v.V, 0) || math.IsNaN(v.V)) { // a ratio near 0 overflows
+		// A ratio near 0 overflows the quotient (Div saturates at ±MaxFloat64).
+		if v.OK() && (math.IsInf(v.V, 0) || math.IsNaN(v.V) || math.Abs(v.V) == math.MaxFloat64) {
 			*v = Value{}
 		}
 	}
