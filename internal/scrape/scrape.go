@@ -26,6 +26,7 @@ import (
 
 	"github.com/alecthomas/units"
 	promcfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/prometheus/model/labels"
 	"go.yaml.in/yaml/v3"
@@ -367,7 +368,7 @@ func checkPage(p *expo.Page, l config.TargetLimits) error {
 			labelsN := 0
 			var bad error
 			smp.Labels.Range(func(lb labels.Label) {
-				if bad != nil || lb.Name == labels.MetricName {
+				if bad != nil || lb.Name == model.MetricNameLabel {
 					return
 				}
 				labelsN++
