@@ -671,26 +671,14 @@ func tokens(v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
-	return mark(v, num(v.V))
+	return kv.Mark(v, num(v.V))
 }
 
 func count(v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
-	return mark(v, num(v.V))
-}
-
-// mark adds the partial (~…?: a sum with missing parts) or implausible
-// (!…: see the server's warnings) marks to a formatted value.
-func mark(v kv.Value, s string) string {
-	switch v.Prov {
-	case kv.Partial:
-		return "~" + s + "?"
-	case kv.Implausible:
-		return "!" + s
-	}
-	return s
+	return kv.Mark(v, num(v.V))
 }
 
 // pct writes a ratio 0–1 as a percentage; a reservation is marked with *.
@@ -705,7 +693,7 @@ func pct(v kv.Value) string {
 	if v.Prov == kv.Reserved {
 		s += "*"
 	}
-	return mark(v, s)
+	return kv.Mark(v, s)
 }
 
 // times writes a demand ratio (unbounded above): "17.6×".
@@ -716,13 +704,13 @@ func times(v kv.Value) string {
 	a := math.Abs(v.V)
 	switch {
 	case a >= 1000:
-		return mark(v, num(v.V)+"×")
+		return kv.Mark(v, num(v.V)+"×")
 	case a >= 100:
-		return mark(v, fmt.Sprintf("%.0f×", v.V))
+		return kv.Mark(v, fmt.Sprintf("%.0f×", v.V))
 	case a >= 10:
-		return mark(v, fmt.Sprintf("%.1f×", v.V))
+		return kv.Mark(v, fmt.Sprintf("%.1f×", v.V))
 	}
-	return mark(v, fmt.Sprintf("%.2f×", v.V))
+	return kv.Mark(v, fmt.Sprintf("%.2f×", v.V))
 }
 
 func pctF(r float64) string { return fmt.Sprintf("%.1f%%", r*100) }
