@@ -26,6 +26,7 @@ type serveOpts struct {
 	insecureListen bool
 	maxScrapes     int
 	embedded       embeddedFlags
+	fleet          fleetFlags // serve_fleet.go: --shard, --remote-write.*
 }
 
 func addServe(app *kingpin.Application, r registry) {
@@ -38,6 +39,7 @@ func addServe(app *kingpin.Application, r registry) {
 	c.Flag("web.insecure-listen", "Allow a non-loopback --web.listen-address without --web.config.file: only on a trusted network.").BoolVar(&o.insecureListen)
 	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default("256").IntVar(&o.maxScrapes)
 	o.embedded.register(c)
+	o.fleet.register(c)
 	r.add(c, func(ctx context.Context, e *env) int { return exitCode(e, runServe(ctx, e, o)) })
 }
 
@@ -70,6 +72,7 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 		Registry:             own,
 		Logger:               e.Logger,
 		MaxConcurrentScrapes: o.maxScrapes,
+		Shard:                o.fleet.shard,
 	})
 	if err != nil {
 		return usageError{err}
@@ -77,6 +80,10 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 	emb, err := attachEmbedded(e, d, o.embedded)
 	if err != nil {
 		return err
+	}
+	rw, err := o.fleet.remoteWriter(e, d, o.configFile)
+	if err != nil {
+		return usageError{err}
 	}
 
 	// Run it; SIGHUP reloads (main turns SIGINT and SIGTERM into ctx).
@@ -95,5 +102,5 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 			}
 		}
 	}()
-	return emb.run(ctx, d)
+	return o.fleet.run(ctx, rw, func(ctx context.Context) error { return emb.run(ctx, d) })
 }
