@@ -1,0 +1,76 @@
+// Package tooltest finds the external programs kvwatch's tests run against
+// (for tests only): the VictoriaMetrics binaries built by
+// tools/victoriametrics/build.sh, and Debian's Prometheus tools on PATH. A
+// missing tool skips the test, or fails it when KVWATCH_REQUIRE_TOOLS=1 (as
+// .ci/run sets).
+package tooltest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// VictoriaMetricsVersion is the version tools/victoriametrics/go.mod pins.
+const VictoriaMetricsVersion = "v1.151.0"
+
+// VictoriaMetricsDir is where tools/victoriametrics/build.sh puts the
+// binaries: $KVWATCH_TOOLS_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/kvwatch/tools)
+// /victoriametrics-VERSION.
+func VictoriaMetricsDir() string {
+	root := os.Getenv("KVWATCH_TOOLS_CACHE")
+	if root == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		root = filepath.Join(cache, "kvwatch", "tools")
+	}
+	return filepath.Join(root, "victoriametrics-"+VictoriaMetricsVersion)
+}
+
+// VictoriaMetrics returns the path of a VictoriaMetrics program
+// (victoria-metrics, vmagent, vmalert, vmalert-tool): from $KVWATCH_VM_BIN
+// (a directory), the build cache, or PATH.
+func VictoriaMetrics(t testing.TB, name string) string {
+	t.Helper()
+	var dirs []string
+	if d := os.Getenv("KVWATCH_VM_BIN"); d != "" {
+		dirs = append(dirs, d)
+	}
+	dirs = append(dirs, VictoriaMetricsDir())
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	missing(t, name+" not found in "+strings.Join(dirs, ", ")+" or on PATH; build it with tools/victoriametrics/build.sh")
+	return ""
+}
+
+// Path returns the path of a program on PATH (the first of names found).
+func Path(t testing.TB, pkg string, names ...string) string {
+	t.Helper()
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	missing(t, strings.Join(names, " or ")+" not on PATH; install the Debian package "+pkg)
+	return ""
+}
+
+func missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
+		t.Fatal(msg + " (KVWATCH_REQUIRE_TOOLS=1)")
+	}
+	t.Skip(msg)
+}
