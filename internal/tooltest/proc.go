@@ -14,6 +14,7 @@ import (
 
 // Proc is a program started by a test, stopped at the test's end.
 type Proc struct {
+	dir  string
 	bin  string
 	args []string
 	log  string
@@ -27,7 +28,13 @@ type Proc struct {
 // cleanup stops it.
 func Start(t testing.TB, logPath, bin string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{bin: bin, args: args, log: logPath}
+	return StartIn(t, "", logPath, bin, args...)
+}
+
+// StartIn is Start with dir as the working directory.
+func StartIn(t testing.TB, dir, logPath, bin string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{dir: dir, bin: bin, args: args, log: logPath}
 	if err := p.start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
@@ -41,6 +48,7 @@ func (p *Proc) start() error {
 		return err
 	}
 	cmd := exec.Command(p.bin, p.args...)
+	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
