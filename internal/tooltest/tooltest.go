@@ -37,6 +37,16 @@ func VictoriaMetricsDir() string {
 // (a directory), the build cache, or PATH.
 func VictoriaMetrics(t testing.TB, name string) string {
 	t.Helper()
+	p, dirs := lookVictoriaMetrics(name)
+	if p == "" {
+		missing(t, name+" not found in "+strings.Join(dirs, ", ")+" or on PATH; build it with tools/victoriametrics/build.sh")
+	}
+	return p
+}
+
+// lookVictoriaMetrics returns the path of name ("" if not found) and the
+// directories looked in before PATH.
+func lookVictoriaMetrics(name string) (string, []string) {
 	var dirs []string
 	if d := os.Getenv("KVWATCH_VM_BIN"); d != "" {
 		dirs = append(dirs, d)
@@ -45,14 +55,13 @@ func VictoriaMetrics(t testing.TB, name string) string {
 	for _, d := range dirs {
 		p := filepath.Join(d, name)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p
+			return p, dirs
 		}
 	}
 	if p, err := exec.LookPath(name); err == nil {
-		return p
+		return p, dirs
 	}
-	missing(t, name+" not found in "+strings.Join(dirs, ", ")+" or on PATH; build it with tools/victoriametrics/build.sh")
-	return ""
+	return "", dirs
 }
 
 // Path returns the path of a program on PATH (the first of names found).
