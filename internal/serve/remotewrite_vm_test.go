@@ -140,9 +140,11 @@ func TestRemoteWriteOutage(t *testing.T) {
 	if !first.Before(stopped) || !last.After(stopped.Add(down)) {
 		t.Fatalf("samples from %s to %s do not span the outage %s to %s", first, last, stopped, stopped.Add(down))
 	}
-	maxGap := time.Duration(0)
+	maxGap, gapAt := time.Duration(0), time.Time{}
 	for i := 1; i < len(ts); i++ {
-		maxGap = max(maxGap, time.Duration(ts[i]-ts[i-1])*time.Millisecond)
+		if g := time.Duration(ts[i]-ts[i-1]) * time.Millisecond; g > maxGap {
+			maxGap, gapAt = g, time.UnixMilli(ts[i-1])
+		}
 	}
 	// The sampler ticks every 250ms and a tick's series fit in one request:
 	// a lost request leaves a hole of at least 500ms, a slow tick on a
@@ -159,7 +161,7 @@ func TestRemoteWriteOutage(t *testing.T) {
 			t.Errorf("%s = %g, want 0", m.Name, v)
 		}
 	}
-	t.Logf("outage %s: %d samples of one series from %s to %s, widest gap %s, %g samples retried",
-		down, len(ts), first.Format(time.TimeOnly), last.Format(time.TimeOnly), maxGap,
+	t.Logf("outage %s from %s: %d samples of one series from %s to %s, widest gap %s after %s, %g samples retried",
+		down, stopped.Format("15:04:05.000"), len(ts), first.Format(time.TimeOnly), last.Format(time.TimeOnly), maxGap, gapAt.Format("15:04:05.000"),
 		rwMetric(t, d, signal.RemoteWriteSamplesRetried, "vm"))
 }
