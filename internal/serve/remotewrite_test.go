@@ -115,8 +115,9 @@ func receiver(t *testing.T, status func() int) (*received, http.HandlerFunc) {
 	}
 }
 
-// startRW runs a remote writer for d until the test ends.
-func startRW(t *testing.T, d *running, o RemoteWriteOptions) *RemoteWriter {
+// startRW runs a remote writer for d until the test ends, or until stop
+// (which waits for the writer's flush) is called.
+func startRW(t *testing.T, d *running, o RemoteWriteOptions) (w *RemoteWriter, stop func()) {
 	t.Helper()
 	w, err := NewRemoteWriter(d.Daemon, o)
 	if err != nil {
@@ -125,8 +126,9 @@ func startRW(t *testing.T, d *running, o RemoteWriteOptions) *RemoteWriter {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = w.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return w
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return w, stop
 }
 
 func rwMetric(t *testing.T, d *running, m signal.Metric, remote string) float64 {
