@@ -41,6 +41,9 @@ type Config struct {
 	Alerts   Alerts   `yaml:"alerts"`
 	History  History  `yaml:"history"`
 	Alerting Alerting `yaml:"alerting"`
+
+	// RemoteWrite lists stores serve pushes to (remotewrite.go).
+	RemoteWrite []RemoteWrite `yaml:"remote_write"`
 }
 
 // Global holds defaults for every target.

@@ -68,6 +68,8 @@ type Options struct {
 	// MaxConcurrentScrapes bounds scrapes in flight over all targets and
 	// probes; default 256.
 	MaxConcurrentScrapes int
+	// Shard keeps only this instance's share of the targets (shard.go).
+	Shard Shard
 }
 
 // Daemon is a running exporter. Its methods are safe for concurrent use.
@@ -434,6 +436,7 @@ func fingerprint(t *scrape.Target, s *Setup) string {
 // stop, new ones start; counters carry over by name. It runs on Run's
 // goroutine only.
 func (d *Daemon) apply(ctx context.Context, s *Setup) {
+	s = d.opts.Shard.apply(s)
 	d.setup.Store(s)
 	d.scraper.Store(scrape.New(d.engines, s.Config.Global.BodySizeLimitBytes))
 	keys := make(map[string]string, len(s.Targets))
