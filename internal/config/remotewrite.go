@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -213,29 +212,19 @@ func CheckRemoteWrites(rws []RemoteWrite, name string) error {
 	return nil
 }
 
-// UnmarshalYAML decodes one remote_write entry strictly (unknown keys are
-// errors, as everywhere in the file) and validates it, reporting problems
-// with the entry's line.
+// UnmarshalYAML decodes one remote_write entry and validates it, reporting
+// problems with the entry's line. Unknown keys are found, with their path
+// and the nearest known key, by the walk over the whole file (keys.go).
 func (r *RemoteWrite) UnmarshalYAML(n *yaml.Node) error {
-	// A yaml.Node decodes leniently; re-encode it for a strict decoder.
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return err
-	}
 	type plain RemoteWrite
 	var p plain
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&p); err != nil {
+	if err := n.Decode(&p); err != nil {
 		msgs := []string{err.Error()}
 		if te := (*yaml.TypeError)(nil); errors.As(err, &te) {
 			msgs = te.Errors
 		}
 		for i, m := range msgs {
-			msgs[i] = yamlProblem(n, m) // Go type names out, as for the rest of the file
-		}
-		for i, m := range msgs {
-			msgs[i] = fmt.Sprintf("line %d: remote_write: %s", n.Line, stripLine(m))
+			msgs[i] = fmt.Sprintf("line %d: remote_write: %s", n.Line, stripLine(yamlProblem(n, m)))
 		}
 		return &yaml.TypeError{Errors: msgs}
 	}

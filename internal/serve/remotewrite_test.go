@@ -308,7 +308,7 @@ func TestRemoteWriteConfig(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"missing url", "remote_write:\n  - name: x\n", "line 2: remote_write.url is missing"},
-		{"unknown key", "remote_write:\n  - url: http://127.0.0.1:8428/api/v1/write\n    queue_size: 3\n", "field queue_size not found"},
+		{"unknown key", "remote_write:\n  - url: http://127.0.0.1:8428/api/v1/write\n    queue_size: 3\n", `line 3: remote_write[0].queue_size: unknown key "queue_size"`},
 		{"credentials in url", "remote_write:\n  - url: http://u:p@127.0.0.1:8428/api/v1/write\n", "credentials in the URL"},
 		{"reserved header", "remote_write:\n  - url: http://127.0.0.1:8428/\n    headers: {Authorization: x}\n", "headers.Authorization is set by kvwatch"},
 		{"bad label", "remote_write:\n  - url: http://127.0.0.1:8428/\n    external_labels: {__x: y}\n", "external_labels.__x: not a label name"},
