@@ -108,6 +108,10 @@ type Server struct {
 	// Signals are the server totals (set by Rollup from Ranks, or directly
 	// by the adapter for values without ranks).
 	Signals
+	// MaxRunning is the engine's running-request limit, summed over DP
+	// ranks (SGLang sglang:max_running_requests); unavailable where the
+	// engine does not put it on its page (see docs/planning.md).
+	MaxRunning Value `json:"max_running_requests"`
 	// Spread is the highest minus lowest usage ratio over DP ranks.
 	Spread Value `json:"rank_spread_ratio"`
 	// Ranks are the per-rank values, sorted by DP, PP, TP.
