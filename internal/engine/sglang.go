@@ -51,7 +51,7 @@ func (SGLang) MetricNames() []string {
 	return []string{sgUsed, sgAvailable, sgEvictable, sgCapacity, sgFullUsage, sgTokenUsage,
 		sgNumUsed, sgContextLen, sgRunning, sgQueue, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
 		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
-		sgCached, sgPrompt, sgGeneration}
+		sgCached, sgPrompt, sgGeneration, sgMaxRunningName}
 }
 
 // Detect implements Adapter: any scheduler gauge of any generation.
@@ -163,6 +163,7 @@ func (SGLang) Normalize(in Input) (kv.Server, error) {
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
+	srv.MaxRunning = sgMaxRunning(p)
 	for _, s := range p.Samples(sgContextLen) {
 		if expo.Finite(s.Value) {
 			srv.ContextLength = kv.Of(s.Value)
