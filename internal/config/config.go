@@ -70,6 +70,9 @@ type Target struct {
 	Labels         map[string]string `yaml:"labels"`
 	ScrapeInterval model.Duration    `yaml:"scrape_interval"`
 	ScrapeTimeout  model.Duration    `yaml:"scrape_timeout"`
+	// MaxRunningRequests is the engine's running-request limit, for
+	// engines that do not report it (see planning.go); 0: the engine's own.
+	MaxRunningRequests int `yaml:"max_running_requests"`
 	// HTTPClientConfig holds auth and TLS: bearer_token_file, basic_auth,
 	// authorization, tls_config, ... (the Prometheus keys).
 	HTTPClientConfig promcfg.HTTPClientConfig `yaml:",inline"`
@@ -476,6 +479,7 @@ func (c *Config) validate(v *validator) {
 	if a.KVUsageWarning >= a.KVUsageCritical {
 		v.addf([]any{"alerts", "kv_usage_warning"}, "%g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical)
 	}
+	c.validatePlanning(v)
 	if c.History.Retention < c.Global.ScrapeInterval {
 		v.addf([]any{"history", "retention"}, "%s is shorter than one scrape interval", c.History.Retention)
 	}

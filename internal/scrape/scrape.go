@@ -57,6 +57,8 @@ type Target struct {
 	Timeout time.Duration
 	// Interval is how often serve scrapes it.
 	Interval time.Duration
+	// MaxRunning is the configured running-request limit (0: the engine's).
+	MaxRunning int
 	client   *http.Client
 }
 
@@ -152,7 +154,8 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 		return nil, fmt.Errorf("target %s: %w", ct.Name, err)
 	}
 	t := &Target{Name: ct.Name, URL: u, Role: kv.Role(ct.Role), Engine: ct.Engine, Labels: ct.Labels,
-		Timeout: time.Duration(ct.ScrapeTimeout), Interval: time.Duration(ct.ScrapeInterval)}
+		Timeout: time.Duration(ct.ScrapeTimeout), Interval: time.Duration(ct.ScrapeInterval),
+		MaxRunning: ct.MaxRunningRequests}
 	if t.Name == "" {
 		t.Name = u.Host
 	}
