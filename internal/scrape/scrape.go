@@ -59,7 +59,7 @@ type Target struct {
 	Interval time.Duration
 	// MaxRunning is the configured running-request limit (0: the engine's).
 	MaxRunning int
-	client   *http.Client
+	client     *http.Client
 }
 
 // Result is the outcome of one scrape.
