@@ -57,9 +57,10 @@ type Target struct {
 	Timeout time.Duration
 	// Interval is how often serve scrapes it.
 	Interval time.Duration
+	client   *http.Client
+
 	// MaxRunning is the configured running-request limit (0: the engine's).
 	MaxRunning int
-	client     *http.Client
 }
 
 // Result is the outcome of one scrape.
