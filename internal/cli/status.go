@@ -48,6 +48,7 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 	}
 	s := scrape.New(reg, cfg.Global.BodySizeLimitBytes)
 	tr := report.NewTracker(cfg.Global.HeadroomTokens)
+	tr.SetPlanning(report.PlanOptionsOf(cfg))
 	code := exitOK
 	for {
 		results := s.ScrapeAll(ctx, targets, 64)

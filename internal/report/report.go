@@ -31,6 +31,8 @@ type Report struct {
 	// unified), then by cluster and pool label.
 	Pools []kv.Pool `json:"pools"`
 	Fleet Fleet     `json:"fleet"`
+	// Planning is the capacity-planning view per pool (planning.go).
+	Planning []kv.PoolPlan `json:"planning,omitempty"`
 }
 
 // Fleet is the one-line answer over the pools.
@@ -102,6 +104,8 @@ type Server struct {
 	Headroom []Headroom `json:"headroom,omitempty"`
 	// Rates since the previous scrape of this target; nil on the first.
 	Rates *kv.Rates `json:"rates,omitempty"`
+	// Plan is the server's capacity-planning view (planning.go).
+	Plan *kv.ServerPlan `json:"plan,omitempty"`
 }
 
 // Headroom is how many more requests of Tokens tokens fit.
@@ -117,6 +121,7 @@ type Headroom struct {
 type Tracker struct {
 	headroom []int
 	prev     map[string]scrape.Result
+	plan     PlanOptions
 }
 
 // NewTracker returns a tracker computing headroom for the request sizes
@@ -132,6 +137,7 @@ func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
 		r.Servers = append(r.Servers, t.row(&results[i]))
 	}
 	r.Summarize(t.headroom)
+	r.PlanPools(t.plan)
 	return r
 }
 
@@ -158,6 +164,7 @@ func (t *Tracker) row(res *scrape.Result) Server {
 		s.Rates = &rates
 	}
 	t.prev[res.Target.Name] = *res
+	s.Plan = planServer(res, s.Rates, t.plan)
 	return s
 }
 

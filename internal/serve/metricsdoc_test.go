@@ -74,7 +74,9 @@ func renderMetricsDoc(t *testing.T) string {
 		b.WriteString("| name | type | unit | labels | meaning | provenance |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, m := range ms {
 			var labels []string
-			if !m.Self {
+			if m.Pool {
+				labels = append(labels, signal.PoolLabels()...)
+			} else if !m.Self {
 				labels = append(labels, signal.ServerLabels()...)
 			}
 			labels = append(labels, m.Labels...)
@@ -97,6 +99,8 @@ func renderMetricsDoc(t *testing.T) string {
 	b.WriteString(docBegin + "\n")
 	table("Per server", "One series per server (and per DP rank for the `rank_` families). "+
 		"Absent when the engine does not report the value or the last scrape failed; never 0 for unknown.", signal.Server())
+	table("Planning per server", "Capacity planning (docs/planning.md): one series per server, absent when unknown.", signal.Planning())
+	table("Planning per pool", "One series per pool: the servers of one role and, when set, one cluster and pool label.", signal.PoolPlanning())
 	table("Per target", "Scrape health of every configured target, whether or not the last scrape worked.", signal.Target())
 	table("kvwatch serve itself", "No identity labels.", signal.Self())
 	table("History", "With `--history` (on by default in `serve` and `demo`): the size of the in-memory history. No identity labels. "+
