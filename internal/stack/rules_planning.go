@@ -56,26 +56,42 @@ const (
 func planningRecording() rulefmt.RuleGroup {
 	g := rulefmt.RuleGroup{Name: "kvwatch-planning"}
 	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
+	e := poolForecast()
+	rec(RecPoolFillRate, e.rate)
+	rec(RecPoolFreeAfterDemand, e.free)
+	rec(RecPoolTimeToFull, e.timeToFull(RecPoolFreeAfterDemand, RecPoolFillRate))
+	rec(RecPoolFilling, fmt.Sprintf("clamp_max((%s > bool %s) + (%s <= bool 0), 1)", RecPoolFillRate, e.floor, RecPoolFreeAfterDemand))
+	return g
+}
+
+// forecast holds the PromQL of the pool forecast, from raw kvwatch_*
+// series only. The sums are computed here, not read from the kvwatch-pool
+// group: Prometheus orders rules within a group only, and a rule reading
+// another group's output at the same timestamp may see its previous one.
+type forecast struct{ rate, free, floor string }
+
+func poolForecast() forecast {
 	b := by(signal.LabelCluster, signal.LabelPool, signal.LabelRole)
-	// The sums are computed here, not read from the kvwatch-pool group:
-	// Prometheus orders rules within a group only, and a rule reading
-	// another group's output at the same timestamp may see its previous one.
 	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
 	used := fmt.Sprintf("sum %s (%s and %s)", b, u, c)
 	capa := fmt.Sprintf("sum %s (%s and %s)", b, c, u)
 	demand := fmt.Sprintf("sum %s (%s)", b, signal.KVDemandTokens.Name)
-	// Σ of the servers' trends: a server joining or leaving the pool does
-	// not show as a jump in the pool's used tokens. Only servers that
-	// report capacity too, as in the pool's sums.
-	rec(RecPoolFillRate, fmt.Sprintf("sum %s (deriv(%s[%s]) and %s)", b, u, fillWindow, c))
-	// Pools whose engines report no demand have no demand term (it is
-	// unknown, and the forecast is the trend alone).
-	rec(RecPoolFreeAfterDemand, fmt.Sprintf("%s - %s - (%s or %s * 0)", capa, used, demand, used))
-	floor := fmt.Sprintf("(%s * %s / %d)", capa, num(FillFloorPer15m), int((15 * time.Minute).Seconds()))
-	rec(RecPoolTimeToFull, fmt.Sprintf("(clamp_min(%s, 0) / (%s > %s)) or clamp_min(%s <= 0, 0)",
-		RecPoolFreeAfterDemand, RecPoolFillRate, floor, RecPoolFreeAfterDemand))
-	rec(RecPoolFilling, fmt.Sprintf("clamp_max((%s > bool %s) + (%s <= bool 0), 1)", RecPoolFillRate, floor, RecPoolFreeAfterDemand))
-	return g
+	return forecast{
+		// Σ of the servers' trends: a server joining or leaving the pool
+		// does not show as a jump in the pool's used tokens. Only servers
+		// that report capacity too, as in the pool's sums.
+		rate: fmt.Sprintf("sum %s (deriv(%s[%s]) and %s)", b, u, fillWindow, c),
+		// Pools whose engines report no demand have no demand term (it is
+		// unknown, and the forecast is the trend alone).
+		free:  fmt.Sprintf("%s - %s - (%s or %s * 0)", capa, used, demand, used),
+		floor: fmt.Sprintf("(%s * %s / %d)", capa, num(FillFloorPer15m), int((15 * time.Minute).Seconds())),
+	}
+}
+
+// timeToFull is free / rate where the rate is above the floor, or 0 where
+// the free KV after demand is already gone.
+func (f forecast) timeToFull(free, rate string) string {
+	return fmt.Sprintf("(clamp_min(%s, 0) / (%s > %s)) or clamp_min(%s <= 0, 0)", free, rate, f.floor, free)
 }
 
 // planningAlerts returns the planning alert group.
@@ -84,9 +100,11 @@ func planningAlerts(o Options, alert func(name, severity string, forD model.Dura
 	pool := "pool {{ $labels.pool }} ({{ $labels.role }}, cluster {{ $labels.cluster }})"
 	within := int64(time.Duration(a.KVFullWithin) / time.Second)
 	pl := strings.Join([]string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}, ", ")
+	f := poolForecast()
 	return rulefmt.RuleGroup{Name: "kvwatch-planning", Rules: []rulefmt.Rule{
 		alert(AlertPoolFullSoon, SeverityWarning, o.KVFullFor,
-			fmt.Sprintf("%s < %d", RecPoolTimeToFull, within),
+			// Inlined rather than the recorded series, for the reason above.
+			fmt.Sprintf("(%s) < %d", f.timeToFull("("+f.free+")", "("+f.rate+")"), within),
 			"KV cache of "+pool+" will be full within "+a.KVFullWithin.String(),
 			"At the fill trend of the last "+fillWindow+" plus the KV its queued requests need, the free KV of "+pool+
 				" is gone in {{ $value | humanizeDuration }} (threshold "+a.KVFullWithin.String()+")."),
