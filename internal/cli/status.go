@@ -160,6 +160,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 	}
 	renderPools(tw, rep, sizes)
 	tw.Flush()
+	renderPlanning(w, rep, wide)
 	if lifetime {
 		note := "* hit ratio since engine start; use --watch for the ratio over each refresh"
 		if watching {

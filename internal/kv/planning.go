@@ -171,8 +171,8 @@ func limitOf(s *Server, maxRunning, preemptions Value, warning float64) (Factor,
 	return FactorNone, ""
 }
 
-// pctOf formats a ratio as a whole percentage.
-func pctOf(r float64) string { return fmt.Sprintf("%.0f%%", r*100) }
+// pctOf formats a ratio as a percentage of three significant digits.
+func pctOf(r float64) string { return fmt.Sprintf("%.3g%%", r*100) }
 
 // PlanMember is one target of a pool for planning: its name, its server
 // (nil when the scrape failed) and the server's plan.
