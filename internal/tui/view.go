@@ -171,6 +171,7 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			}
 			return times(s.Server.DemandRatio)
 		}},
+		limitCol(),
 		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string { return pct(numberOf(s, colHit, m.now)) }},
 		{colPreempt, "PRE/S", 6, true, 5, func(m Model, s report.Server) string { return perSec(numberOf(s, colPreempt, m.now)) }},
 		{colTokens, "TOK/S", 7, true, 8, func(m Model, s report.Server) string { return perSec(numberOf(s, colTokens, m.now)) }},
@@ -521,6 +522,7 @@ func (m Model) drillView(w int) []string {
 		hr = append(hr, na)
 	}
 	lines = append(lines, flow(hr, w, "  ")...)
+	lines = append(lines, m.planLines(*s, w)...)
 	q := sv.Queued
 	lines = append(lines, flow([]string{"running " + count(sv.Running), "queued " + count(q.QueuedTotal()) + ":",
 		"waiting " + count(q.Waiting), "prealloc " + count(q.Prealloc), "bootstrap " + count(q.Bootstrap),
