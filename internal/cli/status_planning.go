@@ -19,8 +19,12 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool) {
 	defer w.Flush()
 	for i := range rep.Planning {
 		p := &rep.Planning[i]
+		fits := fitsCell(p.WorkloadHeadroom, p.KVPerRequest)
+		if p.FinishedHeadroom.OK() {
+			fits += ", " + count(p.FinishedHeadroom) + " of finished-request size"
+		}
 		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s\n", p.Name, plural(p.Servers, "server"),
-			fitsCell(p.WorkloadHeadroom, p.KVPerRequest), percent(p.Saturation), drainCell(p), limitersCell(p.Limiters))
+			fits, percent(p.Saturation), drainCell(p), limitersCell(p.Limiters))
 	}
 	if !wide {
 		return
@@ -51,8 +55,12 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool) {
 		if d, ok := drains[row.Name]; ok && d.MarginTokens.OK() {
 			drain = fmt.Sprintf("%s tok (%s of the rest)", signed(d.MarginTokens), percent(d.MarginRatio))
 		}
-		fmt.Fprintf(w, "plan\t%s\t\tlimit %s\t%s\tmax_run=%s batch_left=%s\tsaturation %s\tdrain margin %s\n", row.Name, limit,
-			fitsCell(p.WorkloadHeadroom, p.KVPerRequest), maxRun, count(p.BatchHeadroom), percent(p.Saturation), drain)
+		finished := "finished=--"
+		if p.FinishedRequestTokens.OK() {
+			finished = fmt.Sprintf("finished=%s×%s tok", count(p.FinishedHeadroom), count(p.FinishedRequestTokens))
+		}
+		fmt.Fprintf(w, "plan\t%s\t\tlimit %s\t%s\t%s\tmax_run=%s batch_left=%s\tsaturation %s\tdrain margin %s\n", row.Name, limit,
+			fitsCell(p.WorkloadHeadroom, p.KVPerRequest), finished, maxRun, count(p.BatchHeadroom), percent(p.Saturation), drain)
 	}
 }
 

@@ -21,6 +21,7 @@ func TestPlanningReportsTruth(t *testing.T) {
 	used := map[string][]int64{}
 	factors := map[string]map[string]bool{}
 	at := time.Duration(0)
+	finished := 0 // looks with finished requests
 	for _, step := range []time.Duration{60 * time.Second, 90 * time.Second, 60 * time.Second, 60 * time.Second, 90 * time.Second} {
 		c.Advance(step)
 		at += step
@@ -46,6 +47,14 @@ func TestPlanningReportsTruth(t *testing.T) {
 				check(t, name+" workload headroom", got.WorkloadHeadroom, -1)
 			}
 			check(t, name+" max running", got.MaxRunning, float64(want.MaxRunning))
+			got.WithFinished(res.Server, nil)
+			if want.FinishedOK {
+				check(t, name+" finished request tokens", got.FinishedRequestTokens, want.FinishedMean)
+				check(t, name+" finished headroom", got.FinishedHeadroom, float64(want.FinishedHeadroom))
+				finished++
+			} else {
+				check(t, name+" finished request tokens", got.FinishedRequestTokens, -1)
+			}
 			if string(got.Limit) != want.Limit {
 				t.Errorf("%s limit = %s (%s), want %s", name, got.Limit, got.Why, want.Limit)
 			}
@@ -78,6 +87,9 @@ func TestPlanningReportsTruth(t *testing.T) {
 	}
 	if u := used["drain"]; u[1] == 0 || u[len(u)-1] >= u[1] {
 		t.Errorf("drain: used %v, want busy at 150s and less at the end", u)
+	}
+	if finished == 0 {
+		t.Errorf("no server had finished a request at any look: the finished-size checks did not run")
 	}
 	if !factors["fill"][sim.FactorKV] {
 		t.Errorf("fill: factors seen %v, want kv once the ramp has filled it", factors["fill"])

@@ -48,10 +48,10 @@ func (SGLang) DisabledHint() string { return "start SGLang with --enable-metrics
 
 // MetricNames implements Adapter.
 func (SGLang) MetricNames() []string {
-	return []string{sgUsed, sgAvailable, sgEvictable, sgCapacity, sgFullUsage, sgTokenUsage,
+	return append([]string{sgUsed, sgAvailable, sgEvictable, sgCapacity, sgFullUsage, sgTokenUsage,
 		sgNumUsed, sgContextLen, sgRunning, sgQueue, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
 		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
-		sgCached, sgPrompt, sgGeneration, sgMaxRunningName}
+		sgCached, sgPrompt, sgGeneration, sgMaxRunningName}, histogramNames(sgReqPrompt, sgReqGen)...)
 }
 
 // Detect implements Adapter: any scheduler gauge of any generation.
@@ -164,6 +164,7 @@ func (SGLang) Normalize(in Input) (kv.Server, error) {
 	srv.Ranks = r.list()
 	srv.Rollup()
 	srv.MaxRunning = sgMaxRunning(p)
+	srv.Finished = finishedSizes(p, sgReqPrompt, sgReqGen)
 	for _, s := range p.Samples(sgContextLen) {
 		if expo.Finite(s.Value) {
 			srv.ContextLength = kv.Of(s.Value)

@@ -39,8 +39,8 @@ func (VLLM) DisabledHint() string {
 
 // MetricNames implements Adapter.
 func (VLLM) MetricNames() []string {
-	return []string{vlUsage, vlUsageOld, vlCacheConfig, vlRunning, vlWaiting, vlHits, vlQueries,
-		vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration}
+	return append([]string{vlUsage, vlUsageOld, vlCacheConfig, vlRunning, vlWaiting, vlHits, vlQueries,
+		vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration}, histogramNames(vlReqPrompt, vlReqGen)...)
 }
 
 // Detect implements Adapter.
@@ -131,5 +131,6 @@ func (VLLM) Normalize(in Input) (kv.Server, error) {
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
+	srv.Finished = finishedSizes(p, vlReqPrompt, vlReqGen)
 	return srv, nil
 }

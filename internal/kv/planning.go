@@ -52,6 +52,13 @@ type ServerPlan struct {
 	// and MaxRunningSource where it comes from ("engine", "config", "").
 	MaxRunning       Value  `json:"max_running_requests"`
 	MaxRunningSource string `json:"max_running_source,omitempty"`
+	// FinishedRequestTokens is the mean prompt + generation size of the
+	// requests finished since the previous scrape (or since start), where
+	// the engine reports it; FinishedHeadroom how many more of that size
+	// fit (per DP rank, summed). Unlike KVPerRequest it counts the whole
+	// output, not what running requests have generated so far.
+	FinishedRequestTokens Value `json:"finished_request_tokens"`
+	FinishedHeadroom      Value `json:"finished_headroom_requests"`
 	// BatchHeadroom is MaxRunning − running (≥ 0).
 	BatchHeadroom Value `json:"batch_headroom_requests"`
 	// Saturation is the fuller of the KV and the batch: max(usage ratio,
@@ -60,6 +67,57 @@ type ServerPlan struct {
 	// Limit is what limits admission now, Why says it with the numbers.
 	Limit Factor `json:"limiting_factor"`
 	Why   string `json:"limit_reason,omitempty"`
+}
+
+// RequestSizes are the cumulative sizes of the requests an engine finished
+// since it started: the _count and _sum of its per-request prompt and
+// generation histograms (vLLM vllm:request_prompt_tokens and
+// vllm:request_generation_tokens, SGLang sglang:prompt_tokens_histogram and
+// sglang:generation_tokens_histogram). Unavailable where it has none.
+type RequestSizes struct {
+	Requests         Value `json:"requests"`
+	PromptTokens     Value `json:"prompt_tokens"`
+	GenerationTokens Value `json:"generation_tokens"`
+}
+
+// MeanTokens is the mean prompt + generation size of the requests finished
+// between prev and s (prev nil, or none finished since: since start), in
+// tokens; unavailable when none finished or a part is unknown. A counter
+// that went down (a restart) counts from zero.
+func (s RequestSizes) MeanTokens(prev *RequestSizes) Value {
+	n, p, g := s.Requests, s.PromptTokens, s.GenerationTokens
+	if !n.Trusted() || !p.Trusted() || !g.Trusted() {
+		return Value{}
+	}
+	if prev != nil && prev.Requests.Trusted() && prev.PromptTokens.Trusted() && prev.GenerationTokens.Trusted() &&
+		n.V > prev.Requests.V && p.V >= prev.PromptTokens.V && g.V >= prev.GenerationTokens.V {
+		n, p, g = n.Sub(prev.Requests), p.Sub(prev.PromptTokens), g.Sub(prev.GenerationTokens)
+	}
+	if n.V < 1 || p.V < 0 || g.V < 0 {
+		return Value{}
+	}
+	return Value{V: (p.V + g.V) / n.V, Prov: Derived}
+}
+
+// FitOf returns how many requests of size tokens fit: per DP rank floor(free
+// / size), summed; unavailable when size or a rank's free KV is unknown.
+func (s *Server) FitOf(size Value) Value {
+	if s.Role == RoleRouter || !size.OK() || size.V <= 0 {
+		return Value{}
+	}
+	groups := s.DPGroups()
+	if len(groups) <= 1 {
+		groups = []Signals{s.Signals}
+	}
+	var out Value
+	for i := range groups {
+		a := groups[i].Available()
+		if !a.OK() {
+			return Value{}
+		}
+		out = sumOf(out, Value{V: math.Floor(a.V / size.V), Prov: combine(a.Prov, size.Prov)})
+	}
+	return out
 }
 
 // perRequest is used / running when both are whole and plausible and at
@@ -174,6 +232,13 @@ func limitOf(s *Server, maxRunning, preemptions Value, warning float64) (Factor,
 // pctOf formats a ratio as a percentage of three significant digits.
 func pctOf(r float64) string { return fmt.Sprintf("%.3g%%", r*100) }
 
+// WithFinished fills the finished-request size and its headroom of p from
+// s and the previous scrape's sizes (nil on the first).
+func (p *ServerPlan) WithFinished(s *Server, prev *RequestSizes) {
+	p.FinishedRequestTokens = s.Finished.MeanTokens(prev)
+	p.FinishedHeadroom = s.FitOf(p.FinishedRequestTokens)
+}
+
 // PlanMember is one target of a pool for planning: its name, its server
 // (nil when the scrape failed) and the server's plan.
 type PlanMember struct {
@@ -220,6 +285,8 @@ type PoolPlan struct {
 	// WorkloadHeadroom is the servers' workload headroom summed; an idle
 	// server is measured with the pool's KVPerRequest.
 	WorkloadHeadroom Value `json:"workload_headroom_requests"`
+	// FinishedHeadroom is the servers' FinishedHeadroom summed.
+	FinishedHeadroom Value `json:"finished_headroom_requests"`
 	// Saturation is the capacity-weighted mean of the servers' saturation:
 	// Σ capacity × saturation / Σ capacity; Partial when some lack it.
 	Saturation Value `json:"saturation_ratio"`
@@ -314,6 +381,13 @@ func planPool(k PoolKey, ms []PlanMember, warning float64) PoolPlan {
 		}
 	}
 	p.WorkloadHeadroom = strictSum(heads)
+	fin := make([]Value, len(ms))
+	for i, m := range ms {
+		if m.Plan != nil {
+			fin[i] = m.Plan.FinishedHeadroom
+		}
+	}
+	p.FinishedHeadroom = strictSum(fin)
 	if satN > 0 {
 		p.Saturation = Value{V: weighted / capSum, Prov: combine(satProv, Derived)}
 		if satN < len(ms) {

@@ -260,3 +260,42 @@ func TestPoolPlanSaturationAndLimiters(t *testing.T) {
 		t.Errorf("per request %+v, headroom %+v; want 2760 and 61", d.KVPerRequest, d.WorkloadHeadroom)
 	}
 }
+
+func TestFinishedRequestSizes(t *testing.T) {
+	sizes := func(n, p, g float64) RequestSizes {
+		return RequestSizes{Requests: Of(n), PromptTokens: Of(p), GenerationTokens: Of(g)}
+	}
+	cur := sizes(140, 280000, 42000)
+	for _, c := range []struct {
+		name string
+		prev *RequestSizes
+		want Value
+	}{
+		// Since start: (280,000 + 42,000) / 140 = 2,300.
+		{"since start", nil, DerivedOf(2300)},
+		// Over the window: (50,000 + 12,000) / 40 = 1,550.
+		{"window", &RequestSizes{Requests: Of(100), PromptTokens: Of(230000), GenerationTokens: Of(30000)}, DerivedOf(1550)},
+		// None finished since: since start.
+		{"none since", &RequestSizes{Requests: Of(140), PromptTokens: Of(280000), GenerationTokens: Of(42000)}, DerivedOf(2300)},
+		// A restart (the counters went down): since start.
+		{"restart", &RequestSizes{Requests: Of(900), PromptTokens: Of(1e6), GenerationTokens: Of(1e5)}, DerivedOf(2300)},
+	} {
+		if got := cur.MeanTokens(c.prev); !cmp.Equal(got, c.want, valueCmp) {
+			t.Errorf("%s: mean = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if got := sizes(0, 0, 0).MeanTokens(nil); got.OK() {
+		t.Errorf("no finished request: mean %+v, want unavailable", got)
+	}
+	if got := (RequestSizes{}).MeanTokens(nil); got.OK() {
+		t.Errorf("not reported: mean %+v, want unavailable", got)
+	}
+	// Two DP ranks with 10,000 and 45,000 free: 4 + 19 of 2,300.
+	s := srvOf(RoleDecode, Signals{}, rank("0", 50000, 40000, 20), rank("1", 50000, 5000, 2))
+	s.Finished = cur
+	var p ServerPlan
+	p.WithFinished(s, nil)
+	if !cmp.Equal(p.FinishedHeadroom, DerivedOf(23), valueCmp) || !cmp.Equal(p.FinishedRequestTokens, DerivedOf(2300), valueCmp) {
+		t.Errorf("finished: %+v tokens, %+v fit; want 2,300 and 23", p.FinishedRequestTokens, p.FinishedHeadroom)
+	}
+}

@@ -112,6 +112,9 @@ type Server struct {
 	// ranks (SGLang sglang:max_running_requests); unavailable where the
 	// engine does not put it on its page (see docs/planning.md).
 	MaxRunning Value `json:"max_running_requests"`
+	// Finished are the sizes of the requests finished since the engine
+	// started, where it reports them (planning.go).
+	Finished RequestSizes `json:"finished_requests"`
 	// Spread is the highest minus lowest usage ratio over DP ranks.
 	Spread Value `json:"rank_spread_ratio"`
 	// Ranks are the per-rank values, sorted by DP, PP, TP.

@@ -31,8 +31,10 @@ func (o PlanOptions) Threshold() float64 {
 func (t *Tracker) SetPlanning(o PlanOptions) { t.plan = o }
 
 // planServer is the planning view of a successful scrape, nil otherwise
-// and for routers.
-func planServer(res *scrape.Result, rates *kv.Rates, o PlanOptions) *kv.ServerPlan {
+// and for routers; the finished-request size is over the window since the
+// target's previous scrape.
+func (t *Tracker) planServer(res *scrape.Result, rates *kv.Rates) *kv.ServerPlan {
+	o := t.plan
 	if res.Server == nil || res.Server.Role == kv.RoleRouter {
 		return nil
 	}
@@ -41,6 +43,11 @@ func planServer(res *scrape.Result, rates *kv.Rates, o PlanOptions) *kv.ServerPl
 		preempt = rates.PreemptionsPerSec
 	}
 	p := kv.PlanServer(res.Server, res.Target.MaxRunning, preempt, o.Threshold())
+	var prev *kv.RequestSizes
+	if pr, ok := t.prev[res.Target.Name]; ok && pr.Server != nil && res.Time.After(pr.Time) {
+		prev = &pr.Server.Finished
+	}
+	p.WithFinished(res.Server, prev)
 	return &p
 }
 

@@ -69,3 +69,24 @@ func TestTrackerPlanning(t *testing.T) {
 		}
 	}
 }
+
+func TestTrackerFinishedSizesOverTheWindow(t *testing.T) {
+	tr := NewTracker(nil)
+	a := target("a")
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(when time.Time, n, p, g float64) *kv.ServerPlan {
+		s := unified(100000, 40000, 10, 0, 0)
+		s.Finished = kv.RequestSizes{Requests: kv.Of(n), PromptTokens: kv.Of(p), GenerationTokens: kv.Of(g)}
+		return tr.Update(when, []scrape.Result{{Target: a, Time: when, Server: s}}).Servers[0].Plan
+	}
+	// First scrape: since start, (90,000 + 10,000) / 50 = 2,000; 60,000
+	// free: 30 more.
+	if p := at(t0, 50, 90000, 10000); p.FinishedRequestTokens.V != 2000 || p.FinishedHeadroom.V != 30 {
+		t.Errorf("first: %+v tokens, %+v fit; want 2,000 and 30", p.FinishedRequestTokens, p.FinishedHeadroom)
+	}
+	// 10 more finished with 40,000 + 8,000 tokens: 4,800 each over the
+	// window; 60,000 / 4,800 = 12.5: 12.
+	if p := at(t0.Add(10*time.Second), 60, 130000, 18000); p.FinishedRequestTokens.V != 4800 || p.FinishedHeadroom.V != 12 {
+		t.Errorf("second: %+v tokens, %+v fit; want 4,800 and 12", p.FinishedRequestTokens, p.FinishedHeadroom)
+	}
+}

@@ -163,8 +163,8 @@ func (t *Tracker) row(res *scrape.Result) Server {
 		rates := kv.RatesBetween(p.Server.Counters, res.Server.Counters, res.Time.Sub(p.Time))
 		s.Rates = &rates
 	}
+	s.Plan = t.planServer(res, s.Rates)
 	t.prev[res.Target.Name] = *res
-	s.Plan = planServer(res, s.Rates, t.plan)
 	return s
 }
 

@@ -74,6 +74,8 @@ func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v floa
 		}
 		known(signal.KVPerRunningRequestTokens, p.KVPerRequest)
 		known(signal.KVWorkloadHeadroomRequests, p.WorkloadHeadroom)
+		known(signal.FinishedRequestTokens, p.FinishedRequestTokens)
+		known(signal.FinishedHeadroomRequests, p.FinishedHeadroom)
 		known(signal.MaxRunningRequests, p.MaxRunning)
 		known(signal.SaturationRatio, p.Saturation)
 		if p.Limit != kv.FactorUnknown && p.Limit != "" {
@@ -99,6 +101,7 @@ func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v floa
 		}
 		out(signal.PoolServers, float64(p.Servers), append([]string{}, id...))
 		known(signal.PoolWorkloadHeadroomRequests, p.WorkloadHeadroom)
+		known(signal.PoolFinishedHeadroomRequests, p.FinishedHeadroom)
 		known(signal.PoolSaturationRatio, p.Saturation)
 		if p.Servers > 1 && p.Drain != nil {
 			known(signal.PoolDrainMarginTokens, p.Drain.MarginTokens)

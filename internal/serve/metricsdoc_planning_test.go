@@ -7,6 +7,9 @@ func init() {
 	for k, v := range map[string]string{
 		signal.KVPerRunningRequestTokens.Name:    "derived: used / running",
 		signal.KVWorkloadHeadroomRequests.Name:   "derived: per DP rank floor(available / (used / running)), summed",
+		signal.FinishedRequestTokens.Name:        "derived: Δ(prompt + generation histogram sums) / Δcount (vLLM `request_prompt_tokens`/`request_generation_tokens`, SGLang `prompt_tokens_histogram`/`generation_tokens_histogram`)",
+		signal.FinishedHeadroomRequests.Name:     "derived: per DP rank floor(available / finished request size), summed",
+		signal.PoolFinishedHeadroomRequests.Name: "derived: Σ servers' finished-size headroom",
 		signal.MaxRunningRequests.Name:           "direct (SGLang `max_running_requests`, llama.cpp `/props` `total_slots`), or the target's `max_running_requests` in the config",
 		signal.SaturationRatio.Name:              "derived: max(usage ratio, running / max running)",
 		signal.LimitingFactor.Name:               "derived: the rules of docs/planning.md",

@@ -15,6 +15,10 @@ var (
 		Help: "KV held per running request now: used over running, in tokens; absent when nothing runs."}
 	KVWorkloadHeadroomRequests = Metric{Name: "kvwatch_kv_workload_headroom_requests", Type: Gauge, Unit: "requests",
 		Help: "How many more requests of today's mix fit: per DP rank, free KV over the KV held per running request, floored, summed; absent when idle."}
+	FinishedRequestTokens = Metric{Name: "kvwatch_kv_finished_request_tokens", Type: Gauge, Unit: "tokens",
+		Help: "Mean prompt plus generation tokens of the requests finished since the previous scrape (or since start), from the engine's per-request histograms; absent where it has none."}
+	FinishedHeadroomRequests = Metric{Name: "kvwatch_kv_finished_headroom_requests", Type: Gauge, Unit: "requests",
+		Help: "How many more requests of the finished requests' mean size fit: per DP rank, free KV over that size, floored, summed."}
 	MaxRunningRequests = Metric{Name: "kvwatch_max_running_requests", Type: Gauge, Unit: "requests",
 		Help: "The running-request limit: the engine's (SGLang max_running_requests, llama.cpp slots) or the target's max_running_requests in the config."}
 	SaturationRatio = Metric{Name: "kvwatch_saturation_ratio", Type: Gauge, Unit: "ratio",
@@ -34,6 +38,8 @@ var (
 		Help: "Targets in the pool, failed ones included."}
 	PoolWorkloadHeadroomRequests = Metric{Name: "kvwatch_pool_workload_headroom_requests", Type: Gauge, Unit: "requests", Pool: true,
 		Help: "How many more requests of today's mix fit in the pool: the servers' workload headroom summed, idle servers measured with the pool's mix."}
+	PoolFinishedHeadroomRequests = Metric{Name: "kvwatch_pool_finished_headroom_requests", Type: Gauge, Unit: "requests", Pool: true,
+		Help: "How many more requests of the finished requests' mean size fit in the pool: the servers' finished-size headroom summed."}
 	PoolSaturationRatio = Metric{Name: "kvwatch_pool_saturation_ratio", Type: Gauge, Unit: "ratio", Pool: true,
 		Help: "Capacity-weighted saturation of the pool: the sum of capacity times saturation over the sum of capacity, 0-1."}
 	PoolDrainMarginTokens = Metric{Name: "kvwatch_pool_drain_margin_tokens", Type: Gauge, Unit: "tokens", Pool: true,
@@ -44,11 +50,11 @@ var (
 
 // Planning lists the per-server planning families in documentation order.
 func Planning() []Metric {
-	return []Metric{KVPerRunningRequestTokens, KVWorkloadHeadroomRequests, MaxRunningRequests, SaturationRatio,
+	return []Metric{KVPerRunningRequestTokens, KVWorkloadHeadroomRequests, FinishedRequestTokens, FinishedHeadroomRequests, MaxRunningRequests, SaturationRatio,
 		LimitingFactor, DrainMarginTokens, DrainMarginRatio}
 }
 
 // PoolPlanning lists the per-pool planning families in documentation order.
 func PoolPlanning() []Metric {
-	return []Metric{PoolServers, PoolWorkloadHeadroomRequests, PoolSaturationRatio, PoolDrainMarginTokens, PoolDrainMarginRatio}
+	return []Metric{PoolServers, PoolWorkloadHeadroomRequests, PoolFinishedHeadroomRequests, PoolSaturationRatio, PoolDrainMarginTokens, PoolDrainMarginRatio}
 }

@@ -71,6 +71,13 @@ type PlanTruth struct {
 	// HeadroomOK is false when the server is idle.
 	WorkloadHeadroom int64
 	HeadroomOK       bool
+	// FinishedMean is the mean prompt + generation tokens of the requests
+	// finished since start, and FinishedHeadroom Σ over DP ranks of
+	// floor((capacity − used) / FinishedMean); FinishedOK is false before
+	// the first request finished.
+	FinishedMean     float64
+	FinishedHeadroom int64
+	FinishedOK       bool
 	// MaxRunning is the running-request limit, summed over DP ranks.
 	MaxRunning int
 	// Limit is kv, batch, queue or none.
@@ -91,6 +98,13 @@ func (t *Truth) Planning(warning float64) PlanTruth {
 				size = float64(r.UsedTokens) / float64(r.Running)
 			}
 			p.WorkloadHeadroom += int64(math.Floor(float64(r.CapacityTokens-r.UsedTokens) / size))
+		}
+	}
+	if c := t.Counters; c.RequestsFinished > 0 {
+		p.FinishedOK = true
+		p.FinishedMean = float64(c.FinishedPromptTokens+c.FinishedGenerationTokens) / float64(c.RequestsFinished)
+		for _, r := range t.Ranks {
+			p.FinishedHeadroom += int64(math.Floor(float64(r.CapacityTokens-r.UsedTokens) / p.FinishedMean))
 		}
 	}
 	usage := float64(t.UsedTokens) / float64(t.CapacityTokens)

@@ -69,6 +69,12 @@ func TestPlanTruth(t *testing.T) {
 	if p := tr.Planning(0.9); p.Limit != FactorKV {
 		t.Errorf("limit = %s, want kv", p.Limit)
 	}
+	// 4 finished with 5,000 prompt and 1,000 output tokens: 1,500 each;
+	// 40,000 / 1,500 = 26 and 100,000 / 1,500 = 66: 92.
+	tr.Counters = Counters{RequestsFinished: 4, FinishedPromptTokens: 5000, FinishedGenerationTokens: 1000}
+	if p := tr.Planning(0.9); !p.FinishedOK || p.FinishedMean != 1500 || p.FinishedHeadroom != 92 {
+		t.Errorf("finished: %+v, want 1,500 each and 92", p)
+	}
 	idle := Truth{DP: 1, MaxRunningRequests: 8, CapacityTokens: 1000, Ranks: []RankTruth{{CapacityTokens: 1000}}}
 	if p := idle.Planning(0.9); p.HeadroomOK || p.PerRequestOK || p.Limit != FactorNone {
 		t.Errorf("idle plan = %+v, want no headroom, limit none", p)

@@ -41,6 +41,9 @@ func (m Model) planLines(s report.Server, w int) []string {
 	if p.KVPerRequest.OK() {
 		fits = "fits " + count(p.WorkloadHeadroom) + " more of today's mix (" + tokens(p.KVPerRequest) + " tok each)"
 	}
+	if p.FinishedRequestTokens.OK() {
+		fits += ", " + count(p.FinishedHeadroom) + " of finished-request size (" + tokens(p.FinishedRequestTokens) + " tok)"
+	}
 	maxRun := "max running " + count(p.MaxRunning)
 	if p.MaxRunningSource != "" {
 		maxRun += " (" + p.MaxRunningSource + ")"
