@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -66,4 +67,34 @@ func (m Model) planLines(s report.Server, w int) []string {
 		lines = append(lines, flow([]string{"pool " + pp.Name, n1}, w, "  ")...)
 	}
 	return lines
+}
+
+// poolPlanParts are a pool's N−1 answer and its limiting servers, short,
+// for the fleet lines.
+func (m Model) poolPlanParts(key kv.PoolKey) []string {
+	for _, pp := range m.rep.Planning {
+		if pp.PoolKey != key {
+			continue
+		}
+		var parts []string
+		switch {
+		case pp.Servers == 1:
+			parts = append(parts, m.st.dim.Render("N−1: single server"))
+		case pp.Drain == nil:
+			parts = append(parts, "N−1 "+na)
+		case pp.N1Safe:
+			parts = append(parts, "N−1 safe ("+pct(pp.Drain.After)+" after)")
+		default:
+			parts = append(parts, m.st.bad.Render("N−1 unsafe ("+pct(pp.Drain.After)+" after draining "+pp.Drain.Server+")"))
+		}
+		if len(pp.Limiters) > 0 {
+			ls := make([]string, len(pp.Limiters))
+			for i, l := range pp.Limiters {
+				ls[i] = l.Server + " " + string(l.Factor)
+			}
+			parts = append(parts, "limits: "+strings.Join(ls, ", "))
+		}
+		return parts
+	}
+	return nil
 }

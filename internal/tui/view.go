@@ -417,7 +417,7 @@ func (m Model) poolParts(p kv.Pool) []string {
 	if p.DemandRatio.OK() {
 		parts = append(parts, "demand "+times(p.DemandRatio))
 	}
-	return parts
+	return append(parts, m.poolPlanParts(p.PoolKey)...)
 }
 
 // headroomCell shows how many requests of the first size fit and, in the
