@@ -324,7 +324,7 @@ function fleetCards(r) {
       <div>${cell("used", p.used_tokens, fmtInt)} / ${cell("capacity", p.capacity_tokens, fmtInt)} tok</div>
       <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + h.request_tokens + " tok" : '<span data-field="headroom">--</span>'}</div>
       <div>running ${cell("running", p.running, fmtInt)} · queued ${cell("queued", p.queued, fmtInt)}</div>
-      ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}</div>`;
+      ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}${poolPlanLine(r, p)}</div>`;
   };
   const failed = f.failed ? `<div class="card"><div class="muted">Down</div><div class="v error">${f.failed}</div></div>` : "";
   return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${failed}</div>`;
@@ -515,6 +515,16 @@ async function plannerPage(main) {
     document.getElementById("tokens").addEventListener("input", () => renderPlan());
   }
   await renderPlan();
+}
+// poolPlanLine is a pool card's planning line: what limits the pool and
+// its N−1 answer (docs/planning.md).
+function poolPlanLine(r, p) {
+  const pp = (r.planning || []).find((x) => x.name === p.name);
+  if (!pp) return "";
+  const lim = pp.limiters.length ? "limited by " + pp.limiters.map((l) => `${esc(l.server)} (${esc(l.factor)})`).join(", ") : "nothing limits admission";
+  const n1 = pp.n1_safe && pp.drain_largest ? `N−1 safe: draining ${esc(pp.drain_largest.server)} leaves ${shown(pp.drain_largest.after_usage_ratio, fmtPct)} of the rest`
+    : esc(pp.n1_note || "N−1 unknown");
+  return `<div data-field="pool-limit">${lim}</div><div class="muted" data-field="pool-n1">${n1}</div>`;
 }
 // renderMix draws the planning view of the report (servers[].plan and
 // planning[]), with each pool's time to full from the recording rules when
