@@ -48,6 +48,7 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 	}
 	s := scrape.New(reg, cfg.Global.BodySizeLimitBytes)
 	tr := report.NewTracker(cfg.Global.HeadroomTokens)
+	tr.SetPlanning(report.PlanOptionsOf(cfg))
 	code := exitOK
 	for {
 		results := s.ScrapeAll(ctx, targets, 64)
@@ -170,6 +171,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 	}
 	renderPools(tw, rep, sizes)
 	tw.Flush()
+	renderPlanning(w, rep, wide)
 	if len(notes) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, n := range notes {

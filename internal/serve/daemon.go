@@ -173,6 +173,7 @@ func New(opts Options) (*Daemon, error) {
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
 	d.coll = newCollector(d.entries)
+	d.coll.planWarning = d.planWarning
 	d.kvReg.MustRegister(d.coll)
 	d.routes()
 
@@ -467,6 +468,7 @@ func (d *Daemon) apply(ctx context.Context, s *Setup) {
 		}
 		st := &targetState{key: keys[t.Name], target: t, done: make(chan struct{}),
 			tracker: report.NewTracker(s.Config.Global.HeadroomTokens)}
+		st.tracker.SetPlanning(report.PlanOptionsOf(s.Config))
 		st.e = entry{target: t, role: t.Role}
 		if st.e.role == "" {
 			st.e.role = kv.RoleUnified
@@ -646,9 +648,12 @@ func (d *Daemon) Report() report.Report {
 		r.Servers = append(r.Servers, e.row)
 	}
 	var sizes []int
+	var plan report.PlanOptions
 	if st := d.setup.Load(); st != nil {
 		sizes = st.Config.Global.HeadroomTokens
+		plan = report.PlanOptionsOf(st.Config)
 	}
 	r.Summarize(sizes)
+	r.PlanPools(plan)
 	return r
 }

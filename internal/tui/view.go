@@ -172,6 +172,7 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			}
 			return times(s.Server.DemandRatio)
 		}},
+		limitCol(),
 		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string { return pct(numberOf(s, colHit, m.now)) }},
 		{colPreempt, "PRE/S", 6, true, 5, func(m Model, s report.Server) string { return perSec(numberOf(s, colPreempt, m.now)) }},
 		{colTokens, "TOK/S", 7, true, 8, func(m Model, s report.Server) string { return perSec(numberOf(s, colTokens, m.now)) }},
@@ -185,8 +186,9 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			}
 			return ageText(time.Duration(v.V * float64(time.Second)))
 		}},
-		{numColumns, "USAGE HISTORY", 20, false, 10, func(m Model, s report.Server) string {
-			return spark(m.hist[s.Name], 20)
+		// 15 wide, so that at 160 columns it fits beside DEMAND and LIMIT.
+		{numColumns, "USAGE HISTORY", 15, false, 10, func(m Model, s report.Server) string {
+			return spark(m.hist[s.Name], 15)
 		}},
 	}
 	const nameMin, nameMax = 16, 32
@@ -431,7 +433,7 @@ func (m Model) poolParts(p kv.Pool) []string {
 	if p.DemandRatio.OK() {
 		parts = append(parts, "demand "+times(p.DemandRatio))
 	}
-	return parts
+	return append(parts, m.poolPlanParts(p.PoolKey)...)
 }
 
 // headroomCell shows how many requests of the first size fit and, in the
@@ -533,6 +535,7 @@ func (m Model) drillView(w int) []string {
 		hr = append(hr, na)
 	}
 	lines = append(lines, flow(hr, w, "  ")...)
+	lines = append(lines, m.planLines(*s, w)...)
 	q := sv.Queued
 	lines = append(lines, flow([]string{"running " + count(sv.Running), "queued " + count(q.QueuedTotal()) + ":",
 		"waiting " + count(q.Waiting), "prealloc " + count(q.Prealloc), "bootstrap " + count(q.Bootstrap),
