@@ -60,7 +60,8 @@ func TestStatusHostileTargets(t *testing.T) {
 	h := hostileServers(t)
 	secretURL := strings.Replace(h["secret"], "http://", "http://bob:pw-planted@", 1) + "/metrics?token=tk-planted&sig=sg-planted&page=1"
 	cfg := writeConfig(t, fmt.Sprintf(`global:
-  scrape_timeout: 2s
+  scrape_interval: 20s # the bomb and the huge label are big bodies; -race on a busy machine is slow
+  scrape_timeout: 15s
   secret_query_params: [sig]
 targets:
   - {name: good, url: %s}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -85,17 +86,13 @@ func newApp() (*kingpin.Application, registry, *promslog.Config) {
 
 // versionText is what --version prints. A build without the Makefile's
 // -ldflags has no build user or date; they say so instead of being empty.
+// The text is rewritten, not the version package's variables: cli.Run may
+// run concurrently (tests), and serve's build-info collector reads them.
 func versionText() string {
-	user, date := version.BuildUser, version.BuildDate
-	defer func() { version.BuildUser, version.BuildDate = user, date }()
-	if version.BuildUser == "" {
-		version.BuildUser = "unknown (built without make)"
-	}
-	if version.BuildDate == "" {
-		version.BuildDate = "unknown (built without make)"
-	}
-	return version.Print("kvwatch")
+	return unknownBuildField.ReplaceAllString(version.Print("kvwatch"), "${1}unknown (built without make)")
 }
+
+var unknownBuildField = regexp.MustCompile(`(?m)^(\s*build (?:user|date):\s*)$`)
 
 // firstWord is the first argument that is not a flag: the subcommand.
 func firstWord(args []string) string {
