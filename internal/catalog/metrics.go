@@ -193,6 +193,11 @@ func metrics() []Metric {
 	t.add("sglang", Counter, with(lSGLSched, "outcome"), "", "", srcSGLangRadix, "sglang:hicache_prefetch_outcomes_total")
 	t.add("sglang", Histogram, lSGLSched, "", "", srcSGLangRadix, "sglang:eviction_duration_seconds", "sglang:load_back_duration_seconds",
 		"sglang:hicache_backup_duration_seconds", "sglang:prefetch_pgs", "sglang:backup_pgs", "sglang:prefetch_bandwidth", "sglang:backup_bandwidth")
+	// The running-request limit came back in newer collectors: a startup
+	// constant per scheduler (so per DP rank), labelled cap_source with what
+	// set it (SGLang's test of the startup constants; kvwatch's engine/
+	// sglang_planning.go reads it).
+	t.add("sglang", Gauge, with(lSGLSched, "cap_source"), "", "", srcSGLang, "sglang:max_running_requests")
 	// SGLang, late 2024 (docs sample, legacy dashboard): label model_name,
 	// first version label name.
 	t.add("sglang", Histogram, []string{"model_name", "name"}, "", "2025 (docs sample)", srcSGLangOld, "sglang:time_per_output_token_seconds", "sglang:func_latency_seconds", "sglang:num_retractions")
@@ -459,7 +464,6 @@ func renames() []Rename {
 		{Engine: "sglang", Old: "sglang:func_latency_seconds", New: "", Version: "after the late-2024 collector (docs sample @00b08c497f07)", Source: srcSGLangOld},
 		{Engine: "sglang", Old: "sglang:num_retractions", New: "", Version: "collector @016d8605e458", Note: "closest current: rate(sglang:num_retracted_requests_total[5m])", Source: srcSGLang},
 		{Engine: "sglang", Old: "sglang:cached_token", New: "", Version: "after the first Prometheus version (PR #1853)", Note: "closest current: the counter sglang:cached_tokens_total", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:max_running_requests", New: "", Version: "after the first Prometheus version (PR #1853)", Source: srcSGLangOld},
 		{Engine: "sglang", Old: "sglang:max_prefill_tokens", New: "", Version: "after the first Prometheus version (PR #1853)", Source: srcSGLangOld},
 		{Engine: "sglang", Old: "sglang:waiting_request_latency_seconds", New: "", Version: "after the first Prometheus version (PR #1853)", Note: "closest current: the histogram sglang:queue_time_seconds", Source: srcSGLangOld},
 		{Engine: "sglang-router", Old: "sgl_router_requests_total", New: "smg_router_requests_total", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},

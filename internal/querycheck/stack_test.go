@@ -93,20 +93,29 @@ func TestGeneratedStackAgainstServe(t *testing.T) {
 	// The recording rules run at their first evaluation (within 15s).
 	waitNames(t, base, "kvwatch_kv_usage_ratio", "kvwatch_target_up", "kvwatch_server_info", "kvwatch_prefix_cache_hit_tokens_total",
 		"cluster:kvwatch_kv_used_tokens:sum", "pool:kvwatch_kv_capacity_tokens:sum", "fleet:kvwatch_kv_used_tokens:sum")
-	rep := checkJSON(t, 0, append(generatedQueryFiles(t), "--against", base)...)
+	rep := checkJSON(t, -1, append(generatedQueryFiles(t), "--against", base)...) // exit 1 for the absent planning series below; each finding is judged
 	// No errors. Warnings only where serve cannot hold the series by
 	// design: rate rules it computes on demand over a history too short for
 	// a 5m rate, series that exist only in a failure state or while an alert
 	// fires, and up, which only a scraping Prometheus writes.
-	if rep.Errors != 0 {
-		compare(t, rep, nil)
+	// The pool planning families are absent while unknown
+	// (docs/planning.md), as they are here: the simulator runs on a manual
+	// clock, so nothing runs and there is no mix to measure, and the mixed
+	// pool holds servers without token KV (LMDeploy), so no drain answer.
+	absentWhileUnknown := map[string]bool{
+		"kvwatch_pool_workload_headroom_requests": true, "kvwatch_pool_finished_headroom_requests": true,
+		"kvwatch_pool_drain_margin_ratio": true, "kvwatch_pool_drain_margin_tokens": true,
 	}
 	for _, f := range rep.Findings {
-		if f.Severity != querycheck.Warning {
+		name, _, _ := strings.Cut(f.Message, ": no series")
+		if f.Kind == querycheck.KindNoSeries && absentWhileUnknown[name] {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Message, ": no series")
-		ok := f.Kind == querycheck.KindRecordedMissing && strings.Contains(name, "rate5m") ||
+		if f.Severity != querycheck.Warning {
+			t.Errorf("unexpected error %s in %s: %s", f.Kind, f.Where, f.Message)
+			continue
+		}
+		ok := f.Kind == querycheck.KindRecordedMissing && (strings.Contains(name, "rate5m") || strings.Contains(name, "deriv15m")) ||
 			f.Kind == querycheck.KindNoSeries && (name == "kvwatch_target_scrape_error" || name == "ALERTS" || name == "up")
 		if !ok {
 			t.Errorf("unexpected warning %s in %s: %s", f.Kind, f.Where, f.Message)
