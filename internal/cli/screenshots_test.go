@@ -195,7 +195,7 @@ func TestWebUIScreenshots(t *testing.T) {
 		{"web-alerts.png", "#/alerts", []string{`#alerts [data-field="alert-value"]`},
 			[]string{"Active alerts", "KVCacheUsageCritical", "firing", "Rules"}},
 		{"web-planner.png", "#/planner", []string{`#plan-servers tr[data-server="decode"] [data-field="requests"]`},
-			[]string{"More requests of 8192 tokens", "fleet · decode", "1 server\t"}},
+			[]string{"More requests of 8,192 tokens", "fleet · decode", "1 server\t"}},
 	}
 	for _, p := range pages {
 		acts := []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + p.route)}
@@ -238,6 +238,10 @@ func TestWebUIScreenshots(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d bytes", p.file, len(b))
+		// The whole page, for a look at what is below the fold: artifacts only.
+		if full, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(filepath.Join(outDirs[0], strings.TrimSuffix(p.file, ".png")+"-full.png"), full, 0o644)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

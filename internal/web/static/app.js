@@ -338,7 +338,7 @@ function fleetCards(r) {
     return `<div class="card pool" data-pool="${esc(p.name)}"><div class="muted">${pools.length > 1 ? esc(p.name) + " pool" : "Fleet"} KV usage · ${p.servers} server${p.servers === 1 ? "" : "s"}${p.counted < p.servers ? ` (${p.counted} report KV)` : ""}</div>
       <div class="v">${cell("usage", p.usage_ratio, fmtPct)}</div>
       <div>${cell("used", p.used_tokens, fmtInt)} / ${cell("capacity", p.capacity_tokens, fmtInt)} tok</div>
-      <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + h.request_tokens + " tok" : '<span data-field="headroom">--</span>'}</div>
+      <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + fmtInt(h.request_tokens) + " tok" : '<span data-field="headroom">--</span>'}</div>
       <div>running ${cell("running", p.running, fmtInt)} · queued ${cell("queued", p.queued, fmtInt)}</div>
       ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}</div>`;
   };
@@ -405,7 +405,7 @@ async function overview(main) {
   main.innerHTML = fleetCards(r) + `
     <div class="table-wrap"><table id="servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Engine</th><th scope="col">KV cache</th>
       <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
-      <th scope="col" class="num">Headroom${hrTokens ? " (×" + hrTokens.tokens + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
+      <th scope="col" class="num">Headroom${hrTokens ? " (×" + fmtInt(hrTokens.tokens) + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
       <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
     ${state.settings.history ? windowNote() + `<div class="charts single">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
@@ -428,7 +428,7 @@ async function serverPage(main, name) {
   const sv = s.server || {};
   const q = sv.queued || {};
   const rates = s.rates || {};
-  const signals = s.server ? `<table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
+  const signals = s.server ? `<h3>Signals</h3><table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
     ${sv.router ? signalRow("workers_healthy", sv.router.workers_healthy, fmtInt) + signalRow("workers_total", sv.router.workers_total, fmtInt) : ""}
     ${signalRow("usage_ratio", sv.usage_ratio, fmtPct)}
     ${signalRow("reserved_ratio", sv.reserved_ratio, fmtPct)}
@@ -540,7 +540,7 @@ async function renderPlan() {
     return;
   }
   const c = await getJSON("api/kvwatch/v1/capacity", { tokens: n });
-  out.innerHTML = `<div class="table-wrap"><table id="plan-servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col" class="num">Free KV tokens</th><th scope="col" class="num">More requests of ${n} tokens</th></tr></thead><tbody>
+  out.innerHTML = `<div class="table-wrap"><table id="plan-servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col" class="num">Free KV tokens</th><th scope="col" class="num">More requests of ${fmtInt(n)} tokens</th></tr></thead><tbody>
     ${c.servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
       <td class="num">${cell("available", s.available_tokens, fmtInt)}</td>
       <td class="num">${cell("requests", s.requests, fmtInt)}${s.fits_context === false ? ' <span class="muted">(over the context length)</span>' : ""}</td></tr>`).join("")}
