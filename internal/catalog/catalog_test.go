@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/catalog"
 	"github.com/kvwatch/kvwatch/internal/engine"
@@ -93,7 +93,7 @@ func TestKnowsEverySimulatedFamily(t *testing.T) {
 			t.Fatalf("%s: %v", ep.Name, err)
 		}
 		for _, n := range page.Names() {
-			exposed := page.Samples(n)[0].Labels.Get(labels.MetricName)
+			exposed := page.Samples(n)[0].Labels.Get(model.MetricNameLabel)
 			if len(c.Lookup(n)) == 0 && len(c.RenamesOf(n)) == 0 {
 				t.Errorf("%s (%s) exposes %s, which the catalog does not know", ep.Name, ep.Engine, exposed)
 			}

@@ -430,6 +430,26 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	if w := commas(int64(headroom.V)); !headroom.OK() || planned != w {
 		t.Errorf("planner decode requests of 8192 tokens = %q, want %q", planned, w)
 	}
+	// The overview's decode pool card says what limits it and its N−1 answer.
+	if err := chromedp.Do(bctx, chromedp.Navigate(url+"#/"), chromedp.WaitVisible(css(`.card.pool[data-pool="decode"] [data-field="pool-n1"]`))); err != nil {
+		t.Fatalf("overview pool card planning line: %v", err)
+	}
+	if card, _ := chromedp.Run(bctx, chromedp.Text(css(`.card.pool[data-pool="decode"] [data-field="pool-n1"]`))); card != "single server: draining decode leaves no capacity" {
+		t.Errorf("decode pool card N−1 = %q, want the single-server note", card)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(url+"#/planner"), chromedp.WaitVisible(css(`#plan-pools tr[data-pool="decode"] [data-field="n1"]`))); err != nil {
+		t.Fatalf("back to the planner: %v", err)
+	}
+	// Today's mix: the decode pool (one server) is never N−1 safe and says
+	// so; its row and the decode server's limit come from the report.
+	n1, _ := chromedp.Run(bctx, chromedp.Text(css(`#plan-pools tr[data-pool="decode"] [data-field="n1"]`)))
+	if want := "single server: draining decode leaves no capacity"; n1 != want {
+		t.Errorf("planner decode N−1 = %q, want %q", n1, want)
+	}
+	limit, _ := chromedp.Run(bctx, chromedp.Text(css(`#plan-limits tr[data-server="decode"] [data-field="limit"]`)))
+	if limit == "" {
+		t.Errorf("planner shows no limiting factor for decode")
+	}
 	shot("web-planner.png")
 
 	// Narrow: the overview still reads at 800px.

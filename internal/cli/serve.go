@@ -64,6 +64,7 @@ type serveOpts struct {
 	insecureListen bool
 	maxScrapes     int
 	embedded       embeddedFlags
+	fleet          fleetFlags // serve_fleet.go: --shard, --remote-write.*
 }
 
 func addServe(app *kingpin.Application, r registry) {
@@ -76,6 +77,7 @@ func addServe(app *kingpin.Application, r registry) {
 	c.Flag("web.insecure-listen", "Allow a non-loopback --web.listen-address without --web.config.file: only on a trusted network.").BoolVar(&o.insecureListen)
 	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default("256").IntVar(&o.maxScrapes)
 	o.embedded.register(c)
+	o.fleet.register(c)
 	r.add(c, func(ctx context.Context, e *env) int { return exitCode(e, runServe(ctx, e, o)) })
 }
 
@@ -108,9 +110,14 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 		Registry:             own,
 		Logger:               e.Logger,
 		MaxConcurrentScrapes: o.maxScrapes,
+		Shard:                o.fleet.shard,
 	}, o.embedded)
 	if err != nil {
 		return err
+	}
+	rw, err := o.fleet.remoteWriter(e, d, o.configFile)
+	if err != nil {
+		return usageError{err}
 	}
 
 	// Run it; SIGHUP reloads (main turns SIGINT and SIGTERM into ctx).
@@ -129,7 +136,7 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 			}
 		}
 	}()
-	return emb.run(ctx, e, d)
+	return o.fleet.run(ctx, rw, func(ctx context.Context) error { return emb.run(ctx, e, d) })
 }
 
 // embeddedFlags are serve's flags for the embedded history, rules and UI.

@@ -49,6 +49,7 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 	}
 	s := scrape.New(reg, cfg.Global.BodySizeLimitBytes)
 	tr := report.NewTracker(cfg.Global.HeadroomTokens)
+	tr.SetPlanning(report.PlanOptionsOf(cfg))
 	code := exitOK
 	for {
 		results := s.ScrapeAll(ctx, targets, 64)
@@ -171,6 +172,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 	}
 	renderPools(tw, rep, sizes)
 	tw.Flush()
+	renderPlanning(w, rep, wide)
 	if len(notes) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, n := range notes {
@@ -419,18 +421,7 @@ func count(v kv.Value) string {
 	} else {
 		n = thousands(int64(math.Round(v.V)))
 	}
-	return mark(v, n)
-}
-
-// mark adds the partial (~…?) or implausible (!…) marks to a formatted value.
-func mark(v kv.Value, s string) string {
-	switch v.Prov {
-	case kv.Partial:
-		return "~" + s + "?"
-	case kv.Implausible:
-		return "!" + s
-	}
-	return s
+	return kv.Mark(v, n)
 }
 
 func thousands(n int64) string {
@@ -462,9 +453,9 @@ func percent(v kv.Value) string {
 		return "implausible" // no plausible-looking percentage: see the warnings
 	}
 	if math.Abs(v.V) > 1e6 {
-		return mark(v, strconv.FormatFloat(v.V*100, 'g', 3, 64)+"%")
+		return kv.Mark(v, strconv.FormatFloat(v.V*100, 'g', 3, 64)+"%")
 	}
-	return mark(v, fmt.Sprintf("%.1f%%", v.V*100))
+	return kv.Mark(v, fmt.Sprintf("%.1f%%", v.V*100))
 }
 
 // times formats a demand ratio (unbounded above) as "17.6×", -- if unknown.
@@ -483,7 +474,7 @@ func times(v kv.Value) string {
 	default:
 		s = fmt.Sprintf("%.2f", v.V)
 	}
-	return mark(v, s+"×")
+	return kv.Mark(v, s+"×")
 }
 
 // tokens formats a request size: 8192 → 8k, 524288 → 512k.

@@ -41,6 +41,9 @@ type Config struct {
 	Alerts   Alerts   `yaml:"alerts"`
 	History  History  `yaml:"history"`
 	Alerting Alerting `yaml:"alerting"`
+
+	// RemoteWrite lists stores serve pushes to (remotewrite.go).
+	RemoteWrite []RemoteWrite `yaml:"remote_write"`
 }
 
 // Global holds defaults for every target.
@@ -86,6 +89,9 @@ type Target struct {
 	ScrapeTimeout  model.Duration    `yaml:"scrape_timeout"`
 	// Limits override the global limits (see limits.go).
 	Limits Limits `yaml:",inline"`
+	// MaxRunningRequests is the engine's running-request limit, for
+	// engines that do not report it (see planning.go); 0: the engine's own.
+	MaxRunningRequests int `yaml:"max_running_requests"`
 	// HTTPClientConfig holds auth and TLS: bearer_token_file, basic_auth,
 	// authorization, tls_config, ... (the Prometheus keys).
 	HTTPClientConfig promcfg.HTTPClientConfig `yaml:",inline"`
@@ -631,6 +637,7 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 		checkHTTP(v, []any{"file_sd_configs", i}, &c.FileSD[i].HTTPClientConfig)
 	}
 	c.validateLimits(v)
+	c.validatePlanning(v)
 	for i, a := range c.Probe.Allow {
 		if strings.Contains(a, "/") {
 			if _, _, err := net.ParseCIDR(a); err != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"sort"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kvwatch/kvwatch/internal/expo"
@@ -165,7 +166,7 @@ func duplicates(p *expo.Page, name string) int {
 	d := 0
 	for i, s := range ss {
 		var h uint64
-		h, buf = s.Labels.HashWithoutLabels(buf, labels.MetricName)
+		h, buf = s.Labels.HashWithoutLabels(buf, model.MetricNameLabel)
 		dup := false
 		for _, j := range seen[h] {
 			if sameButName(ss[j].Labels, s.Labels) {
@@ -186,7 +187,7 @@ func duplicates(p *expo.Page, name string) int {
 // aside.
 func sameButName(a, b labels.Labels) bool {
 	strip := func(l labels.Labels) labels.Labels {
-		return labels.NewBuilder(l).Del(labels.MetricName).Labels()
+		return labels.NewBuilder(l).Del(model.MetricNameLabel).Labels()
 	}
 	return labels.Equal(strip(a), strip(b))
 }

@@ -111,6 +111,8 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 		nctx := known(props.Settings.NCtx, kv.Of)
 		srv.ContextLength = nctx
 		s.Capacity = nctx.Mul(known(props.TotalSlots, kv.Of))
+		// One request per slot: the slots are the running-request limit.
+		srv.MaxRunning = known(props.TotalSlots, kv.Of)
 	}
 	var slots []lcSlot
 	if b, ok := in.Extra[PathSlots]; ok && json.Unmarshal(b, &slots) == nil && len(slots) > 0 {

@@ -17,9 +17,10 @@ var sglangSpec = Spec{
 	DisabledHint: "start SGLang with --enable-metrics",
 	// Any scheduler gauge of any generation.
 	Detect: []string{sgCapacity, sgTokenUsage, sgNumUsed, sgUsed, sgRunning, sgQueue},
-	Reads: []string{sgAvailable, sgEvictable, sgFullUsage, sgContextLen, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
+	Reads: append([]string{sgAvailable, sgEvictable, sgFullUsage, sgContextLen, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
 		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
-		sgCached, sgPrompt, sgGeneration, sgSWAUsage, sgMambaUsage, sgHostUsed, sgHostTotal},
+		sgCached, sgPrompt, sgGeneration, sgSWAUsage, sgMambaUsage, sgHostUsed, sgHostTotal, sgMaxRunningName},
+		histogramNames(sgReqPrompt, sgReqGen)...),
 	Normalize: normalizeSGLang,
 }
 
@@ -167,6 +168,8 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 	srv.Ranks = r.list()
 	srv.Rollup()
 	srv.CachePools = sglangPools(p)
+	srv.MaxRunning = sgMaxRunning(p)
+	srv.Finished = finishedSizes(p, sgReqPrompt, sgReqGen)
 	for _, s := range p.Samples(sgContextLen) {
 		if expo.Finite(s.Value) {
 			srv.ContextLength = kv.Of(s.Value)

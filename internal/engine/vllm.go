@@ -16,9 +16,9 @@ var vllmSpec = Spec{
 	Name:         "vllm",
 	DisabledHint: "vLLM serves /metrics on its API port by default; check the port and that the server is the OpenAI-compatible server",
 	Detect:       []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig},
-	Reads: []string{vlHits, vlQueries, vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration,
+	Reads: append([]string{vlHits, vlQueries, vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration,
 		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration, vlBySource, vlOffloadCPU,
-		lcLocalUsage, lcRemoteUsage, lcStorageUsage},
+		lcLocalUsage, lcRemoteUsage, lcStorageUsage}, histogramNames(vlReqPrompt, vlReqGen)...),
 	Normalize: normalizeVLLM,
 }
 
@@ -152,6 +152,7 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 	srv.Ranks = r.list()
 	srv.Rollup()
 	srv.CachePools = vllmPools(p)
+	srv.Finished = finishedSizes(p, vlReqPrompt, vlReqGen)
 	return srv, nil
 }
 

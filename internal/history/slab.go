@@ -140,10 +140,6 @@ func (a *arena) endRestore() { a.restored = nil }
 // newArena returns an arena accounting its slabs in st.
 func newArena(st *slabStats) arena { return arena{stats: st} }
 
-// reset drops the arena's slabs (they are freed once no chunk points to
-// them) and keeps its accounting.
-func (a *arena) reset() { *a = newArena(a.stats) }
-
 // copyTrimmed is copy for the chunks trim re-encodes.
 func (a *arena) copyTrimmed(p []byte) (*slab, uint32) {
 	if a == nil || len(p) > slabSize/16 {

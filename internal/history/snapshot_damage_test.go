@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -134,7 +135,7 @@ func TestSnapshotHugeLabel(t *testing.T) {
 	var logs bytes.Buffer
 	st := New(Options{Retention: time.Hour, SnapshotFile: path, Logger: logTo(&logs)})
 	end := fill(t, st, 5)
-	huge := labels.FromStrings(labels.MetricName, "kvwatch_server_info", "model", strings.Repeat("m", 1<<20), "server", "evil")
+	huge := labels.FromStrings(model.MetricNameLabel, "kvwatch_server_info", "model", strings.Repeat("m", 1<<20), "server", "evil")
 	st.Append(huge, end.UnixMilli(), 1)
 	n := st.Stats().Series
 	if err := st.WriteSnapshot(path); err != nil {

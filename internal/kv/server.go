@@ -108,6 +108,13 @@ type Server struct {
 	// Signals are the server totals (set by Rollup from Ranks, or directly
 	// by the adapter for values without ranks).
 	Signals
+	// MaxRunning is the engine's running-request limit, summed over DP
+	// ranks (SGLang sglang:max_running_requests); unavailable where the
+	// engine does not put it on its page (see docs/planning.md).
+	MaxRunning Value `json:"max_running_requests"`
+	// Finished are the sizes of the requests finished since the engine
+	// started, where it reports them (planning.go).
+	Finished RequestSizes `json:"finished_requests"`
 	// Spread is the highest minus lowest usage ratio over DP ranks.
 	Spread Value `json:"rank_spread_ratio"`
 	// CachePools are the server's KV pools beyond the primary one: other

@@ -178,3 +178,16 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Mark adds the partial (~…?: a sum with missing parts) or implausible (!…:
+// see the server's warnings) marks to s, the formatted v, for people-facing
+// faces (status, top).
+func Mark(v Value, s string) string {
+	switch v.Prov {
+	case Partial:
+		return "~" + s + "?"
+	case Implausible:
+		return "!" + s
+	}
+	return s
+}

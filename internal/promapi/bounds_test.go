@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
@@ -183,7 +184,7 @@ func TestHostileQueryBounded(t *testing.T) {
 	for i := range 2000 {
 		ts := end.Add(-time.Duration(2000-i) * 5 * time.Second).UnixMilli()
 		for s := range 20 {
-			st.Append(labels.FromStrings(labels.MetricName, "kvwatch_kv_used_tokens", "server", string(rune('a'+s))), ts, float64(i*s))
+			st.Append(labels.FromStrings(model.MetricNameLabel, "kvwatch_kv_used_tokens", "server", string(rune('a'+s))), ts, float64(i*s))
 		}
 	}
 	srv := server(t, Options{Queryable: st, Timeout: 3 * time.Second, Now: func() time.Time { return end }})

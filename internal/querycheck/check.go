@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -384,7 +385,7 @@ func selectorName(vs *parser.VectorSelector) string {
 		return vs.Name
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value
 		}
 	}
@@ -489,7 +490,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 		return res, false, nil
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName || m.Matches("") {
+		if m.Name == model.MetricNameLabel || m.Matches("") {
 			continue // matches series without the label too
 		}
 		if (m.Type == labels.MatchRegexp || m.Type == labels.MatchNotRegexp) && templated(m.Value) {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/catalog"
 )
@@ -18,7 +18,8 @@ func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add 
 		i, err := c.Store.Metric(ctx, n)
 		return i.Exists, err
 	}
-	for _, r := range c.Catalog.RenamesOf(name) {
+	if rs := c.Catalog.RenamesOf(name); len(rs) > 0 {
+		r := rs[0] // the first rename of the name decides
 		to := finalName(c.Catalog, r)
 		if to == "" {
 			add(KindRemoved, Error, name+": no series; "+renameText(c.Catalog, r), "", nil)
@@ -141,7 +142,8 @@ func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity,
 			add(k, s, msg, sug, fix)
 		}
 	}
-	for _, r := range c.Catalog.RenamesOf(name) {
+	if rs := c.Catalog.RenamesOf(name); len(rs) > 0 {
+		r := rs[0] // the first rename of the name decides
 		res.found = true
 		res.python = c.Catalog.PythonClient(r.Engine)
 		if to := finalName(c.Catalog, r); to == "" {
@@ -280,7 +282,7 @@ func fixOf(old, new string) *Fix {
 func listOrNone(l []string) string {
 	var out []string
 	for _, x := range l {
-		if x == labels.MetricName || slices.Contains(targetLabels, x) || slices.Contains(out, x) {
+		if x == model.MetricNameLabel || slices.Contains(targetLabels, x) || slices.Contains(out, x) {
 			continue
 		}
 		out = append(out, x)

@@ -22,24 +22,8 @@ import (
 	"github.com/kvwatch/kvwatch/internal/cli"
 	"github.com/kvwatch/kvwatch/internal/querycheck"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
-
-// tool returns the path of an external binary, skipping the test when it is
-// missing, or failing it when KVWATCH_REQUIRE_TOOLS=1 (as in CI).
-func tool(t *testing.T, names ...string) string {
-	t.Helper()
-	for _, n := range names {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	msg := strings.Join(names, " or ") + " not on PATH; install the Debian package prometheus"
-	if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // startSim runs a built-in scenario on a manual clock (pages do not
 // change, which is all a name check needs).
@@ -216,7 +200,7 @@ func waitNames(t *testing.T, base string, names ...string) {
 }
 
 func TestAgainstPrometheus(t *testing.T) {
-	prom := tool(t, "prometheus")
+	prom := testenv.Tool(t, "prometheus", "prometheus")
 	eps := startSim(t, "mixed")
 	var targets []string
 	for _, ep := range eps {

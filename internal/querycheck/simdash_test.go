@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kvwatch/kvwatch/internal/expo"
@@ -67,11 +68,11 @@ func TestDashboardFromEnginePagesPassesOffline(t *testing.T) {
 			ss := page.Samples(n)
 			var ls []string
 			ss[0].Labels.Range(func(l labels.Label) {
-				if l.Name != labels.MetricName {
+				if l.Name != model.MetricNameLabel {
 					ls = append(ls, l.Name+`=~".+"`)
 				}
 			})
-			expr := ss[0].Labels.Get(labels.MetricName) + "{" + strings.Join(ls, ",") + "}"
+			expr := ss[0].Labels.Get(model.MetricNameLabel) + "{" + strings.Join(ls, ",") + "}"
 			p.Targets = append(p.Targets, target{RefID: fmt.Sprint(j), Expr: expr})
 		}
 		panels = append(panels, p)

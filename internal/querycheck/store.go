@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kvwatch/kvwatch/internal/expo"
@@ -260,7 +261,7 @@ func (p *Pages) AddPage(url string, page *expo.Page) {
 	p.URLs = append(p.URLs, url)
 	for _, n := range page.Names() {
 		for _, s := range page.Samples(n) {
-			exposed := s.Labels.Get(labels.MetricName)
+			exposed := s.Labels.Get(model.MetricNameLabel)
 			p.series[exposed] = append(p.series[exposed], s.Labels)
 		}
 	}

@@ -32,6 +32,8 @@ type Report struct {
 	// unified), then by cluster and pool label.
 	Pools []kv.Pool `json:"pools"`
 	Fleet Fleet     `json:"fleet"`
+	// Planning is the capacity-planning view per pool (planning.go).
+	Planning []kv.PoolPlan `json:"planning,omitempty"`
 }
 
 // Fleet is the one-line answer over the pools.
@@ -106,6 +108,8 @@ type Server struct {
 	// Late is true when the target's scrape was still running when the
 	// report was made (top): the row is its previous scrape.
 	Late bool `json:"late,omitempty"`
+	// Plan is the server's capacity-planning view (planning.go).
+	Plan *kv.ServerPlan `json:"plan,omitempty"`
 }
 
 // Headroom is how many more requests of Tokens tokens fit.
@@ -121,6 +125,7 @@ type Headroom struct {
 type Tracker struct {
 	headroom []int
 	prev     map[string]scrape.Result
+	plan     PlanOptions
 }
 
 // NewTracker returns a tracker computing headroom for the request sizes
@@ -136,6 +141,7 @@ func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
 		r.Servers = append(r.Servers, t.row(&results[i]))
 	}
 	r.Summarize(t.headroom)
+	r.PlanPools(t.plan)
 	return r
 }
 
@@ -161,6 +167,7 @@ func (t *Tracker) row(res *scrape.Result) Server {
 		rates := kv.RatesBetween(p.Server.Counters, res.Server.Counters, res.Time.Sub(p.Time))
 		s.Rates = &rates
 	}
+	s.Plan = t.planServer(res, s.Rates)
 	t.prev[res.Target.Name] = *res
 	return s
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/alecthomas/units"
 	promcfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/prometheus/model/labels"
 	"go.yaml.in/yaml/v3"
@@ -68,7 +69,9 @@ type Target struct {
 	// SecretParams are query parameters redacted in every output besides
 	// those named like secrets (config global.secret_query_params).
 	SecretParams []string
-	client       *http.Client
+	// MaxRunning is the configured running-request limit (0: the engine's).
+	MaxRunning int
+	client     *http.Client
 }
 
 // Result is the outcome of one scrape.
@@ -197,7 +200,7 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 	}
 	t := &Target{Name: ct.Name, URL: u, Role: kv.Role(ct.Role), Engine: ct.Engine, Labels: ct.Labels,
 		Timeout: time.Duration(ct.ScrapeTimeout), Interval: time.Duration(ct.ScrapeInterval),
-		Limits: ct.Limits.Resolve(config.Limits{})}
+		Limits: ct.Limits.Resolve(config.Limits{}), MaxRunning: ct.MaxRunningRequests}
 	if t.Name == "" {
 		t.Name = u.Host
 	}
@@ -367,7 +370,7 @@ func checkPage(p *expo.Page, l config.TargetLimits) error {
 			labelsN := 0
 			var bad error
 			smp.Labels.Range(func(lb labels.Label) {
-				if bad != nil || lb.Name == labels.MetricName {
+				if bad != nil || lb.Name == model.MetricNameLabel {
 					return
 				}
 				labelsN++

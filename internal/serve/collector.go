@@ -55,6 +55,9 @@ type collector struct {
 	descs map[string]*prometheus.Desc
 	// labels are each family's label names, in the order of its values.
 	labels map[string][]string
+	// planWarning returns the warning threshold of the planning families
+	// (alerts.kv_usage_warning); nil: the default.
+	planWarning func() float64
 }
 
 func newCollector(src source) *collector {
@@ -64,6 +67,7 @@ func newCollector(src source) *collector {
 		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
 		c.labels[m.Name] = labels
 	}
+	c.addPlanning()
 	return c
 }
 
@@ -79,9 +83,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit := func(m signal.Metric, v float64, values []string) {
 		ch <- prometheus.MustNewConstMetric(c.descs[m.Name], valueType(m), v, values...)
 	}
-	for _, e := range c.src() {
+	es := c.src()
+	for _, e := range es {
 		c.collectEntry(&e, emit)
 	}
+	c.collectPlanning(es, emit)
 }
 
 // walk passes every sample Collect would export to fn, with its label
@@ -96,9 +102,11 @@ func (c *collector) walk(fn func(name string, counter bool, v float64, pairs ...
 		}
 		fn(m.Name, m.Type == signal.Counter, v, pairs...)
 	}
-	for _, e := range c.src() {
+	es := c.src()
+	for _, e := range es {
 		c.collectEntry(&e, emit)
 	}
+	c.collectPlanning(es, emit)
 }
 
 func valueType(m signal.Metric) prometheus.ValueType {

@@ -68,6 +68,8 @@ type Options struct {
 	// MaxConcurrentScrapes bounds scrapes in flight over all targets and
 	// probes; default 256.
 	MaxConcurrentScrapes int
+	// Shard keeps only this instance's share of the targets (shard.go).
+	Shard Shard
 }
 
 // Daemon is a running exporter. Its methods are safe for concurrent use.
@@ -171,6 +173,7 @@ func New(opts Options) (*Daemon, error) {
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
 	d.coll = newCollector(d.entries)
+	d.coll.planWarning = d.planWarning
 	d.kvReg.MustRegister(d.coll)
 	d.routes()
 
@@ -434,6 +437,7 @@ func fingerprint(t *scrape.Target, s *Setup) string {
 // stop, new ones start; counters carry over by name. It runs on Run's
 // goroutine only.
 func (d *Daemon) apply(ctx context.Context, s *Setup) {
+	s = d.opts.Shard.apply(s)
 	d.setup.Store(s)
 	d.scraper.Store(scrape.New(d.engines, s.Config.Global.BodySizeLimitBytes))
 	keys := make(map[string]string, len(s.Targets))
@@ -464,6 +468,7 @@ func (d *Daemon) apply(ctx context.Context, s *Setup) {
 		}
 		st := &targetState{key: keys[t.Name], target: t, done: make(chan struct{}),
 			tracker: report.NewTracker(s.Config.Global.HeadroomTokens)}
+		st.tracker.SetPlanning(report.PlanOptionsOf(s.Config))
 		st.e = entry{target: t, role: t.Role}
 		if st.e.role == "" {
 			st.e.role = kv.RoleUnified
@@ -643,9 +648,12 @@ func (d *Daemon) Report() report.Report {
 		r.Servers = append(r.Servers, e.row)
 	}
 	var sizes []int
+	var plan report.PlanOptions
 	if st := d.setup.Load(); st != nil {
 		sizes = st.Config.Global.HeadroomTokens
+		plan = report.PlanOptionsOf(st.Config)
 	}
 	r.Summarize(sizes)
+	r.PlanPools(plan)
 	return r
 }

@@ -74,7 +74,9 @@ func renderMetricsDoc(t *testing.T) string {
 		b.WriteString("| name | type | unit | labels | meaning | provenance |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, m := range ms {
 			var labels []string
-			if !m.Self {
+			if m.Pool {
+				labels = append(labels, signal.PoolLabels()...)
+			} else if !m.Self {
 				labels = append(labels, signal.ServerLabels()...)
 			}
 			labels = append(labels, m.Labels...)
@@ -99,6 +101,8 @@ func renderMetricsDoc(t *testing.T) string {
 		"Absent when the engine does not report the value or the last scrape failed; never 0 for unknown.", signal.Server())
 	table("Per pool", "A server's KV pools beyond the primary one (see [pools and tiers](#pools-and-tiers)), one series per pool and known value; "+
 		"labels `pool_type`, `tier`, `pool_name` on top of the identity labels.", signal.Pools())
+	table("Planning per server", "Capacity planning (docs/planning.md): one series per server, absent when unknown.", signal.Planning())
+	table("Planning per pool", "One series per pool: the servers of one role and, when set, one cluster and pool label.", signal.PoolPlanning())
 	table("Per target", "Scrape health of every configured target, whether or not the last scrape worked.", signal.Target())
 	table("kvwatch serve itself", "No identity labels.", signal.Self())
 	table("History", "With `--history` (on by default in `serve` and `demo`): the size of the in-memory history. No identity labels. "+

@@ -9,8 +9,8 @@ const (
 	LabelPoolName = "pool_name" // tells pools of one type and tier apart (an LMCache L2 adapter); "" when there is one
 )
 
-// PoolLabels are the labels of every pool family beyond ServerLabels.
-func PoolLabels() []string { return []string{LabelPoolType, LabelKVTier, LabelPoolName} }
+// CachePoolLabels are the labels of every cache-pool family beyond ServerLabels.
+func CachePoolLabels() []string { return []string{LabelPoolType, LabelKVTier, LabelPoolName} }
 
 // The pool families: a server's KV pools beyond its primary one (full
 // attention on the GPU, which the kvwatch_kv_* families describe):
@@ -19,19 +19,19 @@ func PoolLabels() []string { return []string{LabelPoolType, LabelKVTier, LabelPo
 // host memory or storage are measured in bytes by some engines (LMCache)
 // and in tokens by others (SGLang HiCache).
 var (
-	KVPoolCapacityTokens = Metric{Name: "kvwatch_kv_pool_capacity_tokens", Type: Gauge, Unit: "tokens", Labels: PoolLabels(),
+	KVPoolCapacityTokens = Metric{Name: "kvwatch_kv_pool_capacity_tokens", Type: Gauge, Unit: "tokens", Labels: CachePoolLabels(),
 		Help: "Capacity of a further KV pool or cache tier, in tokens (summed over DP ranks)."}
-	KVPoolCapacityBytes = Metric{Name: "kvwatch_kv_pool_capacity_bytes", Type: Gauge, Unit: "bytes", Labels: PoolLabels(),
+	KVPoolCapacityBytes = Metric{Name: "kvwatch_kv_pool_capacity_bytes", Type: Gauge, Unit: "bytes", Labels: CachePoolLabels(),
 		Help: "Capacity of a further KV pool or cache tier, in bytes, where the engine measures it in bytes."}
-	KVPoolUsedTokens = Metric{Name: "kvwatch_kv_pool_used_tokens", Type: Gauge, Unit: "tokens", Labels: PoolLabels(),
+	KVPoolUsedTokens = Metric{Name: "kvwatch_kv_pool_used_tokens", Type: Gauge, Unit: "tokens", Labels: CachePoolLabels(),
 		Help: "What a further KV pool or cache tier holds now, in tokens."}
-	KVPoolUsedBytes = Metric{Name: "kvwatch_kv_pool_used_bytes", Type: Gauge, Unit: "bytes", Labels: PoolLabels(),
+	KVPoolUsedBytes = Metric{Name: "kvwatch_kv_pool_used_bytes", Type: Gauge, Unit: "bytes", Labels: CachePoolLabels(),
 		Help: "What a further KV pool or cache tier holds now, in bytes."}
-	KVPoolUsageRatio = Metric{Name: "kvwatch_kv_pool_usage_ratio", Type: Gauge, Unit: "ratio", Labels: PoolLabels(),
+	KVPoolUsageRatio = Metric{Name: "kvwatch_kv_pool_usage_ratio", Type: Gauge, Unit: "ratio", Labels: CachePoolLabels(),
 		Help: "Used over capacity (0-1) of a further KV pool or cache tier."}
-	KVPoolHitTokens = Metric{Name: "kvwatch_kv_pool_hit_tokens_total", Type: Counter, Unit: "tokens", Labels: PoolLabels(),
+	KVPoolHitTokens = Metric{Name: "kvwatch_kv_pool_hit_tokens_total", Type: Counter, Unit: "tokens", Labels: CachePoolLabels(),
 		Help: "Prompt tokens a cache tier served as prefix-cache hits (the tier's share of hits = rate(this) / rate(kvwatch_prefix_cache_hit_tokens_total))."}
-	KVPoolHitRate = Metric{Name: "kvwatch_kv_pool_hit_ratio", Type: Gauge, Unit: "ratio", Labels: PoolLabels(),
+	KVPoolHitRate = Metric{Name: "kvwatch_kv_pool_hit_ratio", Type: Gauge, Unit: "ratio", Labels: CachePoolLabels(),
 		Help: "Hit rate (0-1) of a cache tier as the engine computes it over its own window (Dynamo KVBM: the last 1,000 requests)."}
 )
 

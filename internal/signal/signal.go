@@ -32,6 +32,9 @@ type Metric struct {
 	// Self is true for families about kvwatch serve itself; they carry no
 	// identity labels.
 	Self bool
+	// Pool is true for families about a pool of servers; they carry
+	// PoolLabels instead of ServerLabels (planning.go).
+	Pool bool
 }
 
 // Identity labels. Every per-server series carries ServerLabels; cluster and
@@ -217,7 +220,7 @@ func Self() []Metric {
 
 // All lists every exported kvwatch_* family.
 func All() []Metric {
-	return append(append(append(append(Server(), Pools()...), Target()...), Self()...), History()...)
+	return append(append(append(append(append(append(Server(), Pools()...), Target()...), Self()...), History()...), Planning()...), PoolPlanning()...)
 }
 
 // Signal names used as the signal label of SignalInfo.

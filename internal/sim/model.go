@@ -73,6 +73,9 @@ type counters struct {
 	promptSeconds     float64
 	generationSeconds float64
 	maxSeqLen         int64
+	// finishedPrompt and finishedGen are the prompt and output tokens of
+	// finished requests (the request_*_tokens histograms' sums).
+	finishedPrompt, finishedGen int64
 }
 
 // rank is one DP rank (SGLang dp_rank, vLLM engine) of a server: its own KV
@@ -454,6 +457,8 @@ func (k *rank) finish(i int, now time.Duration) {
 	k.h.e2e.observe((now - r.arrived).Seconds())
 	k.h.prompt.observe(float64(r.prompt))
 	k.h.gen.observe(float64(r.generated))
+	k.c.finishedPrompt += r.prompt
+	k.c.finishedGen += r.generated
 	k.h.itl.observe(1 / s.spec.Load.DecodeRate)
 	if r.router != nil && r.router.active[r.worker] > 0 {
 		r.router.active[r.worker]--

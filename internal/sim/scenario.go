@@ -113,6 +113,8 @@ type LoadSpec struct {
 	PrefixShare   float64       `yaml:"prefix_share"`   // fraction of requests that start with a shared prefix (default 0.6)
 	DecodeRate    float64       `yaml:"decode_rate"`    // tokens/s generated per running request (default 40)
 	PrefillRate   float64       `yaml:"prefill_rate"`   // prompt tokens/s computed per DP rank (default 20000)
+	// Schedule varies the rate over time: ramps, steady fills, drains (planning.go).
+	Schedule []LoadStep `yaml:"schedule"`
 }
 
 // FaultSpec is a fault switched on at start; see Fault.
@@ -544,6 +546,7 @@ func (sc *Scenario) validate() []problem {
 		if l.DecodeRate <= 0 {
 			add(lp+".decode_rate", "must be positive tokens/s, got %g", l.DecodeRate)
 		}
+		l.validateSchedule(lp, add)
 		if l.PrefillRate <= 0 {
 			add(lp+".prefill_rate", "must be positive tokens/s, got %g", l.PrefillRate)
 		}

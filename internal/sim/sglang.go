@@ -78,6 +78,14 @@ func renderSGLang(p *snapshot) []byte {
 		gauge("num_pages", "Number of KV cache pages.", func(r *RankTruth) float64 { return float64(r.CapacityTokens / spec.PageSize) })
 	}
 	gauge("context_len", "Maximum context length.", func(*RankTruth) float64 { return float64(spec.ContextLength) })
+	if !legacy {
+		// Newest collectors: each scheduler's resolved running-request cap
+		// (per DP rank) and where it came from (docs/planning.md).
+		w.family(pre+"max_running_requests", "Maximum running requests", "gauge")
+		for _, rs := range rankSeries {
+			w.sample(pre+"max_running_requests", labels(true, append(append([]string(nil), rs.kv...), "cap_source", "requested")...), float64(spec.MaxRunningRequests))
+		}
+	}
 	gauge("gen_throughput", "The generation throughput (token/s).", func(r *RankTruth) float64 { return r.GenThroughput })
 	gauge("num_queue_reqs", "The number of requests in the waiting queue.", func(r *RankTruth) float64 { return float64(r.Queued) })
 	gauge("num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.", func(*RankTruth) float64 { return 0 })

@@ -83,6 +83,10 @@ type Counters struct {
 	PromptSeconds       float64
 	GenerationSeconds   float64
 	MaxSeqLen           int64 // longest finished sequence (prompt + output), tokens
+	// FinishedPromptTokens and FinishedGenerationTokens are the prompt and
+	// output tokens of the RequestsFinished (the sums of the engines'
+	// per-request prompt and generation histograms).
+	FinishedPromptTokens, FinishedGenerationTokens int64
 }
 
 func (c *Counters) add(o counters) {
@@ -101,6 +105,8 @@ func (c *Counters) add(o counters) {
 	c.PromptSeconds += o.promptSeconds
 	c.GenerationSeconds += o.generationSeconds
 	c.MaxSeqLen = max(c.MaxSeqLen, o.maxSeqLen)
+	c.FinishedPromptTokens += o.finishedPrompt
+	c.FinishedGenerationTokens += o.finishedGen
 }
 
 // RankTruth is one DP rank's share of Truth.

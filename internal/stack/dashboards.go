@@ -306,6 +306,7 @@ func Dashboards(o Options) []DashboardSpec {
 			queries:     []query{{expr: signal.SignalInfo.Name + serverSel(), legend: "{{server}} {{signal}} {{provenance}}", instant: true}},
 			steps:       []step{{nil, blue}}},
 	}}
+	fleet.panels = append(fleet.panels, planningPanels(o)...)
 	return []DashboardSpec{fleet, server}
 }
 

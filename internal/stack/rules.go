@@ -114,6 +114,7 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 			recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
 		groups = append(groups, g)
 	}
+	groups = append(groups, planningRecording())
 	return rulefmt.RuleGroups{Groups: groups}
 }
 
@@ -138,7 +139,7 @@ const (
 func AlertNames() []string {
 	return []string{AlertKVHigh, AlertKVCritical, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
-		AlertMetricsStale, AlertRankImbalance}
+		AlertMetricsStale, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain}
 }
 
 // queueAdmission selects the queues where requests wait for admission (not
@@ -236,5 +237,5 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Metrics of engine {{ $labels.server }} are stale",
 			"kvwatch's last successful scrape of {{ $labels.server }} is older than "+a.StaleAfter.String()+"; what dashboards show for it is old."),
 	}}
-	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health}}
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert)}}
 }

@@ -378,6 +378,7 @@ func ruleTests(o Options) ruleTestFile {
 				{Expr: "round(" + RecTimeToFull + ")", EvalTime: mins(20), ExpSamples: []expSample{{renderLabels(dec.labels()), 1800}}},
 			}})
 	}
+	tests = append(tests, planningRuleTests(o, expect)...)
 	return ruleTestFile{
 		RuleFiles:          []string{path.Base(RecordingRulesFile), path.Base(AlertRulesFile)},
 		EvaluationInterval: step,

@@ -82,6 +82,8 @@ type Options struct {
 	// HA adds the files of a two-replica Prometheus and a clustered
 	// Alertmanager pair under ha/.
 	HA bool
+	// Agent adds the agent-mode files (agent.go): collectors, a ruler.
+	Agent AgentOptions
 	// Probe adds a Prometheus job that scrapes every configured target
 	// through kvwatch's /probe endpoint (one series set per target, labelled
 	// by Prometheus), for fleets that discover targets with Prometheus.
@@ -282,6 +284,13 @@ func Generate(o Options) (Files, error) {
 		return nil, err
 	}
 	out = append(out, more...)
+	if o.Agent.Enabled {
+		agent, err := agentFiles(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, agent...)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }

@@ -1,7 +1,8 @@
 // Package testenv is what kvwatch's tests share about their environment:
 // finding the real tools they run (Prometheus, promtool, Alertmanager,
-// Chromium, tmux), loopback addresses, and fake engines serving a
-// /metrics page. Only tests import it.
+// Chromium, tmux, the VictoriaMetrics binaries), loopback addresses, fake
+// engines serving a /metrics page, and subprocesses with their logs. Only
+// tests import it.
 package testenv
 
 import (

@@ -219,6 +219,7 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			}
 			return times(s.Server.DemandRatio)
 		}},
+		limitCol(),
 		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string { return pct(numberOf(s, colHit, m.now)) }},
 		{colPreempt, "PRE/S", 6, true, 5, func(m Model, s report.Server) string { return perSec(numberOf(s, colPreempt, m.now)) }},
 		{colTokens, "TOK/S", 7, true, 8, func(m Model, s report.Server) string { return perSec(numberOf(s, colTokens, m.now)) }},
@@ -232,8 +233,9 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			}
 			return ageText(time.Duration(v.V * float64(time.Second)))
 		}},
-		{numColumns, "USAGE HISTORY", 20, false, 10, func(m Model, s report.Server) string {
-			return spark(m.hist[s.Name], 20)
+		// 15 wide, so that at 160 columns it fits beside DEMAND and LIMIT.
+		{numColumns, "USAGE HISTORY", 15, false, 10, func(m Model, s report.Server) string {
+			return spark(m.hist[s.Name], 15)
 		}},
 	}
 	const nameMin, nameMax = 16, 32
@@ -478,7 +480,7 @@ func (m Model) poolParts(p kv.Pool) []string {
 	if p.DemandRatio.OK() {
 		parts = append(parts, "demand "+times(p.DemandRatio))
 	}
-	return parts
+	return append(parts, m.poolPlanParts(p.PoolKey)...)
 }
 
 // headroomCell shows how many requests of the first size fit and, in the
@@ -580,6 +582,7 @@ func (m Model) drillView(w int) []string {
 		hr = append(hr, na)
 	}
 	lines = append(lines, flow(hr, w, "  ")...)
+	lines = append(lines, m.planLines(*s, w)...)
 	q := sv.Queued
 	lines = append(lines, flow([]string{"running " + count(sv.Running), "queued " + count(q.QueuedTotal()) + ":",
 		"waiting " + count(q.Waiting), "prealloc " + count(q.Prealloc), "bootstrap " + count(q.Bootstrap),
@@ -718,26 +721,14 @@ func tokens(v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
-	return mark(v, num(v.V))
+	return kv.Mark(v, num(v.V))
 }
 
 func count(v kv.Value) string {
 	if !v.OK() {
 		return na
 	}
-	return mark(v, num(v.V))
-}
-
-// mark adds the partial (~…?: a sum with missing parts) or implausible
-// (!…: see the server's warnings) marks to a formatted value.
-func mark(v kv.Value, s string) string {
-	switch v.Prov {
-	case kv.Partial:
-		return "~" + s + "?"
-	case kv.Implausible:
-		return "!" + s
-	}
-	return s
+	return kv.Mark(v, num(v.V))
 }
 
 // pct writes a ratio 0–1 as a percentage; a reservation is marked with *.
@@ -752,7 +743,7 @@ func pct(v kv.Value) string {
 	if v.Prov == kv.Reserved {
 		s += "*"
 	}
-	return mark(v, s)
+	return kv.Mark(v, s)
 }
 
 // times writes a demand ratio (unbounded above): "17.6×".
@@ -763,13 +754,13 @@ func times(v kv.Value) string {
 	a := math.Abs(v.V)
 	switch {
 	case a >= 1000:
-		return mark(v, num(v.V)+"×")
+		return kv.Mark(v, num(v.V)+"×")
 	case a >= 100:
-		return mark(v, fmt.Sprintf("%.0f×", v.V))
+		return kv.Mark(v, fmt.Sprintf("%.0f×", v.V))
 	case a >= 10:
-		return mark(v, fmt.Sprintf("%.1f×", v.V))
+		return kv.Mark(v, fmt.Sprintf("%.1f×", v.V))
 	}
-	return mark(v, fmt.Sprintf("%.2f×", v.V))
+	return kv.Mark(v, fmt.Sprintf("%.2f×", v.V))
 }
 
 func pctF(r float64) string { return fmt.Sprintf("%.1f%%", r*100) }

@@ -340,7 +340,7 @@ function fleetCards(r) {
       <div>${cell("used", p.used_tokens, fmtInt)} / ${cell("capacity", p.capacity_tokens, fmtInt)} tok</div>
       <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + fmtInt(h.request_tokens) + " tok" : '<span data-field="headroom">--</span>'}</div>
       <div>running ${cell("running", p.running, fmtInt)} · queued ${cell("queued", p.queued, fmtInt)}</div>
-      ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}</div>`;
+      ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}${poolPlanLine(r, p)}</div>`;
   };
   const failed = f.failed ? `<div class="card"><div class="muted">Down</div><div class="v error">${f.failed}</div></div>` : "";
   return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${failed}</div>`;
@@ -527,12 +527,73 @@ async function plannerPage(main) {
   if (!document.getElementById("tokens")) {
     main.innerHTML = `<h2>Capacity planner</h2>
       <p><label for="tokens">How many more requests of</label> <input id="tokens" type="number" min="1" value="8192"> tokens (prompt + output) fit right now?
-      Per DP rank: floor(free KV / N), summed; evictable prefix cache counts as free.</p><div id="plan"></div>`;
+      Per DP rank: floor(free KV / N), summed; evictable prefix cache counts as free.</p><div id="plan"></div>
+      <h2>Today's mix: will it fit, when is it full, can I drain one?</h2>
+      <p class="muted">Requests like the ones running now (free KV over the KV each running request holds), the demand-aware time to full,
+      the N−1 answer (the pool's used and queued KV moved onto the rest, against the ${esc(fmtPct(state.settings.kv_usage_warning))} warning),
+      and what limits each server. Formulas and limits: docs/planning.md.</p><div id="plan-mix"></div>`;
     document.getElementById("tokens").addEventListener("input", () => renderPlan());
   }
   await renderPlan();
 }
+// poolPlanLine is a pool card's planning line: what limits the pool and
+// its N−1 answer (docs/planning.md).
+function poolPlanLine(r, p) {
+  const pp = (r.planning || []).find((x) => x.name === p.name);
+  if (!pp) return "";
+  const lim = pp.limiters.length ? "limited by " + pp.limiters.map((l) => `${esc(l.server)} (${esc(l.factor)})`).join(", ") : "nothing limits admission";
+  const n1 = pp.n1_safe && pp.drain_largest ? `N−1 safe: draining ${esc(pp.drain_largest.server)} leaves ${shown(pp.drain_largest.after_usage_ratio, fmtPct)} of the rest`
+    : esc(pp.n1_note || "N−1 unknown");
+  return `<div data-field="pool-limit">${lim}</div><div class="muted" data-field="pool-n1">${n1}</div>`;
+}
+// renderMix draws the planning view of the report (servers[].plan and
+// planning[]), with each pool's time to full from the recording rules when
+// the history runs.
+async function renderMix() {
+  const out = document.getElementById("plan-mix");
+  if (!out) return;
+  const pools = state.report.planning || [];
+  const ttf = new Map(), filling = new Map();
+  const key = (l) => [l.role || "", l.cluster || "", l.pool || ""].join("/");
+  if (state.settings.history && state.settings.alerts) {
+    for (const [m, name] of [[ttf, "pool:kvwatch_kv_seconds_to_full:deriv15m"], [filling, "pool:kvwatch_kv_filling:deriv15m"]]) {
+      try {
+        for (const r of (await api("api/v1/query", { query: name })).result) m.set(key(r.metric), parseFloat(r.value[1]));
+      } catch (e) { /* no history yet: the column says so */ }
+    }
+  }
+  const full = (p) => {
+    const k = key(p);
+    if (ttf.has(k)) return ttf.get(k) === 0 ? "full now: the queue alone fills it" : "in " + fmtDur(Math.round(ttf.get(k)));
+    if (filling.get(k) === 0) return "not filling";
+    return "--";
+  };
+  const n1 = (p) => {
+    if (p.n1_safe && p.drain_largest) return `safe: draining ${esc(p.drain_largest.server)} leaves ${shown(p.drain_largest.after_usage_ratio, fmtPct)} of the rest`;
+    return esc(p.n1_note || "--");
+  };
+  const limiters = (p) => p.limiters.length ? p.limiters.map((l) => `${esc(l.server)} (${esc(l.factor)})`).join(", ") : "nothing";
+  const servers = state.report.servers.filter((s) => s.plan);
+  out.innerHTML = `<div class="table-wrap"><table id="plan-pools"><thead><tr><th scope="col">Pool</th><th scope="col" class="num">Servers</th>
+      <th scope="col" class="num">KV per running request</th><th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Saturation</th>
+      <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th><th scope="col">Limited by</th></tr></thead><tbody>
+    ${pools.map((p) => `<tr data-pool="${esc(p.name)}"><td>${esc(p.name)}</td><td class="num">${p.servers}</td>
+      <td class="num">${cell("per-request", p.kv_per_running_request_tokens, fmtInt)}</td>
+      <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(idle)</span>' : ""}</td>
+      <td class="num">${cell("saturation", p.saturation_ratio, fmtPct)}</td><td data-field="full">${esc(full(p))}</td>
+      <td class="wrap" data-field="n1">${n1(p)}</td><td class="num">${p.drain_largest && p.servers > 1 ? cell("margin", p.drain_largest.margin_tokens, fmtInt) : "--"}</td>
+      <td data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
+    <div class="table-wrap"><table id="plan-limits"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Limit</th>
+      <th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Max running</th><th scope="col" class="num">Saturation</th><th scope="col">Why</th></tr></thead><tbody>
+    ${servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
+      <td data-field="limit" class="limit-${esc(s.plan.limiting_factor)}">${esc(s.plan.limiting_factor === "unknown" ? "--" : s.plan.limiting_factor)}</td>
+      <td class="num">${cell("workload", s.plan.workload_headroom_requests, fmtInt)}</td>
+      <td class="num">${cell("max-running", s.plan.max_running_requests, fmtInt)}${s.plan.max_running_source ? ` <span class="muted">(${esc(s.plan.max_running_source)})</span>` : ""}</td>
+      <td class="num">${cell("saturation", s.plan.saturation_ratio, fmtPct)}</td><td class="wrap">${esc(s.plan.limit_reason || "")}</td></tr>`).join("")}
+    </tbody></table></div>`;
+}
 async function renderPlan() {
+  await renderMix();
   const n = parseInt(document.getElementById("tokens").value, 10);
   const out = document.getElementById("plan");
   if (!(n > 0)) {

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+)
+
+// renderPlanning writes the capacity-planning lines (docs/planning.md): one
+// per pool (how many more of today's requests fit, the N−1 answer, what
+// limits it), and with wide one per server (its limit and why, its workload
+// headroom, the KV per running request, the batch limit, its drain margin).
+func renderPlanning(out io.Writer, rep *report.Report, wide bool) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	defer w.Flush()
+	for i := range rep.Planning {
+		p := &rep.Planning[i]
+		fits := fitsCell(p.WorkloadHeadroom, p.KVPerRequest)
+		if p.FinishedHeadroom.OK() {
+			fits += ", " + count(p.FinishedHeadroom) + " of finished-request size"
+		}
+		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s\n", p.Name, plural(p.Servers, "server"),
+			fits, percent(p.Saturation), drainCell(p), limitersCell(p.Limiters))
+	}
+	if !wide {
+		return
+	}
+	drains := map[string]kv.DrainCase{}
+	for _, p := range rep.Planning {
+		if p.Servers > 1 {
+			for _, d := range p.DrainEach {
+				drains[d.Server] = d
+			}
+		}
+	}
+	for i := range rep.Servers {
+		row := &rep.Servers[i]
+		if row.Plan == nil {
+			continue
+		}
+		p := row.Plan
+		limit := string(p.Limit)
+		if p.Why != "" {
+			limit += ": " + p.Why
+		}
+		maxRun := count(p.MaxRunning)
+		if p.MaxRunningSource != "" {
+			maxRun += " (" + p.MaxRunningSource + ")"
+		}
+		drain := "--"
+		if d, ok := drains[row.Name]; ok && d.MarginTokens.OK() {
+			drain = fmt.Sprintf("%s tok (%s of the rest)", signed(d.MarginTokens), percent(d.MarginRatio))
+		}
+		finished := "finished=--"
+		if p.FinishedRequestTokens.OK() {
+			finished = fmt.Sprintf("finished=%s×%s tok", count(p.FinishedHeadroom), count(p.FinishedRequestTokens))
+		}
+		fmt.Fprintf(w, "plan\t%s\t\tlimit %s\t%s\t%s\tmax_run=%s batch_left=%s\tsaturation %s\tdrain margin %s\n", row.Name, limit,
+			fitsCell(p.WorkloadHeadroom, p.KVPerRequest), finished, maxRun, count(p.BatchHeadroom), percent(p.Saturation), drain)
+	}
+}
+
+// fitsCell is "fits 61 more of today's mix (2,760 tok each)", or says the
+// server or pool is idle.
+func fitsCell(fits, perRequest kv.Value) string {
+	if !perRequest.OK() {
+		return "fits -- (idle: no mix to measure)"
+	}
+	return fmt.Sprintf("fits %s more of today's mix (%s tok each)", count(fits), count(perRequest))
+}
+
+// drainCell is the pool's N−1 answer in words.
+func drainCell(p *kv.PoolPlan) string {
+	if p.N1Safe && p.Drain != nil {
+		return fmt.Sprintf("N−1 safe: draining %s leaves %s of the rest (margin %s tok)", p.Drain.Server,
+			percent(p.Drain.After), count(p.Drain.MarginTokens))
+	}
+	if p.N1Note != "" {
+		return p.N1Note
+	}
+	return "N−1 unknown"
+}
+
+// limitersCell names the servers that limit the pool, with their factor.
+func limitersCell(ls []kv.Limiter) string {
+	if len(ls) == 0 {
+		return "nothing limits admission"
+	}
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = fmt.Sprintf("%s (%s)", l.Server, l.Factor)
+	}
+	return "limited by " + strings.Join(parts, ", ")
+}
+
+// signed is count with a + for positive values.
+func signed(v kv.Value) string {
+	if v.OK() && v.V > 0 {
+		return "+" + count(v)
+	}
+	return count(v)
+}

@@ -1,0 +1,456 @@
+package kv
+
+import (
+	"fmt"
+	"math"
+)
+
+// Capacity planning: how many more of today's requests fit (workload
+// headroom), what limits admission (the limiting factor), and whether a
+// pool can lose one server (N−1 drain safety). The formulas and their
+// limits are in docs/planning.md; every function here is pure.
+
+// Factor is what limits admission on a server right now.
+type Factor string
+
+// Limiting factors, the values of kvwatch_limiting_factor's factor label.
+const (
+	// FactorKV: usage at or above the warning threshold, or queued demand
+	// larger than the free KV, or preemptions/retractions happening.
+	FactorKV Factor = "kv"
+	// FactorBatch: the running-request limit is reached while KV has room.
+	FactorBatch Factor = "batch"
+	// FactorQueue: requests wait for admission while KV and the batch have
+	// room (compute- or scheduler-bound).
+	FactorQueue Factor = "queue"
+	// FactorNone: nothing limits admission.
+	FactorNone Factor = "none"
+	// FactorUnknown: the engine does not report enough to tell (no usage,
+	// or no queue); never exported as a factor.
+	FactorUnknown Factor = "unknown"
+)
+
+// Factors lists the exported factors in documentation order.
+func Factors() []Factor { return []Factor{FactorKV, FactorBatch, FactorQueue, FactorNone} }
+
+// MaxRunning sources.
+const (
+	SourceEngine = "engine" // the engine's own gauge
+	SourceConfig = "config" // the target's max_running_requests in the config file
+)
+
+// ServerPlan is the planning view of one server.
+type ServerPlan struct {
+	// KVPerRequest is the KV held per running request now: used / running
+	// (server totals), in tokens; unavailable when nothing runs.
+	KVPerRequest Value `json:"kv_per_running_request_tokens"`
+	// WorkloadHeadroom is how many more requests of today's mix fit: per
+	// DP rank, floor(available / (used / running) of that rank), summed.
+	// Unavailable when idle (no mix to measure), never 0 for that reason.
+	WorkloadHeadroom Value `json:"workload_headroom_requests"`
+	// MaxRunning is the running-request limit used for the batch factor,
+	// and MaxRunningSource where it comes from ("engine", "config", "").
+	MaxRunning       Value  `json:"max_running_requests"`
+	MaxRunningSource string `json:"max_running_source,omitempty"`
+	// FinishedRequestTokens is the mean prompt + generation size of the
+	// requests finished since the previous scrape (or since start), where
+	// the engine reports it; FinishedHeadroom how many more of that size
+	// fit (per DP rank, summed). Unlike KVPerRequest it counts the whole
+	// output, not what running requests have generated so far.
+	FinishedRequestTokens Value `json:"finished_request_tokens"`
+	FinishedHeadroom      Value `json:"finished_headroom_requests"`
+	// BatchHeadroom is MaxRunning − running (≥ 0).
+	BatchHeadroom Value `json:"batch_headroom_requests"`
+	// Saturation is the fuller of the KV and the batch: max(usage ratio,
+	// running / max running), 0–1; the usage ratio alone without a limit.
+	Saturation Value `json:"saturation_ratio"`
+	// Limit is what limits admission now, Why says it with the numbers.
+	Limit Factor `json:"limiting_factor"`
+	Why   string `json:"limit_reason,omitempty"`
+}
+
+// RequestSizes are the cumulative sizes of the requests an engine finished
+// since it started: the _count and _sum of its per-request prompt and
+// generation histograms (vLLM vllm:request_prompt_tokens and
+// vllm:request_generation_tokens, SGLang sglang:prompt_tokens_histogram and
+// sglang:generation_tokens_histogram). Unavailable where it has none.
+type RequestSizes struct {
+	Requests         Value `json:"requests"`
+	PromptTokens     Value `json:"prompt_tokens"`
+	GenerationTokens Value `json:"generation_tokens"`
+}
+
+// MeanTokens is the mean prompt + generation size of the requests finished
+// between prev and s (prev nil, or none finished since: since start), in
+// tokens; unavailable when none finished or a part is unknown. A counter
+// that went down (a restart) counts from zero.
+func (s RequestSizes) MeanTokens(prev *RequestSizes) Value {
+	n, p, g := s.Requests, s.PromptTokens, s.GenerationTokens
+	if !n.Trusted() || !p.Trusted() || !g.Trusted() {
+		return Value{}
+	}
+	if prev != nil && prev.Requests.Trusted() && prev.PromptTokens.Trusted() && prev.GenerationTokens.Trusted() &&
+		n.V > prev.Requests.V && p.V >= prev.PromptTokens.V && g.V >= prev.GenerationTokens.V {
+		n, p, g = n.Sub(prev.Requests), p.Sub(prev.PromptTokens), g.Sub(prev.GenerationTokens)
+	}
+	if n.V < 1 || p.V < 0 || g.V < 0 {
+		return Value{}
+	}
+	return Value{V: (p.V + g.V) / n.V, Prov: Derived}
+}
+
+// FitOf returns how many requests of size tokens fit: per DP rank floor(free
+// / size), summed; unavailable when size or a rank's free KV is unknown.
+func (s *Server) FitOf(size Value) Value {
+	if s.Role == RoleRouter || !size.OK() || size.V <= 0 {
+		return Value{}
+	}
+	groups := s.DPGroups()
+	if len(groups) <= 1 {
+		groups = []Signals{s.Signals}
+	}
+	var out Value
+	for i := range groups {
+		a := groups[i].Available()
+		if !a.OK() {
+			return Value{}
+		}
+		out = sumOf(out, Value{V: math.Floor(a.V / size.V), Prov: combine(a.Prov, size.Prov)})
+	}
+	return out
+}
+
+// perRequest is used / running when both are whole and plausible and at
+// least one request runs holding at least one token; else unavailable.
+func perRequest(s *Signals) Value {
+	if !s.Used.Trusted() || !s.Running.Trusted() || s.Running.V < 1 || s.Used.V < 1 {
+		return Value{}
+	}
+	return s.Used.Div(s.Running)
+}
+
+// WorkloadHeadroom returns how many more requests of today's mix fit: for
+// each DP rank, its available KV over the KV its running requests hold per
+// request (the server's, then fallback's, when the rank is idle), floored,
+// summed over ranks (a request cannot span DP ranks). Unavailable when no
+// size is known (idle, and no fallback) or a rank's available KV is not.
+func (s *Server) WorkloadHeadroom(fallback Value) Value {
+	if s.Role == RoleRouter {
+		return Value{}
+	}
+	own := perRequest(&s.Signals)
+	groups := s.DPGroups()
+	if len(groups) <= 1 {
+		groups = []Signals{s.Signals}
+	}
+	var out Value
+	for i := range groups {
+		g := &groups[i]
+		a := g.Available()
+		size := perRequest(g).Or(own).Or(fallback)
+		if !a.OK() || !size.OK() || size.V <= 0 {
+			return Value{}
+		}
+		fit := Value{V: math.Floor(a.V / size.V), Prov: combine(a.Prov, size.Prov)}
+		out = sumOf(out, fit)
+	}
+	return out
+}
+
+// admissionQueue is the requests waiting to be admitted: the admission
+// queue and the PD queues that wait for KV or a bootstrap (not transfer or
+// inflight, which are work under way). Unknown when none is reported.
+func admissionQueue(q Queues) Value {
+	var out Value
+	for _, v := range []Value{q.Waiting, q.Prealloc, q.Bootstrap} {
+		if v.Trusted() {
+			out = sumOf(out, v)
+		}
+	}
+	return out
+}
+
+// PlanServer computes s's planning view. maxRunningOverride (> 0) is the
+// target's configured running-request limit and wins over the engine's;
+// preemptions is the preemption/retraction rate (requests/s, unavailable
+// on the first scrape); warning is the usage ratio at which KV counts as
+// the limit (alerts.kv_usage_warning).
+func PlanServer(s *Server, maxRunningOverride int, preemptions Value, warning float64) ServerPlan {
+	p := ServerPlan{KVPerRequest: perRequest(&s.Signals), WorkloadHeadroom: s.WorkloadHeadroom(Value{})}
+	switch {
+	case maxRunningOverride > 0:
+		p.MaxRunning, p.MaxRunningSource = Of(float64(maxRunningOverride)), SourceConfig
+	case s.MaxRunning.Trusted() && s.MaxRunning.V > 0:
+		p.MaxRunning, p.MaxRunningSource = s.MaxRunning, SourceEngine
+	}
+	if p.MaxRunning.OK() && s.Running.Trusted() {
+		p.BatchHeadroom = p.MaxRunning.Sub(s.Running)
+		p.BatchHeadroom.V = math.Max(p.BatchHeadroom.V, 0)
+	}
+	u := s.UsageRatio
+	if u.Trusted() {
+		p.Saturation = u.As(max(u.Prov, Derived))
+		if p.MaxRunning.OK() && s.Running.Trusted() {
+			if b := s.Running.Div(p.MaxRunning); b.OK() && b.V > p.Saturation.V {
+				p.Saturation = b
+			}
+		}
+	}
+	p.Limit, p.Why = limitOf(s, p.MaxRunning, preemptions, warning)
+	return p
+}
+
+// limitOf applies the rules of docs/planning.md in order: kv, batch,
+// queue, none; unknown when the values needed are not reported.
+func limitOf(s *Server, maxRunning, preemptions Value, warning float64) (Factor, string) {
+	u := s.UsageRatio
+	if u.Trusted() && u.V >= warning {
+		return FactorKV, fmt.Sprintf("KV %s used, at or above the %s warning", pctOf(u.V), pctOf(warning))
+	}
+	if d, a := s.Demand, s.Available(); d.Trusted() && d.V > 0 && a.OK() && d.V > a.V {
+		return FactorKV, fmt.Sprintf("queued requests need %.0f KV tokens, %.0f are free", d.V, a.V)
+	}
+	if preemptions.Trusted() && preemptions.V > 0 {
+		return FactorKV, fmt.Sprintf("%.2g requests/s preempted or retracted", preemptions.V)
+	}
+	if !u.Trusted() {
+		return FactorUnknown, "KV usage not reported"
+	}
+	if maxRunning.OK() && s.Running.Trusted() && s.Running.V >= maxRunning.V {
+		return FactorBatch, fmt.Sprintf("%.0f running of %.0f allowed while KV is %s used", s.Running.V, maxRunning.V, pctOf(u.V))
+	}
+	q := admissionQueue(s.Queued)
+	if !q.OK() {
+		return FactorUnknown, "queue not reported"
+	}
+	if q.V > 0 {
+		return FactorQueue, fmt.Sprintf("%.0f requests wait while KV (%s used) and the batch have room", q.V, pctOf(u.V))
+	}
+	return FactorNone, ""
+}
+
+// pctOf formats a ratio as a percentage of three significant digits.
+func pctOf(r float64) string { return fmt.Sprintf("%.3g%%", r*100) }
+
+// WithFinished fills the finished-request size and its headroom of p from
+// s and the previous scrape's sizes (nil on the first).
+func (p *ServerPlan) WithFinished(s *Server, prev *RequestSizes) {
+	p.FinishedRequestTokens = s.Finished.MeanTokens(prev)
+	p.FinishedHeadroom = s.FitOf(p.FinishedRequestTokens)
+}
+
+// PlanMember is one target of a pool for planning: its name, its server
+// (nil when the scrape failed) and the server's plan.
+type PlanMember struct {
+	Key    PoolKey
+	Name   string
+	Server *Server
+	Plan   *ServerPlan
+}
+
+// Limiter is a server of a pool that limits admission, and by what.
+type Limiter struct {
+	Server string `json:"server"`
+	Factor Factor `json:"factor"`
+}
+
+// DrainCase is the answer for draining one server of a pool: the pool's
+// load (used plus queued demand of every server, the drained one's
+// included) moved onto the rest, against the warning threshold.
+type DrainCase struct {
+	Server string `json:"server"`
+	// Capacity is the drained server's; RestCapacity the others' sum.
+	Capacity     Value `json:"capacity_tokens"`
+	RestCapacity Value `json:"rest_capacity_tokens"`
+	// Load is Σ used + Σ demand over the pool, in tokens.
+	Load Value `json:"load_tokens"`
+	// After is Load / RestCapacity: the usage the rest would have.
+	After Value `json:"after_usage_ratio"`
+	// MarginTokens is warning × RestCapacity − Load (negative: unsafe);
+	// MarginRatio is warning − After.
+	MarginTokens Value `json:"margin_tokens"`
+	MarginRatio  Value `json:"margin_ratio"`
+	// Safe is true when the margin is known, whole and not negative, and
+	// the pool has another server.
+	Safe bool `json:"safe"`
+}
+
+// PoolPlan is the planning view of one pool.
+type PoolPlan struct {
+	PoolKey
+	Name    string `json:"name"`
+	Servers int    `json:"servers"`
+	// KVPerRequest is Σ used / Σ running over the pool's busy servers.
+	KVPerRequest Value `json:"kv_per_running_request_tokens"`
+	// WorkloadHeadroom is the servers' workload headroom summed; an idle
+	// server is measured with the pool's KVPerRequest.
+	WorkloadHeadroom Value `json:"workload_headroom_requests"`
+	// FinishedHeadroom is the servers' FinishedHeadroom summed.
+	FinishedHeadroom Value `json:"finished_headroom_requests"`
+	// Saturation is the capacity-weighted mean of the servers' saturation:
+	// Σ capacity × saturation / Σ capacity; Partial when some lack it.
+	Saturation Value `json:"saturation_ratio"`
+	// Limiters are the servers whose factor is kv, batch or queue.
+	Limiters []Limiter `json:"limiters"`
+	// DemandCounted is false when no server of the pool reports demand:
+	// the drain load is then used tokens only.
+	DemandCounted bool `json:"demand_counted"`
+	// Drain is the case of the largest server (by capacity): the load is
+	// the same whichever server goes, so the largest is the worst case.
+	// Nil when the pool's used or capacity is not whole.
+	Drain *DrainCase `json:"drain_largest,omitempty"`
+	// DrainEach is every server's case, in member order.
+	DrainEach []DrainCase `json:"drain_each,omitempty"`
+	// N1Safe is Drain.Safe; N1Note says why not, in words.
+	N1Safe bool   `json:"n1_safe"`
+	N1Note string `json:"n1_note,omitempty"`
+}
+
+// PlanPools groups members by pool (routers in none) and computes each
+// pool's plan against the warning threshold, in the order of PoolsOf.
+func PlanPools(members []PlanMember, warning float64) []PoolPlan {
+	idx := map[PoolKey]int{}
+	var keys []PoolKey
+	var parts [][]PlanMember
+	for _, m := range members {
+		if m.Key.Role == RoleRouter || m.Key.Role == "" || (m.Server != nil && m.Server.Role == RoleRouter) {
+			continue
+		}
+		i, ok := idx[m.Key]
+		if !ok {
+			i = len(keys)
+			idx[m.Key] = i
+			keys = append(keys, m.Key)
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], m)
+	}
+	out := make([]PoolPlan, 0, len(keys))
+	for i, k := range keys {
+		out = append(out, planPool(k, parts[i], warning))
+	}
+	sortPools(out, func(p *PoolPlan) PoolKey { return p.PoolKey })
+	return out
+}
+
+// sortPools orders pools like PoolsOf: role, cluster, pool.
+func sortPools[T any](ps []T, key func(*T) PoolKey) {
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0; j-- {
+			a, b := key(&ps[j-1]), key(&ps[j])
+			less := roleOrder[b.Role] < roleOrder[a.Role] ||
+				(roleOrder[b.Role] == roleOrder[a.Role] && (b.Cluster < a.Cluster ||
+					(b.Cluster == a.Cluster && b.Pool < a.Pool)))
+			if !less {
+				break
+			}
+			ps[j-1], ps[j] = ps[j], ps[j-1]
+		}
+	}
+}
+
+func planPool(k PoolKey, ms []PlanMember, warning float64) PoolPlan {
+	p := PoolPlan{PoolKey: k, Name: k.String(), Servers: len(ms), Limiters: []Limiter{}}
+	// The pool's mix: Σ used / Σ running over busy servers.
+	var used, running Value
+	for _, m := range ms {
+		if m.Server != nil && perRequest(&m.Server.Signals).OK() {
+			used = sumOf(used, m.Server.Used)
+			running = sumOf(running, m.Server.Running)
+		}
+	}
+	p.KVPerRequest = used.Div(running)
+	heads := make([]Value, len(ms))
+	var weighted, capSum float64
+	satProv, satN := Unavailable, 0
+	for i, m := range ms {
+		if m.Server == nil {
+			continue
+		}
+		heads[i] = m.Server.WorkloadHeadroom(p.KVPerRequest)
+		if m.Plan != nil {
+			if f := m.Plan.Limit; f == FactorKV || f == FactorBatch || f == FactorQueue {
+				p.Limiters = append(p.Limiters, Limiter{Server: m.Name, Factor: f})
+			}
+			if sat, c := m.Plan.Saturation, m.Server.Capacity; sat.Trusted() && c.Trusted() && c.V > 0 {
+				weighted += sat.V * c.V
+				capSum += c.V
+				satProv = worst(satProv, sat.Prov)
+				satN++
+			}
+		}
+	}
+	p.WorkloadHeadroom = strictSum(heads)
+	fin := make([]Value, len(ms))
+	for i, m := range ms {
+		if m.Plan != nil {
+			fin[i] = m.Plan.FinishedHeadroom
+		}
+	}
+	p.FinishedHeadroom = strictSum(fin)
+	if satN > 0 {
+		p.Saturation = Value{V: weighted / capSum, Prov: combine(satProv, Derived)}
+		if satN < len(ms) {
+			p.Saturation.Prov = Partial
+		}
+	}
+	planDrain(&p, ms, warning)
+	return p
+}
+
+// planDrain fills the pool's N−1 answer.
+func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
+	var capTotal, load Value
+	demanders := 0
+	for _, m := range ms {
+		s := m.Server
+		if s == nil {
+			p.N1Note = fmt.Sprintf("%s did not answer: no drain answer for the pool", m.Name)
+			return
+		}
+		if !s.Capacity.Trusted() || !s.Used.Trusted() {
+			p.N1Note = fmt.Sprintf("%s does not report whole KV tokens: no drain answer for the pool", m.Name)
+			return
+		}
+		capTotal = sumOf(capTotal, s.Capacity)
+		load = sumOf(load, s.Used)
+		if s.Demand.Trusted() {
+			demanders++
+			load = sumOf(load, s.Demand)
+		}
+	}
+	p.DemandCounted = demanders > 0
+	load = load.As(max(load.Prov, Derived))
+	if demanders > 0 && demanders < len(ms) {
+		load.Prov = Partial // some servers' demand is unknown: a lower bound
+	}
+	w := Value{V: warning, Prov: Derived}
+	largest := -1
+	for i, m := range ms {
+		s := m.Server
+		rest := capTotal.Sub(s.Capacity)
+		c := DrainCase{Server: m.Name, Capacity: s.Capacity, RestCapacity: rest, Load: load}
+		c.MarginTokens = w.Mul(rest).Sub(load)
+		c.MarginTokens.Prov = max(c.MarginTokens.Prov, load.Prov)
+		if rest.V > 0 {
+			c.After = load.Div(rest)
+			c.MarginRatio = w.Sub(c.After)
+		}
+		c.Safe = len(ms) > 1 && rest.V > 0 && c.MarginTokens.Trusted() && c.MarginTokens.V >= 0
+		p.DrainEach = append(p.DrainEach, c)
+		if largest < 0 || s.Capacity.V > ms[largest].Server.Capacity.V {
+			largest = i
+		}
+	}
+	d := p.DrainEach[largest]
+	p.Drain = &d
+	p.N1Safe = d.Safe
+	switch {
+	case len(ms) == 1:
+		p.N1Note = fmt.Sprintf("single server: draining %s leaves no capacity", d.Server)
+	case !d.MarginTokens.Trusted():
+		p.N1Note = "demand of some servers unknown: the margin is a bound, not an answer"
+	case !d.Safe:
+		p.N1Note = fmt.Sprintf("N−1 unsafe — draining %s leaves %s of the rest", d.Server, pctOf(d.After.V))
+	}
+}

@@ -1,0 +1,65 @@
+package report
+
+import (
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+)
+
+// PlanOptions are the settings of the capacity-planning view.
+type PlanOptions struct {
+	// Warning is the usage ratio at which KV is the limiting factor and
+	// that a drained pool must stay below (alerts.kv_usage_warning); 0:
+	// the config's default.
+	Warning float64
+}
+
+// PlanOptionsOf returns the planning settings of a config.
+func PlanOptionsOf(c *config.Config) PlanOptions {
+	return PlanOptions{Warning: c.Alerts.KVUsageWarning}
+}
+
+// Threshold is the warning ratio in effect: o.Warning, else the default.
+func (o PlanOptions) Threshold() float64 {
+	if o.Warning > 0 {
+		return o.Warning
+	}
+	return config.Default().Alerts.KVUsageWarning
+}
+
+// SetPlanning sets the planning settings of the reports t builds.
+func (t *Tracker) SetPlanning(o PlanOptions) { t.plan = o }
+
+// planServer is the planning view of a successful scrape, nil otherwise
+// and for routers; the finished-request size is over the window since the
+// target's previous scrape.
+func (t *Tracker) planServer(res *scrape.Result, rates *kv.Rates) *kv.ServerPlan {
+	o := t.plan
+	if res.Server == nil || res.Server.Role == kv.RoleRouter {
+		return nil
+	}
+	var preempt kv.Value
+	if rates != nil {
+		preempt = rates.PreemptionsPerSec
+	}
+	p := kv.PlanServer(res.Server, res.Target.MaxRunning, preempt, o.Threshold())
+	var prev *kv.RequestSizes
+	if pr, ok := t.prev[res.Target.Name]; ok && pr.Server != nil && res.Time.After(pr.Time) {
+		prev = &pr.Server.Finished
+	}
+	p.WithFinished(res.Server, prev)
+	return &p
+}
+
+// PlanPools computes r.Planning from r.Servers (their Plan included).
+func (r *Report) PlanPools(o PlanOptions) {
+	members := make([]kv.PlanMember, 0, len(r.Servers))
+	for i := range r.Servers {
+		row := &r.Servers[i]
+		if row.Role == kv.RoleRouter {
+			continue
+		}
+		members = append(members, kv.PlanMember{Key: PoolKeyOf(row), Name: row.Name, Server: row.Server, Plan: row.Plan})
+	}
+	r.Planning = kv.PlanPools(members, o.Threshold())
+}

@@ -1,0 +1,111 @@
+package serve
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// addPlanning registers the planning families: the per-server ones with
+// the server's identity labels, the per-pool ones with the pool's.
+func (c *collector) addPlanning() {
+	for _, m := range signal.Planning() {
+		labels := append(signal.ServerLabels(), m.Labels...)
+		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
+		c.labels[m.Name] = labels
+	}
+	for _, m := range signal.PoolPlanning() {
+		labels := append(signal.PoolLabels(), m.Labels...)
+		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
+		c.labels[m.Name] = labels
+	}
+}
+
+// planWarning is the warning threshold of the running config.
+func (d *Daemon) planWarning() float64 {
+	var o report.PlanOptions
+	if st := d.setup.Load(); st != nil {
+		o = report.PlanOptionsOf(st.Config)
+	}
+	return o.Threshold()
+}
+
+// collectPlanning exports the planning families of the entries: each
+// server's plan (computed with its row) and each pool's, the pool being
+// the servers of one role label and one cluster and pool label. Partial
+// and implausible values are left out, like every other family.
+func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v float64, values []string)) {
+	w := report.PlanOptions{}.Threshold()
+	if c.planWarning != nil {
+		w = c.planWarning()
+	}
+	members := make([]kv.PlanMember, 0, len(es))
+	for i := range es {
+		e := &es[i]
+		m := kv.PlanMember{Key: kv.PoolKey{Role: e.role, Cluster: e.target.Labels[signal.LabelCluster],
+			Pool: e.target.Labels[signal.LabelPool]}, Name: e.target.Name}
+		if e.scraped && e.res.OK() {
+			m.Server, m.Plan = e.res.Server, e.row.Plan
+		}
+		members = append(members, m)
+	}
+	pools := kv.PlanPools(members, w)
+	drains := map[string]kv.DrainCase{}
+	for _, p := range pools {
+		if p.Servers > 1 {
+			for _, d := range p.DrainEach {
+				drains[d.Server] = d
+			}
+		}
+	}
+	for i := range es {
+		e := &es[i]
+		p := e.row.Plan
+		if !e.scraped || !e.res.OK() || p == nil {
+			continue
+		}
+		id := []string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+		known := func(m signal.Metric, v kv.Value, extra ...string) {
+			if v.Trusted() {
+				out(m, v.V, append(append([]string{}, id...), extra...))
+			}
+		}
+		known(signal.KVPerRunningRequestTokens, p.KVPerRequest)
+		known(signal.KVWorkloadHeadroomRequests, p.WorkloadHeadroom)
+		known(signal.FinishedRequestTokens, p.FinishedRequestTokens)
+		known(signal.FinishedHeadroomRequests, p.FinishedHeadroom)
+		known(signal.MaxRunningRequests, p.MaxRunning)
+		known(signal.SaturationRatio, p.Saturation)
+		if p.Limit != kv.FactorUnknown && p.Limit != "" {
+			for _, f := range kv.Factors() {
+				v := 0.0
+				if f == p.Limit {
+					v = 1
+				}
+				out(signal.LimitingFactor, v, append(append([]string{}, id...), string(f)))
+			}
+		}
+		if d, ok := drains[e.target.Name]; ok {
+			known(signal.DrainMarginTokens, d.MarginTokens)
+			known(signal.DrainMarginRatio, d.MarginRatio)
+		}
+	}
+	for _, p := range pools {
+		id := []string{string(p.Role), p.Cluster, p.Pool}
+		known := func(m signal.Metric, v kv.Value) {
+			if v.Trusted() {
+				out(m, v.V, append([]string{}, id...))
+			}
+		}
+		out(signal.PoolServers, float64(p.Servers), append([]string{}, id...))
+		known(signal.PoolWorkloadHeadroomRequests, p.WorkloadHeadroom)
+		known(signal.PoolFinishedHeadroomRequests, p.FinishedHeadroom)
+		known(signal.PoolSaturationRatio, p.Saturation)
+		if p.Servers > 1 && p.Drain != nil {
+			known(signal.PoolDrainMarginTokens, p.Drain.MarginTokens)
+			known(signal.PoolDrainMarginRatio, p.Drain.MarginRatio)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+package serve
+
+import "github.com/kvwatch/kvwatch/internal/signal"
+
+// The provenance column of the planning families (docs/planning.md).
+func init() {
+	for k, v := range map[string]string{
+		signal.KVPerRunningRequestTokens.Name:    "derived: used / running",
+		signal.KVWorkloadHeadroomRequests.Name:   "derived: per DP rank floor(available / (used / running)), summed",
+		signal.FinishedRequestTokens.Name:        "derived: Δ(prompt + generation histogram sums) / Δcount (vLLM `request_prompt_tokens`/`request_generation_tokens`, SGLang `prompt_tokens_histogram`/`generation_tokens_histogram`)",
+		signal.FinishedHeadroomRequests.Name:     "derived: per DP rank floor(available / finished request size), summed",
+		signal.PoolFinishedHeadroomRequests.Name: "derived: Σ servers' finished-size headroom",
+		signal.MaxRunningRequests.Name:           "direct (SGLang `max_running_requests`, llama.cpp `/props` `total_slots`), or the target's `max_running_requests` in the config",
+		signal.SaturationRatio.Name:              "derived: max(usage ratio, running / max running)",
+		signal.LimitingFactor.Name:               "derived: the rules of docs/planning.md",
+		signal.DrainMarginTokens.Name:            "derived: warning × (pool capacity − this server's) − (Σ used + Σ demand)",
+		signal.DrainMarginRatio.Name:             "derived: warning − (Σ used + Σ demand) / (pool capacity − this server's)",
+		signal.PoolServers.Name:                  "configured targets",
+		signal.PoolWorkloadHeadroomRequests.Name: "derived: Σ servers' workload headroom",
+		signal.PoolSaturationRatio.Name:          "derived: Σ capacity × saturation / Σ capacity",
+		signal.PoolDrainMarginTokens.Name:        "derived: the largest server's drain margin",
+		signal.PoolDrainMarginRatio.Name:         "derived: the largest server's drain margin ratio",
+	} {
+		provenanceDoc[k] = v
+	}
+}

@@ -1,0 +1,100 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+)
+
+// limitCol is the LIMIT column: what limits admission on the server now
+// (kv, batch, queue, none; -- when unknown), docs/planning.md.
+func limitCol() tableCol {
+	return tableCol{numColumns, "LIMIT", 5, false, 7, func(m Model, s report.Server) string {
+		if s.Plan == nil || s.Plan.Limit == kv.FactorUnknown || s.Plan.Limit == "" {
+			return na
+		}
+		f := string(s.Plan.Limit)
+		switch s.Plan.Limit {
+		case kv.FactorKV:
+			return m.st.bad.Render(f)
+		case kv.FactorBatch, kv.FactorQueue:
+			return m.st.warn.Render(f)
+		}
+		return f
+	}}
+}
+
+// planLines are the drill-down's planning lines: the limiting factor and
+// why, the workload headroom, the batch limit, and the server's pool's N−1
+// answer.
+func (m Model) planLines(s report.Server, w int) []string {
+	p := s.Plan
+	if p == nil {
+		return nil
+	}
+	limit := "limit " + string(p.Limit)
+	if p.Why != "" {
+		limit += ": " + p.Why
+	}
+	fits := "fits -- more (idle: no mix to measure)"
+	if p.KVPerRequest.OK() {
+		fits = "fits " + count(p.WorkloadHeadroom) + " more of today's mix (" + tokens(p.KVPerRequest) + " tok each)"
+	}
+	if p.FinishedRequestTokens.OK() {
+		fits += ", " + count(p.FinishedHeadroom) + " of finished-request size (" + tokens(p.FinishedRequestTokens) + " tok)"
+	}
+	maxRun := "max running " + count(p.MaxRunning)
+	if p.MaxRunningSource != "" {
+		maxRun += " (" + p.MaxRunningSource + ")"
+	}
+	lines := flow([]string{limit, fits, maxRun, "batch left " + count(p.BatchHeadroom), "saturation " + pct(p.Saturation)}, w, "  ")
+	key := report.PoolKeyOf(&s)
+	for _, pp := range m.rep.Planning {
+		if pp.PoolKey != key {
+			continue
+		}
+		n1 := pp.N1Note
+		if pp.N1Safe && pp.Drain != nil {
+			n1 = fmt.Sprintf("N−1 safe: draining %s leaves %s of the rest", pp.Drain.Server, pct(pp.Drain.After))
+		}
+		for _, d := range pp.DrainEach {
+			if d.Server == s.Name && pp.Servers > 1 {
+				n1 += fmt.Sprintf("; draining %s: margin %s tok", s.Name, tokens(d.MarginTokens))
+			}
+		}
+		lines = append(lines, flow([]string{"pool " + pp.Name, n1}, w, "  ")...)
+	}
+	return lines
+}
+
+// poolPlanParts are a pool's N−1 answer and its limiting servers, short,
+// for the fleet lines.
+func (m Model) poolPlanParts(key kv.PoolKey) []string {
+	for _, pp := range m.rep.Planning {
+		if pp.PoolKey != key {
+			continue
+		}
+		var parts []string
+		switch {
+		case pp.Servers == 1:
+			parts = append(parts, m.st.dim.Render("N−1: single server"))
+		case pp.Drain == nil:
+			parts = append(parts, "N−1 "+na)
+		case pp.N1Safe:
+			parts = append(parts, "N−1 safe ("+pct(pp.Drain.After)+" after)")
+		default:
+			parts = append(parts, m.st.bad.Render("N−1 unsafe ("+pct(pp.Drain.After)+" after draining "+pp.Drain.Server+")"))
+		}
+		if len(pp.Limiters) > 0 {
+			ls := make([]string, len(pp.Limiters))
+			for i, l := range pp.Limiters {
+				ls[i] = l.Server + " " + string(l.Factor)
+			}
+			parts = append(parts, "limits: "+strings.Join(ls, ", "))
+		}
+		return parts
+	}
+	return nil
+}
