@@ -193,7 +193,7 @@ func TestWebUIScreenshots(t *testing.T) {
 		{"web-server-decode.png", "#/server/decode", []string{`#server-title`, `#c-usage[data-state="drawn"]`, `#c-demand[data-state="drawn"]`, `#c-tokens[data-state="drawn"]`},
 			[]string{"decode · sglang", "Queued KV demand", "KV tokens: used, capacity, evictable"}},
 		{"web-alerts.png", "#/alerts", []string{`#alerts [data-field="alert-value"]`},
-			[]string{"Active alerts", "KVCacheUsageCritical", "firing", "Rules"}},
+			[]string{"Active alerts", "KVCacheUsageCritical", "firing", "Rules", "KVPoolFullSoon", "decode pool"}},
 		{"web-planner.png", "#/planner", []string{`#plan-servers tr[data-server="decode"] [data-field="requests"]`},
 			[]string{"More requests of 8,192 tokens", "fleet · decode", "1 server\t"}},
 	}

@@ -511,10 +511,10 @@ async function alertsPage(main) {
   }
   const rules = ((await api("api/v1/rules", { type: "alert" })).groups || []).flatMap((g) => g.rules || []);
   const active = state.alerts.map((a) => `<tr><td class="state-${esc(a.state)}">${esc(a.state)}</td>
-      <td>${esc(a.labels.alertname)}</td><td>${esc(a.labels.server || "")}</td><td>${esc(a.labels.severity || "")}</td>
+      <td>${esc(a.labels.alertname)}</td><td>${a.labels.server ? esc(a.labels.server) : a.labels.role ? `<span class="muted">${esc(a.labels.role)} pool</span>` : ""}</td><td>${esc(a.labels.severity || "")}</td>
       <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num" data-field="alert-value" title="${esc(a.value)}">${esc(fmtValue(a.value))}</td></tr>`).join("");
   main.innerHTML = `<h2>Active alerts</h2>
-    ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
+    ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server / pool</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
       : '<p id="alerts" class="muted">No alert is pending or firing.</p>'}
     <h2>Rules</h2><div class="table-wrap"><table><thead><tr><th scope="col">Rule</th><th scope="col">State</th><th scope="col">Health</th><th scope="col">For</th><th scope="col">Expression</th></tr></thead><tbody>
     ${rules.map((r) => `<tr><td>${esc(r.name)}</td><td class="state-${esc(r.state)}">${esc(r.state)}</td>
