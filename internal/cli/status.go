@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -99,7 +100,7 @@ func (o *statusOptions) print(w io.Writer, rep *report.Report, sizes []int) erro
 // renderStatus writes the text table: a line per server, rank rows when
 // asked, errors with their reason, and the fleet line.
 func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, watching bool) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(&trimWriter{w: w}, 0, 0, 2, ' ', 0)
 	lifetime := false
 	// The demand column is there when any server reports demand (SGLang PD
 	// decode), so that the columns stay aligned.
@@ -160,7 +161,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		}
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 		if ranks {
-			renderRanks(tw, s)
+			renderRanks(tw, s, len(cols)-1)
 		}
 		if ranks || wide {
 			renderCachePools(tw, s)
@@ -265,20 +266,54 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// renderRanks writes one row per rank and the DP spread.
-func renderRanks(w io.Writer, s *kv.Server) {
+// renderRanks writes one row per rank and the DP spread. cells is the
+// number of tab-terminated cells of the server's own row: every line under
+// it carries as many, so that tabwriter keeps one column block and the next
+// server row stays aligned with this one (the line writer trims the
+// padding of the empty cells at the end).
+func renderRanks(w io.Writer, s *kv.Server, cells int) {
 	if len(s.Ranks) < 2 {
 		return
 	}
-	for _, r := range s.Ranks {
-		fmt.Fprintf(w, "\t  %s\t\tKV %s\t\trun=%s\tqueued=%s\n", rankName(r.RankID),
-			kvCell(r.Used, r.Capacity, r.UsageRatio), count(r.Running), queueCell(r.Queued))
+	line := func(c ...string) {
+		for len(c) < cells+1 {
+			c = append(c, "")
+		}
+		fmt.Fprintln(w, strings.Join(c, "\t"))
 	}
+	for _, r := range s.Ranks {
+		line("", "  "+rankName(r.RankID), "", "KV "+kvCell(r.Used, r.Capacity, r.UsageRatio), "",
+			"run="+count(r.Running), "queued="+queueCell(r.Queued))
+	}
+	// Short enough for the KV column: a longer text there would widen it
+	// for the whole table. docs/status.md says what the spread is.
 	if len(s.DPGroups()) < 2 {
-		fmt.Fprintf(w, "\t  imbalance\t\tnone: one DP rank (TP/PP ranks share its KV)\n")
+		line("", "  imbalance", "", "none: one DP rank")
 		return
 	}
-	fmt.Fprintf(w, "\t  imbalance\t\tDP usage spread %s (highest minus lowest)\n", percent(s.Spread))
+	line("", "  imbalance", "", "DP usage spread "+percent(s.Spread))
+}
+
+// trimWriter drops the spaces at the end of each line: tabwriter pads the
+// empty cells that keep its column blocks whole.
+type trimWriter struct {
+	w    io.Writer
+	line []byte
+}
+
+func (t *trimWriter) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b != '\n' {
+			t.line = append(t.line, b)
+			continue
+		}
+		t.line = append(bytes.TrimRight(t.line, " "), '\n')
+		if _, err := t.w.Write(t.line); err != nil {
+			return 0, err
+		}
+		t.line = t.line[:0]
+	}
+	return len(p), nil
 }
 
 func rankName(id kv.RankID) string {

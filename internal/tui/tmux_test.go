@@ -127,6 +127,19 @@ func TestTopInTmux(t *testing.T) {
 		return !strings.Contains(sc, "filter /") && strings.Contains(sc, " prefill ")
 	})
 
+	// A slow decode server (3s a scrape, refresh 500ms): its row is late,
+	// and the header says so instead of only "every 500ms".
+	c.SetFault("decode", sim.Fault{Kind: sim.FaultSlow, Delay: 3 * time.Second})
+	s.waitFor("the late target in the header", func(sc string) bool {
+		head, _, _ := strings.Cut(sc, "\n")
+		return strings.Contains(head, "1 of 3 late, oldest ") && strings.Contains(sc, "s…")
+	})
+	c.SetFault("decode", sim.Fault{Kind: sim.FaultNone})
+	s.waitFor("no late target", func(sc string) bool {
+		head, _, _ := strings.Cut(sc, "\n")
+		return strings.Contains(head, "every 500ms") && !strings.Contains(head, "late")
+	})
+
 	s.keys("?")
 	s.waitFor("the help", contains("this help", "HEADROOM"))
 	s.keys("?")

@@ -81,20 +81,67 @@ func (m Model) View() string {
 // header is the first line of every screen.
 func (m Model) header(w int, where string) string {
 	left := m.st.title.Render("kvwatch top") + " " + where
-	var right []string
+	var clock []string
 	if m.have {
-		right = append(right, m.rep.Time.Format("15:04:05"))
+		clock = append(clock, m.rep.Time.Format("15:04:05"))
 	}
-	right = append(right, "every "+m.opts.Refresh.String())
+	every := "every " + m.opts.Refresh.String()
+	var tail []string
+	tail = append(tail, m.lateness()...)
 	if m.paused {
-		right = append(right, m.st.warn.Render("PAUSED"))
+		tail = append(tail, m.st.warn.Render("PAUSED"))
 	}
-	r := strings.Join(right, "  ")
+	join := func(parts ...[]string) string {
+		var all []string
+		for _, p := range parts {
+			all = append(all, p...)
+		}
+		return strings.Join(all, "  ")
+	}
+	r := join(clock, []string{every}, tail)
+	if len(tail) > 0 && w-lipgloss.Width(left)-lipgloss.Width(r) < 2 {
+		// Narrow: what is late matters more than the refresh interval.
+		r = join(clock, tail)
+	}
 	gap := w - lipgloss.Width(left) - lipgloss.Width(r)
 	if gap < 2 {
 		return left + "  " + r
 	}
 	return left + strings.Repeat(" ", gap) + r
+}
+
+// lateness says what the refresh interval does not: how many targets were
+// still scraping at the last fetch (their rows are older, AGE marked "…")
+// and the oldest of those rows, and how old the report itself is once it
+// is more than two refreshes old (a fetch that hangs or fails) while not
+// paused.
+func (m Model) lateness() []string {
+	if !m.have || m.now.IsZero() {
+		return nil
+	}
+	var out []string
+	late := 0
+	var oldest time.Duration
+	for _, s := range m.rep.Servers {
+		if !s.Late {
+			continue
+		}
+		late++
+		if !s.ScrapedAt.IsZero() {
+			oldest = max(oldest, m.now.Sub(s.ScrapedAt))
+		}
+	}
+	if late > 0 {
+		msg := fmt.Sprintf("%d of %d late", late, len(m.rep.Servers))
+		if oldest > 0 {
+			msg += ", oldest " + ageText(oldest)
+		}
+		out = append(out, m.st.warn.Render(msg))
+	}
+	if age := m.now.Sub(m.rep.Time); !m.paused && age > 2*m.opts.Refresh {
+		out = append(out, m.st.warn.Render("report "+ageText(age)+" old"))
+	}
+	return out
 }
 
 // statusLines say that there is no report yet or the last fetch failed.

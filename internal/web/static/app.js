@@ -338,7 +338,7 @@ function fleetCards(r) {
     return `<div class="card pool" data-pool="${esc(p.name)}"><div class="muted">${pools.length > 1 ? esc(p.name) + " pool" : "Fleet"} KV usage · ${p.servers} server${p.servers === 1 ? "" : "s"}${p.counted < p.servers ? ` (${p.counted} report KV)` : ""}</div>
       <div class="v">${cell("usage", p.usage_ratio, fmtPct)}</div>
       <div>${cell("used", p.used_tokens, fmtInt)} / ${cell("capacity", p.capacity_tokens, fmtInt)} tok</div>
-      <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + h.request_tokens + " tok" : '<span data-field="headroom">--</span>'}</div>
+      <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + fmtInt(h.request_tokens) + " tok" : '<span data-field="headroom">--</span>'}</div>
       <div>running ${cell("running", p.running, fmtInt)} · queued ${cell("queued", p.queued, fmtInt)}</div>
       ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}${poolPlanLine(r, p)}</div>`;
   };
@@ -405,7 +405,7 @@ async function overview(main) {
   main.innerHTML = fleetCards(r) + `
     <div class="table-wrap"><table id="servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Engine</th><th scope="col">KV cache</th>
       <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
-      <th scope="col" class="num">Headroom${hrTokens ? " (×" + hrTokens.tokens + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
+      <th scope="col" class="num">Headroom${hrTokens ? " (×" + fmtInt(hrTokens.tokens) + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
       <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
     ${state.settings.history ? windowNote() + `<div class="charts single">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
@@ -428,7 +428,7 @@ async function serverPage(main, name) {
   const sv = s.server || {};
   const q = sv.queued || {};
   const rates = s.rates || {};
-  const signals = s.server ? `<table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
+  const signals = s.server ? `<h3>Signals</h3><table id="signals"><thead><tr><th scope="col">Signal</th><th scope="col" class="num">Value</th><th scope="col">Provenance</th></tr></thead><tbody>
     ${sv.router ? signalRow("workers_healthy", sv.router.workers_healthy, fmtInt) + signalRow("workers_total", sv.router.workers_total, fmtInt) : ""}
     ${signalRow("usage_ratio", sv.usage_ratio, fmtPct)}
     ${signalRow("reserved_ratio", sv.reserved_ratio, fmtPct)}
@@ -511,10 +511,10 @@ async function alertsPage(main) {
   }
   const rules = ((await api("api/v1/rules", { type: "alert" })).groups || []).flatMap((g) => g.rules || []);
   const active = state.alerts.map((a) => `<tr><td class="state-${esc(a.state)}">${esc(a.state)}</td>
-      <td>${esc(a.labels.alertname)}</td><td>${esc(a.labels.server || "")}</td><td>${esc(a.labels.severity || "")}</td>
+      <td>${esc(a.labels.alertname)}</td><td>${a.labels.server ? esc(a.labels.server) : a.labels.role ? `<span class="muted">${esc(a.labels.role)} pool</span>` : ""}</td><td>${esc(a.labels.severity || "")}</td>
       <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num" data-field="alert-value" title="${esc(a.value)}">${esc(fmtValue(a.value))}</td></tr>`).join("");
   main.innerHTML = `<h2>Active alerts</h2>
-    ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
+    ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server / pool</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
       : '<p id="alerts" class="muted">No alert is pending or firing.</p>'}
     <h2>Rules</h2><div class="table-wrap"><table><thead><tr><th scope="col">Rule</th><th scope="col">State</th><th scope="col">Health</th><th scope="col">For</th><th scope="col">Expression</th></tr></thead><tbody>
     ${rules.map((r) => `<tr><td>${esc(r.name)}</td><td class="state-${esc(r.state)}">${esc(r.state)}</td>
@@ -580,9 +580,9 @@ async function renderMix() {
     ${pools.map((p) => `<tr data-pool="${esc(p.name)}"><td>${esc(p.name)}</td><td class="num">${p.servers}</td>
       <td class="num">${cell("per-request", p.kv_per_running_request_tokens, fmtInt)}</td>
       <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(idle)</span>' : ""}</td>
-      <td class="num">${cell("saturation", p.saturation_ratio, fmtPct)}</td><td data-field="full">${esc(full(p))}</td>
+      <td class="num">${cell("saturation", p.saturation_ratio, fmtPct)}</td><td class="wrap" data-field="full">${esc(full(p))}</td>
       <td class="wrap" data-field="n1">${n1(p)}</td><td class="num">${p.drain_largest && p.servers > 1 ? cell("margin", p.drain_largest.margin_tokens, fmtInt) : "--"}</td>
-      <td data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
+      <td class="wrap" data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
     <div class="table-wrap"><table id="plan-limits"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Limit</th>
       <th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Max running</th><th scope="col" class="num">Saturation</th><th scope="col">Why</th></tr></thead><tbody>
     ${servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
@@ -601,11 +601,11 @@ async function renderPlan() {
     return;
   }
   const c = await getJSON("api/kvwatch/v1/capacity", { tokens: n });
-  out.innerHTML = `<div class="table-wrap"><table id="plan-servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col" class="num">Free KV tokens</th><th scope="col" class="num">More requests of ${n} tokens</th></tr></thead><tbody>
+  out.innerHTML = `<div class="table-wrap"><table id="plan-servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col" class="num">Free KV tokens</th><th scope="col" class="num">More requests of ${fmtInt(n)} tokens</th></tr></thead><tbody>
     ${c.servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
       <td class="num">${cell("available", s.available_tokens, fmtInt)}</td>
       <td class="num">${cell("requests", s.requests, fmtInt)}${s.fits_context === false ? ' <span class="muted">(over the context length)</span>' : ""}</td></tr>`).join("")}
-    </tbody><tfoot>${c.roles.map((r) => `<tr data-role="${esc(r.role)}"><th>fleet · ${esc(r.role)}</th><th>${r.servers} servers</th><th></th>
+    </tbody><tfoot>${c.roles.map((r) => `<tr data-role="${esc(r.role)}"><th>fleet · ${esc(r.role)}</th><th>${r.servers} server${r.servers === 1 ? "" : "s"}</th><th></th>
       <th class="num">${cell("requests", r.requests, fmtInt)}</th></tr>`).join("")}</tfoot></table></div>`;
 }
 

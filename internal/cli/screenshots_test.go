@@ -1,0 +1,324 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/model"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
+	"github.com/kvwatch/kvwatch/internal/web"
+)
+
+// Screenshot size: the README and docs/web.md show them at this size.
+const shotW, shotH = 1280, 800
+
+// TestWebUIScreenshots makes the pictures of the web UI in docs/: the
+// default demo scenario (pd-sglang) going into the overload of issue 11
+// (router load ×8 after 3 minutes, a KV leak on decode after 6), 20 minutes
+// of simulated history 15 s apart, then the fleet overview, the decode
+// server's page, the alerts page and the capacity planner in headless
+// Chromium at 1280×800. Each capture must be a PNG of that size that is
+// not blank, taken while the page shows what it is there to show (read
+// from the DOM). With -update they are written to docs/screenshots/, with
+// KVWATCH_SCREENSHOTS=DIR to DIR; always to $KVWATCH_ARTIFACTS.
+func TestWebUIScreenshots(t *testing.T) {
+	chromium := testenv.Tool(t, "chromium", "chromium")
+	if err := web.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	outDirs := []string{artifactsDir(t)}
+	if *update {
+		outDirs = append(outDirs, filepath.Join("..", "..", "docs", "screenshots"))
+	}
+	if d := os.Getenv("KVWATCH_SCREENSHOTS"); d != "" {
+		outDirs = append(outDirs, d)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sc, err := sim.BuiltinScenario("pd-sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 17})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
+	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
+	e := &env{Streams: Streams{Stdout: io.Discard, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
+	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	for i := 0; !d.Ready(); i++ {
+		if i > 600 {
+			t.Fatal("serve did not scrape every target within a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	post := func(ep, path string) {
+		t.Helper()
+		for _, x := range c.Endpoints() {
+			if x.Name != ep {
+				continue
+			}
+			resp, err := http.Post(x.URL+path, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("POST %s %s: %d %s", ep, path, resp.StatusCode, b)
+			}
+			return
+		}
+		t.Fatalf("no simulated server %s", ep)
+	}
+
+	// 20 minutes of simulated time, 15 s a step, ending now: each step
+	// moves the simulator on, waits for serve to scrape every target after
+	// it, and appends what serve exports to the history (rules evaluated
+	// there), as TestSimulatedKVAlertFiresAndResolves does.
+	const step, steps = 15 * time.Second, 80
+	t0 := time.Now().Add(-steps * step).Truncate(time.Second)
+	for i := range steps {
+		switch i {
+		case 12:
+			post("router", "/-/sim/load?factor=8")
+		case 24:
+			post("decode", "/-/sim/fault?kind=leak")
+		}
+		c.Advance(step)
+		mark := time.Now()
+		for j, fresh := 0, false; !fresh; j++ {
+			if j > 1200 {
+				t.Fatal("serve did not scrape every target again within a minute")
+			}
+			time.Sleep(20 * time.Millisecond)
+			fresh = true
+			for _, s := range d.Report().Servers {
+				fresh = fresh && s.OK && s.ScrapedAt.After(mark)
+			}
+		}
+		mfs, err := d.Gatherer().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := t0.Add(time.Duration(i+1) * step)
+		emb.store.AppendFamilies(ts, mfs)
+		emb.rules.EvalAt(ctx, ts)
+	}
+	firing := 0
+	for _, a := range emb.rules.Alerts() {
+		if a.State == "firing" {
+			firing++
+		}
+	}
+	if firing == 0 {
+		t.Fatalf("no alert fires after 14 minutes of overload: %+v", emb.rules.Alerts())
+	}
+	base := externalURL(d)
+
+	actx, acancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true), chromedp.Flag("force-device-scale-factor", "1"),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(shotW, shotH))
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	var mu sync.Mutex
+	var consoleErrors []string
+	if err := chromedp.Listen(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+				consoleErrors = append(consoleErrors, fmt.Sprintf("console.%s: %v", ev.Type, ev.Args))
+			}
+		case *runtime.EventExceptionThrown:
+			consoleErrors = append(consoleErrors, fmt.Sprintf("exception: %s %v", ev.ExceptionDetails.Text, ev.ExceptionDetails.Exception))
+		}
+	}); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	bctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer tcancel()
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(shotW, shotH)); err != nil {
+		t.Fatal(err)
+	}
+
+	pages := []struct {
+		file, route string
+		ready       []string // CSS selectors the page must show first
+		text        []string // in the page's text
+	}{
+		{"web-overview.png", "#/", []string{`tr[data-server="decode"]`, `#chart-usage[data-state="drawn"]`, `[data-limit="decode"]`},
+			[]string{"The limit", "decode pool KV usage · 1 server", "KV usage by server", "workers 2/2 healthy", "firing"}},
+		{"web-server-decode.png", "#/server/decode", []string{`#server-title`, `#c-usage[data-state="drawn"]`, `#c-demand[data-state="drawn"]`, `#c-tokens[data-state="drawn"]`},
+			[]string{"decode · sglang", "Queued KV demand", "KV tokens: used, capacity, evictable"}},
+		{"web-alerts.png", "#/alerts", []string{`#alerts [data-field="alert-value"]`},
+			[]string{"Active alerts", "KVCacheUsageCritical", "firing", "Rules", "KVPoolFullSoon", "decode pool"}},
+		{"web-planner.png", "#/planner", []string{`#plan-servers tr[data-server="decode"] [data-field="requests"]`},
+			[]string{"More requests of 8,192 tokens", "fleet · decode", "1 server\t"}},
+	}
+	for _, p := range pages {
+		acts := []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + p.route)}
+		for _, sel := range p.ready {
+			acts = append(acts, chromedp.WaitVisible(chromedp.CSS(sel)))
+		}
+		if err := chromedp.Do(bctx, acts...); err != nil {
+			t.Errorf("%s: %v", p.route, err)
+			continue
+		}
+		// Let uPlot finish its first paint (it draws on the next frame).
+		time.Sleep(300 * time.Millisecond)
+		text, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
+		if err != nil {
+			t.Fatalf("%s: %v", p.route, err)
+		}
+		for _, w := range p.text {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s does not show %q:\n%s", p.route, w, text)
+			}
+		}
+		for _, bad := range []string{"Cannot load", "Cannot read", "undefined", "NaN"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("%s shows %q:\n%s", p.route, bad, text)
+			}
+		}
+		b, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("%s: screenshot: %v", p.route, err)
+		}
+		dirs := outDirs
+		if err := shotProblem(b); err != nil {
+			t.Errorf("%s: %v", p.file, err)
+		}
+		if t.Failed() {
+			dirs = outDirs[:1] // a broken page never replaces the docs' picture
+		}
+		for _, dir := range dirs {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, p.file), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s: %d bytes", p.file, len(b))
+		// The whole page, for a look at what is below the fold: artifacts only.
+		if full, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(filepath.Join(outDirs[0], strings.TrimSuffix(p.file, ".png")+"-full.png"), full, 0o644)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(consoleErrors) > 0 {
+		t.Errorf("browser console errors:\n%s", strings.Join(consoleErrors, "\n"))
+	}
+}
+
+// shotProblem says what is wrong with b unless it is a PNG of
+// shotW×shotH with something drawn on it: many colours, and no single
+// colour covering nearly all of it.
+func shotProblem(b []byte) error {
+	if len(b) < 20_000 || len(b) > 1_000_000 {
+		return fmt.Errorf("%d bytes, want a real page of 20 kB to 1 MB", len(b))
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("not a PNG: %v", err)
+	}
+	r := img.Bounds()
+	if r.Dx() != shotW || r.Dy() != shotH {
+		return fmt.Errorf("%dx%d, want %dx%d", r.Dx(), r.Dy(), shotW, shotH)
+	}
+	colours := map[uint32]int{}
+	for y := r.Min.Y; y < r.Max.Y; y += 2 {
+		for x := r.Min.X; x < r.Max.X; x += 2 {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			colours[cr>>8<<16|cg>>8<<8|cb>>8]++
+		}
+	}
+	most, n := 0, (r.Dx()/2)*(r.Dy()/2)
+	for _, k := range colours {
+		most = max(most, k)
+	}
+	if len(colours) < 50 || most > n*97/100 {
+		return fmt.Errorf("%d colours, the commonest on %d of %d pixels: a blank page", len(colours), most, n)
+	}
+	return nil
+}
+
+// TestShotProblem: a blank page, a page with a few lines and a wrong size
+// are refused.
+func TestShotProblem(t *testing.T) {
+	enc := func(img image.Image) []byte {
+		var b bytes.Buffer
+		if err := png.Encode(&b, img); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	blank := image.NewRGBA(image.Rect(0, 0, shotW, shotH))
+	noisy := func(w, h int) *image.RGBA {
+		img := image.NewRGBA(image.Rect(0, 0, w, h))
+		for i := range img.Pix {
+			img.Pix[i] = byte(i*7919>>3) | 3
+		}
+		return img
+	}
+	lines := image.NewRGBA(image.Rect(0, 0, shotW, shotH))
+	for x := range shotW {
+		for _, y := range []int{100, 300, 500} {
+			lines.Set(x, y, color.RGBA{R: byte(x), A: 255})
+		}
+	}
+	for name, img := range map[string]image.Image{"blank": blank, "lines": lines, "small": noisy(640, 400)} {
+		if err := shotProblem(enc(img)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := shotProblem(enc(noisy(shotW, shotH))); err != nil {
+		t.Errorf("a full page: %v", err)
+	}
+	if err := shotProblem([]byte("not a png, but long enough" + strings.Repeat(".", 30_000))); err == nil {
+		t.Error("not a PNG: accepted")
+	}
+}
