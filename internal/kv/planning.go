@@ -3,6 +3,8 @@ package kv
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 )
 
 // Capacity planning: how many more of today's requests fit (workload
@@ -217,20 +219,35 @@ func limitOf(s *Server, maxRunning, preemptions Value, warning float64) (Factor,
 		return FactorUnknown, "KV usage not reported"
 	}
 	if maxRunning.OK() && s.Running.Trusted() && s.Running.V >= maxRunning.V {
-		return FactorBatch, fmt.Sprintf("%.0f running of %.0f allowed while KV is %s used", s.Running.V, maxRunning.V, pctOf(u.V))
+		return FactorBatch, fmt.Sprintf("%s running of %s allowed while KV is %s used", countOf(s.Running.V), countOf(maxRunning.V), pctOf(u.V))
 	}
 	q := admissionQueue(s.Queued)
 	if !q.OK() {
 		return FactorUnknown, "queue not reported"
 	}
 	if q.V > 0 {
-		return FactorQueue, fmt.Sprintf("%.0f requests wait while KV (%s used) and the batch have room", q.V, pctOf(u.V))
+		return FactorQueue, fmt.Sprintf("%s requests wait while KV (%s used) and the batch have room", countOf(q.V), pctOf(u.V))
 	}
 	return FactorNone, ""
 }
 
 // pctOf formats a ratio as a percentage of three significant digits.
 func pctOf(r float64) string { return fmt.Sprintf("%.3g%%", r*100) }
+
+// countOf formats a count with thousands separators (62,604), as the
+// faces print counts.
+func countOf(v float64) string {
+	s := strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
 
 // WithFinished fills the finished-request size and its headroom of p from
 // s and the previous scrape's sizes (nil on the first).

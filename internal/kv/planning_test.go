@@ -299,3 +299,14 @@ func TestFinishedRequestSizes(t *testing.T) {
 		t.Errorf("finished: %+v tokens, %+v fit; want 2,300 and 23", p.FinishedRequestTokens, p.FinishedHeadroom)
 	}
 }
+
+func TestCountOf(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {62604, "62,604"}, {1234567.4, "1,234,567"}, {-2500, "-2,500"}} {
+		if got := countOf(c.v); got != c.want {
+			t.Errorf("countOf(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
