@@ -164,7 +164,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 			renderRanks(tw, s, len(cols)-1)
 		}
 		if ranks || wide {
-			renderCachePools(tw, s)
+			renderCachePools(tw, s, len(cols)-1)
 		}
 		for _, x := range s.Warnings {
 			notes = append(notes, fmt.Sprintf("warning\t%s\t%s: %s", row.Name, x.Reason, x.Detail))

@@ -11,11 +11,18 @@ import (
 // renderCachePools writes one row per further KV pool of s (kv.Server.CachePools):
 // hybrid-model pools and cache tiers, under the server's row, with
 // --ranks and -o wide.
-func renderCachePools(w io.Writer, s *kv.Server) {
+//
+// Each line has at least cells+1 cells, like the rank rows: a line with
+// fewer would end the table's column block, and the next server row would
+// not line up with the ones above.
+func renderCachePools(w io.Writer, s *kv.Server, cells int) {
 	for _, p := range s.CachePools {
 		cols := []string{"", "  " + cachePoolLabel(p), "", cachePoolFill(p), "", cachePoolHits(p)}
 		if p.Note != "" && !p.Used.OK() && !p.UsageRatio.OK() {
 			cols = append(cols, "fill unavailable: "+p.Note)
+		}
+		for len(cols) < cells+1 {
+			cols = append(cols, "")
 		}
 		fmt.Fprintln(w, strings.Join(cols, "\t"))
 	}

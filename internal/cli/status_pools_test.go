@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
 )
 
 func TestRenderCachePools(t *testing.T) {
@@ -16,7 +17,7 @@ func TestRenderCachePools(t *testing.T) {
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: kv.Of(100), Note: "not exported"},
 	}}
 	var b strings.Builder
-	renderCachePools(&b, s)
+	renderCachePools(&b, s, 0)
 	want := strings.Join([]string{
 		"\t  host tier\t\tKV 4,000 / 8,000 tok (50.0%)\t\thits 1,200 tok",
 		"\t  swa pool\t\tKV -- / -- tok (90.0%)\t\t",
@@ -27,5 +28,39 @@ func TestRenderCachePools(t *testing.T) {
 	}, "\n") + "\n"
 	if got := b.String(); got != want {
 		t.Errorf("renderCachePools:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestStatusCachePoolsAligned: a server's pool rows keep the table's
+// columns, so that the next server row lines up with the first.
+func TestStatusCachePoolsAligned(t *testing.T) {
+	srv := func(used float64, pools []kv.CachePool) *kv.Server {
+		s := &kv.Server{Engine: "sglang", Role: kv.RoleUnified, CachePools: pools}
+		s.Capacity, s.Used, s.UsageRatio = kv.Of(100000), kv.Of(used), kv.DerivedOf(used/100000)
+		s.Running, s.Queued.Waiting = kv.Of(3), kv.Of(0)
+		return s
+	}
+	rep := &report.Report{Servers: []report.Server{
+		{Name: "hicache-0", OK: true, Role: kv.RoleUnified, Server: srv(1234, []kv.CachePool{
+			{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: kv.Of(4000000), Used: kv.Of(2200953), UsageRatio: kv.DerivedOf(0.55), HitTokens: kv.Of(513144)}})},
+		{Name: "plain-1", OK: true, Role: kv.RoleUnified, Server: srv(99999, nil)},
+	}}
+	for _, wide := range []bool{false, true} {
+		var b strings.Builder
+		renderStatus(&b, rep, []int{8192}, wide, !wide, false)
+		var rows []string
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, "unified  ") {
+				rows = append(rows, l)
+			}
+		}
+		if len(rows) != 2 {
+			t.Fatalf("want two server rows in:\n%s", b.String())
+		}
+		for _, cell := range []string{"sglang", "KV ", "headroom ", "run=", "queued="} {
+			if a, c := strings.Index(rows[0], cell), strings.Index(rows[1], cell); a < 0 || a != c {
+				t.Errorf("wide=%v: %q at byte %d on the first row, %d on the second:\n%s", wide, cell, a, c, b.String())
+			}
+		}
 	}
 }
