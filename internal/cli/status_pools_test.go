@@ -34,16 +34,18 @@ func TestRenderCachePools(t *testing.T) {
 // TestStatusCachePoolsAligned: a server's pool rows keep the table's
 // columns, so that the next server row lines up with the first.
 func TestStatusCachePoolsAligned(t *testing.T) {
-	srv := func(used float64, pools []kv.CachePool) *kv.Server {
+	// Cells of different widths on the two rows (run=3 and run=162), so
+	// that a broken column block shows.
+	srv := func(used, running, queued float64, pools []kv.CachePool) *kv.Server {
 		s := &kv.Server{Engine: "sglang", Role: kv.RoleUnified, CachePools: pools}
 		s.Capacity, s.Used, s.UsageRatio = kv.Of(100000), kv.Of(used), kv.DerivedOf(used/100000)
-		s.Running, s.Queued.Waiting = kv.Of(3), kv.Of(0)
+		s.Running, s.Queued.Waiting = kv.Of(running), kv.Of(queued)
 		return s
 	}
 	rep := &report.Report{Servers: []report.Server{
-		{Name: "hicache-0", OK: true, Role: kv.RoleUnified, Server: srv(1234, []kv.CachePool{
+		{Name: "hicache-0", OK: true, Role: kv.RoleUnified, Server: srv(1234, 3, 0, []kv.CachePool{
 			{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: kv.Of(4000000), Used: kv.Of(2200953), UsageRatio: kv.DerivedOf(0.55), HitTokens: kv.Of(513144)}})},
-		{Name: "plain-1", OK: true, Role: kv.RoleUnified, Server: srv(99999, nil)},
+		{Name: "plain-1", OK: true, Role: kv.RoleUnified, Server: srv(99999, 162, 2826, nil)},
 	}}
 	for _, wide := range []bool{false, true} {
 		var b strings.Builder
@@ -57,7 +59,7 @@ func TestStatusCachePoolsAligned(t *testing.T) {
 		if len(rows) != 2 {
 			t.Fatalf("want two server rows in:\n%s", b.String())
 		}
-		for _, cell := range []string{"sglang", "KV ", "headroom ", "run=", "queued="} {
+		for _, cell := range []string{"sglang", "KV ", "headroom ", "run=", "queued=", "hit "} {
 			if a, c := strings.Index(rows[0], cell), strings.Index(rows[1], cell); a < 0 || a != c {
 				t.Errorf("wide=%v: %q at byte %d on the first row, %d on the second:\n%s", wide, cell, a, c, b.String())
 			}
