@@ -430,6 +430,11 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	if w := commas(int64(headroom.V)); !headroom.OK() || planned != w {
 		t.Errorf("planner decode requests of 8192 tokens = %q, want %q", planned, w)
 	}
+	// The decode pool is the decode server alone: the same number, in a
+	// row of its own (pools, never roles summed across clusters).
+	if pooled, err := chromedp.Run(bctx, chromedp.Text(css(`#plan-servers tr[data-pool="decode"] [data-field="requests"]`))); err != nil || pooled != planned {
+		t.Errorf("planner decode pool row = %q (%v), want %q", pooled, err, planned)
+	}
 	shot("web-planner.png")
 
 	// Narrow: the overview still reads at 800px.
