@@ -30,7 +30,7 @@ func TestBrowserWarningsAndMarks(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL + "/metrics"
 	}
-	neg := page("sglang:max_total_num_tokens -100000\nsglang:num_used_tokens -5000\nsglang:num_running_reqs 1\n")
+	neg := page("sglang:max_total_num_tokens -100000\nsglang:num_used_tokens -5000\nsglang:num_running_reqs 1\nsglang:num_queue_reqs -3\nsglang:num_prefill_prealloc_queue_reqs 7\n")
 	half := page(`sglang:max_total_num_tokens{dp_rank="0",tp_rank="0"} 1000
 sglang:max_total_num_tokens{dp_rank="1",tp_rank="0"} 1000
 sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
@@ -73,7 +73,7 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 	bctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer tcancel()
 
-	type row struct{ Warnings, Usage, UsageProv, Used, UsedProv, Capacity string }
+	type row struct{ Warnings, Usage, UsageProv, Used, UsedProv, Capacity, Queued, QueuedProv string }
 	read := func(sel string) row {
 		t.Helper()
 		r, err := chromedp.Run(bctx, chromedp.Evaluate[row](`(() => {
@@ -82,7 +82,8 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 			return {Warnings: [...tr.querySelectorAll('[data-warning]')].map(e => e.textContent).join("|"),
 				Usage: f("usage").textContent, UsageProv: f("usage").dataset.provenance,
 				Used: f("used").textContent, UsedProv: f("used").dataset.provenance,
-				Capacity: f("capacity").textContent};
+				Capacity: f("capacity").textContent,
+				Queued: f("queued").textContent, QueuedProv: f("queued").dataset.provenance || ""};
 		})()`))
 		if err != nil {
 			t.Fatalf("read %s: %v", sel, err)
@@ -93,13 +94,17 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 		t.Fatalf("overview: %v; stderr: %s", err, errb.String())
 	}
 	n := read(`tr[data-server="neg"]`)
-	for _, w := range []string{"warning negative: capacity is -100000", "warning negative: used is -5000"} {
+	for _, w := range []string{"warning negative: capacity is -100000", "warning negative: used is -5000", "warning negative: waiting queue is -3"} {
 		if !strings.Contains(n.Warnings, w) {
 			t.Errorf("overview row of neg: warnings %q lack %q", n.Warnings, w)
 		}
 	}
 	if n.Used != "implausible" || n.UsedProv != "implausible" || n.Capacity != "implausible" || strings.Contains(n.Usage, "5.0%") {
 		t.Errorf("overview row of neg = %+v, want used and capacity shown implausible and no 5.0%%", n)
+	}
+	// A queue of -3 beside one of 7 is not 4 queued requests.
+	if n.Queued != "implausible" || n.QueuedProv != "implausible" {
+		t.Errorf("overview row of neg: queued %q (%s), want implausible, never -3 + 7 = 4", n.Queued, n.QueuedProv)
 	}
 	h := read(`tr[data-server="half"]`)
 	if h.Used != "~900?" || h.UsedProv != "partial" || h.Capacity != "2,000" || h.Usage != "~90.0%?" || h.UsageProv != "partial" || h.Warnings != "" {
@@ -111,7 +116,7 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 		t.Fatalf("server page: %v", err)
 	}
 	ws, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#main [data-warning]')].map(e => e.dataset.warning + ": " + e.textContent)`))
-	if err != nil || len(ws) != 2 || !strings.HasPrefix(ws[0], "negative: ") || !strings.HasPrefix(ws[1], "negative: ") {
-		t.Errorf("server page warnings = %q (%v), want the two negative warnings", ws, err)
+	if err != nil || len(ws) != 3 || !strings.HasPrefix(ws[0], "negative: ") || !strings.HasPrefix(ws[2], "negative: ") {
+		t.Errorf("server page warnings = %q (%v), want the three negative warnings", ws, err)
 	}
 }
