@@ -450,6 +450,11 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	if limit == "" {
 		t.Errorf("planner shows no limiting factor for decode")
 	}
+	// The decode pool is the decode server alone: the same number, in a
+	// row of its own (pools, never roles summed across clusters).
+	if pooled, err := chromedp.Run(bctx, chromedp.Text(css(`#plan-servers tr[data-pool="decode"] [data-field="requests"]`))); err != nil || pooled != planned {
+		t.Errorf("planner decode pool row = %q (%v), want %q", pooled, err, planned)
+	}
 	shot("web-planner.png")
 
 	// Narrow: the overview still reads at 800px.

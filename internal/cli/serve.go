@@ -74,7 +74,7 @@ func addServe(app *kingpin.Application, r registry) {
 	c.Flag("config.file", "kvwatch config file: targets, file_sd, intervals, auth, headroom sizes, probe allowlist (reloaded on SIGHUP and POST /-/reload).").PlaceHolder("FILE").StringVar(&o.configFile)
 	c.Flag("web.listen-address", "Address to listen on; repeat for several. Loopback by default; another address needs --web.config.file (TLS, basic auth) or --web.insecure-listen.").Default(serve.DefaultListenAddress).StringsVar(&o.listen)
 	c.Flag("web.config.file", "exporter-toolkit web config file enabling TLS and basic auth (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md).").PlaceHolder("FILE").StringVar(&o.webConfigFile)
-	c.Flag("web.insecure-listen", "Allow a non-loopback --web.listen-address without --web.config.file: only on a trusted network.").BoolVar(&o.insecureListen)
+	c.Flag("web.insecure-listen", "Allow a non-loopback --web.listen-address without a --web.config.file that has both TLS and authentication: only on a trusted network.").BoolVar(&o.insecureListen)
 	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default("256").IntVar(&o.maxScrapes)
 	o.embedded.register(c)
 	o.fleet.register(c)

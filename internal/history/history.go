@@ -26,6 +26,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+
+	"github.com/kvwatch/kvwatch/internal/expo"
 )
 
 // Gatherer yields the metric families to record; prometheus.Gatherer
@@ -221,29 +223,7 @@ func (s *Store) downsampleLocked(ms *memSeries, now int64) {
 func (s *Store) AppendFamilies(t time.Time, mfs []*dto.MetricFamily) {
 	b := s.Begin(t)
 	defer b.Commit()
-	var pairs []string
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			counter := false
-			var v float64
-			switch mf.GetType() {
-			case dto.MetricType_GAUGE:
-				v = m.GetGauge().GetValue()
-			case dto.MetricType_COUNTER:
-				v = m.GetCounter().GetValue()
-				counter = true
-			case dto.MetricType_UNTYPED:
-				v = m.GetUntyped().GetValue()
-			default:
-				continue
-			}
-			pairs = pairs[:0]
-			for _, lp := range m.GetLabel() {
-				pairs = append(pairs, lp.GetName(), lp.GetValue())
-			}
-			b.Add(mf.GetName(), counter, v, pairs...)
-		}
-	}
+	expo.Gathered(mfs, func(name string, counter bool, v float64, pairs []string) { b.Add(name, counter, v, pairs...) })
 }
 
 // Batch records one gather's samples, all at the same timestamp, without

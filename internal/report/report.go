@@ -200,12 +200,3 @@ func Headrooms(s *kv.Server, tokens []int) []Headroom {
 	}
 	return out
 }
-
-// Forget drops the previous scrape of targets no longer configured.
-func (t *Tracker) Forget(keep map[string]bool) {
-	for name := range t.prev {
-		if !keep[name] {
-			delete(t.prev, name)
-		}
-	}
-}

@@ -79,12 +79,6 @@ func TestTrackerRatesAndHeadroom(t *testing.T) {
 	if r == nil || !r.Reset || r.PromptTokensPS.V != 10 || r.PrefixHitRatio.OK() {
 		t.Errorf("after a restart: %+v; want a reset, 50 tokens in 5 s, no hit ratio without traffic", r)
 	}
-
-	tr.Forget(map[string]bool{})
-	r4 := tr.Update(t2.Add(time.Second), []scrape.Result{{Target: dec, Time: t2.Add(time.Second), Server: decode(60, 0, 0, 0)}})
-	if r4.Servers[0].Rates != nil {
-		t.Errorf("a forgotten target starts without rates")
-	}
 }
 
 func TestRouterHasNoHeadroom(t *testing.T) {

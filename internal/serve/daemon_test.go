@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
@@ -262,6 +264,58 @@ func TestNonLoopbackNeedsWebConfig(t *testing.T) {
 	_, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"0.0.0.0:0"}})
 	if err == nil || !strings.Contains(err.Error(), "--web.config.file") || !strings.Contains(err.Error(), "--web.insecure-listen") {
 		t.Errorf("New on 0.0.0.0 without web config: err = %v, want one naming --web.config.file and --web.insecure-listen", err)
+	}
+}
+
+// TestNonLoopbackWebConfigNeedsTLSAndAuth: a web config that exporter-toolkit
+// accepts but that lacks TLS or authentication does not open a non-loopback
+// listener (issue 12, case 4: `{}`, basic auth without TLS, TLS without auth
+// were accepted on 0.0.0.0).
+func TestNonLoopbackWebConfigNeedsTLSAndAuth(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := selfSigned(t, dir)
+	tlsPart := fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\n", certFile, keyFile)
+	hash, err := bcrypt.GenerateFromPassword([]byte("x"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := fmt.Sprintf("basic_auth_users:\n  prom: %s\n", hash)
+	for _, c := range []struct {
+		name, file string
+		insecure   bool
+		// want is a text the error holds; "" means accepted.
+		want string
+	}{
+		{"empty", "{}\n", false, "has no TLS (tls_server_config) and no authentication"},
+		{"basic auth, no TLS", users, false, "has no TLS (tls_server_config):"},
+		{"TLS, no auth", tlsPart, false, "has no authentication (basic_auth_users"},
+		{"TLS, client certificates requested only", tlsPart + "  client_auth_type: RequestClientCert\n  client_ca_file: " + certFile + "\n", false, "has no authentication"},
+		{"TLS and basic auth", tlsPart + users, false, ""},
+		{"TLS and verified client certificates", tlsPart + "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: " + certFile + "\n", false, ""},
+		{"empty, but the network is trusted", "{}\n", true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := writeFile(t, dir, strings.ReplaceAll(c.name, " ", "_")+".yml", c.file)
+			for _, addr := range []string{"0.0.0.0:9477", ":9477", "10.1.2.3:9477"} {
+				err := checkExposure([]string{"127.0.0.1:9477", addr}, f, c.insecure)
+				switch {
+				case c.want == "" && err != nil:
+					t.Errorf("%s: %v, want accepted", addr, err)
+				case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "--web.insecure-listen")):
+					t.Errorf("%s: err = %v, want one with %q naming --web.insecure-listen", addr, err, c.want)
+				}
+			}
+			// Loopback needs neither.
+			if err := checkExposure([]string{"127.0.0.1:9477", "[::1]:9477"}, f, false); err != nil {
+				t.Errorf("loopback: %v", err)
+			}
+		})
+	}
+	// Through New, before anything binds.
+	f := writeFile(t, dir, "empty.yml", "{}\n")
+	if _, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"0.0.0.0:0"}, WebConfigFile: f}); err == nil ||
+		!strings.Contains(err.Error(), "no TLS") {
+		t.Errorf("New on 0.0.0.0 with web config {}: err = %v, want a refusal", err)
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -23,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
@@ -347,30 +347,13 @@ func (w *RemoteWriter) ownFamilies(fn func(name string, v float64, pairs ...stri
 	if err != nil {
 		w.log.Warn("remote write: gather serve's own metrics", "err", err)
 	}
-	var pairs []string
+	own := mfs[:0]
 	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "kvwatch_") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var v float64
-			switch mf.GetType() {
-			case dto.MetricType_GAUGE:
-				v = m.GetGauge().GetValue()
-			case dto.MetricType_COUNTER:
-				v = m.GetCounter().GetValue()
-			case dto.MetricType_UNTYPED:
-				v = m.GetUntyped().GetValue()
-			default:
-				continue // no kvwatch_* histogram or summary exists
-			}
-			pairs = pairs[:0]
-			for _, lp := range m.GetLabel() {
-				pairs = append(pairs, lp.GetName(), lp.GetValue())
-			}
-			fn(mf.GetName(), v, pairs...)
+		if strings.HasPrefix(mf.GetName(), "kvwatch_") {
+			own = append(own, mf)
 		}
 	}
+	expo.Gathered(own, func(name string, _ bool, v float64, pairs []string) { fn(name, v, pairs...) })
 }
 
 // flush encodes the pending series as one request and queues it.

@@ -14,10 +14,8 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"sort"
 	"strconv"
 
-	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 )
 
@@ -123,7 +121,7 @@ func Register(mux Handler, o Options) {
 			http.Error(w, "tokens must be a positive integer: the request size in tokens (prompt + output)", http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, Plan(o.Report(), n))
+		writeJSON(w, report.Plan(o.Report(), n))
 	}))
 }
 
@@ -141,75 +139,4 @@ func noAssets(h http.Handler) http.Handler {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
-}
-
-// Capacity answers "how many more requests of Tokens tokens fit".
-type Capacity struct {
-	Tokens  int              `json:"request_tokens"`
-	Servers []ServerCapacity `json:"servers"`
-	// Roles sums the servers of each role (prefill and decode KV mean
-	// different things and are never added together). A role's sum is
-	// unavailable when any of its servers' is.
-	Roles []RoleCapacity `json:"roles"`
-}
-
-// ServerCapacity is one server's answer.
-type ServerCapacity struct {
-	Name string  `json:"name"`
-	Role kv.Role `json:"role"`
-	// Requests is per DP rank floor(available / Tokens), summed
-	// (kv.Server.Headroom); unavailable for a failed scrape or unknown KV.
-	Requests kv.Value `json:"requests"`
-	// Available is the free KV in tokens (evictable counts as free).
-	Available kv.Value `json:"available_tokens"`
-	// FitsContext is false when Tokens is over the server's context length.
-	FitsContext *bool `json:"fits_context,omitempty"`
-}
-
-// RoleCapacity sums the servers of one role.
-type RoleCapacity struct {
-	Role     kv.Role  `json:"role"`
-	Servers  int      `json:"servers"`
-	Requests kv.Value `json:"requests"`
-}
-
-// Plan computes the capacity for requests of n tokens from a report.
-// Routers are left out: they hold no KV cache.
-func Plan(r report.Report, n int) Capacity {
-	c := Capacity{Tokens: n, Servers: []ServerCapacity{}, Roles: []RoleCapacity{}}
-	roles := map[kv.Role]*RoleCapacity{}
-	for _, s := range r.Servers {
-		if s.Role == kv.RoleRouter {
-			continue
-		}
-		sc := ServerCapacity{Name: s.Name, Role: s.Role}
-		if s.Server != nil {
-			sc.Requests = s.Server.Headroom(n)
-			sc.Available = s.Server.Available()
-			if cl := s.Server.ContextLength; cl.OK() && cl.V > 0 {
-				fits := float64(n) <= cl.V
-				sc.FitsContext = &fits
-				if !fits {
-					sc.Requests = kv.DerivedOf(0)
-				}
-			}
-		}
-		c.Servers = append(c.Servers, sc)
-		rc := roles[s.Role]
-		if rc == nil {
-			rc = &RoleCapacity{Role: s.Role, Requests: kv.DerivedOf(0)}
-			roles[s.Role] = rc
-		}
-		rc.Servers++
-		if !sc.Requests.OK() || !rc.Requests.OK() {
-			rc.Requests = kv.Value{}
-		} else {
-			rc.Requests = kv.DerivedOf(rc.Requests.V + sc.Requests.V)
-		}
-	}
-	for _, rc := range roles {
-		c.Roles = append(c.Roles, *rc)
-	}
-	sort.Slice(c.Roles, func(i, j int) bool { return c.Roles[i].Role < c.Roles[j].Role })
-	return c
 }

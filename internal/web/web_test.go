@@ -40,39 +40,6 @@ func testReport() report.Report {
 	}}
 }
 
-func TestPlan(t *testing.T) {
-	c := Plan(testReport(), 3000)
-	got := map[string]kv.Value{}
-	for _, s := range c.Servers {
-		got[s.Name] = s.Requests
-	}
-	// d1: floor(8000/3000) + floor(1000/3000) = 2 + 0 (a request cannot
-	// span DP ranks, so not floor(9000/3000) = 3); d2 failed: unknown;
-	// p1: floor(45000/3000) = 15; the router holds no KV.
-	want := map[string]kv.Value{"d1": kv.DerivedOf(2), "d2": {}, "p1": kv.DerivedOf(15)}
-	if len(got) != len(want) {
-		t.Fatalf("Plan servers = %v, want %v", got, want)
-	}
-	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("Plan(3000)[%s] = %+v, want %+v", k, got[k], w)
-		}
-	}
-	roles := map[kv.Role]kv.Value{}
-	for _, r := range c.Roles {
-		roles[r.Role] = r.Requests
-	}
-	// decode: one server unknown makes the sum unknown, never a partial count.
-	if roles[kv.RoleDecode].OK() || roles[kv.RolePrefill] != kv.DerivedOf(15) {
-		t.Errorf("Plan roles = %+v, want decode unavailable, prefill 15", roles)
-	}
-	// Over the context length nothing fits.
-	c = Plan(testReport(), 50000)
-	if s := c.Servers[0]; s.Requests != kv.DerivedOf(0) || s.FitsContext == nil || *s.FitsContext {
-		t.Errorf("Plan(50000)[d1] = %+v, want 0 requests, fits_context false", s)
-	}
-}
-
 func TestHandlers(t *testing.T) {
 	if err := CheckAssets(); err != nil {
 		t.Fatalf("%v", err)
@@ -100,7 +67,7 @@ func TestHandlers(t *testing.T) {
 		t.Errorf("capacity?tokens=x = %d %s", code, body)
 	}
 	code, body := get(PathCapacity + "?tokens=3000")
-	var c Capacity
+	var c report.Capacity
 	if code != 200 || json.Unmarshal([]byte(body), &c) != nil || len(c.Servers) != 3 {
 		t.Errorf("capacity?tokens=3000 = %d %s", code, body)
 	}

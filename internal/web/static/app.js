@@ -90,14 +90,22 @@ function warnings(sv) {
   if (!w.length) return "";
   return `<ul class="warnings">${w.map((x) => `<li class="error" data-warning="${esc(x.reason)}">warning ${esc(x.reason)}: ${esc(x.detail)}</li>`).join("")}</ul>`;
 }
+// provOrder ranks provenances as kv.Provenance does: a sum takes the worst
+// of its parts (an implausible queue makes the total implausible).
+const provOrder = ["unavailable", "direct", "derived", "reserved", "partial", "implausible"];
+// queuedTotal sums a server's queues as kv.Queues.QueuedTotal does, with
+// the worst provenance of the known parts; null when none is known.
 function queuedTotal(q) {
   if (!q) return null;
   let sum = null;
+  let p = "unavailable";
   for (const k of ["waiting", "prealloc", "bootstrap", "transfer", "inflight"]) {
     const v = val(q[k]);
-    if (v != null) sum = (sum || 0) + v;
+    if (v == null) continue;
+    sum = (sum || 0) + v;
+    if (provOrder.indexOf(prov(q[k])) > provOrder.indexOf(p)) p = prov(q[k]);
   }
-  return sum;
+  return sum == null ? null : { value: sum, provenance: p };
 }
 function barClass(r) {
   if (r == null) return "unknown";
@@ -395,7 +403,7 @@ async function overview(main) {
       <td class="num">${cell("capacity", sv.capacity_tokens, fmtInt)}</td>
       <td class="num" title="${hr ? "more requests of " + hr.tokens + " tokens that fit" : ""}">${hr ? cell("headroom", hr.requests, fmtInt) : '<span data-field="headroom">--</span>'}</td>
       <td class="num">${cell("running", sv.running, fmtInt)}</td>
-      <td class="num"><span data-field="queued">${fmtInt(queuedTotal(sv.queued))}</span></td>
+      <td class="num">${cell("queued", queuedTotal(sv.queued), fmtInt)}</td>
       <td class="num">${cell("demand", sv.demand_ratio, fmtTimes)}</td>
       <td class="num">${hitCell(s, hits)}</td>
       <td data-field="alerts">${al.length === 0 ? "" : `<a href="#/alerts" class="${firing ? "state-firing" : "state-pending"}">${al.length} ${firing ? "firing" : "pending"}</a>`}</td>
@@ -605,8 +613,8 @@ async function renderPlan() {
     ${c.servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
       <td class="num">${cell("available", s.available_tokens, fmtInt)}</td>
       <td class="num">${cell("requests", s.requests, fmtInt)}${s.fits_context === false ? ' <span class="muted">(over the context length)</span>' : ""}</td></tr>`).join("")}
-    </tbody><tfoot>${c.roles.map((r) => `<tr data-role="${esc(r.role)}"><th>fleet · ${esc(r.role)}</th><th>${r.servers} server${r.servers === 1 ? "" : "s"}</th><th></th>
-      <th class="num">${cell("requests", r.requests, fmtInt)}</th></tr>`).join("")}</tfoot></table></div>`;
+    </tbody><tfoot>${c.pools.map((p) => `<tr data-pool="${esc(p.pool)}"><th>pool · ${esc(p.pool)}</th><th>${p.servers} servers</th><th></th>
+      <th class="num">${cell("requests", p.requests, fmtInt)}</th></tr>`).join("")}</tfoot></table></div>`;
 }
 
 // ---- router ------------------------------------------------------------

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/sim"
+)
+
+// TestStatusCacheTiers: status -o wide, --ranks and -o json against the
+// simulated SGLang HiCache server list its host tier with the simulator's
+// own capacity, fill and hits (issue 13: status and JSON list the pools and
+// tiers), and plain status keeps them off the one-line rows.
+func TestStatusCacheTiers(t *testing.T) {
+	sc, err := sim.BuiltinScenario("sglang-hicache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Advance(2 * time.Minute) // partly full (scenarios_tiers.go)
+	ep := c.Endpoints()[0]
+	tr := c.Truth(ep.Name)
+	if tr.Host == nil || tr.Host.UsedTokens == 0 || tr.Host.UsedTokens >= tr.Host.CapacityTokens || tr.Host.HitTokens == 0 {
+		t.Fatalf("the host tier is not partly full with hits at 2m: %+v", tr.Host)
+	}
+	target := ep.URL + ep.MetricsPath
+	// Worked out from the simulator's truth, in status's formats.
+	line := fmt.Sprintf("host tier  KV %s / %s tok (%.1f%%)  hits %s tok",
+		commas(tr.Host.UsedTokens), commas(tr.Host.CapacityTokens),
+		100*float64(tr.Host.UsedTokens)/float64(tr.Host.CapacityTokens), commas(tr.Host.HitTokens))
+	squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	for _, args := range [][]string{{"-o", "wide"}, {"--ranks"}} {
+		code, out, errs := run(t, append(append([]string{"status"}, args...), target)...)
+		if code != 0 {
+			t.Fatalf("status %v: exit %d: %s", args, code, errs)
+		}
+		if !strings.Contains(squash(out), squash(line)) {
+			t.Errorf("status %v lacks %q:\n%s", args, line, out)
+		}
+	}
+	t.Logf("want %q", line)
+	code, out, _ := run(t, "status", target)
+	if code != 0 || strings.Contains(out, "host tier") {
+		t.Errorf("plain status (exit %d) shows the tiers:\n%s", code, out)
+	}
+	code, out, errs := run(t, "status", "-o", "json", target)
+	if code != 0 {
+		t.Fatalf("status -o json: exit %d: %s", code, errs)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Servers) != 1 || rep.Servers[0].Server == nil {
+		t.Fatalf("report %v: %s", err, out)
+	}
+	var host *kv.CachePool
+	for i, p := range rep.Servers[0].Server.CachePools {
+		if p.Type == kv.PoolFull && p.Tier == kv.TierHost {
+			host = &rep.Servers[0].Server.CachePools[i]
+		}
+	}
+	if host == nil || host.Capacity.V != float64(tr.Host.CapacityTokens) || host.Used.V != float64(tr.Host.UsedTokens) ||
+		host.HitTokens.V != float64(tr.Host.HitTokens) || host.Unit != kv.UnitTokens || !strings.Contains(out, `"cache_pools"`) {
+		t.Errorf("JSON host tier = %+v, want capacity %d, used %d, hits %d tokens", host, tr.Host.CapacityTokens, tr.Host.UsedTokens, tr.Host.HitTokens)
+	}
+}
