@@ -54,8 +54,9 @@ type Options struct {
 	ListenAddresses []string
 	// WebConfigFile is an exporter-toolkit web config file (TLS, basic auth).
 	WebConfigFile string
-	// InsecureListen allows a non-loopback listen address without
-	// WebConfigFile.
+	// InsecureListen allows a non-loopback listen address without TLS and
+	// authentication in WebConfigFile (TLS terminated by a proxy or a
+	// service mesh); New logs a warning. See checkListen.
 	InsecureListen bool
 
 	// Registry holds kvwatch's own metrics (process, Go, reload, deadline
@@ -138,16 +139,8 @@ func New(opts Options) (*Daemon, error) {
 		opts.Registry.MustRegister(collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	if opts.WebConfigFile != "" {
-		if err := web.Validate(opts.WebConfigFile); err != nil {
-			return nil, fmt.Errorf("--web.config.file %s: %w", opts.WebConfigFile, err)
-		}
-	} else if !opts.InsecureListen {
-		for _, a := range opts.ListenAddresses {
-			if !isLoopback(a) {
-				return nil, fmt.Errorf("listen address %q is not loopback: anyone who can reach it could read kvwatch's metrics and reload it; give --web.config.file with TLS and basic auth (see docs/configuration.md), or --web.insecure-listen if the network is trusted", a)
-			}
-		}
+	if err := checkListen(opts, opts.Logger); err != nil {
+		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, engines: opts.Engines, own: opts.Registry,
 		kvReg: prometheus.NewRegistry(), mux: http.NewServeMux(), handled: map[string]bool{},
