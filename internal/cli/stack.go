@@ -47,6 +47,7 @@ func addStack(app *kingpin.Application, r registry) {
 	gc.Flag("install.dir", "Absolute directory the systemd units read the stack from.").Default(stack.DefaultInstallDir).StringVar(&g.o.InstallDir)
 	gc.Flag("runbook.url", "Base URL of docs/runbook.md for the alerts' runbook_url.").Default(stack.DefaultRunbookURL).StringVar(&g.o.RunbookURL)
 	gc.Flag("kubernetes.namespace", "Namespace of the Kubernetes manifests.").Default("monitoring").StringVar(&g.o.Namespace)
+	gc.Flag("kubernetes.labels", "Label of every Kubernetes object, as key=value; repeat for several, e.g. release=kube-prometheus-stack for the Prometheus Operator's default selectors.").PlaceHolder("KEY=VALUE").StringMapVar(&g.o.KubernetesLabels)
 	gc.Flag("kubernetes.image", "kvwatch container image of the Kubernetes and compose files.").Default("ghcr.io/kvwatch/kvwatch:latest").StringVar(&g.o.Image)
 	r.add(gc, func(ctx context.Context, e *env) int { return exitCode(e, runStackGenerate(e, g)) })
 

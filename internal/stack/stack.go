@@ -97,6 +97,10 @@ type Options struct {
 	RunbookURL string
 	// Namespace is the Kubernetes namespace of the manifests. Default monitoring.
 	Namespace string
+	// KubernetesLabels are added to every Kubernetes object, e.g.
+	// release=kube-prometheus-stack for the Prometheus Operator's default
+	// serviceMonitorSelector, podMonitorSelector and ruleSelector.
+	KubernetesLabels map[string]string
 	// Image is the kvwatch container image. Default ghcr.io/kvwatch/kvwatch:latest.
 	Image string
 	// GrafanaAdminPassword is written to grafana/admin-password; empty
@@ -222,6 +226,7 @@ func (o Options) validate() error {
 	if o.Alerts.KVUsageWarning >= o.Alerts.KVUsageCritical {
 		errs = append(errs, fmt.Errorf("alerts: kv_usage_warning %g must be below kv_usage_critical %g", o.Alerts.KVUsageWarning, o.Alerts.KVUsageCritical))
 	}
+	errs = append(errs, validateK8sLabels(o.KubernetesLabels)...)
 	if !filepath.IsAbs(o.InstallDir) {
 		errs = append(errs, fmt.Errorf("install dir %q: want an absolute path, e.g. %s", o.InstallDir, DefaultInstallDir))
 	}
