@@ -117,3 +117,24 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 	}
 	return c
 }
+
+// probeTargets is the file_sd list read by the probe job: the configured
+// targets' URLs with their role, cluster and pool labels, to be extended
+// by whatever discovers engines.
+func probeTargets(o Options) []promStaticConfig {
+	out := []promStaticConfig{}
+	if !o.Probe {
+		return out
+	}
+	for _, t := range o.Config.Targets {
+		l := map[string]string{}
+		for k, v := range t.Labels {
+			l[k] = v
+		}
+		if t.Role != "" {
+			l["role"] = t.Role
+		}
+		out = append(out, promStaticConfig{Targets: []string{t.URL}, Labels: l})
+	}
+	return out
+}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -312,17 +313,31 @@ func Generate(o Options) (Files, error) {
 		{AlertTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(ruleTests(o)) }},
 		{"alertmanager.yml", 0o644, func() ([]byte, error) { return marshalYAML(alertmanagerConfig(o)) }},
 		{"kvwatch.yml", 0o644, func() ([]byte, error) { return kvwatchConfig(o) }},
+		{ProbeTargetsFile, 0o644, func() ([]byte, error) { return marshalYAML(probeTargets(o)) }},
+		{UpFile, 0o644, func() ([]byte, error) { return marshalJSON(upProcesses(o)) }},
+		{"docker-compose.yml", 0o644, func() ([]byte, error) { return marshalYAML(composeFile(o)) }},
 	}
 	for _, s := range steps {
 		if err := add(s.path, s.mode, s.gen); err != nil {
 			return nil, err
 		}
 	}
-	more, err := generateMore(o)
-	if err != nil {
-		return nil, err
+	for _, u := range systemdUnits(o) {
+		if err := add("systemd/"+u.Name, 0o644, u.render); err != nil {
+			return nil, err
+		}
 	}
-	out = append(out, more...)
+	parts := []func(Options) (Files, error){grafanaFiles, kubernetesFiles}
+	if o.HA {
+		parts = append(parts, haFiles)
+	}
+	for _, part := range parts {
+		fs, err := part(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
@@ -336,4 +351,17 @@ func kvwatchConfig(o Options) ([]byte, error) {
 	b.WriteString("# kvwatch config for the generated stack; add targets here (see docs/configuration.md).\n")
 	b.WriteString("targets: []\n")
 	return []byte(b.String()), nil
+}
+
+// hostPort splits a validated host:port.
+func hostPort(addr string) (string, int) {
+	h, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return h, n
+}
+
+// withPort returns addr's host with port p.
+func withPort(addr string, p int) string {
+	h, _ := hostPort(addr)
+	return net.JoinHostPort(h, strconv.Itoa(p))
 }

@@ -15,6 +15,13 @@ import (
 	"time"
 )
 
+// DataDir is where `stack up` keeps Prometheus, Alertmanager and Grafana
+// data inside the stack directory; LogDir holds their logs.
+const (
+	DataDir = "data"
+	LogDir  = "logs"
+)
+
 // UpOptions configure Up.
 type UpOptions struct {
 	// Dir is the generated stack directory.
