@@ -160,7 +160,7 @@ func ruleGroups(files []string, cfg *config.Config) ([]rulefmt.RuleGroup, error)
 		return alerting.LoadFiles(files)
 	}
 	o := stack.Options{Config: cfg, Alerts: cfg.Alerts}
-	return append(stack.RecordingRules(o).Groups, stack.AlertRules(o).Groups...), nil
+	return stack.ServeRules(o), nil
 }
 
 // externalURL is the UI's URL on the daemon's first address.

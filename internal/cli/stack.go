@@ -42,6 +42,7 @@ func addStack(app *kingpin.Application, r registry) {
 	gc.Flag("alertmanager.email-smarthost", "SMTP server of alert e-mails, host:port.").StringVar(&g.o.Receivers.EmailSmarthost)
 	gc.Flag("alertmanager.slack-webhook-url", "Send alerts to this Slack incoming-webhook URL.").PlaceHolder("URL").StringVar(&g.o.Receivers.SlackWebhookURL)
 	gc.Flag("alertmanager.slack-channel", "Slack channel, e.g. #inference.").StringVar(&g.o.Receivers.SlackChannel)
+	gc.Flag("alertmanager.watchdog-url", "Send the always-firing KVWatchWatchdog alert to this webhook every minute: a dead man's switch that pages when the pings stop.").PlaceHolder("URL").StringVar(&g.o.Receivers.WatchdogURL)
 	gc.Flag("ha", "Also write ha/: two Prometheus replicas (external label replica) and two clustered Alertmanagers.").BoolVar(&g.o.HA)
 	gc.Flag("probe", "Add a Prometheus job scraping discovered engines through kvwatch's /probe (targets in probe-targets/targets.yml).").BoolVar(&g.o.Probe)
 	gc.Flag("install.dir", "Absolute directory the systemd units read the stack from.").Default(stack.DefaultInstallDir).StringVar(&g.o.InstallDir)

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,13 +32,41 @@ func customOptions() Options {
 }
 
 func TestRulesPromtool(t *testing.T) {
-	promtool := tool(t, "promtool")
-	for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
-		t.Run(name, func(t *testing.T) {
-			_, dir := generateDir(t, o)
-			run(t, dir, promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
-			run(t, dir, promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
-		})
+	for _, v := range promVersions(t) {
+		for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
+			t.Run("prometheus"+v.name+"/"+name, func(t *testing.T) {
+				_, dir := generateDir(t, o)
+				run(t, dir, v.promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+			})
+		}
+	}
+}
+
+// TestRuleTestsAnyFor (issue 15 item 4): every for-duration the config
+// accepts, sub-minute ones included, and thresholds across the range give
+// unit tests that both promtools accept and pass. A 30s for-duration used
+// to produce eval_time: -1m.
+func TestRuleTestsAnyFor(t *testing.T) {
+	versions := promVersions(t)
+	thresholds := [][2]float64{{0.5, 0.7}, {0.9, 0.95}, {0.05, 0.1}, {0.85, 0.97}}
+	for i, d := range []string{"1s", "15s", "30s", "45s", "1m", "90s", "5m", "1h"} {
+		o := Options{}
+		a := &o.Alerts
+		fd := dur(d)
+		a.KVUsageWarningFor, a.KVUsageCriticalFor, a.QueueFor, a.PreemptionsFor = fd, fd, fd, fd
+		a.PrefixHitFor, a.LeakFor, a.RankSpreadFor, a.TargetDownFor, a.StaleAfter = fd, fd, fd, fd, fd
+		o.KVFullFor = fd
+		th := thresholds[i%len(thresholds)]
+		a.KVUsageWarning, a.KVUsageCritical = th[0], th[1]
+		a.LeakUsage, a.RankSpread, a.PrefixHitRatioLow = th[0], th[1]-th[0], th[1]
+		a.QueueLength, a.PreemptionsPerSecond, a.PrefixHitMinTokensPS = float64(1+10*i), 0.05*float64(i+1), float64(5*i+1)
+		for _, v := range versions {
+			t.Run(fmt.Sprintf("for=%s/prometheus%s", d, v.name), func(t *testing.T) {
+				_, dir := generateDir(t, o)
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+			})
+		}
 	}
 }
 
@@ -73,7 +102,7 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 		if !fires[n] {
 			t.Errorf("no promtool test where %s fires", n)
 		}
-		if !quiet[n] {
+		if !quiet[n] && n != AlertWatchdog { // the watchdog is never quiet
 			t.Errorf("no promtool test where %s must stay quiet", n)
 		}
 	}
@@ -95,8 +124,8 @@ func TestAlertRulesAnnotations(t *testing.T) {
 			if want := DefaultRunbookURL + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
 				t.Errorf("%s: runbook_url = %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 			}
-			if s := r.Labels["severity"]; s != SeverityWarning && s != SeverityCritical {
-				t.Errorf("%s: severity %q, want warning or critical", r.Alert, s)
+			if s := r.Labels["severity"]; (s != SeverityWarning && s != SeverityCritical) != (r.Alert == AlertWatchdog) {
+				t.Errorf("%s: severity %q, want warning or critical (none for the watchdog only)", r.Alert, s)
 			}
 		}
 	}

@@ -121,6 +121,10 @@ type Receivers struct {
 	// SlackWebhookURL and SlackChannel configure Slack.
 	SlackWebhookURL string
 	SlackChannel    string
+	// WatchdogURL receives the always-firing KVWatchWatchdog alert every
+	// minute (a dead man's switch such as a heartbeat check that pages when
+	// the pings stop). Empty: the watchdog is visible in Alertmanager only.
+	WatchdogURL string
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -211,6 +215,9 @@ func (o Options) validate() error {
 	}
 	if o.Receivers.SlackWebhookURL != "" {
 		urls = append(urls, o.Receivers.SlackWebhookURL)
+	}
+	if o.Receivers.WatchdogURL != "" {
+		urls = append(urls, o.Receivers.WatchdogURL)
 	}
 	for _, s := range urls {
 		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
