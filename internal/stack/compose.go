@@ -96,7 +96,7 @@ func haFiles(o Options) (Files, error) {
 		out = append(out, File{Path: cfg, Data: b, Mode: 0o644})
 		units := []unit{
 			{Name: "kvwatch-prometheus-" + n + ".service", Description: "Prometheus replica " + n + " for kvwatch",
-				Doc: "https://prometheus.io/docs/", After: []string{UnitKVWatch}, State: "kvwatch-prometheus-" + n,
+				Doc: "https://prometheus.io/docs/", After: []string{UnitKVWatch}, State: "kvwatch-prometheus-" + n, NoSIGKILL: true,
 				Exec: append([]string{"/usr/bin/prometheus"}, promArgs(po, d+"/"+cfg, "/var/lib/kvwatch-prometheus-"+n, proms[i])...)},
 			{Name: "kvwatch-alertmanager-" + n + ".service", Description: "Alertmanager " + n + " (clustered) for kvwatch",
 				Doc: "https://prometheus.io/docs/alerting/latest/alertmanager/", State: "kvwatch-alertmanager-" + n,

@@ -1,6 +1,11 @@
 package stack
 
 import (
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
 	"github.com/prometheus/common/model"
 )
 
@@ -105,11 +110,11 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 			JobName:       "kvwatch-probe",
 			MetricsPath:   "/probe",
 			FileSDConfigs: []promFileSD{{Files: []string{ProbeTargetsFile}, RefreshInterval: dur("1m")}},
-			RelabelConfigs: []promRelabel{
-				{SourceLabels: []string{"__address__"}, TargetLabel: "__param_target"},
-				{SourceLabels: []string{"__param_target"}, TargetLabel: "instance"},
-				{TargetLabel: "__address__", Replacement: o.KVWatchAddress},
-			},
+			RelabelConfigs: append(probeDropServeTargets(o),
+				promRelabel{SourceLabels: []string{"__address__"}, TargetLabel: "__param_target"},
+				promRelabel{SourceLabels: []string{"__param_target"}, TargetLabel: "instance"},
+				promRelabel{TargetLabel: "__address__", Replacement: o.KVWatchAddress},
+			),
 		})
 	}
 	if o.RemoteWriteURL != "" {
@@ -118,23 +123,31 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 	return c
 }
 
-// probeTargets is the file_sd list read by the probe job: the configured
-// targets' URLs with their role, cluster and pool labels, to be extended
-// by whatever discovers engines.
-func probeTargets(o Options) []promStaticConfig {
-	out := []promStaticConfig{}
-	if !o.Probe {
-		return out
-	}
+// probeTargets is the file_sd list read by the probe job, generated empty:
+// it is for engines that something other than kvwatch's config discovers.
+// kvwatch's own targets never go there: serve already scrapes them, and
+// probing them too would count every server twice (issue 15 item 3).
+func probeTargets(Options) []promStaticConfig { return []promStaticConfig{} }
+
+// probeDropServeTargets is the probe job's guard against double counting:
+// a relabel rule dropping any probe target that is one of serve's own
+// configured targets (same host and port), should someone list it in the
+// probe targets file. Targets added to kvwatch.yml later are not covered:
+// regenerate the stack.
+func probeDropServeTargets(o Options) []promRelabel {
+	var urls []string
 	for _, t := range o.Config.Targets {
-		l := map[string]string{}
-		for k, v := range t.Labels {
-			l[k] = v
+		u, err := url.Parse(t.URL)
+		if err != nil || u.Host == "" {
+			continue // config.Load refuses such a URL
 		}
-		if t.Role != "" {
-			l["role"] = t.Role
-		}
-		out = append(out, promStaticConfig{Targets: []string{t.URL}, Labels: l})
+		// The same server however it is written: with or without the
+		// scheme, with any path.
+		urls = append(urls, "("+regexp.QuoteMeta(u.Scheme+"://")+")?"+regexp.QuoteMeta(u.Host)+"(/.*)?")
 	}
-	return out
+	if len(urls) == 0 {
+		return nil
+	}
+	sort.Strings(urls)
+	return []promRelabel{{Action: "drop", SourceLabels: []string{"__address__"}, Regex: strings.Join(urls, "|")}}
 }
