@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
            -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
 
-.PHONY: all build assets demo test test-unit bench fuzz vet clean
+.PHONY: all build assets demo test test-unit bench fuzz vet clean prometheus3 schema-deps
 
 all: build
 
@@ -27,9 +27,24 @@ demo: build
 	./$(BIN) demo
 
 # Every test: unit, golden, fuzz seeds, and the end-to-end tests with real
-# Prometheus, promtool, Alertmanager, Chromium and tmux (see .ci/run).
-test: build vet
-	$(GO) test -race -timeout 30m ./...
+# Prometheus (Debian's 2.x and 3.x built from source), promtool,
+# Alertmanager, Chromium and tmux (see .ci/run).
+test: build vet prometheus3 schema-deps
+	KVWATCH_PROMETHEUS3_DIR=$(CURDIR)/$(PROMETHEUS3_DIR) $(GO) test -race -timeout 30m ./...
+
+# Prometheus 3 and promtool 3 from the Go module pinned in
+# tools/prometheus3/go.mod, for the version matrix of the stack tests
+# (docs/stack.md). Minutes the first time, seconds from the Go build cache.
+PROMETHEUS3_DIR := bin/prometheus3
+prometheus3:
+	tools/prometheus3/build.sh $(PROMETHEUS3_DIR)
+
+# @grafana/schema and TypeScript for the dashboards' schema check
+# (tools/grafana-schema/check.mjs, run by internal/stack's tests).
+schema-deps: tools/grafana-schema/node_modules/.package-lock.json
+
+tools/grafana-schema/node_modules/.package-lock.json: tools/grafana-schema/package.json tools/grafana-schema/package-lock.json
+	npm ci --prefix tools/grafana-schema --no-audit --no-fund
 
 vet:
 	$(GO) vet ./...

@@ -70,13 +70,15 @@ func TestAlertmanagerConfigAmtool(t *testing.T) {
 }
 
 func TestPrometheusConfigPromtool(t *testing.T) {
-	promtool := tool(t, "promtool")
+	versions := promVersions(t)
 	files, dir := generateDir(t, goldenOptions())
-	for _, p := range files.Paths() {
-		if p == "prometheus.yml" || (strings.HasPrefix(p, "ha/") && strings.HasSuffix(p, ".yml") && strings.Contains(p, "prometheus")) {
-			out := run(t, dir, promtool, "check", "config", p)
-			if !strings.Contains(out, "SUCCESS") {
-				t.Errorf("promtool check config %s: %s", p, out)
+	for _, v := range versions {
+		for _, p := range files.Paths() {
+			if p == "prometheus.yml" || (strings.HasPrefix(p, "ha/") && strings.HasSuffix(p, ".yml") && strings.Contains(p, "prometheus")) {
+				out := run(t, dir, v.promtool, "check", "config", p)
+				if !strings.Contains(out, "SUCCESS") {
+					t.Errorf("promtool %s check config %s: %s", v.name, p, out)
+				}
 			}
 		}
 	}
