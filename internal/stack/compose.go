@@ -23,11 +23,15 @@ type composeService struct {
 	DependsOn   []string `yaml:"depends_on,omitempty"`
 }
 
-// Container images of the compose file; pin them to the versions you test.
+// Container images of the compose file, pinned to the versions of the test
+// matrix (docs/stack.md, "Version matrix"): Prometheus 3.16 runs the full
+// e2e here (built from its Go module); the dashboards pass the schema of
+// Grafana 13.2 (@grafana/schema 13.2.3). No container engine runs here, so
+// the images themselves are not pulled by the tests.
 const (
-	imagePrometheus   = "prom/prometheus:v2.53.2"
-	imageAlertmanager = "prom/alertmanager:v0.27.0"
-	imageGrafana      = "grafana/grafana-oss:11.2.0"
+	imagePrometheus   = "prom/prometheus:v3.16.0"
+	imageAlertmanager = "prom/alertmanager:v0.35.0"
+	imageGrafana      = "grafana/grafana-oss:13.2.3"
 )
 
 // composeFile returns docker-compose.yml. Every service uses the host
