@@ -44,6 +44,7 @@ func addStack(app *kingpin.Application, r registry) {
 	gc.Flag("alertmanager.slack-channel", "Slack channel, e.g. #inference.").StringVar(&g.o.Receivers.SlackChannel)
 	gc.Flag("alertmanager.watchdog-url", "Send the always-firing KVWatchWatchdog alert to this webhook every minute: a dead man's switch that pages when the pings stop.").PlaceHolder("URL").StringVar(&g.o.Receivers.WatchdogURL)
 	gc.Flag("ha", "Also write ha/: two Prometheus replicas (external label replica) and two clustered Alertmanagers.").BoolVar(&g.o.HA)
+	gc.Flag("ha.cluster-name", "With --ha: the replicas' ha_cluster external label, the pair's name for Mimir's HA tracker (ha_cluster_label: ha_cluster).").Default("kvwatch").StringVar(&g.o.HAClusterName)
 	gc.Flag("probe", "Add a Prometheus job scraping discovered engines through kvwatch's /probe (targets in probe-targets/targets.yml).").BoolVar(&g.o.Probe)
 	gc.Flag("install.dir", "Absolute directory the systemd units read the stack from.").Default(stack.DefaultInstallDir).StringVar(&g.o.InstallDir)
 	gc.Flag("runbook.url", "Base URL of docs/runbook.md for the alerts' runbook_url.").Default(stack.DefaultRunbookURL).StringVar(&g.o.RunbookURL)

@@ -69,6 +69,12 @@ type promRemoteWrite struct {
 	URL string `yaml:"url"`
 }
 
+// External labels of the HA replicas (see prometheusConfig).
+const (
+	HAReplicaLabel = "replica"
+	HAClusterLabel = "ha_cluster"
+)
+
 // ProbeTargetsFile is the file_sd file the probe job reads its targets from.
 const ProbeTargetsFile = "probe-targets/targets.yml"
 
@@ -100,7 +106,13 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 		},
 	}
 	if replica != "" {
-		c.Global.ExternalLabels = map[string]string{"replica": replica}
+		// replica tells the replicas apart (Thanos --query.replica-label,
+		// Mimir's ha_replica_label); HAClusterLabel names the pair for
+		// Mimir's HA tracker (its ha_cluster_label). Not "cluster", which
+		// is kvwatch's own inference-cluster label: an external label never
+		// overrides a series' own label, so Mimir would see each inference
+		// cluster as an HA pair of its own (docs/stack.md, "HA").
+		c.Global.ExternalLabels = map[string]string{HAReplicaLabel: replica, HAClusterLabel: o.HAClusterName}
 		// Alerts carry external labels; drop replica so the Alertmanagers
 		// see one alert from both replicas and deduplicate it.
 		c.Alerting.AlertRelabelConfigs = []promRelabel{{Action: "labeldrop", Regex: "replica"}}

@@ -85,6 +85,9 @@ type Options struct {
 	// HA adds the files of a two-replica Prometheus and a clustered
 	// Alertmanager pair under ha/.
 	HA bool
+	// HAClusterName is the replicas' ha_cluster external label, the HA
+	// pair's name for Mimir's HA tracker. Default kvwatch.
+	HAClusterName string
 	// Probe adds a Prometheus job that scrapes every configured target
 	// through kvwatch's /probe endpoint (one series set per target, labelled
 	// by Prometheus), for fleets that discover targets with Prometheus.
@@ -155,6 +158,7 @@ func (o Options) WithDefaults() Options {
 		o.KVFullMinUsage = 0.5
 	}
 	setS(&o.InstallDir, DefaultInstallDir)
+	setS(&o.HAClusterName, "kvwatch")
 	setS(&o.RunbookURL, DefaultRunbookURL)
 	setS(&o.Namespace, "monitoring")
 	setS(&o.Image, "ghcr.io/kvwatch/kvwatch:latest")
@@ -235,6 +239,9 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("alerts: kv_usage_warning %g must be below kv_usage_critical %g", o.Alerts.KVUsageWarning, o.Alerts.KVUsageCritical))
 	}
 	errs = append(errs, validateK8sLabels(o.KubernetesLabels)...)
+	if strings.ContainsAny(o.HAClusterName, "\n\"") {
+		errs = append(errs, fmt.Errorf("--ha.cluster-name %q: want a plain name, e.g. kvwatch-eu1", o.HAClusterName))
+	}
 	if !filepath.IsAbs(o.InstallDir) {
 		errs = append(errs, fmt.Errorf("install dir %q: want an absolute path, e.g. %s", o.InstallDir, DefaultInstallDir))
 	}
