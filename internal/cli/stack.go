@@ -57,7 +57,7 @@ func addStack(app *kingpin.Application, r registry) {
 	uc := s.Command("up", "Run the generated stack's Prometheus, Alertmanager and (if installed) Grafana on loopback, restarting them if they crash, until Ctrl-C; logs in DIR/logs.")
 	uc.Flag("dir", "The generated stack directory.").Default("./stack").StringVar(&upDir)
 	r.add(uc, func(ctx context.Context, e *env) int {
-		err := stack.Up(ctx, stack.UpOptions{Dir: upDir, Logger: e.Logger})
+		err := stack.Up(ctx, stack.UpOptions{Dir: upDir, Logger: e.Logger, Out: e.Stdout})
 		var me *stack.MissingError
 		if errors.As(err, &me) {
 			return exitCode(e, usageError{err})
