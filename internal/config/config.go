@@ -210,7 +210,7 @@ func (c *Config) applyDefaults() {
 	setD(&a.QueueFor, 5*time.Minute)
 	setF(&a.PreemptionsPerSecond, 0.1)
 	setD(&a.PreemptionsFor, 10*time.Minute)
-	setF(&a.PrefixHitRatioLow, 0.30)
+	setF(&a.PrefixHitRatioLow, 0.10)
 	setF(&a.PrefixHitMinTokensPS, 1000)
 	setD(&a.PrefixHitFor, 15*time.Minute)
 	setF(&a.LeakUsage, 0.50)
