@@ -3,6 +3,7 @@ package stack
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,5 +143,35 @@ func TestRunbookAnchors(t *testing.T) {
 		if !strings.Contains(string(b), "\n## "+n+"\n") {
 			t.Errorf("docs/runbook.md has no section \"## %s\" (anchor #%s)", n, strings.ToLower(n))
 		}
+	}
+}
+
+// TestRuleTestsCatchWrongThreshold (issue 18 item 10): the generated unit
+// tests' expected annotations come from the thresholds, not from the rules'
+// own text, so a rule whose summary names the wrong threshold fails
+// `promtool test rules`.
+func TestRuleTestsCatchWrongThreshold(t *testing.T) {
+	promtool := tool(t, "promtool")
+	_, dir := generateDir(t, Options{})
+	p := filepath.Join(dir, filepath.FromSlash(AlertRulesFile))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Claim a threshold 5 points above the real one.
+	w := Options{}.WithDefaults().Alerts.KVUsageWarning
+	right, wrong := fmt.Sprintf("is above %v%%", w*100), fmt.Sprintf("is above %v%%", w*100+5)
+	bad := strings.Replace(string(b), right, wrong, 1)
+	if bad == string(b) {
+		t.Fatalf("%s has no %q to tamper with", AlertRulesFile, right)
+	}
+	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), AlertKVHigh) {
+		t.Errorf("promtool test rules with a wrong threshold in %s's summary: err %v, want a failure naming it:\n%s", AlertKVHigh, err, out)
 	}
 }
