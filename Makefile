@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
            -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
 
-.PHONY: all build assets demo test test-unit bench fuzz vet clean prometheus3 schema-deps
+.PHONY: all build assets demo test test-unit bench fuzz vet clean prometheus3 schema-deps kubectl-validate
 
 all: build
 
@@ -29,8 +29,9 @@ demo: build
 # Every test: unit, golden, fuzz seeds, and the end-to-end tests with real
 # Prometheus (Debian's 2.x and 3.x built from source), promtool,
 # Alertmanager, Chromium and tmux (see .ci/run).
-test: build vet prometheus3 schema-deps
-	KVWATCH_PROMETHEUS3_DIR=$(CURDIR)/$(PROMETHEUS3_DIR) $(GO) test -race -timeout 30m ./...
+test: build vet prometheus3 schema-deps kubectl-validate
+	KVWATCH_PROMETHEUS3_DIR=$(CURDIR)/$(PROMETHEUS3_DIR) KVWATCH_KUBECTL_VALIDATE_DIR=$(CURDIR)/bin/kubectl-validate \
+		$(GO) test -race -timeout 30m ./...
 
 # Prometheus 3 and promtool 3 from the Go module pinned in
 # tools/prometheus3/go.mod, for the version matrix of the stack tests
@@ -38,6 +39,12 @@ test: build vet prometheus3 schema-deps
 PROMETHEUS3_DIR := bin/prometheus3
 prometheus3:
 	tools/prometheus3/build.sh $(PROMETHEUS3_DIR)
+
+# kubectl-validate and the Prometheus Operator CRDs (made by controller-gen
+# from the operator API module in go.mod) for the manifest validation test.
+# A few minutes the first time, seconds from the Go build cache.
+kubectl-validate:
+	tools/kubectl-validate/build.sh bin/kubectl-validate
 
 # @grafana/schema and TypeScript for the dashboards' schema check
 # (tools/grafana-schema/check.mjs, run by internal/stack's tests).

@@ -214,3 +214,62 @@ cat serve.log >&2
 		t.Errorf("kvwatch %s: %s, want exit 2 with a not-loopback error\n%s", strings.Join(strict, " "), out, logs)
 	}
 }
+
+// kubectlValidateDir is where tools/kubectl-validate/build.sh puts
+// kubectl-validate and the Prometheus Operator CRDs:
+// $KVWATCH_KUBECTL_VALIDATE_DIR, or bin/kubectl-validate at the repo root.
+func kubectlValidateDir(t *testing.T) string {
+	t.Helper()
+	d := os.Getenv("KVWATCH_KUBECTL_VALIDATE_DIR")
+	if d == "" {
+		d = filepath.Join("..", "..", "bin", "kubectl-validate")
+	}
+	d, err := filepath.Abs(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d, "crds")); err != nil {
+		msg := "kubectl-validate not built in " + d + "; run `make kubectl-validate` (tools/kubectl-validate/build.sh)"
+		if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return d
+}
+
+// TestKubernetesManifestsValidate (issue 15 item 2) validates every generated
+// manifest offline with kubectl-validate against Kubernetes 1.30's schemas
+// and the Prometheus Operator CRDs generated from the operator API module
+// the manifests are built with; a manifest with a wrong type is refused.
+func TestKubernetesManifestsValidate(t *testing.T) {
+	d := kubectlValidateDir(t)
+	validate := func(dir string) (string, error) {
+		cmd := exec.Command(filepath.Join(d, "kubectl-validate"), "--local-crds", filepath.Join(d, "crds"), "--version", "1.30", dir)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for name, o := range map[string]Options{"default": {}, "golden": goldenOptions(),
+		"labels": {KubernetesLabels: map[string]string{"release": "kube-prometheus-stack"}}} {
+		_, dir := generateDir(t, o)
+		if out, err := validate(filepath.Join(dir, "kubernetes")); err != nil {
+			t.Errorf("%s: kubectl-validate: %v\n%s", name, err, out)
+		}
+	}
+	_, dir := generateDir(t, Options{})
+	p := filepath.Join(dir, "kubernetes", "servicemonitor.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(b), "interval: 15s", "interval: every-15s", 1)
+	if bad == string(b) {
+		t.Fatal("servicemonitor.yaml has no interval: 15s to tamper with")
+	}
+	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := validate(filepath.Join(dir, "kubernetes")); err == nil || !strings.Contains(out, "interval") {
+		t.Errorf("kubectl-validate accepted a ServiceMonitor interval of every-15s: %v\n%s", err, out)
+	}
+}
