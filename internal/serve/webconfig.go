@@ -39,8 +39,8 @@ func checkListen(opts Options, log *slog.Logger) error {
 			missing = append(missing, "authentication (basic_auth_users, or client_auth_type: RequireAndVerifyClientCert with client_ca_file)")
 		}
 	}
-	if len(open) == 0 {
-		return nil
+	if len(open) == 0 || (opts.WebConfigFile != "" && len(missing) == 0) {
+		return nil // loopback only, or TLS and authentication in force
 	}
 	addrs := strings.Join(quoteAll(open), ", ")
 	if opts.InsecureListen {
@@ -51,10 +51,7 @@ func checkListen(opts Options, log *slog.Logger) error {
 	if opts.WebConfigFile == "" {
 		return fmt.Errorf("listen address %s is not loopback and there is no --web.config.file: anyone who can reach it could read kvwatch's metrics and reload it; give --web.config.file with TLS and basic auth (see docs/configuration.md), or --web.insecure-listen when a proxy or service mesh terminates TLS", addrs)
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("listen address %s is not loopback and --web.config.file %s has no %s: a non-loopback listener needs both TLS and authentication (see docs/configuration.md), or --web.insecure-listen when a proxy or service mesh terminates TLS", addrs, opts.WebConfigFile, strings.Join(missing, " and no "))
-	}
-	return nil
+	return fmt.Errorf("listen address %s is not loopback and --web.config.file %s has no %s: a non-loopback listener needs both TLS and authentication (see docs/configuration.md), or --web.insecure-listen when a proxy or service mesh terminates TLS", addrs, opts.WebConfigFile, strings.Join(missing, " and no "))
 }
 
 // webConfigProtection reports whether an exporter-toolkit web config file
