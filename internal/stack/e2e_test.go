@@ -262,7 +262,7 @@ func TestEndToEnd(t *testing.T) {
 
 func endToEnd(t *testing.T, bin string, v promVersion) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 420*time.Second)
 	defer cancel()
 
 	endpoints := startSim(t, bin, dir, "simulate", e2eScenario, "router", "prefill", "decode")
