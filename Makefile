@@ -27,7 +27,7 @@ CHECK_GO_VERSION = @v=$$($(GO) env GOVERSION | sed 's/^go//'); \
 # (fail under KVWATCH_REQUIRE_TOOLS=1, as in .ci/run, which installs them).
 TEST_TOOLS := prometheus promtool prometheus-alertmanager amtool chromium tmux systemd-analyze dpkg-deb groff zsh fish
 
-.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go
+.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go prometheus3 schema-deps kubectl-validate
 
 all: build
 
@@ -54,11 +54,33 @@ demo: build
 	./$(BIN) demo
 
 # Every test: unit, golden, fuzz seeds, and the end-to-end tests with real
-# Prometheus, promtool, Alertmanager, Chromium and tmux (see .ci/run).
-test: build vet
+# Prometheus (Debian's 2.x and 3.x built from source), promtool,
+# Alertmanager, Chromium and tmux (see .ci/run).
+test: build vet prometheus3 schema-deps kubectl-validate
 	@missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || echo "make: not on PATH, their tests skip:$$missing (.ci/run installs them from Debian)" >&2
-	$(GO) test -race -timeout 30m ./...
+	KVWATCH_PROMETHEUS3_DIR=$(CURDIR)/$(PROMETHEUS3_DIR) KVWATCH_KUBECTL_VALIDATE_DIR=$(CURDIR)/bin/kubectl-validate \
+		$(GO) test -race -timeout 30m ./...
+
+# Prometheus 3 and promtool 3 from the Go module pinned in
+# tools/prometheus3/go.mod, for the version matrix of the stack tests
+# (docs/stack.md). Minutes the first time, seconds from the Go build cache.
+PROMETHEUS3_DIR := bin/prometheus3
+prometheus3:
+	tools/prometheus3/build.sh $(PROMETHEUS3_DIR)
+
+# kubectl-validate and the Prometheus Operator CRDs (made by controller-gen
+# from the operator API module in go.mod) for the manifest validation test.
+# A few minutes the first time, seconds from the Go build cache.
+kubectl-validate:
+	tools/kubectl-validate/build.sh bin/kubectl-validate
+
+# @grafana/schema and TypeScript for the dashboards' schema check
+# (tools/grafana-schema/check.mjs, run by internal/stack's tests).
+schema-deps: tools/grafana-schema/node_modules/.package-lock.json
+
+tools/grafana-schema/node_modules/.package-lock.json: tools/grafana-schema/package.json tools/grafana-schema/package-lock.json
+	npm ci --prefix tools/grafana-schema --no-audit --no-fund
 
 # go.mod must be tidy; go vet and staticcheck must be clean. staticcheck is
 # pinned in tools/go.mod and built from the module cache (offline once

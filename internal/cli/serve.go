@@ -72,9 +72,9 @@ func addServe(app *kingpin.Application, r registry) {
 	c := app.Command("serve", "Scrape engines and export normalized kvwatch_* metrics for Prometheus, with /probe, a JSON report, health and reload endpoints; see docs/configuration.md and docs/metrics.md.")
 	c.Arg("target", "Servers to scrape besides the config file's, as [ROLE=]URL, e.g. decode=http://127.0.0.1:30002.").StringsVar(&o.targets)
 	c.Flag("config.file", "kvwatch config file: targets, file_sd, intervals, auth, headroom sizes, probe allowlist (reloaded on SIGHUP and POST /-/reload).").PlaceHolder("FILE").StringVar(&o.configFile)
-	c.Flag("web.listen-address", "Address to listen on; repeat for several. Loopback by default; another address needs --web.config.file (TLS, basic auth) or --web.insecure-listen.").Default(serve.DefaultListenAddress).StringsVar(&o.listen)
+	c.Flag("web.listen-address", "Address to listen on; repeat for several. Loopback by default; another address needs --web.config.file with both TLS and authentication, or --web.insecure-listen.").Default(serve.DefaultListenAddress).StringsVar(&o.listen)
 	c.Flag("web.config.file", "exporter-toolkit web config file enabling TLS and basic auth (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md).").PlaceHolder("FILE").StringVar(&o.webConfigFile)
-	c.Flag("web.insecure-listen", "Allow a non-loopback --web.listen-address without a --web.config.file that has both TLS and authentication: only on a trusted network.").BoolVar(&o.insecureListen)
+	c.Flag("web.insecure-listen", "Allow a non-loopback listen address without TLS and authentication in --web.config.file, for TLS terminated by a proxy or a service mesh (logs a warning at every start).").BoolVar(&o.insecureListen)
 	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default("256").IntVar(&o.maxScrapes)
 	o.embedded.register(c)
 	o.fleet.register(c)
@@ -291,7 +291,7 @@ func ruleGroups(files []string, cfg *config.Config) ([]rulefmt.RuleGroup, error)
 		return alerting.LoadFiles(files)
 	}
 	o := stack.Options{Config: cfg}
-	return append(stack.RecordingRules(o).Groups, stack.AlertRules(o).Groups...), nil
+	return stack.ServeRules(o), nil
 }
 
 // externalURL is the UI's URL on the daemon's first address.

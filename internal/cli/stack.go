@@ -42,11 +42,14 @@ func addStack(app *kingpin.Application, r registry) {
 	gc.Flag("alertmanager.email-smarthost", "SMTP server of alert e-mails, host:port.").StringVar(&g.o.Receivers.EmailSmarthost)
 	gc.Flag("alertmanager.slack-webhook-url", "Send alerts to this Slack incoming-webhook URL.").PlaceHolder("URL").StringVar(&g.o.Receivers.SlackWebhookURL)
 	gc.Flag("alertmanager.slack-channel", "Slack channel, e.g. #inference.").StringVar(&g.o.Receivers.SlackChannel)
+	gc.Flag("alertmanager.watchdog-url", "Send the always-firing KVWatchWatchdog alert to this webhook every minute: a dead man's switch that pages when the pings stop.").PlaceHolder("URL").StringVar(&g.o.Receivers.WatchdogURL)
 	gc.Flag("ha", "Also write ha/: two Prometheus replicas (external label replica) and two clustered Alertmanagers.").BoolVar(&g.o.HA)
+	gc.Flag("ha.cluster-name", "With --ha: the replicas' ha_cluster external label, the pair's name for Mimir's HA tracker (ha_cluster_label: ha_cluster).").Default("kvwatch").StringVar(&g.o.HAClusterName)
 	gc.Flag("probe", "Add a Prometheus job scraping discovered engines through kvwatch's /probe (targets in probe-targets/targets.yml).").BoolVar(&g.o.Probe)
 	gc.Flag("install.dir", "Absolute directory the systemd units read the stack from.").Default(stack.DefaultInstallDir).StringVar(&g.o.InstallDir)
 	gc.Flag("runbook.url", "Base URL of docs/runbook.md for the alerts' runbook_url.").Default(stack.DefaultRunbookURL).StringVar(&g.o.RunbookURL)
 	gc.Flag("kubernetes.namespace", "Namespace of the Kubernetes manifests.").Default("monitoring").StringVar(&g.o.Namespace)
+	gc.Flag("kubernetes.labels", "Label of every Kubernetes object, as key=value; repeat for several, e.g. release=kube-prometheus-stack for the Prometheus Operator's default selectors.").PlaceHolder("KEY=VALUE").StringMapVar(&g.o.KubernetesLabels)
 	gc.Flag("kubernetes.image", "kvwatch container image of the Kubernetes manifests; none is published, build one with the repository's Dockerfile (docker-compose.yml mounts the host's binary instead).").Default("ghcr.io/kvwatch/kvwatch:latest").StringVar(&g.o.Image)
 	addStackAgentFlags(gc, &g.o) // stack_agent.go
 	r.add(gc, func(ctx context.Context, e *env) int { return exitCode(e, runStackGenerate(e, g)) })
@@ -55,7 +58,7 @@ func addStack(app *kingpin.Application, r registry) {
 	uc := s.Command("up", "Run the generated stack's Prometheus, Alertmanager and (if installed) Grafana on loopback, restarting them if they crash, until Ctrl-C; logs in DIR/logs.")
 	uc.Flag("dir", "The generated stack directory.").Default("./stack").StringVar(&upDir)
 	r.add(uc, func(ctx context.Context, e *env) int {
-		err := stack.Up(ctx, stack.UpOptions{Dir: upDir, Logger: e.Logger})
+		err := stack.Up(ctx, stack.UpOptions{Dir: upDir, Logger: e.Logger, Out: e.Stdout})
 		var me *stack.MissingError
 		if errors.As(err, &me) {
 			return exitCode(e, usageError{err})

@@ -191,7 +191,7 @@ func defaults() *Config {
 			QueueFor:             model.Duration(5 * time.Minute),
 			PreemptionsPerSecond: 0.1,
 			PreemptionsFor:       model.Duration(10 * time.Minute),
-			PrefixHitRatioLow:    0.30,
+			PrefixHitRatioLow:    0.10,
 			PrefixHitMinTokensPS: 1000,
 			PrefixHitFor:         model.Duration(15 * time.Minute),
 			LeakUsage:            0.50,

@@ -17,8 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
@@ -58,8 +55,9 @@ type Options struct {
 	ListenAddresses []string
 	// WebConfigFile is an exporter-toolkit web config file (TLS, basic auth).
 	WebConfigFile string
-	// InsecureListen allows a non-loopback listen address without
-	// WebConfigFile.
+	// InsecureListen allows a non-loopback listen address without TLS and
+	// authentication in WebConfigFile (TLS terminated by a proxy or a
+	// service mesh); New logs a warning. See checkListen.
 	InsecureListen bool
 
 	// Registry holds kvwatch's own metrics (process, Go, reload, deadline
@@ -142,7 +140,7 @@ func New(opts Options) (*Daemon, error) {
 		opts.Registry.MustRegister(collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	if err := checkExposure(opts.ListenAddresses, opts.WebConfigFile, opts.InsecureListen); err != nil {
+	if err := checkListen(opts, opts.Logger); err != nil {
 		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, engines: opts.Engines, own: opts.Registry,
@@ -205,57 +203,6 @@ func (d *Daemon) closeListeners() {
 }
 
 // isLoopback reports whether a listen address only accepts local connections.
-// checkExposure validates the web config file with exporter-toolkit and
-// refuses a non-loopback listen address unless that file turns on both TLS
-// and authentication (basic auth users, or client certificates required and
-// verified), or insecure says the network is trusted: a web config of `{}`,
-// or one with only TLS or only basic auth, would serve /metrics, /probe and
-// /-/reload to anyone who can reach the port (issue 12).
-func checkExposure(addrs []string, webConfigFile string, insecure bool) error {
-	if webConfigFile != "" {
-		if err := web.Validate(webConfigFile); err != nil {
-			return fmt.Errorf("--web.config.file %s: %w", webConfigFile, err)
-		}
-	}
-	if insecure {
-		return nil
-	}
-	for _, a := range addrs {
-		if isLoopback(a) {
-			continue
-		}
-		if webConfigFile == "" {
-			return fmt.Errorf("listen address %q is not loopback: anyone who can reach it could read kvwatch's metrics and reload it; give --web.config.file with TLS and basic auth (see docs/configuration.md), or --web.insecure-listen if the network is trusted", a)
-		}
-		b, err := os.ReadFile(webConfigFile)
-		if err != nil {
-			return fmt.Errorf("--web.config.file %s: %w", webConfigFile, err)
-		}
-		var wc struct {
-			TLS struct {
-				Cert       string `yaml:"cert"`
-				CertFile   string `yaml:"cert_file"`
-				ClientAuth string `yaml:"client_auth_type"`
-			} `yaml:"tls_server_config"`
-			Users map[string]string `yaml:"basic_auth_users"`
-		}
-		if err := yaml.Unmarshal(b, &wc); err != nil {
-			return fmt.Errorf("--web.config.file %s: %w", webConfigFile, err)
-		}
-		var missing []string
-		if wc.TLS.Cert == "" && wc.TLS.CertFile == "" {
-			missing = append(missing, "TLS (tls_server_config)")
-		}
-		if len(wc.Users) == 0 && wc.TLS.ClientAuth != "RequireAndVerifyClientCert" {
-			missing = append(missing, "authentication (basic_auth_users, or client_auth_type: RequireAndVerifyClientCert)")
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("listen address %q is not loopback, and --web.config.file %s has no %s: anyone who can reach it could read kvwatch's metrics and reload it; add them (see docs/configuration.md), or give --web.insecure-listen if the network is trusted", a, webConfigFile, strings.Join(missing, " and no "))
-		}
-	}
-	return nil
-}
-
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil || host == "" {

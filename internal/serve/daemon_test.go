@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -280,14 +281,15 @@ func TestNonLoopbackWebConfigNeedsTLSAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	users := fmt.Sprintf("basic_auth_users:\n  prom: %s\n", hash)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, c := range []struct {
 		name, file string
 		insecure   bool
 		// want is a text the error holds; "" means accepted.
 		want string
 	}{
-		{"empty", "{}\n", false, "has no TLS (tls_server_config) and no authentication"},
-		{"basic auth, no TLS", users, false, "has no TLS (tls_server_config):"},
+		{"empty", "{}\n", false, "has no TLS (tls_server_config with cert_file and key_file) and no authentication"},
+		{"basic auth, no TLS", users, false, "has no TLS (tls_server_config with cert_file and key_file):"},
 		{"TLS, no auth", tlsPart, false, "has no authentication (basic_auth_users"},
 		{"TLS, client certificates requested only", tlsPart + "  client_auth_type: RequestClientCert\n  client_ca_file: " + certFile + "\n", false, "has no authentication"},
 		{"TLS and basic auth", tlsPart + users, false, ""},
@@ -297,7 +299,7 @@ func TestNonLoopbackWebConfigNeedsTLSAndAuth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := writeFile(t, dir, strings.ReplaceAll(c.name, " ", "_")+".yml", c.file)
 			for _, addr := range []string{"0.0.0.0:9477", ":9477", "10.1.2.3:9477"} {
-				err := checkExposure([]string{"127.0.0.1:9477", addr}, f, c.insecure)
+				err := checkListen(Options{ListenAddresses: []string{"127.0.0.1:9477", addr}, WebConfigFile: f, InsecureListen: c.insecure}, quiet)
 				switch {
 				case c.want == "" && err != nil:
 					t.Errorf("%s: %v, want accepted", addr, err)
@@ -306,7 +308,7 @@ func TestNonLoopbackWebConfigNeedsTLSAndAuth(t *testing.T) {
 				}
 			}
 			// Loopback needs neither.
-			if err := checkExposure([]string{"127.0.0.1:9477", "[::1]:9477"}, f, false); err != nil {
+			if err := checkListen(Options{ListenAddresses: []string{"127.0.0.1:9477", "[::1]:9477"}, WebConfigFile: f}, quiet); err != nil {
 				t.Errorf("loopback: %v", err)
 			}
 		})

@@ -74,6 +74,7 @@ const (
 	ReceiverDefault  = "kvwatch-default"
 	ReceiverCritical = "kvwatch-critical"
 	ReceiverWarning  = "kvwatch-warning"
+	ReceiverWatchdog = "kvwatch-watchdog"
 )
 
 func matcher(name, op, value string) string { return fmt.Sprintf("%s%s%q", name, op, value) }
@@ -100,6 +101,10 @@ func alertmanagerConfig(o Options) amConfig {
 		}
 		return rc
 	}
+	watchdog := amReceiver{Name: ReceiverWatchdog}
+	if r.WatchdogURL != "" {
+		watchdog.WebhookConfigs = []amWebhook{{URL: r.WatchdogURL}}
+	}
 	c := amConfig{
 		Global: amGlobal{ResolveTimeout: dur("5m")},
 		Route: amRoute{
@@ -109,6 +114,10 @@ func alertmanagerConfig(o Options) amConfig {
 			GroupInterval:  dur("5m"),
 			RepeatInterval: dur("4h"),
 			Routes: []amRoute{
+				// The watchdog goes to the dead man's switch only, every
+				// minute, and never to people.
+				{Receiver: ReceiverWatchdog, Matchers: []string{matcher("alertname", "=", AlertWatchdog)},
+					GroupWait: dur("1s"), GroupInterval: dur("1m"), RepeatInterval: dur("1m")},
 				{Receiver: ReceiverCritical, Matchers: []string{matcher("severity", "=", SeverityCritical)},
 					GroupWait: dur("10s"), RepeatInterval: dur("1h")},
 				{Receiver: ReceiverWarning, Matchers: []string{matcher("severity", "=", SeverityWarning)}},
@@ -126,7 +135,7 @@ func alertmanagerConfig(o Options) amConfig {
 				Equal:          []string{signal.LabelCluster, signal.LabelPool, signal.LabelServer},
 			},
 		},
-		Receivers: []amReceiver{{Name: ReceiverDefault}, integrations(ReceiverCritical), integrations(ReceiverWarning)},
+		Receivers: []amReceiver{{Name: ReceiverDefault}, integrations(ReceiverCritical), integrations(ReceiverWarning), watchdog},
 	}
 	if r.EmailTo != "" {
 		c.Global.SMTPFrom = r.EmailFrom

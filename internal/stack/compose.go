@@ -24,11 +24,15 @@ type composeService struct {
 	DependsOn   []string `yaml:"depends_on,omitempty"`
 }
 
-// Container images of the compose file; pin them to the versions you test.
+// Container images of the compose file, pinned to the versions of the test
+// matrix (docs/stack.md, "Version matrix"): Prometheus 3.16 runs the full
+// e2e here (built from its Go module); the dashboards pass the schema of
+// Grafana 13.2 (@grafana/schema 13.2.3). No container engine runs here, so
+// the images themselves are not pulled by the tests.
 const (
-	imagePrometheus   = "prom/prometheus:v2.53.2"
-	imageAlertmanager = "prom/alertmanager:v0.27.0"
-	imageGrafana      = "grafana/grafana-oss:11.2.0"
+	imagePrometheus   = "prom/prometheus:v3.16.0"
+	imageAlertmanager = "prom/alertmanager:v0.35.0"
+	imageGrafana      = "grafana/grafana-oss:13.2.3"
 	// No kvwatch image is published: the kvwatch service runs the host's
 	// own binary, mounted read-only into a plain Debian image, from where
 	// the Debian package installs it or from $KVWATCH_BINARY.
@@ -105,7 +109,7 @@ func haFiles(o Options) (Files, error) {
 		out = append(out, File{Path: cfg, Data: b, Mode: 0o644})
 		units := []unit{
 			{Name: "kvwatch-prometheus-" + n + ".service", Description: "Prometheus replica " + n + " for kvwatch",
-				Doc: "https://prometheus.io/docs/", After: []string{UnitKVWatch}, State: "kvwatch-prometheus-" + n,
+				Doc: "https://prometheus.io/docs/", After: []string{UnitKVWatch}, State: "kvwatch-prometheus-" + n, NoSIGKILL: true,
 				Exec: append([]string{"/usr/bin/prometheus"}, promArgs(po, d+"/"+cfg, "/var/lib/kvwatch-prometheus-"+n, proms[i])...)},
 			{Name: "kvwatch-alertmanager-" + n + ".service", Description: "Alertmanager " + n + " (clustered) for kvwatch",
 				Doc: "https://prometheus.io/docs/alerting/latest/alertmanager/", State: "kvwatch-alertmanager-" + n,

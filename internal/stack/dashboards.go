@@ -349,6 +349,7 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 		b := stat.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
 			ColorMode(common.BigValueColorModeBackground).GraphMode(common.BigValueGraphModeNone).
+			Orientation(common.VizOrientationAuto).
 			ColorScheme(colors).ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
 		if p.min != nil {
 			b = b.Min(*p.min).Max(*p.max)
@@ -357,6 +358,7 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 	case kindGauge:
 		b := gauge.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
+			Orientation(common.VizOrientationAuto).
 			ColorScheme(colors).ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
 		if p.min != nil {
 			b = b.Min(*p.min).Max(*p.max)
@@ -375,13 +377,14 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 	case kindTable:
 		return table.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
-			ColorScheme(colors)
+			ColorScheme(colors).CellOptions(common.TableCellOptions{TableAutoCellOptions: common.NewTableAutoCellOptions()})
 	default:
 		b := timeseries.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
 			ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdPaletteClassic)).
 			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)).
-			FillOpacity(10)
+			FillOpacity(10).
+			Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
 		if p.min != nil {
 			b = b.Min(*p.min)
 		}
@@ -416,6 +419,30 @@ func variables(withServer bool) []cog.Builder[dashboard.VariableModel] {
 	return vs
 }
 
+// schemaClean removes what the SDK's defaults add but Grafana 13's schema
+// (@grafana/schema) does not have: the table footer (replaced in Grafana 13;
+// the SDK's default also has a null reducer, which its own strict decode
+// refuses) and the interval-variable fields auto, auto_min and auto_count
+// on query and datasource variables.
+func schemaClean(d *dashboard.Dashboard) {
+	for i := range d.Panels {
+		if p := d.Panels[i].Panel; p != nil {
+			if o, ok := p.Options.(*table.Options); ok {
+				o.Footer = nil
+			}
+		}
+	}
+	if d.Templating.List == nil {
+		return
+	}
+	for i := range d.Templating.List {
+		v := &d.Templating.List[i]
+		if v.Type != "interval" {
+			v.Auto, v.AutoMin, v.AutoCount = nil, nil, nil
+		}
+	}
+}
+
 // dashboardJSON builds d with the Grafana foundation SDK and marshals it.
 func dashboardJSON(d DashboardSpec) ([]byte, error) {
 	//lint:ignore SA1019 the dashboards are Grafana's v1 JSON model, which every Grafana imports; dashboardv2 is not yet that
@@ -431,6 +458,7 @@ func dashboardJSON(d DashboardSpec) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build dashboard %s: %w", d.UID, err)
 	}
+	schemaClean(&dash)
 	out, err := json.MarshalIndent(dash, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("marshal dashboard %s: %w", d.UID, err)

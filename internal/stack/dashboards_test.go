@@ -2,10 +2,17 @@ package stack
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // grafanaVars are values for the Grafana variables the dashboards use, as
@@ -98,5 +105,108 @@ func TestDashboardJSON(t *testing.T) {
 				t.Errorf("%s / %s: no thresholds", d.File, p.Title)
 			}
 		}
+	}
+}
+
+// TestDashboardsStrictDecode (issue 15 item 6): every generated dashboard
+// decodes with the foundation SDK's strict decoder, which refuses unknown
+// fields and nulls in required ones (the table footer's null reducer did),
+// and every panel option enum the dashboards use is set, none empty.
+func TestDashboardsStrictDecode(t *testing.T) {
+	plugins.RegisterDefaultPlugins()
+	files, err := Generate(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		if !strings.HasPrefix(f.Path, GrafanaDashboardDir+"/") {
+			continue
+		}
+		n++
+		var d dashboard.Dashboard
+		if err := strictDecodeErr(d.UnmarshalJSONStrict(f.Data)); err != nil {
+			t.Errorf("%s: strict decode: %v", f.Path, err)
+		}
+		var raw struct {
+			Panels []struct {
+				Type, Title string
+				Options     map[string]json.RawMessage
+			}
+			Templating struct{ List []map[string]json.RawMessage }
+		}
+		if err := json.Unmarshal(f.Data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range raw.Panels {
+			var want []string
+			switch p.Type {
+			case "timeseries":
+				var tt struct{ Mode, Sort string }
+				_ = json.Unmarshal(p.Options["tooltip"], &tt)
+				if tt.Mode == "" || tt.Sort == "" {
+					t.Errorf("%s / %s: tooltip mode %q, sort %q: want both set", f.Path, p.Title, tt.Mode, tt.Sort)
+				}
+			case "stat", "gauge", "bargauge":
+				want = []string{"orientation"}
+			case "table":
+				if _, ok := p.Options["footer"]; ok {
+					t.Errorf("%s / %s: table has options.footer, which Grafana 13's table no longer has", f.Path, p.Title)
+				}
+			}
+			for _, k := range want {
+				if v := string(p.Options[k]); v == "" || v == `""` {
+					t.Errorf("%s / %s: option %s is %q, want it set", f.Path, p.Title, k, v)
+				}
+			}
+		}
+		for _, v := range raw.Templating.List {
+			if _, ok := v["auto"]; ok && string(v["type"]) != `"interval"` {
+				t.Errorf("%s: variable %s has the interval-only field auto", f.Path, v["name"])
+			}
+		}
+	}
+	if n < 2 {
+		t.Fatalf("%d dashboards, want at least 2", n)
+	}
+}
+
+// strictDecodeErr is err unless it is an empty cog.BuildErrors, which the
+// SDK's UnmarshalJSONStrict returns (as a non-nil error) when all is well.
+func strictDecodeErr(err error) error {
+	if be, ok := err.(cog.BuildErrors); ok && len(be) == 0 {
+		return nil
+	}
+	return err
+}
+
+func TestStrictDecodeCatchesOldTableFooter(t *testing.T) {
+	plugins.RegisterDefaultPlugins()
+	// The table panel as the generator wrote it before (SDK defaults).
+	old := `{"title":"t","panels":[{"type":"table","title":"x","gridPos":{"h":8,"w":12,"x":0,"y":0},
+		"options":{"frameIndex":0,"showHeader":true,"showTypeIcons":false,"footer":{"show":false,"reducer":null,"countRows":false},"cellHeight":"sm"}}]}`
+	var d dashboard.Dashboard
+	if err := strictDecodeErr(d.UnmarshalJSONStrict([]byte(old))); err == nil || !strings.Contains(err.Error(), "reducer") {
+		t.Errorf("strict decode of a table footer with a null reducer: err = %v, want one naming reducer", err)
+	}
+}
+
+// TestDashboardsGrafanaSchema runs the @grafana/schema type check
+// (tools/grafana-schema/check.mjs, TypeScript) over the golden dashboards,
+// which TestGolden keeps equal to the generated ones. `make test` installs
+// its npm packages first.
+func TestDashboardsGrafanaSchema(t *testing.T) {
+	node := testenv.Tool(t, "nodejs", "node")
+	dir := filepath.Join("..", "..", "tools", "grafana-schema")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@grafana", "schema")); err != nil {
+		msg := "tools/grafana-schema has no node_modules: run `make schema-deps` (npm ci --prefix tools/grafana-schema)"
+		if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	out := run(t, dir, node, "check.mjs")
+	if !strings.Contains(out, "2 dashboards type-check") {
+		t.Errorf("check.mjs: %s", out)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -189,46 +188,89 @@ func postLoad(ctx context.Context, base string, factor int) error {
 	return nil
 }
 
-func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test skipped with -short")
-	}
-	testenv.Tool(t, "prometheus", "prometheus")
-	testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
-	dir := t.TempDir()
-	bin := buildKVWatch(t, dir)
-	help, _ := exec.Command(bin, "--help").CombinedOutput()
-	for _, sub := range []string{"simulate", "serve"} {
-		if !regexp.MustCompile(`(?m)^` + sub + `\b`).Match(help) {
-			// WIRING TODO (issue 5): remove this skip once both subcommands exist.
-			t.Skipf("kvwatch has no %q subcommand yet (kvwatch --help); the end-to-end stack test needs it", sub)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
+// e2eProbeScenario is one more engine that only the Prometheus probe job
+// knows about (found by Prometheus' discovery, not in kvwatch's config).
+const e2eProbeScenario = `model_name: e2e-probe
+servers:
+  - name: solo
+    engine: vllm
+    capacity_tokens: 100000
+`
 
-	// The simulator prints "role engine URL" per endpoint.
-	scen := filepath.Join(dir, "scenario.yaml")
-	if err := os.WriteFile(scen, []byte(e2eScenario), 0o644); err != nil {
+// startSim starts `kvwatch simulate` on scenario and returns its endpoints
+// by role (the simulator prints "role engine URL" per endpoint).
+func startSim(t *testing.T, bin, dir, name, scenario string, names ...string) map[string]string {
+	t.Helper()
+	scen := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(scen, []byte(scenario), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pr, pw := io.Pipe()
-	startProc(t, pw, filepath.Join(dir, "simulate.log"), bin, "simulate", "--scenario", scen, "--speed", "4", "--tick", "250ms")
+	startProc(t, pw, filepath.Join(dir, name+".log"), bin, "simulate", "--scenario", scen, "--speed", "4", "--tick", "250ms")
 	endpoints := map[string]string{}
 	sc := bufio.NewScanner(pr)
-	for len(endpoints) < 3 && sc.Scan() {
+	for len(endpoints) < len(names) && sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) == 3 {
 			endpoints[f[0]] = f[2]
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	for _, role := range []string{"router", "prefill", "decode"} {
-		if endpoints[role] == "" {
-			t.Fatalf("simulator printed no %s endpoint (got %v); see %s", role, endpoints, filepath.Join(dir, "simulate.log"))
+	for _, n := range names {
+		if endpoints[n] == "" {
+			t.Fatalf("simulator printed no %s endpoint (got %v); see %s", n, endpoints, filepath.Join(dir, name+".log"))
 		}
 	}
-	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s}\ntargets:\n"
+	return endpoints
+}
+
+// promValue runs an instant query that must return one series and returns
+// its value.
+func promValue(ctx context.Context, prom, q string) (float64, error) {
+	var r struct {
+		Status string
+		Error  string
+		Data   struct {
+			Result []struct {
+				Value [2]any
+			}
+		}
+	}
+	if err := getJSON(ctx, "http://"+prom+"/api/v1/query?query="+url.QueryEscape(q), &r); err != nil {
+		return 0, err
+	}
+	if r.Status != "success" || len(r.Data.Result) != 1 {
+		return 0, fmt.Errorf("query %q: status %s, %d series, error %q", q, r.Status, len(r.Data.Result), r.Error)
+	}
+	v, _ := r.Data.Result[0].Value[1].(string)
+	var f float64
+	_, err := fmt.Sscan(v, &f)
+	return f, err
+}
+
+// TestEndToEnd runs the generated stack (with --probe) against each
+// Prometheus of the version matrix: Debian's 2.x and 3.x built from the Go
+// module (docs/stack.md, "Version matrix").
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test skipped with -short")
+	}
+	versions := promVersions(t)
+	testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
+	bin := buildKVWatch(t, t.TempDir())
+	for _, v := range versions {
+		t.Run("prometheus"+v.name, func(t *testing.T) { endToEnd(t, bin, v) })
+	}
+}
+
+func endToEnd(t *testing.T, bin string, v promVersion) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 420*time.Second)
+	defer cancel()
+
+	endpoints := startSim(t, bin, dir, "simulate", e2eScenario, "router", "prefill", "decode")
+	probeOnly := startSim(t, bin, dir, "simulate-probe", e2eProbeScenario, "unified")["unified"]
+	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s}\nprobe: {allow: [127.0.0.1]}\ntargets:\n"
 	for _, role := range []string{"router", "prefill", "decode"} {
 		cfg += fmt.Sprintf("  - {name: %s, url: %q, role: %s, labels: {cluster: e2e, pool: p1}}\n", role, endpoints[role], role)
 	}
@@ -240,22 +282,35 @@ func TestEndToEnd(t *testing.T) {
 	startProc(t, nil, filepath.Join(dir, "serve.log"), bin, "serve", "--config.file", cfgPath, "--web.listen-address", kv)
 
 	stackDir := filepath.Join(dir, "stack")
-	files, err := Generate(e2eOptions(kv, prom, am))
+	o := e2eOptions(kv, prom, am)
+	o.Probe = true
+	o.Config = mustParseConfig(t, cfg)
+	files, err := Generate(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := files.Write(stackDir); err != nil {
 		t.Fatal(err)
 	}
+	// The probe targets: the engine only Prometheus knows, plus serve's own
+	// decode server, listed again as someone might: the probe job must drop
+	// it, or every decode series and alert would count twice.
+	probeFile := fmt.Sprintf("- targets: [%q, %q]\n  labels: {cluster: e2e, pool: p2}\n", probeOnly, endpoints["decode"])
+	if err := os.WriteFile(filepath.Join(stackDir, filepath.FromSlash(ProbeTargetsFile)), []byte(probeFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	upCtx, upCancel := context.WithCancel(context.Background())
 	upDone := make(chan error, 1)
-	noGrafana := func(name string) (string, error) {
-		if strings.HasPrefix(name, "grafana") {
+	lookPath := func(name string) (string, error) {
+		switch {
+		case strings.HasPrefix(name, "grafana"):
 			return "", exec.ErrNotFound
+		case name == "prometheus":
+			return v.prometheus, nil
 		}
 		return exec.LookPath(name)
 	}
-	go func() { upDone <- Up(upCtx, UpOptions{Dir: stackDir, LookPath: noGrafana}) }()
+	go func() { upDone <- Up(upCtx, UpOptions{Dir: stackDir, LookPath: lookPath}) }()
 	defer func() {
 		upCancel()
 		if err := <-upDone; err != nil {
@@ -268,21 +323,53 @@ func TestEndToEnd(t *testing.T) {
 		n, err := promQuery(ctx, prom, `kvwatch_kv_usage_ratio{role="decode"}`)
 		return n == 1, err
 	})
+	// The probe job scrapes the probe-only engine through /probe...
+	eventually(ctx, t, "the probe job scrapes the engine only Prometheus knows", func() (bool, error) {
+		n, err := promQuery(ctx, prom, fmt.Sprintf(`kvwatch_kv_capacity_tokens{job="kvwatch-probe",instance=%q}`, probeOnly))
+		return n > 0, err
+	})
+	// ...and not serve's decode server: it is counted once.
+	for _, q := range []string{
+		`count(kvwatch_kv_usage_ratio{role="decode"})`,
+		`count(up{job="kvwatch-probe"})`,
+	} {
+		if n, err := promValue(ctx, prom, q); err != nil || n != 1 {
+			t.Errorf("%s = %v (%v), want 1: the probe job double counts serve's targets", q, n, err)
+		}
+	}
+	q := `sum(kvwatch_kv_used_tokens{role="decode"}) - sum(kvwatch_kv_used_tokens{role="decode",job="kvwatch"})`
+	if d, err := promValue(ctx, prom, q); err != nil || d != 0 {
+		t.Errorf("%s = %v (%v), want 0: decode KV counted beyond serve's own job", q, d, err)
+	}
 
 	// Overload: the decode KV cache passes the critical threshold and the
-	// alert reaches Alertmanager.
+	// alert reaches Alertmanager, once.
 	if err := postLoad(ctx, endpoints["router"], 40); err != nil {
 		t.Fatal(err)
 	}
+	var decodeAlerts []amAlert
 	eventually(ctx, t, "KVCacheUsageCritical for decode in Alertmanager", func() (bool, error) {
 		as, err := activeAlerts(ctx, am, AlertKVCritical)
+		decodeAlerts = decodeAlerts[:0]
 		for _, a := range as {
 			if a.Labels["role"] == "decode" && a.Labels["severity"] == SeverityCritical && a.Labels["cluster"] == "e2e" {
-				return true, nil
+				decodeAlerts = append(decodeAlerts, a)
 			}
 		}
-		return false, err
+		return len(decodeAlerts) > 0, err
 	})
+	if len(decodeAlerts) != 1 {
+		t.Errorf("%d active %s alerts for the one decode server, want 1: %v", len(decodeAlerts), AlertKVCritical, decodeAlerts)
+	}
+	// The watchdog reaches Alertmanager; kvwatch is present, so
+	// KVWatchAbsent does not.
+	eventually(ctx, t, "KVWatchWatchdog in Alertmanager", func() (bool, error) {
+		as, err := activeAlerts(ctx, am, AlertWatchdog)
+		return len(as) == 1, err
+	})
+	if as, err := activeAlerts(ctx, am, AlertExporterAbsent); err != nil || len(as) != 0 {
+		t.Errorf("%s active while kvwatch is scraped: %v (%v)", AlertExporterAbsent, as, err)
+	}
 
 	// Every dashboard query returns data on the live stack, except panels
 	// that are legitimately empty (their spec says why).
@@ -302,11 +389,26 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Load off: KV drains and the alert resolves.
-	if err := postLoad(ctx, endpoints["router"], 0); err != nil {
+	t.Logf("dashboards checked; load off at %s", time.Now().Format(time.TimeOnly))
+	if err := postLoad(context.Background(), endpoints["router"], 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "KVCacheUsageCritical resolves in Alertmanager", func() (bool, error) {
-		as, err := activeAlerts(ctx, am, AlertKVCritical)
+	// Draining takes the simulated requests' time (about 100 s here, more
+	// under -race on a busy machine): its own deadline.
+	rctx, rcancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer rcancel()
+	eventually(rctx, t, "KVCacheUsageCritical resolves in Alertmanager", func() (bool, error) {
+		as, err := activeAlerts(rctx, am, AlertKVCritical)
 		return err == nil && len(as) == 0, err
 	})
+	t.Logf("resolved at %s", time.Now().Format(time.TimeOnly))
+}
+
+func mustParseConfig(t *testing.T, s string) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(s), "kvwatch.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

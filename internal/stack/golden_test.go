@@ -45,6 +45,7 @@ func goldenOptions() Options {
 			EmailSmarthost:  "127.0.0.1:25",
 			SlackWebhookURL: "https://hooks.slack.example/services/T000/B000/XXXX",
 			SlackChannel:    "#inference",
+			WatchdogURL:     "http://127.0.0.1:5002/heartbeat",
 		},
 	}
 }

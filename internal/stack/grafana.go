@@ -4,8 +4,47 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"path"
 	"strings"
 )
+
+// Paths of the Grafana files inside the stack directory.
+const (
+	GrafanaINIFile      = "grafana/grafana.ini"
+	GrafanaPasswordFile = "grafana/admin-password"
+	GrafanaDashboardDir = "grafana/dashboards"
+	GrafanaProvisioning = "grafana/provisioning"
+)
+
+// grafanaFiles returns Grafana's files: the dashboards, the datasource and
+// dashboard provisioning, grafana.ini and the admin password.
+func grafanaFiles(o Options) (Files, error) {
+	var out Files
+	for _, d := range Dashboards(o) {
+		b, err := dashboardJSON(d)
+		if err != nil {
+			return nil, fmt.Errorf("generate %s: %w", path.Join(GrafanaDashboardDir, d.File), err)
+		}
+		out = append(out, File{Path: path.Join(GrafanaDashboardDir, d.File), Data: b, Mode: 0o644})
+	}
+	ds, err := marshalYAML(grafanaDatasources(o))
+	if err != nil {
+		return nil, err
+	}
+	dp, err := marshalYAML(grafanaDashboardProviders())
+	if err != nil {
+		return nil, err
+	}
+	pw, err := adminPassword(o)
+	if err != nil {
+		return nil, fmt.Errorf("generate %s: %w", GrafanaPasswordFile, err)
+	}
+	return append(out,
+		File{Path: GrafanaProvisioning + "/datasources/kvwatch.yml", Data: ds, Mode: 0o644},
+		File{Path: GrafanaProvisioning + "/dashboards/kvwatch.yml", Data: dp, Mode: 0o644},
+		File{Path: GrafanaINIFile, Data: grafanaINI(o), Mode: 0o644},
+		File{Path: GrafanaPasswordFile, Data: pw, Mode: 0o600}), nil
+}
 
 // Grafana provisioning schema (datasources and dashboard providers).
 type grafanaDatasourceFile struct {

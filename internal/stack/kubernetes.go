@@ -3,14 +3,20 @@ package stack
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kvwatch/kvwatch/internal/serve"
 )
 
 // Kubernetes labels of the kvwatch objects and of the engine pods the
@@ -43,14 +49,61 @@ func marshalK8s(objs ...any) ([]byte, error) {
 
 func ptr[T any](v T) *T { return &v }
 
+// KubernetesArgs are the arguments of the kvwatch container. The pod listens
+// on all its interfaces so that Prometheus can scrape it, which serve allows
+// only with a web config that has both TLS and authentication or with
+// --web.insecure-listen (docs/configuration.md): the manifests take the
+// second, for clusters where a service mesh or the network policy protects
+// pod traffic (docs/stack.md, "Kubernetes").
+func KubernetesArgs() []string {
+	return []string{"serve", "--config.file=/etc/kvwatch/kvwatch.yml",
+		fmt.Sprintf("--web.listen-address=:%d", k8sKVWatchPort), "--web.insecure-listen"}
+}
+
+// k8sResources are the kvwatch container's requests and limits, sized from
+// docs/benchmarks.md: 2,000 TP=8 endpoints took 0.37 cores and 261 MiB at
+// peak; a memory limit four times the request leaves room for history.
+func k8sResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+}
+
+// validateK8sLabels checks --kubernetes.labels with Kubernetes' own rules.
+func validateK8sLabels(l map[string]string) []error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		v := l[k]
+		if k == k8sAppLabel {
+			errs = append(errs, fmt.Errorf("--kubernetes.labels %s: kvwatch sets this label itself (its selectors use it)", k))
+			continue
+		}
+		for _, m := range validation.IsQualifiedName(k) {
+			errs = append(errs, fmt.Errorf("--kubernetes.labels key %q: %s", k, m))
+		}
+		for _, m := range validation.IsValidLabelValue(v) {
+			errs = append(errs, fmt.Errorf("--kubernetes.labels %s value %q: %s", k, v, m))
+		}
+	}
+	return errs
+}
+
 // kubernetesFiles returns the manifests: kvwatch Deployment, Service and
 // config, a ServiceMonitor for kvwatch, a PodMonitor for engines, the
 // PrometheusRule and the dashboard ConfigMaps for Grafana's sidecar.
 func kubernetesFiles(o Options) (Files, error) {
 	ns := o.Namespace
 	labels := map[string]string{k8sAppLabel: "kvwatch"}
+	// Every object carries o.KubernetesLabels (e.g. release: kube-prometheus-stack,
+	// which the Prometheus Operator's default selectors require); selectors
+	// and pod templates keep only the app label, so changing them never
+	// touches an immutable Deployment selector.
 	meta := func(name string, extra map[string]string) metav1.ObjectMeta {
 		l := map[string]string{k8sAppLabel: "kvwatch"}
+		for k, v := range o.KubernetesLabels {
+			l[k] = v
+		}
 		for k, v := range extra {
 			l[k] = v
 		}
@@ -77,11 +130,18 @@ func kubernetesFiles(o Options) (Files, error) {
 					Containers: []corev1.Container{{
 						Name:  "kvwatch",
 						Image: o.Image,
-						Args: []string{"serve", "--config.file=/etc/kvwatch/kvwatch.yml",
-							fmt.Sprintf("--web.listen-address=:%d", k8sKVWatchPort)},
+						Args:  KubernetesArgs(),
 						Ports: []corev1.ContainerPort{{Name: k8sMetricsPort, ContainerPort: k8sKVWatchPort}},
+						// /-/ready turns 200 after the first scrape round,
+						// /-/healthy while the process serves: neither
+						// renders the (megabytes of) /metrics.
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/metrics", Port: intstr.FromString(k8sMetricsPort)}}},
+							Path: serve.PathReady, Port: intstr.FromString(k8sMetricsPort)}},
+							PeriodSeconds: 5, FailureThreshold: 3},
+						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: serve.PathHealthy, Port: intstr.FromString(k8sMetricsPort)}},
+							InitialDelaySeconds: 10, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6},
+						Resources: k8sResources(),
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
 							ReadOnlyRootFilesystem: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/kvwatch", ReadOnly: true}},

@@ -1,6 +1,11 @@
 package stack
 
 import (
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
 	"github.com/prometheus/common/model"
 )
 
@@ -64,6 +69,12 @@ type promRemoteWrite struct {
 	URL string `yaml:"url"`
 }
 
+// External labels of the HA replicas (see prometheusConfig).
+const (
+	HAReplicaLabel = "replica"
+	HAClusterLabel = "ha_cluster"
+)
+
 // ProbeTargetsFile is the file_sd file the probe job reads its targets from.
 const ProbeTargetsFile = "probe-targets/targets.yml"
 
@@ -95,7 +106,13 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 		},
 	}
 	if replica != "" {
-		c.Global.ExternalLabels = map[string]string{"replica": replica}
+		// replica tells the replicas apart (Thanos --query.replica-label,
+		// Mimir's ha_replica_label); HAClusterLabel names the pair for
+		// Mimir's HA tracker (its ha_cluster_label). Not "cluster", which
+		// is kvwatch's own inference-cluster label: an external label never
+		// overrides a series' own label, so Mimir would see each inference
+		// cluster as an HA pair of its own (docs/stack.md, "HA").
+		c.Global.ExternalLabels = map[string]string{HAReplicaLabel: replica, HAClusterLabel: o.HAClusterName}
 		// Alerts carry external labels; drop replica so the Alertmanagers
 		// see one alert from both replicas and deduplicate it.
 		c.Alerting.AlertRelabelConfigs = []promRelabel{{Action: "labeldrop", Regex: "replica"}}
@@ -105,15 +122,44 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 			JobName:       "kvwatch-probe",
 			MetricsPath:   "/probe",
 			FileSDConfigs: []promFileSD{{Files: []string{ProbeTargetsFile}, RefreshInterval: dur("1m")}},
-			RelabelConfigs: []promRelabel{
-				{SourceLabels: []string{"__address__"}, TargetLabel: "__param_target"},
-				{SourceLabels: []string{"__param_target"}, TargetLabel: "instance"},
-				{TargetLabel: "__address__", Replacement: o.KVWatchAddress},
-			},
+			RelabelConfigs: append(probeDropServeTargets(o),
+				promRelabel{SourceLabels: []string{"__address__"}, TargetLabel: "__param_target"},
+				promRelabel{SourceLabels: []string{"__param_target"}, TargetLabel: "instance"},
+				promRelabel{TargetLabel: "__address__", Replacement: o.KVWatchAddress},
+			),
 		})
 	}
 	if o.RemoteWriteURL != "" {
 		c.RemoteWrite = []promRemoteWrite{{URL: o.RemoteWriteURL}}
 	}
 	return c
+}
+
+// probeTargets is the file_sd list read by the probe job, generated empty:
+// it is for engines that something other than kvwatch's config discovers.
+// kvwatch's own targets never go there: serve already scrapes them, and
+// probing them too would count every server twice (issue 15 item 3).
+func probeTargets(Options) []promStaticConfig { return []promStaticConfig{} }
+
+// probeDropServeTargets is the probe job's guard against double counting:
+// a relabel rule dropping any probe target that is one of serve's own
+// configured targets (same host and port), should someone list it in the
+// probe targets file. Targets added to kvwatch.yml later are not covered:
+// regenerate the stack.
+func probeDropServeTargets(o Options) []promRelabel {
+	var urls []string
+	for _, t := range o.Config.Targets {
+		u, err := url.Parse(t.URL)
+		if err != nil || u.Host == "" {
+			continue // config.Load refuses such a URL
+		}
+		// The same server however it is written: with or without the
+		// scheme, with any path.
+		urls = append(urls, "("+regexp.QuoteMeta(u.Scheme+"://")+")?"+regexp.QuoteMeta(u.Host)+"(/.*)?")
+	}
+	if len(urls) == 0 {
+		return nil
+	}
+	sort.Strings(urls)
+	return []promRelabel{{Action: "drop", SourceLabels: []string{"__address__"}, Regex: strings.Join(urls, "|")}}
 }

@@ -133,13 +133,38 @@ const (
 	AlertMetricsDisabled = "EngineMetricsDisabled"
 	AlertMetricsStale    = "EngineMetricsStale"
 	AlertRankImbalance   = "KVRankImbalance"
+	AlertExporterAbsent  = "KVWatchAbsent"
+	AlertWatchdog        = "KVWatchWatchdog"
 )
+
+// SeverityNone is the watchdog's severity: it pages nobody; Alertmanager
+// routes it to the dead man's switch receiver only.
+const SeverityNone = "none"
+
+// MetaGroup is the alert group that watches the monitoring itself (kvwatch
+// absent from Prometheus, the always-firing watchdog). Only Prometheus
+// evaluates it: inside serve, kvwatch is never absent from itself and a
+// watchdog would be noise (see ServeRules).
+const MetaGroup = "kvwatch-meta"
 
 // AlertNames lists every generated alert in file order.
 func AlertNames() []string {
 	return []string{AlertKVHigh, AlertKVCritical, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
-		AlertMetricsStale, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain}
+		AlertMetricsStale, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertExporterAbsent, AlertWatchdog}
+}
+
+// ServeRules are the rule groups serve evaluates over its own history when
+// given no rule files: the recording rules and every alert group except
+// MetaGroup.
+func ServeRules(o Options) []rulefmt.RuleGroup {
+	out := RecordingRules(o).Groups
+	for _, g := range AlertRules(o).Groups {
+		if g.Name != MetaGroup {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // queueAdmission selects the queues where requests wait for admission (not
@@ -157,7 +182,9 @@ func pct(v float64) string { return strconv.FormatFloat(v*100, 'g', -1, 64) + "%
 func AlertRules(o Options) rulefmt.RuleGroups {
 	o = o.WithDefaults()
 	a := o.Config.Alerts
-	srvLabels := "{{ $labels.server }} ({{ $labels.role }}, cluster {{ $labels.cluster }}, pool {{ $labels.pool }})"
+	// Only the labels a server has are named: no "cluster , pool " for a
+	// target without them.
+	srvLabels := "{{ $labels.server }} ({{ $labels.role }}{{ with $labels.cluster }}, cluster {{ . }}{{ end }}{{ with $labels.pool }}, pool {{ . }}{{ end }})"
 	alert := func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule {
 		return rulefmt.Rule{
 			Alert:  name,
@@ -237,5 +264,15 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Metrics of engine {{ $labels.server }} are stale",
 			"kvwatch's last successful scrape of {{ $labels.server }} is older than "+a.StaleAfter.String()+"; what dashboards show for it is old."),
 	}}
-	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert)}}
+	meta := rulefmt.RuleGroup{Name: MetaGroup, Rules: []rulefmt.Rule{
+		alert(AlertExporterAbsent, SeverityCritical, a.TargetDownFor,
+			`absent(up{job="kvwatch"})`,
+			"Prometheus has no kvwatch target",
+			"No target of job kvwatch exists in Prometheus (not down: absent), so every KV signal and alert of the fleet is blind. The scrape config, service discovery or the Prometheus Operator's selectors lost kvwatch."),
+		alert(AlertWatchdog, SeverityNone, 0,
+			"vector(1)",
+			"Alerting pipeline heartbeat",
+			"Always firing while Prometheus evaluates kvwatch's rules and reaches Alertmanager. Route it to a dead man's switch that pages when it stops."),
+	}}
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), meta}}
 }

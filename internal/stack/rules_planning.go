@@ -97,7 +97,8 @@ func (f forecast) timeToFull(free, rate string) string {
 // planningAlerts returns the planning alert group.
 func planningAlerts(o Options, alert func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule) rulefmt.RuleGroup {
 	a := o.Config.Alerts
-	pool := "pool {{ $labels.pool }} ({{ $labels.role }}, cluster {{ $labels.cluster }})"
+	// Only the labels a pool has are named (no "cluster " for a pool without one).
+	pool := "pool {{ $labels.pool }} ({{ $labels.role }}{{ with $labels.cluster }}, cluster {{ . }}{{ end }})"
 	within := int64(time.Duration(a.KVFullWithin) / time.Second)
 	pl := strings.Join([]string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}, ", ")
 	f := poolForecast()

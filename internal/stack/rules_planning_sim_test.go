@@ -87,7 +87,7 @@ func TestPoolForecastMatchesSimulator(t *testing.T) {
 	}
 	var in []inputSeries
 	for _, n := range names {
-		s := srv{n, "unified", "p1"}
+		s := srv{n, "unified", testCluster, "p1"}
 		var vals []string
 		for _, v := range used[n] {
 			vals = append(vals, num(v))

@@ -1,7 +1,9 @@
 package stack
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,13 +36,41 @@ func customOptions() Options {
 }
 
 func TestRulesPromtool(t *testing.T) {
-	promtool := testenv.Tool(t, "prometheus", "promtool")
-	for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
-		t.Run(name, func(t *testing.T) {
-			_, dir := generateDir(t, o)
-			run(t, dir, promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
-			run(t, dir, promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
-		})
+	for _, v := range promVersions(t) {
+		for name, o := range map[string]Options{"default": {}, "custom": customOptions()} {
+			t.Run("prometheus"+v.name+"/"+name, func(t *testing.T) {
+				_, dir := generateDir(t, o)
+				run(t, dir, v.promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+			})
+		}
+	}
+}
+
+// TestRuleTestsAnyFor (issue 15 item 4): every for-duration the config
+// accepts, sub-minute ones included, and thresholds across the range give
+// unit tests that both promtools accept and pass. A 30s for-duration used
+// to produce eval_time: -1m.
+func TestRuleTestsAnyFor(t *testing.T) {
+	versions := promVersions(t)
+	thresholds := [][2]float64{{0.5, 0.7}, {0.9, 0.95}, {0.05, 0.1}, {0.85, 0.97}}
+	for i, d := range []string{"1s", "15s", "30s", "45s", "1m", "90s", "5m", "1h"} {
+		o := Options{Config: config.Default()}
+		a := &o.Config.Alerts
+		fd := dur(d)
+		a.KVUsageWarningFor, a.KVUsageCriticalFor, a.QueueFor, a.PreemptionsFor = fd, fd, fd, fd
+		a.PrefixHitFor, a.LeakFor, a.RankSpreadFor, a.TargetDownFor, a.StaleAfter = fd, fd, fd, fd, fd
+		o.KVFullFor = fd
+		th := thresholds[i%len(thresholds)]
+		a.KVUsageWarning, a.KVUsageCritical = th[0], th[1]
+		a.LeakUsage, a.RankSpread, a.PrefixHitRatioLow = th[0], th[1]-th[0], th[1]
+		a.QueueLength, a.PreemptionsPerSecond, a.PrefixHitMinTokensPS = float64(1+10*i), 0.05*float64(i+1), float64(5*i+1)
+		for _, v := range versions {
+			t.Run(fmt.Sprintf("for=%s/prometheus%s", d, v.name), func(t *testing.T) {
+				_, dir := generateDir(t, o)
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+			})
+		}
 	}
 }
 
@@ -76,7 +106,7 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 		if !fires[n] {
 			t.Errorf("no promtool test where %s fires", n)
 		}
-		if !quiet[n] {
+		if !quiet[n] && n != AlertWatchdog { // the watchdog is never quiet
 			t.Errorf("no promtool test where %s must stay quiet", n)
 		}
 	}
@@ -98,8 +128,8 @@ func TestAlertRulesAnnotations(t *testing.T) {
 			if want := DefaultRunbookURL + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
 				t.Errorf("%s: runbook_url = %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 			}
-			if s := r.Labels["severity"]; s != SeverityWarning && s != SeverityCritical {
-				t.Errorf("%s: severity %q, want warning or critical", r.Alert, s)
+			if s := r.Labels["severity"]; (s != SeverityWarning && s != SeverityCritical) != (r.Alert == AlertWatchdog) {
+				t.Errorf("%s: severity %q, want warning or critical (none for the watchdog only)", r.Alert, s)
 			}
 		}
 	}
@@ -116,5 +146,35 @@ func TestRunbookAnchors(t *testing.T) {
 		if !strings.Contains(string(b), "\n## "+n+"\n") {
 			t.Errorf("docs/runbook.md has no section \"## %s\" (anchor #%s)", n, strings.ToLower(n))
 		}
+	}
+}
+
+// TestRuleTestsCatchWrongThreshold (issue 18 item 10): the generated unit
+// tests' expected annotations come from the thresholds, not from the rules'
+// own text, so a rule whose summary names the wrong threshold fails
+// `promtool test rules`.
+func TestRuleTestsCatchWrongThreshold(t *testing.T) {
+	promtool := testenv.Tool(t, "prometheus", "promtool")
+	_, dir := generateDir(t, Options{})
+	p := filepath.Join(dir, filepath.FromSlash(AlertRulesFile))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Claim a threshold 5 points above the real one.
+	w := Options{}.WithDefaults().Config.Alerts.KVUsageWarning
+	right, wrong := fmt.Sprintf("is above %v%%", w*100), fmt.Sprintf("is above %v%%", w*100+5)
+	bad := strings.Replace(string(b), right, wrong, 1)
+	if bad == string(b) {
+		t.Fatalf("%s has no %q to tamper with", AlertRulesFile, right)
+	}
+	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), AlertKVHigh) {
+		t.Errorf("promtool test rules with a wrong threshold in %s's summary: err %v, want a failure naming it:\n%s", AlertKVHigh, err, out)
 	}
 }

@@ -62,15 +62,22 @@ const (
 	testCluster  = "c1"
 )
 
-// srv is one test server's identity labels.
-type srv struct{ server, role, pool string }
+// srv is one test server's identity labels; cluster and pool may be empty
+// (a target without them).
+type srv struct{ server, role, cluster, pool string }
+
+// server returns a test server in cluster c1.
+func server(name, role, pool string) srv { return srv{name, role, testCluster, pool} }
 
 func (s srv) labels() map[string]string {
-	return map[string]string{
-		signal.LabelServer: s.server, signal.LabelRole: s.role,
-		signal.LabelCluster: testCluster, signal.LabelPool: s.pool,
-		"job": testJob, "instance": testInstance,
+	l := map[string]string{signal.LabelServer: s.server, signal.LabelRole: s.role, "job": testJob, "instance": testInstance}
+	if s.cluster != "" {
+		l[signal.LabelCluster] = s.cluster
 	}
+	if s.pool != "" {
+		l[signal.LabelPool] = s.pool
+	}
+	return l
 }
 
 // sel renders metric{labels...,extra} with the server's identity labels.
@@ -113,53 +120,159 @@ func ramp(start, step float64, n int) string {
 	return fmt.Sprintf("%s+%sx%d", num(start), num(step), n)
 }
 
-func minutes(d model.Duration) int { return int(time.Duration(d) / time.Minute) }
+// ceilMinutes is d in whole minutes, rounded up: the number of 1m samples
+// that cover d.
+func ceilMinutes(d model.Duration) int {
+	return int((time.Duration(d) + time.Minute - 1) / time.Minute)
+}
 
 func mins(n int) model.Duration { return model.Duration(time.Duration(n) * time.Minute) }
+
+// testStep is the series interval and evaluation interval of the tests.
+const testStep = model.Duration(time.Minute)
+
+// The evaluation times around a for-duration, for an alert whose
+// expression is true from activeAt on. promtool checks an eval_time against
+// the state of the last rule evaluation at or before it (evaluations run
+// every testStep from 0), and an alert fires at the first evaluation at
+// least forD after activeAt. So at activeAt+forD-1ms it is still pending
+// (for any forD > 0, sub-minute included), and at activeAt+forD+testStep
+// it fires.
+func beforeFor(activeAt, forD model.Duration) model.Duration {
+	return activeAt + forD - model.Duration(time.Millisecond)
+}
+
+func afterFor(activeAt, forD model.Duration) model.Duration { return activeAt + forD + testStep }
 
 // humanizePercentage formats like Prometheus's template function of that name.
 func humanizePercentage(v float64) string { return fmt.Sprintf("%.4g%%", v*100) }
 
+// percent formats a ratio threshold as the alert texts state it.
+func percent(v float64) string { return fmt.Sprintf("%v%%", v*100) }
+
+// expectedAnnotations are the annotations promtool must render for alert
+// name on a series with labels l and value value, written out here from
+// the thresholds (not from the rules' templates), so a rule that names the
+// wrong threshold, duration or label fails its unit test.
+func expectedAnnotations(o Options, name string, l map[string]string, value string) map[string]string {
+	a := o.Config.Alerts
+	srvName := l[signal.LabelServer]
+	where := srvName + " (" + l[signal.LabelRole]
+	if c := l[signal.LabelCluster]; c != "" {
+		where += ", cluster " + c
+	}
+	if p := l[signal.LabelPool]; p != "" {
+		where += ", pool " + p
+	}
+	where += ")"
+	var summary, desc string
+	switch name {
+	case AlertKVHigh:
+		summary = "KV cache of " + where + " is above " + percent(a.KVUsageWarning)
+		desc = "The KV cache of " + srvName + " is " + value + " full (warning above " + percent(a.KVUsageWarning) +
+			" for " + a.KVUsageWarningFor.String() + "). New requests will soon queue or be preempted."
+	case AlertKVCritical:
+		summary = "KV cache of " + where + " is nearly full"
+		desc = "The KV cache of " + srvName + " is " + value + " full (critical above " + percent(a.KVUsageCritical) +
+			" for " + a.KVUsageCriticalFor.String() + "). Requests queue, and vLLM preempts or SGLang retracts running ones."
+	case AlertKVFullSoon:
+		summary = "KV cache of " + where + " will be full within " + a.KVFullWithin.String()
+		desc = "At the fill rate of the last 15m, the KV cache of " + srvName + " (now above " + percent(o.KVFullMinUsage) +
+			") reaches 100% within " + a.KVFullWithin.String() + "."
+	case AlertLeak:
+		summary = "KV cache of " + where + " stays used while nothing runs"
+		desc = srvName + " holds " + value + " of its KV cache although no request has been running or waiting for " +
+			a.LeakFor.String() + ". Blocks are probably leaked (not freed after requests ended)."
+	case AlertRankImbalance:
+		summary = "KV usage across the DP ranks of " + where + " is uneven"
+		desc = "The fullest and emptiest DP ranks of " + srvName + " differ by " + value + " of capacity (threshold " +
+			percent(a.RankSpread) + "). The fullest rank fills first and limits the whole server."
+	case AlertQueue:
+		summary = "Requests are queueing on " + where
+		desc = fmt.Sprintf("%s requests wait for admission on %s (threshold %v for %s).", value, srvName, a.QueueLength, a.QueueFor)
+	case AlertPreemptions:
+		summary = "Requests are being preempted on " + where
+		desc = fmt.Sprintf("%s preempts or retracts %s requests/s (threshold %v/s for %s): its KV cache is too small for the load, and preempted requests are recomputed.",
+			srvName, value, a.PreemptionsPerSecond, a.PreemptionsFor)
+	case AlertPrefixHitLow:
+		summary = "Prefix-cache hit rate of " + where + " is low"
+		desc = fmt.Sprintf("Only %s of prompt tokens on %s hit the prefix cache (threshold %s, with more than %v prompt tokens/s looked up).",
+			value, srvName, percent(a.PrefixHitRatioLow), a.PrefixHitMinTokensPS)
+	case AlertExporterDown:
+		summary = "kvwatch exporter " + l["instance"] + " is down"
+		desc = "Prometheus cannot scrape kvwatch at " + l["instance"] + ": every KV signal and alert of the fleet is blind."
+	case AlertTargetDown:
+		summary = "kvwatch cannot scrape engine " + srvName
+		desc = "kvwatch's scrapes of " + srvName + " fail (see kvwatch_target_scrape_error for the reason); its KV signals are unknown."
+	case AlertMetricsDisabled:
+		summary = "Engine " + srvName + " has metrics turned off"
+		desc = srvName + " answers 404 on its metrics path: the engine runs without metrics (SGLang: start it with --enable-metrics)."
+	case AlertMetricsStale:
+		summary = "Metrics of engine " + srvName + " are stale"
+		desc = "kvwatch's last successful scrape of " + srvName + " is older than " + a.StaleAfter.String() + "; what dashboards show for it is old."
+	case AlertPoolFullSoon:
+		summary = "KV cache of " + poolWhere(l) + " will be full within " + a.KVFullWithin.String()
+		desc = "At the fill trend of the last 15m plus the KV its queued requests need, the free KV of " + poolWhere(l) +
+			" is gone in " + value + " (threshold " + a.KVFullWithin.String() + ")."
+	case AlertPoolDrain:
+		summary = "Pool " + l[signal.LabelPool] + " (" + l[signal.LabelRole] + ") cannot lose its largest server"
+		desc = "Draining the largest server of " + poolWhere(l) + " would put the rest above the " + percent(a.KVUsageWarning) +
+			" warning: the margin is " + value + " of the rest's capacity. Add capacity before maintenance."
+	case AlertExporterAbsent:
+		summary = "Prometheus has no kvwatch target"
+		desc = "No target of job kvwatch exists in Prometheus (not down: absent), so every KV signal and alert of the fleet is blind. " +
+			"The scrape config, service discovery or the Prometheus Operator's selectors lost kvwatch."
+	case AlertWatchdog:
+		summary = "Alerting pipeline heartbeat"
+		desc = "Always firing while Prometheus evaluates kvwatch's rules and reaches Alertmanager. Route it to a dead man's switch that pages when it stops."
+	default:
+		panic("expectedAnnotations: no expectation for alert " + name)
+	}
+	return map[string]string{"summary": summary, "description": desc,
+		"runbook_url": o.RunbookURL + "#" + strings.ToLower(name)}
+}
+
+// poolWhere names a pool as the planning alerts do: "pool p1 (decode,
+// cluster c1)", the cluster only when the pool has one.
+func poolWhere(l map[string]string) string {
+	w := "pool " + l[signal.LabelPool] + " (" + l[signal.LabelRole]
+	if c := l[signal.LabelCluster]; c != "" {
+		w += ", cluster " + c
+	}
+	return w + ")"
+}
+
 // ruleTests returns the promtool unit tests of every alert and the main
 // recording rules: for each alert, a case where it fires and cases where it
 // must not (below threshold, or before its for-duration has passed). Input
-// values are derived from the thresholds so the tests follow the config.
+// values are derived from the thresholds so the tests follow the config,
+// for any for-duration the config accepts (sub-minute ones included).
 func ruleTests(o Options) ruleTestFile {
 	o = o.WithDefaults()
 	a := o.Config.Alerts
-	rules := AlertRules(o)
-	ann := map[string]map[string]string{}
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			ann[r.Alert] = r.Annotations
-		}
-	}
-	// expect renders the alert's annotation templates for one alert: the
-	// label and value placeholders are replaced by what promtool will
-	// render for that input.
 	expect := func(name string, labels map[string]string, value string) expAlert {
-		out := map[string]string{}
-		for k, v := range ann[name] {
-			for lk, lv := range labels {
-				v = strings.ReplaceAll(v, "{{ $labels."+lk+" }}", lv)
-			}
-			v = strings.ReplaceAll(v, "{{ $value | humanizePercentage }}", value)
-			v = strings.ReplaceAll(v, "{{ $value | printf \"%.2f\" }}", value)
-			v = strings.ReplaceAll(v, "{{ $value }}", value)
-			out[k] = v
-		}
-		return expAlert{ExpLabels: labels, ExpAnnotations: out}
+		return expAlert{ExpLabels: labels, ExpAnnotations: expectedAnnotations(o, name, labels, value)}
 	}
 	none := []expAlert{}
-	dec := srv{"decode-0", "decode", "p1"}
-	dec1 := srv{"decode-1", "decode", "p1"}
-	pre := srv{"prefill-0", "prefill", "p2"}
+	dec := server("decode-0", "decode", "p1")
+	dec1 := server("decode-1", "decode", "p1")
+	pre := server("prefill-0", "prefill", "p2")
+	bare := srv{"decode-2", "decode", "", ""} // a target without cluster and pool labels
 	var tests []ruleTest
-	step := mins(1)
+	step := testStep
+	// forChecks are the two checks around a for-duration: quiet just before
+	// it has passed (when there is a for-duration), firing after.
+	forChecks := func(name string, activeAt, forD model.Duration, fire []expAlert) []alertTest {
+		var out []alertTest
+		if forD > 0 {
+			out = append(out, alertTest{beforeFor(activeAt, forD), name, none})
+		}
+		return append(out, alertTest{afterFor(activeAt, forD), name, fire})
+	}
 
 	// KV high: one server between warning and critical, one below warning.
 	{
-		n := minutes(a.KVUsageWarningFor) + 10
+		n := ceilMinutes(afterFor(0, a.KVUsageWarningFor)) + 10
 		v := (a.KVUsageWarning + a.KVUsageCritical) / 2
 		l := dec.alertLabels(SeverityWarning)
 		tests = append(tests, ruleTest{Interval: step,
@@ -167,48 +280,52 @@ func ruleTests(o Options) ruleTestFile {
 				{dec.sel(signal.KVUsageRatio.Name), constant(v, n)},
 				{dec1.sel(signal.KVUsageRatio.Name), constant(a.KVUsageWarning*0.9, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(minutes(a.KVUsageWarningFor) - 1), AlertKVHigh, none},
-				{mins(minutes(a.KVUsageWarningFor) + 1), AlertKVHigh, []expAlert{expect(AlertKVHigh, l, humanizePercentage(v))}},
-				{mins(minutes(a.KVUsageWarningFor) + 1), AlertKVCritical, none},
-			}})
+			AlertRuleTests: append(forChecks(AlertKVHigh, 0, a.KVUsageWarningFor, []expAlert{expect(AlertKVHigh, l, humanizePercentage(v))}),
+				alertTest{afterFor(0, a.KVUsageWarningFor), AlertKVCritical, none}),
+		})
 	}
-	// KV critical: one server above critical, one between warning and critical.
+	// KV critical: one server above critical, one between warning and
+	// critical, one above critical without cluster and pool labels (its
+	// texts name only the labels it has).
 	{
-		n := minutes(a.KVUsageCriticalFor) + 10
+		n := ceilMinutes(afterFor(0, a.KVUsageCriticalFor)) + 10
 		v := (a.KVUsageCritical + 1) / 2
-		l := dec.alertLabels(SeverityCritical)
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{dec.sel(signal.KVUsageRatio.Name), constant(v, n)},
 				{dec1.sel(signal.KVUsageRatio.Name), constant((a.KVUsageWarning+a.KVUsageCritical)/2, n)},
+				{bare.sel(signal.KVUsageRatio.Name), constant(v, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(minutes(a.KVUsageCriticalFor) - 1), AlertKVCritical, none},
-				{mins(minutes(a.KVUsageCriticalFor) + 1), AlertKVCritical, []expAlert{expect(AlertKVCritical, l, humanizePercentage(v))}},
-			}})
+			AlertRuleTests: forChecks(AlertKVCritical, 0, a.KVUsageCriticalFor, []expAlert{
+				expect(AlertKVCritical, dec.alertLabels(SeverityCritical), humanizePercentage(v)),
+				expect(AlertKVCritical, bare.alertLabels(SeverityCritical), humanizePercentage(v)),
+			}),
+		})
 	}
-	// KV full soon: one server filling linearly so that it reaches 95% at
-	// the evaluation time and would pass 100% within the window; one flat.
+	// KV full soon: one server filling linearly at 1.2 times the rate that
+	// fills its free cache within kv_full_within, so predict_linear says
+	// "full" from the second sample (1m) on; one flat. A for-duration
+	// longer than the window lets the ramp pass 100%: the rule does not
+	// look at the level, and the test checks the for-duration.
 	{
-		t := 15 + minutes(o.KVFullFor) + 1
 		start := o.KVFullMinUsage + (1-o.KVFullMinUsage)*0.1
-		slope := (0.95 - start) / float64(t)
+		within := time.Duration(a.KVFullWithin).Minutes()
+		slope := 1.2 * (1 - start) / within
+		n := ceilMinutes(afterFor(mins(1), o.KVFullFor)) + 5
 		l := dec.alertLabels(SeverityWarning)
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
-				{dec.sel(signal.KVUsageRatio.Name), ramp(start, slope, t+5)},
-				{dec1.sel(signal.KVUsageRatio.Name), constant(start, t+5)},
+				{dec.sel(signal.KVUsageRatio.Name), ramp(start, slope, n)},
+				{dec1.sel(signal.KVUsageRatio.Name), constant(start, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(t), AlertKVFullSoon, []expAlert{expect(AlertKVFullSoon, l, "")}},
-				{mins(1), AlertKVFullSoon, none},
-			}})
+			AlertRuleTests: append([]alertTest{{0, AlertKVFullSoon, none}},
+				forChecks(AlertKVFullSoon, mins(1), o.KVFullFor, []expAlert{expect(AlertKVFullSoon, l, "")})...),
+		})
 	}
 	// Leak: used while nothing runs or waits; the same usage with running
 	// requests is not a leak.
 	{
-		n := minutes(a.LeakFor) + 10
+		n := ceilMinutes(afterFor(0, a.LeakFor)) + 10
 		v := (a.LeakUsage + 1) / 2
 		l := dec.alertLabels(SeverityWarning)
 		tests = append(tests, ruleTest{Interval: step,
@@ -224,14 +341,12 @@ func ruleTests(o Options) ruleTestFile {
 				{pre.sel(signal.KVUsageRatio.Name), constant(v, n)},
 				{pre.sel(signal.RequestsRunning.Name), constant(0, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(minutes(a.LeakFor) - 1), AlertLeak, none},
-				{mins(minutes(a.LeakFor) + 1), AlertLeak, []expAlert{expect(AlertLeak, l, humanizePercentage(v))}},
-			}})
+			AlertRuleTests: forChecks(AlertLeak, 0, a.LeakFor, []expAlert{expect(AlertLeak, l, humanizePercentage(v))}),
+		})
 	}
 	// Rank imbalance.
 	{
-		n := minutes(a.RankSpreadFor) + 10
+		n := ceilMinutes(afterFor(0, a.RankSpreadFor)) + 10
 		v := (a.RankSpread + 1) / 2
 		l := dec.alertLabels(SeverityWarning)
 		tests = append(tests, ruleTest{Interval: step,
@@ -239,14 +354,12 @@ func ruleTests(o Options) ruleTestFile {
 				{dec.sel(signal.RankSpreadRatio.Name), constant(v, n)},
 				{dec1.sel(signal.RankSpreadRatio.Name), constant(a.RankSpread/2, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(minutes(a.RankSpreadFor) - 1), AlertRankImbalance, none},
-				{mins(minutes(a.RankSpreadFor) + 1), AlertRankImbalance, []expAlert{expect(AlertRankImbalance, l, humanizePercentage(v))}},
-			}})
+			AlertRuleTests: forChecks(AlertRankImbalance, 0, a.RankSpreadFor, []expAlert{expect(AlertRankImbalance, l, humanizePercentage(v))}),
+		})
 	}
 	// Queue: admission queues count, PD transfer queues do not.
 	{
-		n := minutes(a.QueueFor) + 10
+		n := ceilMinutes(afterFor(0, a.QueueFor)) + 10
 		waiting := a.QueueLength + 10
 		l := dec.alertLabels(SeverityWarning)
 		tests = append(tests, ruleTest{Interval: step,
@@ -257,35 +370,42 @@ func ruleTests(o Options) ruleTestFile {
 				{dec1.sel(signal.RequestsQueued.Name, signal.LabelQueue, signal.QueueWaiting), constant(a.QueueLength/2, n)},
 				{dec1.sel(signal.RequestsQueued.Name, signal.LabelQueue, signal.QueueTransfer), constant(a.QueueLength*10, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(minutes(a.QueueFor) - 1), AlertQueue, none},
-				{mins(minutes(a.QueueFor) + 1), AlertQueue, []expAlert{expect(AlertQueue, l, num(waiting))}},
-			}})
+			AlertRuleTests: forChecks(AlertQueue, 0, a.QueueFor, []expAlert{expect(AlertQueue, l, num(waiting))}),
+		})
 	}
-	// Preemptions: twice the threshold rate on one server, half on another.
+	// Preemptions: twice the threshold rate on one server, a quarter on
+	// another. A counter starting at 0 makes rate over 5m (1m samples) read
+	// k/5 of the true rate k minutes in, so twice the threshold is above it
+	// from 3m on. The alert reads the recorded rate, which may be one
+	// evaluation old, so it is active from 3m or 4m: quiet until 3m plus
+	// the for-duration, firing from 4m plus the for-duration plus a step,
+	// and not before 6m, when the recorded rate (even one step old) had a
+	// full window and equals the true rate.
 	{
-		n := minutes(a.PreemptionsFor) + 20
+		fire := max(afterFor(mins(4), a.PreemptionsFor), mins(6))
+		n := ceilMinutes(fire) + 10
 		perMin := a.PreemptionsPerSecond * 2 * 60
 		l := dec.alertLabels(SeverityCritical)
-		eval := minutes(a.PreemptionsFor) + 6
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{dec.sel(signal.Preemptions.Name), ramp(0, perMin, n)},
 				{dec1.sel(signal.Preemptions.Name), ramp(0, perMin/4, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(3), AlertPreemptions, none},
-				{mins(eval), AlertPreemptions, []expAlert{expect(AlertPreemptions, l, fmt.Sprintf("%.2f", a.PreemptionsPerSecond*2))}},
-			}})
+			AlertRuleTests: append([]alertTest{{mins(2), AlertPreemptions, none}},
+				alertTest{beforeFor(mins(3), a.PreemptionsFor), AlertPreemptions, none},
+				alertTest{fire, AlertPreemptions, []expAlert{expect(AlertPreemptions, l, fmt.Sprintf("%.2f", a.PreemptionsPerSecond*2))}}),
+		})
 	}
 	// Prefix hit low: low ratio with traffic fires; low ratio without
-	// traffic (below the floor) and high ratio with traffic do not.
+	// traffic (below the floor) and high ratio with traffic do not. The
+	// alert is active from 4m on, as for preemptions.
 	{
-		n := minutes(a.PrefixHitFor) + 20
+		fire := max(afterFor(mins(4), a.PrefixHitFor), mins(6))
+		n := ceilMinutes(fire) + 10
+		high := (a.PrefixHitRatioLow + 1) / 2
 		ratio := a.PrefixHitRatioLow / 2
 		query := a.PrefixHitMinTokensPS * 2 * 60
 		l := dec.alertLabels(SeverityWarning)
-		eval := minutes(a.PrefixHitFor) + 6
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{dec.sel(signal.PrefixCacheQueryTokens.Name), ramp(0, query, n)},
@@ -293,27 +413,39 @@ func ruleTests(o Options) ruleTestFile {
 				{dec1.sel(signal.PrefixCacheQueryTokens.Name), ramp(0, query/8, n)},
 				{dec1.sel(signal.PrefixCacheHitTokens.Name), ramp(0, query/8*ratio, n)},
 				{pre.sel(signal.PrefixCacheQueryTokens.Name), ramp(0, query, n)},
-				{pre.sel(signal.PrefixCacheHitTokens.Name), ramp(0, query*0.9, n)},
+				{pre.sel(signal.PrefixCacheHitTokens.Name), ramp(0, query*high, n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(3), AlertPrefixHitLow, none},
-				{mins(eval), AlertPrefixHitLow, []expAlert{expect(AlertPrefixHitLow, l, humanizePercentage(ratio))}},
-			}})
+			AlertRuleTests: append([]alertTest{{mins(2), AlertPrefixHitLow, none}},
+				alertTest{beforeFor(mins(3), a.PrefixHitFor), AlertPrefixHitLow, none},
+				alertTest{fire, AlertPrefixHitLow, []expAlert{expect(AlertPrefixHitLow, l, humanizePercentage(ratio))}}),
+		})
 	}
 	// Scrape health: kvwatch itself down; an engine down; an engine with
 	// metrics off (404: MetricsDisabled, not TargetDown); a healthy engine;
-	// a stale engine.
+	// a stale engine. kvwatch is present, so KVWatchAbsent stays quiet; the
+	// watchdog fires from the first evaluation on.
 	{
-		down := minutes(a.TargetDownFor)
-		n := down + minutes(a.StaleAfter) + 10
+		down := a.TargetDownFor
+		stalled := model.Duration(time.Minute) // the stale engine's last success, since the test's epoch
+		staleAt := stalled + a.StaleAfter      // time() - last success > stale_after after this
+		n := ceilMinutes(afterFor(staleAt, 0)+afterFor(0, down)) + 10
 		kvDown := map[string]string{"job": testJob, "instance": "127.0.0.2:9477"}
 		kvUp := map[string]string{"job": testJob, "instance": testInstance}
-		ok := srv{"ok-0", "decode", "p1"}
-		off := srv{"off-0", "prefill", "p2"}
-		stale := srv{"stale-0", "decode", "p1"}
-		stalled := 60 // the stale engine's last success, in seconds since the test's epoch
-		staleEval := stalled/60 + minutes(a.StaleAfter) + 2
+		ok := server("ok-0", "decode", "p1")
+		off := server("off-0", "prefill", "p2")
+		stale := server("stale-0", "decode", "p1")
 		staleLabels := stale.alertLabels(SeverityWarning)
+		kvDownLabels := map[string]string{"job": testJob, "instance": "127.0.0.2:9477", "severity": SeverityCritical}
+		checks := forChecks(AlertExporterDown, 0, down, []expAlert{expect(AlertExporterDown, kvDownLabels, "")})
+		checks = append(checks, forChecks(AlertTargetDown, 0, down, []expAlert{expect(AlertTargetDown, dec.alertLabels(SeverityWarning), "")})...)
+		checks = append(checks, forChecks(AlertMetricsDisabled, 0, down, []expAlert{expect(AlertMetricsDisabled,
+			off.alertLabels(SeverityWarning, signal.LabelReason, signal.ReasonHTTP404), "")})...)
+		checks = append(checks,
+			alertTest{staleAt, AlertMetricsStale, none},
+			alertTest{afterFor(staleAt, 0), AlertMetricsStale, []expAlert{expect(AlertMetricsStale, staleLabels, "")}},
+			alertTest{afterFor(0, down), AlertExporterAbsent, none},
+			alertTest{0, AlertWatchdog, []expAlert{expect(AlertWatchdog, map[string]string{"severity": SeverityNone}, "")}},
+		)
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{"up" + renderLabels(kvDown), constant(0, n)},
@@ -325,20 +457,24 @@ func ruleTests(o Options) ruleTestFile {
 				{ok.sel(signal.TargetUp.Name), constant(1, n)},
 				{ok.sel(signal.TargetLastSuccess.Name), ramp(0, 60, n)},
 				{stale.sel(signal.TargetUp.Name), constant(1, n)},
-				{stale.sel(signal.TargetLastSuccess.Name), constant(float64(stalled), n)},
+				{stale.sel(signal.TargetLastSuccess.Name), constant(time.Duration(stalled).Seconds(), n)},
 			},
-			AlertRuleTests: []alertTest{
-				{mins(down - 1), AlertExporterDown, none},
-				{mins(down + 1), AlertExporterDown, []expAlert{expect(AlertExporterDown,
-					map[string]string{"job": testJob, "instance": "127.0.0.2:9477", "severity": SeverityCritical}, "")}},
-				{mins(down - 1), AlertTargetDown, none},
-				{mins(down + 1), AlertTargetDown, []expAlert{expect(AlertTargetDown, dec.alertLabels(SeverityWarning), "")}},
-				{mins(down - 1), AlertMetricsDisabled, none},
-				{mins(down + 1), AlertMetricsDisabled, []expAlert{expect(AlertMetricsDisabled,
-					off.alertLabels(SeverityWarning, signal.LabelReason, signal.ReasonHTTP404), "")}},
-				{mins(stalled/60 + minutes(a.StaleAfter) - 1), AlertMetricsStale, none},
-				{mins(staleEval), AlertMetricsStale, []expAlert{expect(AlertMetricsStale, staleLabels, "")}},
-			}})
+			AlertRuleTests: checks,
+		})
+	}
+	// kvwatch absent from Prometheus (no up{job="kvwatch"} series at all,
+	// only another job's): KVWatchAbsent fires with the job label absent()
+	// derives from its selector.
+	{
+		down := a.TargetDownFor
+		n := ceilMinutes(afterFor(0, down)) + 5
+		tests = append(tests, ruleTest{Interval: step,
+			InputSeries: []inputSeries{
+				{"up" + renderLabels(map[string]string{"job": "prometheus", "instance": "127.0.0.1:9090"}), constant(1, n)},
+			},
+			AlertRuleTests: forChecks(AlertExporterAbsent, 0, down, []expAlert{expect(AlertExporterAbsent,
+				map[string]string{"job": testJob, "severity": SeverityCritical}, "")}),
+		})
 	}
 	// Recording rules, worked out by hand: in pool p1 decode-0 holds 900 of
 	// 1000 tokens and decode-1 300 of 3000, so the capacity-weighted usage is

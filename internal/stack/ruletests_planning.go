@@ -2,7 +2,6 @@ package stack
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/signal"
@@ -63,7 +62,7 @@ func planningRuleTests(o Options, expect func(name string, labels map[string]str
 	//     100,000 − 59,200 − 10,000 = 30,800 / 16 = 1,925 s.
 	{
 		n := 30
-		s := func(server, pool string) srv { return srv{server, "decode", pool} }
+		s := func(server, pool string) srv { return srv{server, "decode", testCluster, pool} }
 		capa := func(x srv) inputSeries { return inputSeries{x.sel(signal.KVCapacityTokens.Name), constant(100000, n)} }
 		used := func(x srv, values string) inputSeries { return inputSeries{x.sel(signal.KVUsedTokens.Name), values} }
 		f0, f1, dr, fl, no, dq, fb := s("fill-0", "pf"), s("fill-1", "pf"), s("drain-0", "pd"), s("flat-0", "pl"),
@@ -104,16 +103,13 @@ func planningRuleTests(o Options, expect func(name string, labels map[string]str
 	{
 		within := time.Duration(a.KVFullWithin).Seconds()
 		first := int((2500-within)/60) + 1
-		fire := first + minutes(o.KVFullFor)
+		fire := first + ceilMinutes(o.KVFullFor)
 		n := fire + 5
-		fill, flat := srv{"fill-0", "decode", "pf"}, srv{"flat-0", "decode", "pl"}
+		fill, flat := srv{"fill-0", "decode", testCluster, "pf"}, srv{"flat-0", "decode", testCluster, "pl"}
 		value := 2500 - 60*float64(fire)
 		if value > 0 && first > 0 {
 			l := map[string]string{signal.LabelCluster: testCluster, signal.LabelPool: "pf", signal.LabelRole: "decode", "severity": SeverityWarning}
-			e := expect(AlertPoolFullSoon, l, "")
-			for k, v := range e.ExpAnnotations {
-				e.ExpAnnotations[k] = strings.ReplaceAll(v, "{{ $value | humanizeDuration }}", humanizeDuration(value))
-			}
+			e := expect(AlertPoolFullSoon, l, humanizeDuration(value))
 			tests = append(tests, ruleTest{Interval: step,
 				InputSeries: []inputSeries{
 					{fill.sel(signal.KVCapacityTokens.Name), constant(100000, n)},
@@ -132,7 +128,7 @@ func planningRuleTests(o Options, expect func(name string, labels map[string]str
 	// hold; ps has +10 %; pool p1 has one server (kvwatch exports no
 	// margin for it, and the servers guard would drop it anyway).
 	{
-		hold := minutes(drainUnsafeFor)
+		hold := ceilMinutes(drainUnsafeFor)
 		n := hold + 10
 		lbl := func(metric, pool string) string { return metric + renderLabels(poolLabels(pool, "decode")) }
 		l := poolLabels("pu", "decode")

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +85,9 @@ type Options struct {
 	HA bool
 	// Agent adds the agent-mode files (agent.go): collectors, a ruler.
 	Agent AgentOptions
+	// HAClusterName is the replicas' ha_cluster external label, the HA
+	// pair's name for Mimir's HA tracker. Default kvwatch.
+	HAClusterName string
 	// Probe adds a Prometheus job that scrapes every configured target
 	// through kvwatch's /probe endpoint (one series set per target, labelled
 	// by Prometheus), for fleets that discover targets with Prometheus.
@@ -97,6 +101,10 @@ type Options struct {
 	RunbookURL string
 	// Namespace is the Kubernetes namespace of the manifests. Default monitoring.
 	Namespace string
+	// KubernetesLabels are added to every Kubernetes object, e.g.
+	// release=kube-prometheus-stack for the Prometheus Operator's default
+	// serviceMonitorSelector, podMonitorSelector and ruleSelector.
+	KubernetesLabels map[string]string
 	// Image is the kvwatch container image. Default ghcr.io/kvwatch/kvwatch:latest.
 	Image string
 	// GrafanaAdminPassword is written to grafana/admin-password; empty
@@ -116,6 +124,10 @@ type Receivers struct {
 	// SlackWebhookURL and SlackChannel configure Slack.
 	SlackWebhookURL string
 	SlackChannel    string
+	// WatchdogURL receives the always-firing KVWatchWatchdog alert every
+	// minute (a dead man's switch such as a heartbeat check that pages when
+	// the pings stop). Empty: the watchdog is visible in Alertmanager only.
+	WatchdogURL string
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -146,6 +158,7 @@ func (o Options) WithDefaults() Options {
 		o.KVFullMinUsage = 0.5
 	}
 	setS(&o.InstallDir, DefaultInstallDir)
+	setS(&o.HAClusterName, "kvwatch")
 	setS(&o.RunbookURL, DefaultRunbookURL)
 	setS(&o.Namespace, "monitoring")
 	setS(&o.Image, "ghcr.io/kvwatch/kvwatch:latest")
@@ -173,6 +186,9 @@ func (o Options) validate() error {
 	if o.Receivers.SlackWebhookURL != "" {
 		urls = append(urls, o.Receivers.SlackWebhookURL)
 	}
+	if o.Receivers.WatchdogURL != "" {
+		urls = append(urls, o.Receivers.WatchdogURL)
+	}
 	for _, s := range urls {
 		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("URL %q: want an absolute http(s) URL", s))
@@ -187,6 +203,10 @@ func (o Options) validate() error {
 	}
 	if a := o.Config.Alerts; a.KVUsageWarning >= a.KVUsageCritical {
 		errs = append(errs, fmt.Errorf("alerts: kv_usage_warning %g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical))
+	}
+	errs = append(errs, validateK8sLabels(o.KubernetesLabels)...)
+	if strings.ContainsAny(o.HAClusterName, "\n\"") {
+		errs = append(errs, fmt.Errorf("--ha.cluster-name %q: want a plain name, e.g. kvwatch-eu1", o.HAClusterName))
 	}
 	if !filepath.IsAbs(o.InstallDir) {
 		errs = append(errs, fmt.Errorf("install dir %q: want an absolute path, e.g. %s", o.InstallDir, DefaultInstallDir))
@@ -273,17 +293,31 @@ func Generate(o Options) (Files, error) {
 		{AlertTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(ruleTests(o)) }},
 		{"alertmanager.yml", 0o644, func() ([]byte, error) { return marshalYAML(alertmanagerConfig(o)) }},
 		{"kvwatch.yml", 0o644, func() ([]byte, error) { return kvwatchConfig(o) }},
+		{ProbeTargetsFile, 0o644, func() ([]byte, error) { return marshalYAML(probeTargets(o)) }},
+		{UpFile, 0o644, func() ([]byte, error) { return marshalJSON(upProcesses(o)) }},
+		{"docker-compose.yml", 0o644, func() ([]byte, error) { return marshalYAML(composeFile(o)) }},
 	}
 	for _, s := range steps {
 		if err := add(s.path, s.mode, s.gen); err != nil {
 			return nil, err
 		}
 	}
-	more, err := generateMore(o)
-	if err != nil {
-		return nil, err
+	for _, u := range systemdUnits(o) {
+		if err := add("systemd/"+u.Name, 0o644, u.render); err != nil {
+			return nil, err
+		}
 	}
-	out = append(out, more...)
+	parts := []func(Options) (Files, error){grafanaFiles, kubernetesFiles}
+	if o.HA {
+		parts = append(parts, haFiles)
+	}
+	for _, part := range parts {
+		fs, err := part(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
 	if o.Agent.Enabled {
 		agent, err := agentFiles(o)
 		if err != nil {
@@ -304,4 +338,17 @@ func kvwatchConfig(o Options) ([]byte, error) {
 	b.WriteString("# kvwatch config for the generated stack; add targets here (see docs/configuration.md).\n")
 	b.WriteString("targets: []\n")
 	return []byte(b.String()), nil
+}
+
+// hostPort splits a validated host:port.
+func hostPort(addr string) (string, int) {
+	h, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return h, n
+}
+
+// withPort returns addr's host with port p.
+func withPort(addr string, p int) string {
+	h, _ := hostPort(addr)
+	return net.JoinHostPort(h, strconv.Itoa(p))
 }

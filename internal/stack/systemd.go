@@ -18,6 +18,9 @@ type unit struct {
 	Env         []string
 	Credentials []string // LoadCredential= entries
 	Exec        []string // binary and arguments
+	// NoSIGKILL keeps systemd from killing a process that takes longer than
+	// TimeoutStopSec to stop (Prometheus flushing its TSDB head).
+	NoSIGKILL bool
 }
 
 var unitTemplate = template.Must(template.New("unit").Funcs(template.FuncMap{"exec": execLine}).Parse(
@@ -43,11 +46,22 @@ ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=5s
 TimeoutStopSec=30s
+{{- if .NoSIGKILL}}
+SendSIGKILL=no
+{{- end}}
+LimitNOFILE=65536
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes
 PrivateDevices=yes
+DevicePolicy=strict
+PrivateUsers=yes
+PrivateMounts=yes
+ProtectProc=invisible
+ProcSubset=pid
+RemoveIPC=yes
+MemoryDenyWriteExecute=yes
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
 ProtectKernelLogs=yes
@@ -60,6 +74,9 @@ RestrictRealtime=yes
 RestrictSUIDSGID=yes
 LockPersonality=yes
 SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @resources
+SystemCallErrorNumber=EPERM
 CapabilityBoundingSet=
 AmbientCapabilities=
 UMask=0077
@@ -107,7 +124,7 @@ func systemdUnits(o Options) []unit {
 			Doc: "https://github.com/kvwatch/kvwatch", State: "kvwatch",
 			Exec: []string{"/usr/local/bin/kvwatch", "serve", "--config.file=" + d + "/kvwatch.yml", "--web.listen-address=" + o.KVWatchAddress}},
 		{Name: UnitPrometheus, Description: "Prometheus for kvwatch", Doc: "https://prometheus.io/docs/",
-			After: []string{UnitKVWatch}, State: "kvwatch-prometheus",
+			After: []string{UnitKVWatch}, State: "kvwatch-prometheus", NoSIGKILL: true,
 			Exec: append([]string{"/usr/bin/prometheus"}, promArgs(o, d+"/prometheus.yml", "/var/lib/kvwatch-prometheus", o.PrometheusAddress)...)},
 		{Name: UnitAlertmanager, Description: "Alertmanager for kvwatch", Doc: "https://prometheus.io/docs/alerting/latest/alertmanager/",
 			State: "kvwatch-alertmanager",

@@ -2,7 +2,9 @@ package stack
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,14 +55,69 @@ func TestAlertmanagerConfigAmtool(t *testing.T) {
 }
 
 func TestPrometheusConfigPromtool(t *testing.T) {
-	promtool := testenv.Tool(t, "prometheus", "promtool")
+	versions := promVersions(t)
 	files, dir := generateDir(t, goldenOptions())
-	for _, p := range files.Paths() {
-		if p == "prometheus.yml" || (strings.HasPrefix(p, "ha/") && strings.HasSuffix(p, ".yml") && strings.Contains(p, "prometheus")) {
-			out := run(t, dir, promtool, "check", "config", p)
-			if !strings.Contains(out, "SUCCESS") {
-				t.Errorf("promtool check config %s: %s", p, out)
+	for _, v := range versions {
+		for _, p := range files.Paths() {
+			if p == "prometheus.yml" || (strings.HasPrefix(p, "ha/") && strings.HasSuffix(p, ".yml") && strings.Contains(p, "prometheus")) {
+				out := run(t, dir, v.promtool, "check", "config", p)
+				if !strings.Contains(out, "SUCCESS") {
+					t.Errorf("promtool %s check config %s: %s", v.name, p, out)
+				}
 			}
 		}
 	}
+}
+
+// promVersion is one Prometheus of the test matrix (docs/stack.md,
+// "Version matrix"): Debian's 2.x on PATH, and 3.x built from the Go module
+// by tools/prometheus3/build.sh.
+type promVersion struct {
+	name                 string // "2" or "3", for subtest names
+	prometheus, promtool string
+}
+
+// prometheus3Dir is where tools/prometheus3/build.sh puts its binaries:
+// $KVWATCH_PROMETHEUS3_DIR, or bin/prometheus3 at the repo root.
+func prometheus3Dir() string {
+	if d := os.Getenv("KVWATCH_PROMETHEUS3_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "..", "bin", "prometheus3")
+}
+
+// promVersions returns Debian's Prometheus 2 and the built Prometheus 3.
+// A missing one is skipped, or fails the test with KVWATCH_REQUIRE_TOOLS=1.
+func promVersions(t *testing.T) []promVersion {
+	t.Helper()
+	var out []promVersion
+	missing := func(msg string) {
+		if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Log(msg + "; testing without it")
+	}
+	p2, e1 := exec.LookPath("prometheus")
+	t2, e2 := exec.LookPath("promtool")
+	if e1 == nil && e2 == nil {
+		out = append(out, promVersion{"2", p2, t2})
+	} else {
+		missing("prometheus or promtool not on PATH; install Debian package prometheus")
+	}
+	dir, err := filepath.Abs(prometheus3Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p3, t3 := filepath.Join(dir, "prometheus"), filepath.Join(dir, "promtool")
+	_, e1 = os.Stat(p3)
+	_, e2 = os.Stat(t3)
+	if e1 == nil && e2 == nil {
+		out = append(out, promVersion{"3", p3, t3})
+	} else {
+		missing("Prometheus 3 not built in " + dir + "; run `make prometheus3` (tools/prometheus3/build.sh)")
+	}
+	if len(out) == 0 {
+		t.Skip("no Prometheus to test with")
+	}
+	return out
 }

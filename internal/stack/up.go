@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,6 +14,15 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// DataDir is where `stack up` keeps Prometheus, Alertmanager and Grafana
+// data inside the stack directory; LogDir holds their logs.
+const (
+	DataDir = "data"
+	LogDir  = "logs"
 )
 
 // UpOptions configure Up.
@@ -28,6 +38,9 @@ type UpOptions struct {
 	// OnStart, if set, is called with each process's name and pid when it
 	// (re)starts.
 	OnStart func(name string, pid int)
+	// Out, if set, receives one line per component saying where it
+	// listens (or, for a missing Grafana, where the dashboards are).
+	Out io.Writer
 }
 
 // LoadProcesses reads the stack's process table (stack-up.json) and
@@ -87,6 +100,7 @@ func Up(ctx context.Context, o UpOptions) error {
 	abs, _ := filepath.Abs(o.Dir)
 	var run []Spec
 	var missing []Process
+	var listening, skipped []string
 	for _, p := range ps {
 		bin := ""
 		for _, b := range p.Binaries {
@@ -98,6 +112,9 @@ func Up(ctx context.Context, o UpOptions) error {
 		if bin == "" {
 			if p.Optional {
 				o.Logger.Warn("optional component not installed; skipping it", "component", p.Name, "looked_for", strings.Join(p.Binaries, ","), "install", p.Install)
+				if p.Name == "grafana" {
+					skipped = append(skipped, grafanaMissing(abs, p))
+				}
 				continue
 			}
 			missing = append(missing, p)
@@ -105,6 +122,7 @@ func Up(ctx context.Context, o UpOptions) error {
 		}
 		run = append(run, Spec{Name: p.Name, Path: bin, Args: p.Args, Env: p.Env,
 			Log: filepath.Join(abs, LogDir, p.Name+".log")})
+		listening = append(listening, fmt.Sprintf("%-12s http://%s/  (log %s)", p.Name, p.Address, filepath.Join(abs, LogDir, p.Name+".log")))
 	}
 	if len(missing) > 0 {
 		return &MissingError{Missing: missing}
@@ -112,6 +130,11 @@ func Up(ctx context.Context, o UpOptions) error {
 	for _, d := range []string{DataDir + "/prometheus", DataDir + "/alertmanager", DataDir + "/grafana", LogDir} {
 		if err := os.MkdirAll(filepath.Join(abs, d), 0o750); err != nil {
 			return fmt.Errorf("stack up: %w", err)
+		}
+	}
+	if o.Out != nil {
+		for _, l := range append(listening, skipped...) {
+			fmt.Fprintln(o.Out, l)
 		}
 	}
 	var wg sync.WaitGroup
@@ -126,6 +149,26 @@ func Up(ctx context.Context, o UpOptions) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// grafanaMissing is what `stack up` says when Grafana is not installed:
+// where the dashboards are for an existing Grafana, and that kvwatch's own
+// web UI needs no Grafana.
+func grafanaMissing(dir string, p Process) string {
+	ui := "kvwatch serve's web UI"
+	if b, err := os.ReadFile(filepath.Join(dir, "prometheus.yml")); err == nil {
+		var c promConfig
+		if yaml.Unmarshal(b, &c) == nil {
+			for _, sc := range c.ScrapeConfigs {
+				if sc.JobName == "kvwatch" && len(sc.StaticConfigs) > 0 && len(sc.StaticConfigs[0].Targets) > 0 {
+					ui += " at http://" + sc.StaticConfigs[0].Targets[0] + "/"
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%-12s not installed, not started. The dashboards are in %s/*.json: import them into an existing Grafana "+
+		"(Dashboards > New > Import). Without Grafana, %s shows the same KV usage, headroom and alerts. To run Grafana here: %s",
+		p.Name, filepath.Join(dir, filepath.FromSlash(GrafanaDashboardDir)), ui, p.Install)
 }
 
 // Spec is one supervised process.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,7 +103,8 @@ func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Up(ctx, UpOptions{Dir: dir, LookPath: noGrafana}) }()
+	var out lockedBuffer
+	go func() { done <- Up(ctx, UpOptions{Dir: dir, LookPath: noGrafana, Out: &out}) }()
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer wcancel()
 	waitReady(wctx, t, "http://"+o.PrometheusAddress+"/-/ready")
@@ -110,6 +112,21 @@ func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Up after cancel = %v, want nil", err)
+	}
+	// It says where Prometheus and Alertmanager listen, and, Grafana
+	// missing, where the dashboards are and that the web UI needs none.
+	printed := out.String()
+	for _, want := range []string{
+		"prometheus   http://" + o.PrometheusAddress + "/",
+		"alertmanager http://" + o.AlertmanagerAddress + "/",
+		"grafana      not installed",
+		filepath.Join(dir, "grafana", "dashboards") + "/*.json",
+		"import them into an existing Grafana",
+		"kvwatch serve's web UI at http://" + o.KVWatchAddress + "/",
+	} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("stack up printed no %q:\n%s", want, printed)
+		}
 	}
 	for _, name := range []string{"prometheus", "alertmanager"} {
 		b, err := os.ReadFile(filepath.Join(dir, LogDir, name+".log"))
@@ -158,4 +175,22 @@ func TestInstall(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("installed admin password: %v, mode %v, want 0600", err, st.Mode().Perm())
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
