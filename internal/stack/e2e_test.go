@@ -344,7 +344,10 @@ func endToEnd(t *testing.T, bin string, v promVersion) {
 
 	// Overload: the decode KV cache passes the critical threshold and the
 	// alert reaches Alertmanager, once.
-	if err := postLoad(ctx, endpoints["router"], 40); err != nil {
+	// Factor 15 passes the 50 % threshold; at 40 the simulated decode cache
+	// reached 94 % and in some runs never drained after the load stopped
+	// (a simulator behaviour, reported), so the alert could not resolve.
+	if err := postLoad(ctx, endpoints["router"], 15); err != nil {
 		t.Fatal(err)
 	}
 	var decodeAlerts []amAlert
@@ -399,6 +402,10 @@ func endToEnd(t *testing.T, bin string, v promVersion) {
 	defer rcancel()
 	eventually(rctx, t, "KVCacheUsageCritical resolves in Alertmanager", func() (bool, error) {
 		as, err := activeAlerts(rctx, am, AlertKVCritical)
+		if err == nil && len(as) > 0 {
+			u, _ := promValue(rctx, prom, `max(kvwatch_kv_usage_ratio{role="decode"})`)
+			err = fmt.Errorf("still active: %v; decode usage now %v", as, u)
+		}
 		return err == nil && len(as) == 0, err
 	})
 	t.Logf("resolved at %s", time.Now().Format(time.TimeOnly))
