@@ -195,7 +195,7 @@ func TestWebUIScreenshots(t *testing.T) {
 		{"web-alerts.png", "#/alerts", []string{`#alerts [data-field="alert-value"]`},
 			[]string{"Active alerts", "KVCacheUsageCritical", "firing", "Rules", "KVPoolFullSoon", "decode pool"}},
 		{"web-planner.png", "#/planner", []string{`#plan-servers tr[data-server="decode"] [data-field="requests"]`},
-			[]string{"More requests of 8,192 tokens", "fleet · decode", "1 server\t"}},
+			[]string{"More requests of 8,192 tokens", "pool · decode", "1 server\t"}},
 	}
 	for _, p := range pages {
 		acts := []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + p.route)}

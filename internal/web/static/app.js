@@ -613,7 +613,7 @@ async function renderPlan() {
     ${c.servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
       <td class="num">${cell("available", s.available_tokens, fmtInt)}</td>
       <td class="num">${cell("requests", s.requests, fmtInt)}${s.fits_context === false ? ' <span class="muted">(over the context length)</span>' : ""}</td></tr>`).join("")}
-    </tbody><tfoot>${c.pools.map((p) => `<tr data-pool="${esc(p.pool)}"><th>pool · ${esc(p.pool)}</th><th>${p.servers} servers</th><th></th>
+    </tbody><tfoot>${c.pools.map((p) => `<tr data-pool="${esc(p.pool)}"><th>pool · ${esc(p.pool)}</th><th>${p.servers} server${p.servers === 1 ? "" : "s"}</th><th></th>
       <th class="num">${cell("requests", p.requests, fmtInt)}</th></tr>`).join("")}</tfoot></table></div>`;
 }
 
