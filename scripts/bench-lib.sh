@@ -25,7 +25,7 @@ metric_sum() { # metric_sum FILE NAME [FORMAT]: sum of a metric's series in a /m
 
 start_simulator() { # start_simulator TP: N SGLang servers from port BASE; writes targets.json and kvwatch.yml in $work
 	"$work/kvwatch" simulate --servers "$N" --engine sglang --tp "$1" --base-port "$BASE" >"$work/sim.out" 2>"$work/sim.err" &
-	local sim=$!
+	sim=$!
 	pids+=($sim)
 	for _ in $(seq 1 300); do
 		[ "$(wc -l <"$work/sim.out")" -ge "$N" ] && break

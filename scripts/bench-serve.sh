@@ -5,6 +5,12 @@
 #
 #   scripts/bench-serve.sh [N=2000] [SECONDS=180]
 #
+# PROFILE=DIR keeps a CPU profile of kvwatch serve taken over the middle of
+# its window (go tool pprof -top DIR/kvwatch.cpu.prof). PROMETHEUS=BIN
+# measures another Prometheus binary (e.g. a Prometheus 3 build) instead of
+# the one on PATH. The simulator's own CPU in each window is reported apart
+# (utime + stime from /proc/PID/stat), and the load average before each.
+#
 # Needs: go, curl, prometheus (Debian package "prometheus") on PATH.
 # Prints a Markdown table for docs/benchmarks.md. Everything listens on
 # 127.0.0.1 only; all processes it starts are stopped on exit.
@@ -27,7 +33,10 @@ snapshot() { # snapshot URL FILE: fetch /metrics once; print "wall_seconds fetch
 }
 
 go build -o "$work/kvwatch" ./cmd/kvwatch
-command -v prometheus >/dev/null || { echo "prometheus not on PATH: apt-get install prometheus" >&2; exit 1; }
+PROM=${PROMETHEUS:-prometheus}
+command -v "$PROM" >/dev/null || { echo "$PROM not found: apt-get install prometheus" >&2; exit 1; }
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; } # utime + stime
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # 1. The simulator: N SGLang servers with 8 TP ranks each.
 start_simulator 8
@@ -39,8 +48,16 @@ pids+=($kv)
 wait_http "http://127.0.0.1:$KV_PORT/-/ready"
 sleep "$WARMUP"
 kv_m="http://127.0.0.1:$KV_PORT/metrics"
+kload=$(load)
 read -r kt0 _ < <(snapshot "$kv_m" "$work/kv0.prom")
+ks0=$(cpu_ticks $sim)
+if [ -n "${PROFILE:-}" ]; then
+	mkdir -p "$PROFILE"
+	psec=$((DUR > 20 ? DUR - 10 : DUR / 2))
+	(sleep 5; curl -fsS -o "$PROFILE/kvwatch.cpu.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/profile?seconds=$psec") &
+fi
 sleep "$DUR"
+ks1=$(cpu_ticks $sim)
 read -r kt1 kfetch < <(snapshot "$kv_m" "$work/kv1.prom")
 c0=$(metric_sum "$work/kv0.prom" process_cpu_seconds_total); c1=$(metric_sum "$work/kv1.prom" process_cpu_seconds_total)
 s0=$(metric_sum "$work/kv0.prom" kvwatch_target_scrapes_total); s1=$(metric_sum "$work/kv1.prom" kvwatch_target_scrapes_total)
@@ -60,15 +77,18 @@ scrape_configs:
     file_sd_configs:
       - files: ['$work/targets.json']
 YAML
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prom" \
+"$PROM" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prom" \
 	--web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn 2>"$work/prom.err" &
 pr=$!
 pids+=($pr)
 wait_http "http://127.0.0.1:$PROM_PORT/-/ready"
 sleep "$WARMUP"
 pr_m="http://127.0.0.1:$PROM_PORT/metrics"
+pload=$(load)
 read -r pt0 _ < <(snapshot "$pr_m" "$work/pr0.prom")
+ps0=$(cpu_ticks $sim)
 sleep "$DUR"
+ps1=$(cpu_ticks $sim)
 read -r pt1 _ < <(snapshot "$pr_m" "$work/pr1.prom")
 p0=$(metric_sum "$work/pr0.prom" process_cpu_seconds_total); p1=$(metric_sum "$work/pr1.prom" process_cpu_seconds_total)
 q0=$(metric_sum "$work/pr0.prom" prometheus_target_interval_length_seconds_count); q1=$(metric_sum "$work/pr1.prom" prometheus_target_interval_length_seconds_count)
@@ -77,7 +97,8 @@ kill $pr; wait $pr 2>/dev/null || true
 
 awk -v n="$N" -v kw="$(awk -v a="$kt1" -v b="$kt0" 'BEGIN { print a - b }')" -v pw="$(awk -v a="$pt1" -v b="$pt0" 'BEGIN { print a - b }')" -v c0="$c0" -v c1="$c1" -v s0="$s0" -v s1="$s1" -v m0="$m0" -v m1="$m1" -v up="$up" \
 	-v p0="$p0" -v p1="$p1" -v q0="$q0" -v q1="$q1" -v rk="$rss_kv" -v rp="$rss_pr" -v pb="$page_bytes" -v ps="$page_samples" \
-	-v kf="$kfetch" -v ks_="$kseries" -v warm="$WARMUP" -v pv="$(prometheus --version 2>&1 | head -1)" 'BEGIN {
+	-v kf="$kfetch" -v ks_="$kseries" -v warm="$WARMUP" -v pv="$("$PROM" --version 2>&1 | head -1)" \
+	-v hz="$HZ" -v ks0="$ks0" -v ks1="$ks1" -v ps0="$ps0" -v ps1="$ps1" -v kl="$kload" -v pl="$pload" 'BEGIN {
 	kc = c1 - c0; ks = s1 - s0; pc = p1 - p0; qs = q1 - q0
 	printf "endpoints: %d SGLang TP=8 (page: %d bytes, %d samples), interval 5s, measured over %.0f s (kvwatch) and %.0f s (Prometheus) after a %d s warm-up\n\n", n, pb, ps, kw, pw, warm
 	printf "| scraper | CPU-seconds | scrapes | CPU-s per 1,000 scrapes | average cores | peak RSS | notes |\n| --- | --- | --- | --- | --- | --- | --- |\n"
@@ -85,4 +106,6 @@ awk -v n="$N" -v kw="$(awk -v a="$kt1" -v b="$kt0" 'BEGIN { print a - b }')" -v 
 	printf "| %s | %.1f | %d | %.3f | %.3f | %d MiB | stores every sample in its TSDB |\n", pv, pc, qs, pc / qs * 1000, pc / pw, rp / 1024
 	printf "\nkvwatch / Prometheus CPU per scrape: %.2f\n", (kc / ks) / (pc / qs)
 	printf "kvwatch /metrics for all %d targets: %d lines, fetched in %.2f s\n", n, ks_, kf
+	printf "simulator CPU in the windows: %.1f CPU-s (%.3f cores) under kvwatch, %.1f CPU-s (%.3f cores) under Prometheus\n", (ks1 - ks0) / hz, (ks1 - ks0) / hz / kw, (ps1 - ps0) / hz, (ps1 - ps0) / hz / pw
+	printf "load average before the windows: %s (kvwatch), %s (Prometheus)\n", kl, pl
 }'

@@ -123,6 +123,17 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
 	}
+	if !om && want != nil {
+		var (
+			sb = labels.NewScratchBuilder(8)
+			ls simpleSeries
+		)
+		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, nseries); ok {
+			p.samples = byName(all)
+			return p, nil
+		}
+		clear(p.types) // the text parser reads the page again, from the start
+	}
 	st := labels.NewSymbolTable()
 	var parser textparse.Parser
 	if om {
@@ -193,7 +204,8 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 // byName files samples by name, each name's in their order in all. The
 // slices share all's array and are capped, so appending to one copies.
 func byName(all []Sample) map[string][]Sample {
-	slices.SortStableFunc(all, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
+	// Engines write each name's samples in one run (a family's lines
+	// together): then the runs are the slices, without sorting.
 	runs := 0
 	for i := range all {
 		if i == 0 || all[i].Name != all[i-1].Name {
@@ -201,6 +213,30 @@ func byName(all []Sample) map[string][]Sample {
 		}
 	}
 	out := make(map[string][]Sample, runs)
+	grouped := true
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].Name == all[i].Name {
+			j++
+		}
+		if _, dup := out[all[i].Name]; dup {
+			grouped = false
+			break
+		}
+		out[all[i].Name] = all[i:j:j]
+		i = j
+	}
+	if grouped {
+		return out
+	}
+	clear(out)
+	slices.SortStableFunc(all, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
+	runs = 0
+	for i := range all {
+		if i == 0 || all[i].Name != all[i-1].Name {
+			runs++
+		}
+	}
 	for i := 0; i < len(all); {
 		j := i + 1
 		for j < len(all) && all[j].Name == all[i].Name {
