@@ -45,6 +45,8 @@ type Page struct {
 	// Example holds up to five family names of the body, to tell a user what
 	// a page they did not expect contains.
 	Example []string
+	// all is the array the samples' slices share.
+	all []Sample
 }
 
 // Samples returns the samples named name (canonical form), in page order.
@@ -118,7 +120,8 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	if err != nil {
 		return nil, err
 	}
-	p := &Page{types: map[string]model.MetricType{}, Families: fams, Example: example}
+	p := pr.newPage()
+	p.Families, p.Example = fams, example
 	om := strings.Contains(contentType, "application/openmetrics-text")
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
@@ -128,8 +131,9 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			sb = labels.NewScratchBuilder(8)
 			ls simpleSeries
 		)
-		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, nseries); ok {
-			p.samples = byName(all)
+		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, p.all[:0], nseries); ok {
+			p.all = all
+			p.samples = byName(all, p.samples)
 			return p, nil
 		}
 		clear(p.types) // the text parser reads the page again, from the start
@@ -147,7 +151,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 		ls   simpleSeries
 		// all holds the page's samples in page order; Parse files them by
 		// name at the end, in one array instead of a growing one per name.
-		all = make([]Sample, 0, nseries)
+		all = slices.Grow(p.all[:0], nseries)
 	)
 	for {
 		entry, err := parser.Next()
@@ -197,13 +201,14 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			all = append(all, Sample{Name: name, Labels: lset, Value: v})
 		}
 	}
-	p.samples = byName(all)
+	p.all = all
+	p.samples = byName(all, p.samples)
 	return p, nil
 }
 
 // byName files samples by name, each name's in their order in all. The
 // slices share all's array and are capped, so appending to one copies.
-func byName(all []Sample) map[string][]Sample {
+func byName(all []Sample, out map[string][]Sample) map[string][]Sample {
 	// Engines write each name's samples in one run (a family's lines
 	// together): then the runs are the slices, without sorting.
 	runs := 0
@@ -212,7 +217,9 @@ func byName(all []Sample) map[string][]Sample {
 			runs++
 		}
 	}
-	out := make(map[string][]Sample, runs)
+	if out == nil {
+		out = make(map[string][]Sample, runs)
+	}
 	grouped := true
 	for i := 0; i < len(all); {
 		j := i + 1

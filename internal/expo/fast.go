@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -29,11 +30,11 @@ import (
 // textparse.PromParser). Any other sample line is read alone by the text
 // parser. ok is false, and the caller parses the whole page with the text
 // parser (which also words the errors), for a line it cannot read that
-// way, any other comment, control bytes or invalid UTF-8. It adds the TYPE
+// way, any other comment, or invalid UTF-8. It adds the TYPE
 // lines to types (the caller empties it when ok is false). lines must end
 // in '\n' (filter makes sure of it).
-func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.MetricType, sb *labels.ScratchBuilder, ls *simpleSeries, n int) (all []Sample, ok bool) {
-	all = make([]Sample, 0, n)
+func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.MetricType, sb *labels.ScratchBuilder, ls *simpleSeries, all []Sample, n int) ([]Sample, bool) {
+	all = slices.Grow(all[:0], n)
 	var (
 		st *labels.SymbolTable
 		// lastType is the last TYPE line: the parser rewrites a
@@ -48,7 +49,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		}
 		line, withNL := rest[:i], rest[:i+1]
 		rest = rest[i+1:]
-		if !plainLine(line) {
+		if len(line) == 0 {
 			return nil, false
 		}
 		if line[0] == '#' {
@@ -61,23 +62,33 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			}
 			continue
 		}
-		end := seriesEnd(line)
-		var val []byte
-		if end >= 0 && end+1 < len(line) && line[end] == ' ' {
-			val = line[end+1:]
-		}
-		v, fast := fastValue(val)
 		var (
-			name string
-			lset labels.Labels
-			is   internedSeries
+			name  string
+			lset  labels.Labels
+			v     float64
+			fast  bool
+			found bool
 		)
-		if fast {
-			is, fast = pr.cachedSeries(line[:end])
-			if fast {
-				// Seen on an earlier page (only simple series are cached).
-				lset, name = is.labels, is.name
-			} else if fast = ls.read(line[:end]); fast {
+		// The usual line: a series seen on an earlier page, then one blank
+		// and the value. A key of the cache is a simple series that was
+		// checked when it was built, so finding it checks the line's
+		// series text.
+		if sp := bytes.LastIndexByte(line, ' '); sp > 0 {
+			var is internedSeries
+			if is, found = pr.cachedSeries(line[:sp]); found {
+				if v, fast = fastValue(line[sp+1:]); fast {
+					lset, name = is.labels, is.name
+				}
+			}
+		}
+		if !found {
+			end := seriesEnd(line)
+			var val []byte
+			if end >= 0 && end+1 < len(line) && line[end] == ' ' {
+				val = line[end+1:]
+			}
+			v, fast = fastValue(val)
+			if fast && utf8.Valid(line[:end]) && ls.read(line[:end]) {
 				if want != nil && !want(pr.Canonical(yoloString(ls.name))) {
 					continue
 				}
@@ -86,6 +97,8 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				if pr != nil {
 					pr.series.put(line[:end], internedSeries{labels: lset, name: name})
 				}
+			} else {
+				fast = false
 			}
 		}
 		if !fast {
@@ -169,23 +182,6 @@ func (pr *Parser) cachedSeries(series []byte) (internedSeries, bool) {
 	return pr.series.get(series)
 }
 
-// plainLine reports a non-empty line of valid UTF-8 without control bytes.
-func plainLine(line []byte) bool {
-	if len(line) == 0 {
-		return false
-	}
-	ascii := true
-	for _, c := range line {
-		if c < 0x20 {
-			return false
-		}
-		if c >= utf8.RuneSelf {
-			ascii = false
-		}
-	}
-	return ascii || utf8.Valid(line)
-}
-
 // fastMeta files a "# TYPE name type" line in types (isType) and accepts
 // a "# HELP name text" line, both in the exact shape fastText reads.
 func (pr *Parser) fastMeta(line []byte, types map[string]model.MetricType) (isType, ok bool) {
@@ -204,7 +200,9 @@ func (pr *Parser) fastMeta(line []byte, types map[string]model.MetricType) (isTy
 	}
 	name, text := rest[:sp], rest[sp+1:]
 	if help {
-		return false, true // any text; plainLine checked it is UTF-8
+		// Any text of valid UTF-8: the parser skips NUL bytes in it, and
+		// takes the rest up to the line's end.
+		return false, utf8.Valid(text)
 	}
 	var t model.MetricType
 	switch string(text) {

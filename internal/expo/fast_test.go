@@ -25,7 +25,7 @@ func takesFastPath(t *testing.T, body []byte, want Want) (bool, error) {
 	}
 	sb := labels.NewScratchBuilder(8)
 	var ls simpleSeries
-	_, ok := pr.fastText(filtered, want, map[string]model.MetricType{}, &sb, &ls, n)
+	_, ok := pr.fastText(filtered, want, map[string]model.MetricType{}, &sb, &ls, nil, n)
 	return ok, nil
 }
 
@@ -84,7 +84,7 @@ func TestFastPathDeclines(t *testing.T) {
 	}{
 		{"sglang:x 1 1700000000000\n", true}, // timestamp
 		{"sglang:x  1\n", true},              // two blanks
-		{"sglang:x{a=\"1\"}\t1\n", false},    // tab
+		{"sglang:x{a=\"1\"}\t1\n", true},     // tab
 		{"sglang:x{a=\"q\\\"\"} 1\n", true},  // escape
 		{"sglang:x{le=\"1\"} 1\n", true},     // le: the parser rewrites it
 		{"# TYPE sglang:h histogram\nsglang:h_bucket{le=\"1\"} 1\n# TYPE sglang:g gauge\nsglang:h_bucket{le=\"1\"} 1\n", true}, // le by the last type
@@ -96,7 +96,7 @@ func TestFastPathDeclines(t *testing.T) {
 		{"sglang:x{a=\"1\"} one\n", false},                    // no number
 		{"sglang:x{a=\"\xff\"} 1\n", false},                   // invalid UTF-8
 		{"sglang:x{a=\"1\"} 1\r\n", false},                    // CR
-		{"sglang:x{a=\"\x00\"} 1\n", false},                   // NUL
+		{"sglang:x{a=\"\x00\"} 1\n", true},                    // NUL
 		{"# TYPE sglang:x  gauge\n", false},                   // two blanks
 		{"# TYPE sglang:x Gauge\n", false},                    // not a type
 		{"# TYPE sglang:x gauge \n", false},                   // trailing blank
@@ -126,4 +126,35 @@ func TestFastPathDeclines(t *testing.T) {
 			t.Errorf("%q: fast path %v, want %v", body, fast, tt.fast)
 		}
 	}
+}
+
+// A released page's maps and array serve the next page; what the first
+// page returned stays valid, and the second page holds nothing of the
+// first.
+func TestReleaseReuse(t *testing.T) {
+	want := func(n string) bool { return strings.HasPrefix(n, "sglang:") }
+	pr := NewParser(testColon...)
+	a, err := pr.Parse([]byte("# TYPE sglang:a gauge\nsglang:a{x=\"1\"} 1\nsglang:a{x=\"2\"} 2\nsglang:b 3\n"), "", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lset := a.Samples("sglang:a")[1].Labels
+	pr.Release(a)
+	body := "# TYPE sglang:c counter\nsglang:c_total 4\n"
+	b, err := pr.Parse([]byte(body), "", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lset.String() != `{__name__="sglang:a", x="2"}` {
+		t.Errorf("label set of the released page = %s", lset)
+	}
+	ref, err := parseReference([]byte(body), "", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(dumpPage(ref), dumpPage(b)); diff != "" {
+		t.Errorf("second page differs from the reference (-want +got):\n%s", diff)
+	}
+	pr.Release(nil)
+	(*Parser)(nil).Release(b)
 }

@@ -295,6 +295,10 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	}
 	// The page holds copies of what it keeps: the body is no longer used.
 	s.putBuffer(buf)
+	// Nothing keeps the page once its adapter has read it (kv.Server holds
+	// values and strings, no samples): its maps and array go back to the
+	// parser for the next page.
+	defer func() { s.parser.Release(page) }()
 	if err != nil {
 		reason := signal.ReasonParse
 		if errors.Is(err, expo.ErrNotMetrics) {
