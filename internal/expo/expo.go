@@ -441,7 +441,7 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 			continue
 		}
 		if t[0] == '#' {
-			f, nf := fields3(t)
+			f, nf := metaFields(t)
 			if nf >= 3 && (string(f[1]) == "TYPE" || string(f[1]) == "HELP" || string(f[1]) == "UNIT") {
 				if string(f[1]) == "TYPE" {
 					if _, ok := seen[string(f[2])]; !ok {
@@ -499,6 +499,29 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 		families = len(example)
 	}
 	return out, max(families, len(seen)), example, series, nil
+}
+
+// metaFields is fields3 for a comment line, quicker for the usual
+// "# HELP name ..." and "# TYPE name ...": their name ends at an ASCII
+// blank; a byte beyond ASCII (a Unicode space, maybe) goes to fields3.
+func metaFields(t []byte) (f [3][]byte, n int) {
+	if len(t) > 7 && t[0] == '#' && t[1] == ' ' && t[6] == ' ' {
+		if kw := t[2:6]; string(kw) == "HELP" || string(kw) == "TYPE" {
+			k := 7
+			for k < len(t) && t[k] < utf8.RuneSelf && !asciiSpace(t[k]) {
+				k++
+			}
+			if k > 7 && (k == len(t) || asciiSpace(t[k])) {
+				return [3][]byte{t[:1], kw, t[7:k]}, 3
+			}
+		}
+	}
+	return fields3(t)
+}
+
+// asciiSpace reports the ASCII bytes unicode.IsSpace is true for.
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // fields3 returns the first three of bytes.Fields(b) and how many of them

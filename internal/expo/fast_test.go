@@ -158,3 +158,18 @@ func TestReleaseReuse(t *testing.T) {
 	pr.Release(nil)
 	(*Parser)(nil).Release(b)
 }
+
+// metaFields returns what fields3 does.
+func TestMetaFields(t *testing.T) {
+	for _, line := range []string{
+		"# HELP sglang:x Help text.\n", "# TYPE sglang:x gauge\n", "# TYPE sglang:x\n", "# TYPE sglang:x", "# HELP \n",
+		"# HELP  sglang:x two blanks\n", "# HELP sglang:x\u00a0nbsp\n", "# HELP sgl\u0085ang x\n", "# HELP s\tx\n",
+		"# UNIT sglang:x s\n", "#HELP sglang:x h\n", "# HELPsglang:x h\n", "# HELP sglang:x\r\n", "# HELP ü x\n",
+	} {
+		f, n := metaFields([]byte(line))
+		g, m := fields3([]byte(line))
+		if n != m || string(f[0]) != string(g[0]) || string(f[1]) != string(g[1]) || string(f[2]) != string(g[2]) {
+			t.Errorf("%q: metaFields = %q %d, fields3 = %q %d", line, f, n, g, m)
+		}
+	}
+}
