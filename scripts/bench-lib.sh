@@ -24,15 +24,25 @@ metric_sum() { # metric_sum FILE NAME [FORMAT]: sum of a metric's series in a /m
 }
 
 start_simulator() { # start_simulator TP: N SGLang servers from port BASE; writes targets.json and kvwatch.yml in $work
-	"$work/kvwatch" simulate --servers "$N" --engine sglang --tp "$1" --base-port "$BASE" >"$work/sim.out" 2>"$work/sim.err" &
-	local sim=$!
-	pids+=($sim)
+	# SIM_PROCS=K splits the N servers over K simulator processes (their
+	# pids in $sims; $sim is the first), so one process's load model and
+	# HTTP serving do not bound the run.
+	local k=${SIM_PROCS:-1} i from n
+	sims=()
+	for i in $(seq 0 $((k - 1))); do
+		from=$((i * N / k))
+		n=$(((i + 1) * N / k - from))
+		"$work/kvwatch" simulate --servers "$n" --engine sglang --tp "$1" --base-port $((BASE + from)) >"$work/sim$i.out" 2>"$work/sim$i.err" &
+		sims+=($!)
+		pids+=($!)
+	done
+	sim=${sims[0]}
 	for _ in $(seq 1 300); do
-		[ "$(wc -l <"$work/sim.out")" -ge "$N" ] && break
-		kill -0 $sim 2>/dev/null || break
+		[ "$(cat "$work"/sim*.out | wc -l)" -ge "$N" ] && break
+		for p in "${sims[@]}"; do kill -0 "$p" 2>/dev/null || break 2; done
 		sleep 1
 	done
-	[ "$(wc -l <"$work/sim.out")" -ge "$N" ] || { echo "simulator did not start:" >&2; cat "$work/sim.err" >&2; exit 1; }
+	[ "$(cat "$work"/sim*.out | wc -l)" -ge "$N" ] || { echo "simulator did not start:" >&2; cat "$work"/sim*.err >&2; exit 1; }
 	page_bytes=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | wc -c)
 	page_samples=$(curl -fsS "http://127.0.0.1:$BASE/metrics" | grep -vc '^#')
 	{

@@ -5,6 +5,14 @@
 #
 #   scripts/bench-serve.sh [N=2000] [SECONDS=180]
 #
+# SIM_PROCS=K splits the simulator over K processes. SKIP_PROMETHEUS=1
+# measures kvwatch only (for fleets whose Prometheus would not fit in
+# memory). PROFILE=DIR keeps a CPU profile of kvwatch serve taken over the middle of
+# its window (go tool pprof -top DIR/kvwatch.cpu.prof). PROMETHEUS=BIN
+# measures another Prometheus binary (e.g. a Prometheus 3 build) instead of
+# the one on PATH. The simulator's own CPU in each window is reported apart
+# (utime + stime from /proc/PID/stat), and the load average before each.
+#
 # Needs: go, curl, prometheus (Debian package "prometheus") on PATH.
 # Prints a Markdown table for docs/benchmarks.md. Everything listens on
 # 127.0.0.1 only; all processes it starts are stopped on exit.
@@ -27,7 +35,14 @@ snapshot() { # snapshot URL FILE: fetch /metrics once; print "wall_seconds fetch
 }
 
 go build -o "$work/kvwatch" ./cmd/kvwatch
-command -v prometheus >/dev/null || { echo "prometheus not on PATH: apt-get install prometheus" >&2; exit 1; }
+PROM=${PROMETHEUS:-prometheus}
+command -v "$PROM" >/dev/null || { echo "$PROM not found: apt-get install prometheus" >&2; exit 1; }
+cpu_ticks() { # utime + stime of the given pids, summed
+	local p t=0
+	for p in "$@"; do t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done
+	echo $t
+}
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # 1. The simulator: N SGLang servers with 8 TP ranks each.
 start_simulator 8
@@ -39,8 +54,16 @@ pids+=($kv)
 wait_http "http://127.0.0.1:$KV_PORT/-/ready"
 sleep "$WARMUP"
 kv_m="http://127.0.0.1:$KV_PORT/metrics"
+kload=$(load)
 read -r kt0 _ < <(snapshot "$kv_m" "$work/kv0.prom")
+ks0=$(cpu_ticks "${sims[@]}")
+if [ -n "${PROFILE:-}" ]; then
+	mkdir -p "$PROFILE"
+	psec=$((DUR > 20 ? DUR - 10 : DUR / 2))
+	(sleep 5; curl -fsS -o "$PROFILE/kvwatch.cpu.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/profile?seconds=$psec") &
+fi
 sleep "$DUR"
+ks1=$(cpu_ticks "${sims[@]}")
 read -r kt1 kfetch < <(snapshot "$kv_m" "$work/kv1.prom")
 c0=$(metric_sum "$work/kv0.prom" process_cpu_seconds_total); c1=$(metric_sum "$work/kv1.prom" process_cpu_seconds_total)
 s0=$(metric_sum "$work/kv0.prom" kvwatch_target_scrapes_total); s1=$(metric_sum "$work/kv1.prom" kvwatch_target_scrapes_total)
@@ -51,6 +74,9 @@ rss_kv=$(awk '/VmHWM/ {print $2}' "/proc/$kv/status")
 kill $kv; wait $kv 2>/dev/null || true
 
 # 3. Prometheus, same targets, same interval.
+if [ -n "${SKIP_PROMETHEUS:-}" ]; then
+	pt0=0 pt1=1 p0=0 p1=0 q0=0 q1=0 rss_pr=0 ps0=0 ps1=0 pload=-
+else
 cat >"$work/prometheus.yml" <<YAML
 global:
   scrape_interval: 5s
@@ -60,29 +86,42 @@ scrape_configs:
     file_sd_configs:
       - files: ['$work/targets.json']
 YAML
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prom" \
+"$PROM" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prom" \
 	--web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn 2>"$work/prom.err" &
 pr=$!
 pids+=($pr)
 wait_http "http://127.0.0.1:$PROM_PORT/-/ready"
 sleep "$WARMUP"
 pr_m="http://127.0.0.1:$PROM_PORT/metrics"
+pload=$(load)
 read -r pt0 _ < <(snapshot "$pr_m" "$work/pr0.prom")
+ps0=$(cpu_ticks "${sims[@]}")
 sleep "$DUR"
+ps1=$(cpu_ticks "${sims[@]}")
 read -r pt1 _ < <(snapshot "$pr_m" "$work/pr1.prom")
 p0=$(metric_sum "$work/pr0.prom" process_cpu_seconds_total); p1=$(metric_sum "$work/pr1.prom" process_cpu_seconds_total)
 q0=$(metric_sum "$work/pr0.prom" prometheus_target_interval_length_seconds_count); q1=$(metric_sum "$work/pr1.prom" prometheus_target_interval_length_seconds_count)
 rss_pr=$(awk '/VmHWM/ {print $2}' "/proc/$pr/status")
 kill $pr; wait $pr 2>/dev/null || true
 
+fi
+
 awk -v n="$N" -v kw="$(awk -v a="$kt1" -v b="$kt0" 'BEGIN { print a - b }')" -v pw="$(awk -v a="$pt1" -v b="$pt0" 'BEGIN { print a - b }')" -v c0="$c0" -v c1="$c1" -v s0="$s0" -v s1="$s1" -v m0="$m0" -v m1="$m1" -v up="$up" \
 	-v p0="$p0" -v p1="$p1" -v q0="$q0" -v q1="$q1" -v rk="$rss_kv" -v rp="$rss_pr" -v pb="$page_bytes" -v ps="$page_samples" \
-	-v kf="$kfetch" -v ks_="$kseries" -v warm="$WARMUP" -v pv="$(prometheus --version 2>&1 | head -1)" 'BEGIN {
+	-v kf="$kfetch" -v ks_="$kseries" -v warm="$WARMUP" -v pv="$("$PROM" --version 2>&1 | head -1)" \
+	-v hz="$HZ" -v ks0="$ks0" -v ks1="$ks1" -v ps0="$ps0" -v ps1="$ps1" -v kl="$kload" -v pl="$pload" -v sp="${SIM_PROCS:-1}" 'BEGIN {
 	kc = c1 - c0; ks = s1 - s0; pc = p1 - p0; qs = q1 - q0
 	printf "endpoints: %d SGLang TP=8 (page: %d bytes, %d samples), interval 5s, measured over %.0f s (kvwatch) and %.0f s (Prometheus) after a %d s warm-up\n\n", n, pb, ps, kw, pw, warm
 	printf "| scraper | CPU-seconds | scrapes | CPU-s per 1,000 scrapes | average cores | peak RSS | notes |\n| --- | --- | --- | --- | --- | --- | --- |\n"
 	printf "| kvwatch serve | %.1f | %d | %.3f | %.3f | %d MiB | deadline misses: %d; targets up: %d of %d |\n", kc, ks, kc / ks * 1000, kc / kw, rk / 1024, m1 - m0, up, n
-	printf "| %s | %.1f | %d | %.3f | %.3f | %d MiB | stores every sample in its TSDB |\n", pv, pc, qs, pc / qs * 1000, pc / pw, rp / 1024
-	printf "\nkvwatch / Prometheus CPU per scrape: %.2f\n", (kc / ks) / (pc / qs)
+	if (qs > 0) {
+		printf "| %s | %.1f | %d | %.3f | %.3f | %d MiB | stores every sample in its TSDB |\n", pv, pc, qs, pc / qs * 1000, pc / pw, rp / 1024
+		printf "\nkvwatch / Prometheus CPU per scrape: %.2f\n", (kc / ks) / (pc / qs)
+	} else {
+		printf "\nPrometheus not measured (SKIP_PROMETHEUS)\n"
+	}
+	printf "kvwatch per endpoint at 5 s: %.2f ms of CPU per scrape, %.5f cores per endpoint, %.0f endpoints per core\n", kc / ks * 1000, kc / kw / n, n / (kc / kw)
 	printf "kvwatch /metrics for all %d targets: %d lines, fetched in %.2f s\n", n, ks_, kf
+	printf "simulator CPU in the windows (%d processes): %.1f CPU-s (%.3f cores) under kvwatch, %.1f CPU-s (%.3f cores) under Prometheus\n", sp, (ks1 - ks0) / hz, (ks1 - ks0) / hz / kw, (ps1 - ps0) / hz, (ps1 - ps0) / hz / pw
+	printf "load average before the windows: %s (kvwatch), %s (Prometheus)\n", kl, pl
 }'

@@ -66,6 +66,12 @@ type Global struct {
 	// SecretQueryParams are query parameters whose values are redacted in
 	// every output, beside those named like token, key, secret, password.
 	SecretQueryParams []string `yaml:"secret_query_params"`
+	// EnableCompression asks every target for a gzip body (Accept-Encoding:
+	// gzip). Default false: on loopback and a LAN the engine's compression
+	// (prometheus_client: level 9, ~2 ms of CPU per 95 KB page) costs more
+	// than the bytes it saves; turn it on for slow links. A target's own
+	// enable_compression wins.
+	EnableCompression bool `yaml:"enable_compression"`
 
 	// BodySizeLimitBytes is BodySizeLimit parsed; set by validation.
 	BodySizeLimitBytes int64 `yaml:"-"`
@@ -87,6 +93,8 @@ type Target struct {
 	Labels         map[string]string `yaml:"labels"`
 	ScrapeInterval model.Duration    `yaml:"scrape_interval"`
 	ScrapeTimeout  model.Duration    `yaml:"scrape_timeout"`
+	// EnableCompression overrides global.enable_compression for this target.
+	EnableCompression *bool `yaml:"enable_compression"`
 	// Limits override the global limits (see limits.go).
 	Limits Limits `yaml:",inline"`
 	// MaxRunningRequests is the engine's running-request limit, for

@@ -45,6 +45,8 @@ type Page struct {
 	// Example holds up to five family names of the body, to tell a user what
 	// a page they did not expect contains.
 	Example []string
+	// all is the array the samples' slices share.
+	all []Sample
 }
 
 // Samples returns the samples named name (canonical form), in page order.
@@ -118,10 +120,23 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	if err != nil {
 		return nil, err
 	}
-	p := &Page{types: map[string]model.MetricType{}, Families: fams, Example: example}
+	p := pr.newPage()
+	p.Families, p.Example = fams, example
 	om := strings.Contains(contentType, "application/openmetrics-text")
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
+	}
+	if !om && want != nil {
+		var (
+			sb = labels.NewScratchBuilder(8)
+			ls simpleSeries
+		)
+		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, p.all[:0], nseries); ok {
+			p.all = all
+			p.samples = byName(all, p.samples)
+			return p, nil
+		}
+		clear(p.types) // the text parser reads the page again, from the start
 	}
 	st := labels.NewSymbolTable()
 	var parser textparse.Parser
@@ -136,7 +151,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 		ls   simpleSeries
 		// all holds the page's samples in page order; Parse files them by
 		// name at the end, in one array instead of a growing one per name.
-		all = make([]Sample, 0, nseries)
+		all = slices.Grow(p.all[:0], nseries)
 	)
 	for {
 		entry, err := parser.Next()
@@ -186,21 +201,49 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			all = append(all, Sample{Name: name, Labels: lset, Value: v})
 		}
 	}
-	p.samples = byName(all)
+	p.all = all
+	p.samples = byName(all, p.samples)
 	return p, nil
 }
 
 // byName files samples by name, each name's in their order in all. The
 // slices share all's array and are capped, so appending to one copies.
-func byName(all []Sample) map[string][]Sample {
-	slices.SortStableFunc(all, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
+func byName(all []Sample, out map[string][]Sample) map[string][]Sample {
+	// Engines write each name's samples in one run (a family's lines
+	// together): then the runs are the slices, without sorting.
 	runs := 0
 	for i := range all {
 		if i == 0 || all[i].Name != all[i-1].Name {
 			runs++
 		}
 	}
-	out := make(map[string][]Sample, runs)
+	if out == nil {
+		out = make(map[string][]Sample, runs)
+	}
+	grouped := true
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].Name == all[i].Name {
+			j++
+		}
+		if _, dup := out[all[i].Name]; dup {
+			grouped = false
+			break
+		}
+		out[all[i].Name] = all[i:j:j]
+		i = j
+	}
+	if grouped {
+		return out
+	}
+	clear(out)
+	slices.SortStableFunc(all, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
+	runs = 0
+	for i := range all {
+		if i == 0 || all[i].Name != all[i-1].Name {
+			runs++
+		}
+	}
 	for i := 0; i < len(all); {
 		j := i + 1
 		for j < len(all) && all[j].Name == all[i].Name {
@@ -398,7 +441,7 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 			continue
 		}
 		if t[0] == '#' {
-			f, nf := fields3(t)
+			f, nf := metaFields(t)
 			if nf >= 3 && (string(f[1]) == "TYPE" || string(f[1]) == "HELP" || string(f[1]) == "UNIT") {
 				if string(f[1]) == "TYPE" {
 					if _, ok := seen[string(f[2])]; !ok {
@@ -456,6 +499,29 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 		families = len(example)
 	}
 	return out, max(families, len(seen)), example, series, nil
+}
+
+// metaFields is fields3 for a comment line, quicker for the usual
+// "# HELP name ..." and "# TYPE name ...": their name ends at an ASCII
+// blank; a byte beyond ASCII (a Unicode space, maybe) goes to fields3.
+func metaFields(t []byte) (f [3][]byte, n int) {
+	if len(t) > 7 && t[0] == '#' && t[1] == ' ' && t[6] == ' ' {
+		if kw := t[2:6]; string(kw) == "HELP" || string(kw) == "TYPE" {
+			k := 7
+			for k < len(t) && t[k] < utf8.RuneSelf && !asciiSpace(t[k]) {
+				k++
+			}
+			if k > 7 && (k == len(t) || asciiSpace(t[k])) {
+				return [3][]byte{t[:1], kw, t[7:k]}, 3
+			}
+		}
+	}
+	return fields3(t)
+}
+
+// asciiSpace reports the ASCII bytes unicode.IsSpace is true for.
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // fields3 returns the first three of bytes.Fields(b) and how many of them

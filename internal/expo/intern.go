@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -83,6 +84,42 @@ type Parser struct {
 	series internCache[internedSeries]
 	// types maps a TYPE line's family name to its canonical form.
 	types internCache[string]
+	// pages are pages handed back with Release, for Parse to reuse.
+	pages sync.Pool
+}
+
+// maxPooledSamples is the largest sample array a released page keeps:
+// kvwatch keeps a few hundred samples of a page.
+const maxPooledSamples = 1 << 14
+
+// newPage returns an empty page, reusing a released one's maps and array.
+func (p *Parser) newPage() *Page {
+	if p != nil {
+		if pg, ok := p.pages.Get().(*Page); ok {
+			return pg
+		}
+	}
+	return &Page{types: map[string]model.MetricType{}, samples: map[string][]Sample{}}
+}
+
+// Release hands back a page that its caller no longer uses, so that Parse
+// reuses its maps and sample array for a later page (a scrape's page is
+// dropped once its adapter has read it). Neither pg nor any slice from its
+// Samples may be used after Release. Label sets and strings taken from it
+// stay valid: they are not reused. A nil Parser or page does nothing.
+func (p *Parser) Release(pg *Page) {
+	if p == nil || pg == nil {
+		return
+	}
+	clear(pg.all) // drops the label sets' references
+	if cap(pg.all) > maxPooledSamples {
+		pg.all = nil
+	}
+	pg.all = pg.all[:0]
+	clear(pg.types)
+	clear(pg.samples)
+	pg.Families, pg.Example = 0, nil
+	p.pages.Put(pg)
 }
 
 // NewParser returns a Parser with empty caches that folds the given

@@ -56,7 +56,17 @@ func TestScrapeGzipAndHeaders(t *testing.T) {
 		gz.Close()
 	}))
 	defer srv.Close()
+	// By default kvwatch asks for no compression, but reads a gzip body
+	// that a server sends anyway.
 	res := scrapeOne(t, config.Target{URL: srv.URL})
+	if !res.OK() {
+		t.Fatalf("scrape failed: %v", res.Err)
+	}
+	if encoding != "identity" {
+		t.Errorf("Accept-Encoding = %q, want identity by default", encoding)
+	}
+	on := true
+	res = scrapeOne(t, config.Target{URL: srv.URL, EnableCompression: &on})
 	if !res.OK() {
 		t.Fatalf("scrape failed: %v", res.Err)
 	}
@@ -64,7 +74,7 @@ func TestScrapeGzipAndHeaders(t *testing.T) {
 		t.Errorf("Accept = %q", accept)
 	}
 	if encoding != "gzip" {
-		t.Errorf("Accept-Encoding = %q", encoding)
+		t.Errorf("Accept-Encoding = %q with enable_compression: true", encoding)
 	}
 	if res.Server.Used.V != 25000 || res.Server.Capacity.V != 100000 || res.Server.Role != "decode" {
 		t.Errorf("server = %+v", res.Server)
@@ -251,5 +261,24 @@ func TestSharedClients(t *testing.T) {
 	}
 	if ts[0].client != ts[1].client || ts[0].client == ts[2].client {
 		t.Errorf("targets with equal HTTP settings share a client; others do not")
+	}
+}
+
+// global.enable_compression applies to every target that does not set its
+// own enable_compression.
+func TestCompressionInherited(t *testing.T) {
+	off := false
+	cfg := &config.Config{Global: config.Global{EnableCompression: true},
+		Targets: []config.Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2", EnableCompression: &off}}}
+	ts, err := Targets(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ts[0].Compression || ts[1].Compression {
+		t.Errorf("compression = %v, %v; want true (global), false (target)", ts[0].Compression, ts[1].Compression)
+	}
+	cfg.Global.EnableCompression = false
+	if ts, _ = Targets(cfg); ts[0].Compression {
+		t.Error("compression on without enable_compression")
 	}
 }

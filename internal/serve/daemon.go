@@ -422,8 +422,8 @@ func (d *Daemon) refreshFileSD(ctx context.Context) {
 // fingerprint identifies a target's effective settings; a target whose
 // fingerprint is unchanged keeps its loop over a reload.
 func fingerprint(t *scrape.Target, s *Setup) string {
-	return fmt.Sprintf("%s|%s|%s|%v|%s|%s|%v|%d|%v", t.Name, t.URL.String(), t.Role, t.Labels, t.Engine,
-		t.Interval, t.Timeout, s.Config.Global.BodySizeLimitBytes, s.Config.Global.HeadroomTokens)
+	return fmt.Sprintf("%s|%s|%s|%v|%s|%s|%v|%d|%v|%v", t.Name, t.URL.String(), t.Role, t.Labels, t.Engine,
+		t.Interval, t.Timeout, s.Config.Global.BodySizeLimitBytes, s.Config.Global.HeadroomTokens, t.Compression)
 }
 
 // apply makes s the running setup: loops of removed or changed targets
