@@ -128,7 +128,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 // fastValue parses a sample value the way the text parser does, when it is
 // a lone float token (no timestamp after it) of the syntax it accepts.
 func fastValue(val []byte) (float64, bool) {
-	if len(val) == 0 || bytes.IndexByte(val, ' ') >= 0 || bytes.IndexByte(val, '{') >= 0 || bytes.IndexAny(val, "pP_") >= 0 {
+	if len(val) == 0 || bytes.IndexByte(val, ' ') >= 0 || bytes.IndexByte(val, '{') >= 0 || bytes.ContainsAny(val, "pP_") {
 		return 0, false
 	}
 	v, err := strconv.ParseFloat(yoloString(val), 64)

@@ -124,6 +124,7 @@ func TestDashboardsStrictDecode(t *testing.T) {
 			continue
 		}
 		n++
+		//lint:ignore SA1019 the v1 JSON model the dashboards are written in
 		var d dashboard.Dashboard
 		if err := strictDecodeErr(d.UnmarshalJSONStrict(f.Data)); err != nil {
 			t.Errorf("%s: strict decode: %v", f.Path, err)
@@ -185,6 +186,7 @@ func TestStrictDecodeCatchesOldTableFooter(t *testing.T) {
 	// The table panel as the generator wrote it before (SDK defaults).
 	old := `{"title":"t","panels":[{"type":"table","title":"x","gridPos":{"h":8,"w":12,"x":0,"y":0},
 		"options":{"frameIndex":0,"showHeader":true,"showTypeIcons":false,"footer":{"show":false,"reducer":null,"countRows":false},"cellHeight":"sm"}}]}`
+	//lint:ignore SA1019 the v1 JSON model the dashboards are written in
 	var d dashboard.Dashboard
 	if err := strictDecodeErr(d.UnmarshalJSONStrict([]byte(old))); err == nil || !strings.Contains(err.Error(), "reducer") {
 		t.Errorf("strict decode of a table footer with a null reducer: err = %v, want one naming reducer", err)
