@@ -424,6 +424,7 @@ func variables(withServer bool) []cog.Builder[dashboard.VariableModel] {
 // the SDK's default also has a null reducer, which its own strict decode
 // refuses) and the interval-variable fields auto, auto_min and auto_count
 // on query and datasource variables.
+//
 //lint:ignore SA1019 the dashboards are Grafana's v1 JSON model (see dashboardJSON)
 func schemaClean(d *dashboard.Dashboard) {
 	for i := range d.Panels {
