@@ -202,7 +202,7 @@ func TestDefaultsByHand(t *testing.T) {
 	min := func(n int) model.Duration { return model.Duration(time.Duration(n) * time.Minute) }
 	want := Alerts{KVUsageWarning: 0.90, KVUsageWarningFor: min(10), KVUsageCritical: 0.97, KVUsageCriticalFor: min(5),
 		KVFullWithin: min(30), QueueLength: 50, QueueFor: min(5), PreemptionsPerSecond: 0.1, PreemptionsFor: min(10),
-		PrefixHitRatioLow: 0.30, PrefixHitMinTokensPS: 1000, PrefixHitFor: min(15), LeakUsage: 0.50, LeakFor: min(15),
+		PrefixHitRatioLow: 0.10, PrefixHitMinTokensPS: 1000, PrefixHitFor: min(15), LeakUsage: 0.50, LeakFor: min(15),
 		RankSpread: 0.30, RankSpreadFor: min(15), TargetDownFor: min(2), StaleAfter: min(2)}
 	if diff := cmp.Diff(want, d.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
