@@ -153,26 +153,30 @@ func Dashboards(o Options) []DashboardSpec {
 		return fmt.Sprintf("sum by (%s) (%s%s)", strings.Join(by, ", "), recRate("pool", m), poolSel())
 	}
 	role := signal.LabelRole
+	// A pool is one role in one cluster and pool: the fleet panels group
+	// by all three, so two clusters' decode servers are never summed.
+	poolKey := []string{signal.LabelCluster, signal.LabelPool, role}
+	const poolLegend = "{{cluster}}/{{pool}} {{role}}"
 	fleet := DashboardSpec{File: "kvwatch-fleet.json", UID: "kvwatch-fleet", Title: "kvwatch / Fleet KV cache", panels: []panelSpec{
-		{kind: kindStat, title: "KV usage by role", unit: "percentunit", min: ratio, max: one, w: 6, h: 6,
-			description: "Capacity-weighted KV usage of the selected pools: sum of used tokens over sum of capacity, per role (never an average of ratios).",
-			queries:     []query{{expr: fmt.Sprintf("%s / (%s > 0)", sumPool(signal.KVUsedTokens, role), sumPool(signal.KVCapacityTokens, role)), legend: "{{role}}", instant: true}},
+		{kind: kindStat, title: "KV usage by pool", unit: "percentunit", min: ratio, max: one, w: 6, h: 6,
+			description: "Capacity-weighted KV usage of each selected pool (one role in one cluster and pool: pools are never summed together): sum of used tokens over sum of capacity (never an average of ratios).",
+			queries:     []query{{expr: fmt.Sprintf("%s / (%s > 0)", sumPool(signal.KVUsedTokens, poolKey...), sumPool(signal.KVCapacityTokens, poolKey...)), legend: poolLegend, instant: true}},
 			steps:       usageSteps(o)},
 		{kind: kindTimeseries, title: "KV usage per pool", unit: "percentunit", min: ratio, max: one, w: 18, h: 6,
 			description: "Capacity-weighted KV usage of each pool and role.",
 			queries:     []query{{expr: RecUsageRatio("pool") + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}"}},
 			steps:       usageSteps(o)},
 		{kind: kindTimeseries, title: "KV tokens: used, available, capacity", unit: "short", w: 12, h: 8,
-			description: "Sums over the selected pools, per role, in tokens.",
+			description: "Per selected pool, in tokens.",
 			queries: []query{
-				{expr: sumPool(signal.KVUsedTokens, role), legend: "used {{role}}"},
-				{expr: sumPool(signal.KVAvailableTokens, role), legend: "available {{role}}"},
-				{expr: sumPool(signal.KVCapacityTokens, role), legend: "capacity {{role}}"},
+				{expr: sumPool(signal.KVUsedTokens, poolKey...), legend: "used " + poolLegend},
+				{expr: sumPool(signal.KVAvailableTokens, poolKey...), legend: "available " + poolLegend},
+				{expr: sumPool(signal.KVCapacityTokens, poolKey...), legend: "capacity " + poolLegend},
 			},
 			steps: []step{{nil, green}}},
 		{kind: kindBarGauge, title: "Headroom: requests that still fit", unit: "short", w: 12, h: 8,
-			description: "How many more requests of request_tokens tokens fit in the free KV cache of the selected pools.",
-			queries:     []query{{expr: sumPool(signal.KVHeadroomRequests, role, signal.LabelRequest), legend: "{{role}} × {{request_tokens}} tok", instant: true}},
+			description: "How many more requests of request_tokens tokens fit in the free KV cache of each selected pool.",
+			queries:     []query{{expr: sumPool(signal.KVHeadroomRequests, append(poolKey, signal.LabelRequest)...), legend: poolLegend + " × {{request_tokens}} tok", instant: true}},
 			steps:       []step{{nil, red}, {f(1), orange}, {f(10), green}}},
 		{kind: kindBarGauge, title: "Fullest servers", unit: "percentunit", min: ratio, max: one, w: 12, h: 8,
 			description: "KV usage of the 15 fullest servers.",
@@ -181,8 +185,8 @@ func Dashboards(o Options) []DashboardSpec {
 		{kind: kindTimeseries, title: "Running and queued requests", unit: "short", w: 12, h: 8,
 			description: "Requests in the running batch and waiting, by queue (waiting, and the PD queues prealloc, bootstrap, transfer, inflight).",
 			queries: []query{
-				{expr: sumPool(signal.RequestsRunning, role), legend: "running {{role}}"},
-				{expr: sumPool(signal.RequestsQueued, role, signal.LabelQueue), legend: "{{queue}} {{role}}"},
+				{expr: sumPool(signal.RequestsRunning, poolKey...), legend: "running " + poolLegend},
+				{expr: sumPool(signal.RequestsQueued, append(poolKey, signal.LabelQueue)...), legend: "{{queue}} " + poolLegend},
 			},
 			steps: []step{{nil, green}, {f(a.QueueLength), orange}}},
 		{kind: kindTimeseries, title: "Prefix-cache hit ratio", unit: "percentunit", min: ratio, max: one, w: 8, h: 8,
