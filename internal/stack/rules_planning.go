@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,10 +103,15 @@ func planningAlerts(o Options, alert func(name, severity string, forD model.Dura
 	within := int64(time.Duration(a.KVFullWithin) / time.Second)
 	pl := strings.Join([]string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}, ", ")
 	f := poolForecast()
-	return rulefmt.RuleGroup{Name: "kvwatch-planning", Rules: []rulefmt.Rule{
+	return rulefmt.RuleGroup{Name: "kvwatch-planning-alerts", Rules: []rulefmt.Rule{
 		alert(AlertPoolFullSoon, SeverityWarning, o.KVFullFor,
 			// Inlined rather than the recorded series, for the reason above.
-			fmt.Sprintf("(%s) < %d", f.timeToFull("("+f.free+")", "("+f.rate+")"), within),
+			// Only pools above KVFullMinUsage, as KVCacheFullSoon: a pool
+			// filling from empty (a start, a warm-up) forecasts a short time
+			// to full without being anywhere near it.
+			fmt.Sprintf("(%s) < %d and on (%s) (sum by (%s) (%s) / sum by (%s) (%s) > %s)",
+				f.timeToFull("("+f.free+")", "("+f.rate+")"), within, pl, pl, signal.KVUsedTokens.Name, pl, signal.KVCapacityTokens.Name,
+				strconv.FormatFloat(o.KVFullMinUsage, 'g', -1, 64)),
 			"KV cache of "+pool+" will be full within "+a.KVFullWithin.String(),
 			"At the fill trend of the last "+fillWindow+" plus the KV its queued requests need, the free KV of "+pool+
 				" is gone in {{ $value | humanizeDuration }} (threshold "+a.KVFullWithin.String()+")."),

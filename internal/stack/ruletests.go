@@ -206,7 +206,7 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 		desc = "kvwatch's scrapes of " + srvName + " fail (see kvwatch_target_scrape_error for the reason); its KV signals are unknown."
 	case AlertMetricsDisabled:
 		summary = "Engine " + srvName + " has metrics turned off"
-		desc = srvName + " answers 404 on its metrics path: the engine runs without metrics (SGLang: start it with --enable-metrics)."
+		desc = srvName + " answers 404 (llama.cpp: 501) on its metrics path: the engine runs without metrics (SGLang: start it with --enable-metrics; llama.cpp: --metrics)."
 	case AlertMetricsStale:
 		summary = "Metrics of engine " + srvName + " are stale"
 		desc = "kvwatch's last successful scrape of " + srvName + " is older than " + a.StaleAfter.String() + "; what dashboards show for it is old."
