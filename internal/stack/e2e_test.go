@@ -284,7 +284,10 @@ func endToEnd(t *testing.T, bin string, v promVersion) {
 	stackDir := filepath.Join(dir, "stack")
 	o := e2eOptions(kv, prom, am)
 	o.Probe = true
-	o.Config = mustParseConfig(t, cfg)
+	// The targets from the stack's kvwatch.yml, the thresholds of e2eOptions.
+	parsed := mustParseConfig(t, cfg)
+	parsed.Alerts = o.Config.Alerts
+	o.Config = parsed
 	files, err := Generate(o)
 	if err != nil {
 		t.Fatal(err)
