@@ -75,32 +75,42 @@ type PoolHeadroom struct {
 
 var roleOrder = map[Role]int{RolePrefill: 0, RoleDecode: 1, RoleUnified: 2}
 
+// groupPools groups items by their pool key, keys in first-seen order;
+// routers and members of unknown role are in no pool. PoolsOf and
+// PlanPools group the same way through it.
+func groupPools[T any](items []T, key func(T) (PoolKey, *Server)) ([]PoolKey, [][]T) {
+	idx := map[PoolKey]int{}
+	var keys []PoolKey
+	var parts [][]T
+	for _, it := range items {
+		k, s := key(it)
+		if k.Role == RoleRouter || k.Role == "" || (s != nil && s.Role == RoleRouter) {
+			continue
+		}
+		i, ok := idx[k]
+		if !ok {
+			i = len(keys)
+			idx[k] = i
+			keys = append(keys, k)
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], it)
+	}
+	return keys, parts
+}
+
 // PoolsOf groups members by pool (routers and members of unknown role are
 // in none) and sums each, with headroom for each of sizes (tokens). Pools
 // are in role order (prefill, decode, unified), then by cluster and pool.
 func PoolsOf(members []Member, sizes []int) []Pool {
-	idx := map[PoolKey]int{}
-	var keys []PoolKey
-	var parts [][]*Server
-	for _, m := range members {
-		if m.Key.Role == RoleRouter || m.Key.Role == "" {
-			continue
-		}
-		if m.Server != nil && m.Server.Role == RoleRouter {
-			continue
-		}
-		i, ok := idx[m.Key]
-		if !ok {
-			i = len(keys)
-			idx[m.Key] = i
-			keys = append(keys, m.Key)
-			parts = append(parts, nil)
-		}
-		parts[i] = append(parts[i], m.Server)
-	}
+	keys, parts := groupPools(members, func(m Member) (PoolKey, *Server) { return m.Key, m.Server })
 	out := make([]Pool, 0, len(keys))
 	for i, k := range keys {
-		out = append(out, poolOf(k, parts[i], sizes))
+		servers := make([]*Server, len(parts[i]))
+		for j, m := range parts[i] {
+			servers[j] = m.Server
+		}
+		out = append(out, poolOf(k, servers, sizes))
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].PoolKey, out[j].PoolKey

@@ -326,22 +326,7 @@ type PoolPlan struct {
 // PlanPools groups members by pool (routers in none) and computes each
 // pool's plan against the warning threshold, in the order of PoolsOf.
 func PlanPools(members []PlanMember, warning float64) []PoolPlan {
-	idx := map[PoolKey]int{}
-	var keys []PoolKey
-	var parts [][]PlanMember
-	for _, m := range members {
-		if m.Key.Role == RoleRouter || m.Key.Role == "" || (m.Server != nil && m.Server.Role == RoleRouter) {
-			continue
-		}
-		i, ok := idx[m.Key]
-		if !ok {
-			i = len(keys)
-			idx[m.Key] = i
-			keys = append(keys, m.Key)
-			parts = append(parts, nil)
-		}
-		parts[i] = append(parts[i], m)
-	}
+	keys, parts := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server })
 	out := make([]PoolPlan, 0, len(keys))
 	for i, k := range keys {
 		out = append(out, planPool(k, parts[i], warning))
