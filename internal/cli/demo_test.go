@@ -600,11 +600,18 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 // ends.
 func startPD(ctx context.Context, t *testing.T) *sim.Cluster {
 	t.Helper()
-	sc, err := sim.BuiltinScenario("pd-sglang-dp")
+	return startBuiltin(ctx, t, "pd-sglang-dp", 7)
+}
+
+// startBuiltin starts the built-in scenario name on a manual clock with
+// seed until ctx ends.
+func startBuiltin(ctx context.Context, t *testing.T, name string, seed uint64) *sim.Cluster {
+	t.Helper()
+	sc, err := sim.BuiltinScenario(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 7})
+	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

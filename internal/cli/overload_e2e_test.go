@@ -59,17 +59,7 @@ func TestOverloadOneTruth(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc, err := sim.BuiltinScenario("pd-sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startBuiltin(ctx, t, "pd-sglang", 11)
 	defer c.Close()
 	eps := map[string]sim.Endpoint{}
 	var targets []string
