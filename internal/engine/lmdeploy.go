@@ -10,12 +10,17 @@ import (
 // (lmdeploy:gpu_cache_usage_perc, 0–1): capacity and used tokens, prefix
 // hit (logged, not exported) and preemptions are unavailable. With several
 // DP ranks and no capacities the server ratio is the plain mean of the
-// ranks' ratios (derived); the spread shows the imbalance.
+// ranks' ratios (derived); the spread shows the imbalance. The sizes of
+// finished requests come from lmdeploy:request_prompt_tokens and
+// lmdeploy:request_generation_tokens (histograms observed in
+// PrometheusStatLogger.record_finish, lmdeploy/metrics/loggers.py
+// @7c8d16f5), summed over the engine (DP) series; without KV tokens there
+// is no headroom at that size, only the size.
 var lmdeploySpec = Spec{
 	Name:         "lmdeploy",
 	DisabledHint: "start lmdeploy serve api_server with --enable-metrics",
 	Detect:       []string{lmUsage, lmRunning, lmWaiting},
-	Reads:        []string{lmPrompt, lmGeneration},
+	Reads:        append([]string{lmPrompt, lmGeneration}, histogramNames(lmReqPrompt, lmReqGen)...),
 	Normalize:    normalizeLMDeploy,
 }
 
@@ -25,6 +30,8 @@ const (
 	lmWaiting    = "lmdeploy:num_requests_waiting"
 	lmPrompt     = "lmdeploy:prompt_tokens_total"
 	lmGeneration = "lmdeploy:generation_tokens_total"
+	lmReqPrompt  = "lmdeploy:request_prompt_tokens"
+	lmReqGen     = "lmdeploy:request_generation_tokens"
 )
 
 func lmRank(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("engine")} }
@@ -48,5 +55,6 @@ func normalizeLMDeploy(in Input) (kv.Server, error) {
 	counter(lmGeneration, func(s *kv.Signals) *kv.Value { return &s.Counters.GenerationTokens })
 	srv.Ranks = r.list()
 	srv.Rollup()
+	srv.Finished = finishedSizes(p, lmReqPrompt, lmReqGen)
 	return srv, nil
 }
