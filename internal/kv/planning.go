@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Capacity planning: how many more of today's requests fit (workload
@@ -321,6 +322,11 @@ type PoolPlan struct {
 	// N1Safe is Drain.Safe; N1Note says why not, in words.
 	N1Safe bool   `json:"n1_safe"`
 	N1Note string `json:"n1_note,omitempty"`
+	// FillForecast is the demand-aware time to full (PoolFill), its
+	// fields inline in the JSON (time_to_full_seconds, time_to_full_state,
+	// ...); nil, and absent, where no trend was taken (status without
+	// --trend).
+	*FillForecast
 }
 
 // PlanPools groups members by pool (routers in none) and computes each
@@ -454,5 +460,293 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 		p.N1Note = "demand of some servers unknown: the margin is a bound, not an answer"
 	case !d.Safe:
 		p.N1Note = fmt.Sprintf("N−1 unsafe — draining %s leaves %s of the rest", d.Server, pctOf(d.After.V))
+	}
+}
+
+// Demand-aware time to full (docs/planning.md): the pool's fill trend, the
+// least-squares slope of each server's used tokens summed (PromQL deriv, as
+// the recording rule pool:kvwatch_kv_seconds_to_full:deriv15m), against its
+// free KV after the queued demand.
+
+// FillFloorPer15m is the floor on the fill trend, as a share of the pool's
+// capacity per 15 minutes: a pool filling more slowly than 1 % of its
+// capacity per 15 minutes is "not filling" and forecasts nothing (noise on
+// a flat pool would otherwise forecast a fill days away, or soon). The
+// recording rules and the faces use this one value.
+const FillFloorPer15m = 0.01
+
+// FillWindow is the range of the fill trend (deriv over 15 minutes).
+const FillWindow = 15 * time.Minute
+
+// FillState says what the time to full is.
+type FillState string
+
+// Fill states.
+const (
+	// FillFilling: the fill rate is above the floor; the time to full is
+	// the free KV after demand over the rate.
+	FillFilling FillState = "filling"
+	// FillFull: the free KV after demand is gone (the queue alone fills
+	// it, or nothing is free): the time to full is 0, full now.
+	FillFull FillState = "full"
+	// FillNotFilling: the fill rate is at or below the floor (flat or
+	// draining): there is no time to full, which is neither 0 nor infinite.
+	FillNotFilling FillState = "not_filling"
+	// FillUnknown: too few samples, or a part of the pool is missing.
+	FillUnknown FillState = "unavailable"
+)
+
+// UsedSample is a server's used KV tokens at one time.
+type UsedSample struct {
+	T    time.Time
+	Used float64
+}
+
+// FillServer is one server's part of its pool's time to full: its used
+// tokens over time (oldest first; the last is the current value) and its
+// current capacity and queued demand (unavailable where the engine reports
+// none).
+type FillServer struct {
+	Name     string
+	Samples  []UsedSample
+	Capacity Value
+	Demand   Value
+}
+
+// FillTrend is the minimum a server's samples must cover for a trend.
+type FillTrend struct {
+	// MinSamples is the fewest samples in the window (deriv needs 2).
+	MinSamples int
+	// MinSpan is the shortest time between a server's first and last
+	// sample in the window.
+	MinSpan time.Duration
+}
+
+// FillForecast is a pool's demand-aware time to full. Embedded in PoolPlan
+// as a pointer: absent where no trend was taken (status without --trend).
+type FillForecast struct {
+	// TimeToFullState is filling, full, not_filling or unavailable.
+	TimeToFullState FillState `json:"time_to_full_state"`
+	// TimeToFullSeconds is the free KV after demand over the fill rate
+	// (filling), 0 (full); unavailable otherwise. Partial when some
+	// servers report demand and others do not (a bound, not an answer).
+	TimeToFullSeconds Value `json:"time_to_full_seconds"`
+	// FillRate is Σ of the servers' least-squares slopes of used tokens
+	// over the window, tokens/s (negative while draining).
+	FillRate Value `json:"fill_rate_tokens_per_second"`
+	// FreeAfterDemand is Σ capacity − Σ used − Σ demand, tokens.
+	FreeAfterDemand Value `json:"free_after_demand_tokens"`
+	// FillFloor is FillFloorPer15m of Σ capacity per 15 minutes, tokens/s.
+	FillFloor Value `json:"fill_floor_tokens_per_second"`
+	// FullByQueue is true when the pool is full only because of the
+	// queued demand (free KV without it).
+	FullByQueue bool `json:"full_by_queue,omitempty"`
+	// FillDemandCounted is false when no server reports demand: the
+	// forecast is the trend alone.
+	FillDemandCounted bool `json:"fill_demand_counted"`
+	// TrendSamples is the fewest samples of a server in the window and
+	// TrendSeconds the shortest span they cover.
+	TrendSamples int     `json:"trend_samples"`
+	TrendSeconds float64 `json:"trend_seconds"`
+	// TrendNote says why the forecast is unavailable.
+	TrendNote string `json:"trend_note,omitempty"`
+}
+
+// slope is the least-squares slope of used over time (seconds), the one
+// PromQL's deriv computes; ok is false for fewer than two samples or
+// samples all at one time.
+func slope(ss []UsedSample) (float64, bool) {
+	if len(ss) < 2 {
+		return 0, false
+	}
+	t0 := ss[0].T
+	var mx, my float64
+	for _, s := range ss {
+		mx += s.T.Sub(t0).Seconds()
+		my += s.Used
+	}
+	n := float64(len(ss))
+	mx, my = mx/n, my/n
+	var sxy, sxx float64
+	for _, s := range ss {
+		dx := s.T.Sub(t0).Seconds() - mx
+		sxy += dx * (s.Used - my)
+		sxx += dx * dx
+	}
+	if sxx == 0 {
+		return 0, false
+	}
+	return sxy / sxx, true
+}
+
+// inWindow returns the samples with at − window < T ≤ at (PromQL's range
+// selector: left-open).
+func inWindow(ss []UsedSample, at time.Time, window time.Duration) []UsedSample {
+	lo := at.Add(-window)
+	i, j := 0, len(ss)
+	for i < j && !ss[i].T.After(lo) {
+		i++
+	}
+	for j > i && ss[j-1].T.After(at) {
+		j--
+	}
+	return ss[i:j]
+}
+
+// PoolFill computes a pool's demand-aware time to full at at from its
+// servers, over the window (FillWindow for the rules' semantics), with the
+// semantics of the recording rules (docs/planning.md):
+//
+//	fill rate         = Σ slope(used over (at − window, at])
+//	free after demand = Σ capacity − Σ used − Σ demand
+//	floor             = Σ capacity × FillFloorPer15m / 900 s
+//	time to full      = max(free after demand, 0) / rate   where rate > floor
+//	                    0                                  where free after demand ≤ 0
+//	                    not filling                        otherwise
+//
+// Unavailable when the pool has no server, a server has too few samples
+// (min) or no whole capacity: a sum with a missing part is not a total.
+// Demand: none reported, the trend alone; some but not all, partial.
+func PoolFill(servers []FillServer, at time.Time, window time.Duration, min FillTrend) FillForecast {
+	f := FillForecast{TimeToFullState: FillUnknown, TrendSamples: -1}
+	fail := func(format string, args ...any) FillForecast {
+		f.TimeToFullState, f.TimeToFullSeconds, f.FillRate, f.FreeAfterDemand = FillUnknown, Value{}, Value{}, Value{}
+		f.TrendNote = fmt.Sprintf(format, args...)
+		return f
+	}
+	if len(servers) == 0 {
+		return fail("no server")
+	}
+	var rate, capa, used, demand float64
+	demanders := 0
+	for _, s := range servers {
+		ss := inWindow(s.Samples, at, window)
+		span := 0.0
+		if len(ss) > 0 {
+			span = ss[len(ss)-1].T.Sub(ss[0].T).Seconds()
+		}
+		if f.TrendSamples < 0 || len(ss) < f.TrendSamples {
+			f.TrendSamples = len(ss)
+		}
+		if f.TrendSeconds == 0 || span < f.TrendSeconds {
+			f.TrendSeconds = span
+		}
+		if !s.Capacity.Trusted() {
+			return fail("%s did not answer or reports no whole KV capacity tokens", s.Name)
+		}
+		k, ok := slope(ss)
+		if !ok || len(ss) < min.MinSamples || span < min.MinSpan.Seconds() {
+			return fail("%s has %d samples over %.0fs; the trend needs %d over %.0fs", s.Name, len(ss), span,
+				max(min.MinSamples, 2), min.MinSpan.Seconds())
+		}
+		rate += k
+		capa += s.Capacity.V
+		used += ss[len(ss)-1].Used
+		if s.Demand.Trusted() {
+			demanders++
+			demand += s.Demand.V
+		}
+	}
+	prov := Derived
+	if demanders > 0 && demanders < len(servers) {
+		prov = Partial // the others' demand is unknown: free is an upper bound
+	}
+	f.FillDemandCounted = demanders > 0
+	f.FillRate = Value{V: rate, Prov: Derived}
+	f.FreeAfterDemand = saturate(capa-used-demand, prov)
+	floor := capa * FillFloorPer15m / FillWindow.Seconds()
+	f.FillFloor = Value{V: floor, Prov: Derived}
+	switch free := f.FreeAfterDemand.V; {
+	case free <= 0:
+		f.TimeToFullState, f.TimeToFullSeconds = FillFull, Value{V: 0, Prov: prov}
+		f.FullByQueue = demand > 0 && capa-used > 0
+	case rate > floor:
+		f.TimeToFullState, f.TimeToFullSeconds = FillFilling, saturate(free/rate, prov)
+	default:
+		f.TimeToFullState = FillNotFilling
+	}
+	return f
+}
+
+// UsedTrend keeps each server's recent used-token samples for PoolFill: at
+// most window old (from the newest) and at most max per server, oldest
+// first. It is not safe for concurrent use.
+type UsedTrend struct {
+	window time.Duration
+	max    int
+	by     map[string][]UsedSample
+}
+
+// NewUsedTrend returns a trend keeping window and at most maxSamples per
+// server.
+func NewUsedTrend(window time.Duration, maxSamples int) *UsedTrend {
+	return &UsedTrend{window: window, max: max(maxSamples, 2), by: map[string][]UsedSample{}}
+}
+
+// Add records server name's used tokens at at. A sample not after the
+// server's newest (a late target's previous scrape shown again) is
+// ignored; a used value that is not whole (unknown, partial, implausible)
+// restarts the server's trend: a slope across a gap in what is known is
+// no trend.
+func (t *UsedTrend) Add(name string, at time.Time, used Value) {
+	ss := t.by[name]
+	if !used.Trusted() {
+		delete(t.by, name)
+		return
+	}
+	if n := len(ss); n > 0 && !at.After(ss[n-1].T) {
+		return
+	}
+	ss = append(ss, UsedSample{T: at, Used: used.V})
+	lo := at.Add(-t.window)
+	i := 0
+	for i < len(ss)-1 && !ss[i].T.After(lo) {
+		i++
+	}
+	if n := len(ss) - i; n > t.max {
+		i += n - t.max
+	}
+	if i > 0 {
+		ss = append(ss[:0:0], ss[i:]...)
+	}
+	t.by[name] = ss
+}
+
+// Samples returns name's samples, oldest first (shared: do not modify).
+func (t *UsedTrend) Samples(name string) []UsedSample { return t.by[name] }
+
+// Forget drops the servers not in keep (targets that went away).
+func (t *UsedTrend) Forget(keep map[string]bool) {
+	for n := range t.by {
+		if !keep[n] {
+			delete(t.by, n)
+		}
+	}
+}
+
+// TrendMinTop is what top needs before it shows a time to full: 3 samples
+// over 30 s of each server.
+var TrendMinTop = FillTrend{MinSamples: 3, MinSpan: 30 * time.Second}
+
+// WithFill sets the time to full of each of plans (PlanPools' result for
+// members) from the trend of its members at at; a member without a
+// server (failed) or without whole capacity leaves its pool unavailable.
+func WithFill(plans []PoolPlan, members []PlanMember, t *UsedTrend, at time.Time, min FillTrend) {
+	keys, parts := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server })
+	for i, k := range keys {
+		fs := make([]FillServer, 0, len(parts[i]))
+		for _, m := range parts[i] {
+			f := FillServer{Name: m.Name, Samples: t.Samples(m.Name)}
+			if m.Server != nil {
+				f.Capacity, f.Demand = m.Server.Capacity, m.Server.Demand
+			}
+			fs = append(fs, f)
+		}
+		for j := range plans {
+			if plans[j].PoolKey == k {
+				f := PoolFill(fs, at, FillWindow, min)
+				plans[j].FillForecast = &f
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
 
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
@@ -37,8 +38,9 @@ const (
 // FillFloorPer15m is the floor on the fill trend, as a share of the pool's
 // capacity per 15 minutes: a pool filling more slowly than 1 % of its
 // capacity per 15 minutes is "not filling" and forecasts nothing (noise on
-// a flat pool would otherwise forecast a fill days away, or soon).
-const FillFloorPer15m = 0.01
+// a flat pool would otherwise forecast a fill days away, or soon). Defined
+// once in kv, where status and top compute the same forecast.
+const FillFloorPer15m = kv.FillFloorPer15m
 
 // fillWindow is the range of the fill trend.
 const fillWindow = "15m"
