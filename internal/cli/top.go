@@ -78,7 +78,7 @@ func runTop(ctx context.Context, e *env, o *topOpts) int {
 		}
 	}
 	opts := tui.Options{Source: src, Refresh: time.Duration(refresh), Title: title,
-		Warn: cfg.Alerts.KVUsageWarning, Crit: cfg.Alerts.KVUsageCritical}
+		Warn: cfg.Alerts.KVUsageWarning, Crit: cfg.Alerts.KVUsageCritical, FullWithin: time.Duration(cfg.Alerts.KVFullWithin)}
 	if e.Interactive && !o.noColor {
 		opts.Renderer = lipgloss.NewRenderer(e.Stdout)
 	}

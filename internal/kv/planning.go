@@ -548,8 +548,10 @@ type FillForecast struct {
 	// TrendSeconds the shortest span they cover.
 	TrendSamples int     `json:"trend_samples"`
 	TrendSeconds float64 `json:"trend_seconds"`
-	// TrendNote says why the forecast is unavailable.
-	TrendNote string `json:"trend_note,omitempty"`
+	// TrendNote says why the forecast is unavailable; TrendWarming is
+	// true when that is only too few samples yet (wait and it comes).
+	TrendNote    string `json:"trend_note,omitempty"`
+	TrendWarming bool   `json:"trend_warming,omitempty"`
 }
 
 // slope is the least-squares slope of used over time (seconds), the one
@@ -617,6 +619,12 @@ func PoolFill(servers []FillServer, at time.Time, window time.Duration, min Fill
 	if len(servers) == 0 {
 		return fail("no server")
 	}
+	// A missing part first: no wait for a trend makes it whole.
+	for _, s := range servers {
+		if !s.Capacity.Trusted() {
+			return fail("%s did not answer or reports no whole KV capacity tokens", s.Name)
+		}
+	}
 	var rate, capa, used, demand float64
 	demanders := 0
 	for _, s := range servers {
@@ -631,11 +639,9 @@ func PoolFill(servers []FillServer, at time.Time, window time.Duration, min Fill
 		if f.TrendSeconds == 0 || span < f.TrendSeconds {
 			f.TrendSeconds = span
 		}
-		if !s.Capacity.Trusted() {
-			return fail("%s did not answer or reports no whole KV capacity tokens", s.Name)
-		}
 		k, ok := slope(ss)
 		if !ok || len(ss) < min.MinSamples || span < min.MinSpan.Seconds() {
+			f.TrendWarming = true
 			return fail("%s has %d samples over %.0fs; the trend needs %d over %.0fs", s.Name, len(ss), span,
 				max(min.MinSamples, 2), min.MinSpan.Seconds())
 		}
@@ -749,4 +755,52 @@ func WithFill(plans []PoolPlan, members []PlanMember, t *UsedTrend, at time.Time
 			}
 		}
 	}
+}
+
+// Short is the time to full in a few words, as status and top show it:
+// "full in 12m", "~full in 12m?" (partial: some demand unknown), "full now
+// (queue)", "full now", "not filling", "trend after 20s" (min not met yet:
+// the remaining span), "time to full --" (unavailable otherwise).
+func (f *FillForecast) Short(min FillTrend) string {
+	if f == nil {
+		return "time to full --"
+	}
+	switch f.TimeToFullState {
+	case FillFilling:
+		return Mark(f.TimeToFullSeconds, "full in "+durationText(f.TimeToFullSeconds.V))
+	case FillFull:
+		s := "full now"
+		if f.FullByQueue {
+			s += " (queue)"
+		}
+		return Mark(f.TimeToFullSeconds, s)
+	case FillNotFilling:
+		return "not filling"
+	}
+	if f.TrendWarming {
+		if left := min.MinSpan.Seconds() - f.TrendSeconds; left >= 1 {
+			return fmt.Sprintf("trend after %.0fs", math.Ceil(left))
+		}
+		return "trend after the next sample"
+	}
+	return "time to full --"
+}
+
+// durationText is a duration of seconds in at most two units: 45s, 12m,
+// 2h05m, 3d04h.
+func durationText(s float64) string {
+	switch {
+	case s < 100:
+		return fmt.Sprintf("%.0fs", s)
+	case s < 100*60:
+		return fmt.Sprintf("%.0fm", math.Floor(s/60))
+	case s < 48*3600:
+		h := math.Floor(s / 3600)
+		return fmt.Sprintf("%.0fh%02.0fm", h, math.Floor((s-h*3600)/60))
+	}
+	d := math.Floor(s / 86400)
+	if d >= 1000 {
+		return fmt.Sprintf("%.0fd", d)
+	}
+	return fmt.Sprintf("%.0fd%02.0fh", d, math.Floor((s-d*86400)/3600))
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// Warn and Crit are the KV usage ratios (0–1) at which bars turn
 	// yellow and red (the config's alerts.kv_usage_warning/critical).
 	Warn, Crit float64
+	// FullWithin is the time to full under which a pool's forecast turns
+	// red (the config's alerts.kv_full_within); 0: the default.
+	FullWithin time.Duration
 	// Renderer styles the output; nil renders without colour or attributes.
 	Renderer *lipgloss.Renderer
 	// Title says what is watched, e.g. "3 targets" or the serve URL.
@@ -105,6 +108,16 @@ type Model struct {
 	// rankHist the same by rankKey. Both are replaced, never mutated.
 	hist     map[string][]float64
 	rankHist map[string][]float64
+	// trend is each server's used tokens over the last FillWindow (at
+	// most trendLen samples), for the pools' time to full. Only record
+	// changes it.
+	trend *kv.UsedTrend
+}
+
+// trendLen bounds the samples a server keeps for the time to full: 15
+// minutes at the refresh, at most 1,000.
+func trendLen(refresh time.Duration) int {
+	return min(int(kv.FillWindow/refresh)+2, 1000)
 }
 
 // New returns a model that fetches as soon as it starts.
@@ -115,11 +128,14 @@ func New(o Options) Model {
 	if o.FetchTimeout <= 0 {
 		o.FetchTimeout = 30 * time.Second
 	}
+	if o.FullWithin <= 0 {
+		o.FullWithin = time.Duration(config.Default().Alerts.KVFullWithin)
+	}
 	if def := config.Default().Alerts; o.Warn <= 0 || o.Crit <= 0 { // unset: the config's defaults
 		o.Warn, o.Crit = cmp.Or(o.Warn, def.KVUsageWarning), cmp.Or(o.Crit, def.KVUsageCritical)
 	}
 	return Model{opts: o, st: newStyles(o.Renderer), fetching: true, sortCol: colName,
-		hist: map[string][]float64{}, rankHist: map[string][]float64{}}
+		hist: map[string][]float64{}, rankHist: map[string][]float64{}, trend: kv.NewUsedTrend(kv.FillWindow, trendLen(o.Refresh))}
 }
 
 // Init starts the first fetch and the refresh timer.
@@ -177,6 +193,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // record takes a new report and extends the usage histories.
 func (m Model) record(r report.Report) Model {
+	if m.trend != nil {
+		r.ApplyTrend(m.trend, kv.TrendMinTop)
+	}
 	m.rep, m.have = r, true
 	hist := make(map[string][]float64, len(r.Servers))
 	rankHist := make(map[string][]float64, len(m.rankHist))

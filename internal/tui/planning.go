@@ -64,7 +64,7 @@ func (m Model) planLines(s report.Server, w int) []string {
 				n1 += fmt.Sprintf("; draining %s: margin %s tok", s.Name, tokens(d.MarginTokens))
 			}
 		}
-		lines = append(lines, flow([]string{"pool " + pp.Name, n1}, w, "  ")...)
+		lines = append(lines, flow([]string{"pool " + pp.Name, m.fillPart(&pp), n1}, w, "  ")...)
 	}
 	return lines
 }
@@ -76,7 +76,7 @@ func (m Model) poolPlanParts(key kv.PoolKey) []string {
 		if pp.PoolKey != key {
 			continue
 		}
-		var parts []string
+		parts := []string{m.fillPart(&pp)}
 		switch {
 		case pp.Servers == 1:
 			parts = append(parts, m.st.dim.Render("N−1: single server"))
@@ -97,4 +97,25 @@ func (m Model) poolPlanParts(key kv.PoolKey) []string {
 		return parts
 	}
 	return nil
+}
+
+// fillPart is the pool's demand-aware time to full from top's own trend
+// (docs/planning.md): "full in 12m", "full now (queue)", "not filling",
+// "trend after 20s"; red within the full-soon horizon (alerts.kv_full_within).
+func (m Model) fillPart(pp *kv.PoolPlan) string {
+	f := pp.FillForecast
+	s := f.Short(kv.TrendMinTop)
+	switch {
+	case f == nil:
+		return s
+	case f.TimeToFullState == kv.FillFull:
+		return m.st.bad.Render(s)
+	case f.TimeToFullState == kv.FillFilling && f.TimeToFullSeconds.V < m.opts.FullWithin.Seconds():
+		return m.st.bad.Render(s)
+	case f.TimeToFullState == kv.FillFilling:
+		return m.st.warn.Render(s)
+	case f.TimeToFullState == kv.FillUnknown:
+		return m.st.dim.Render(s)
+	}
+	return s
 }
