@@ -26,7 +26,41 @@ type statusOptions struct {
 	output  string
 	ranks   bool
 	watch   time.Duration
+	trend   time.Duration
 }
+
+// trendMin is the shortest --trend: three samples a few seconds apart.
+const trendMin = 10 * time.Second
+
+// trendStep is the time between the scrapes of --trend d: 5 s, or a sixth
+// of a shorter d.
+func trendStep(d time.Duration) time.Duration { return min(5*time.Second, d/6) }
+
+// trendClock is the clock of status --trend: the wall clock, or the
+// simulator's in tests (trend rounds are stamped with its time).
+type trendClock interface {
+	Now() time.Time
+	// Sleep waits d or until ctx ends; false when ctx ended.
+	Sleep(ctx context.Context, d time.Duration) bool
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// statusTrendClock is replaced by tests only.
+var statusTrendClock trendClock = wallClock{}
 
 func addStatus(app *kingpin.Application, r registry) {
 	o := &statusOptions{}
@@ -35,6 +69,7 @@ func addStatus(app *kingpin.Application, r registry) {
 	cmd.Flag("output", "Output format: text, wide (all signals) or json (stable schema, see docs/status.md; with --watch one JSON document per line).").Short('o').Default("text").EnumVar(&o.output, "text", "wide", "json")
 	cmd.Flag("ranks", "Also print one row per TP/DP/PP rank, with the usage spread across DP ranks.").BoolVar(&o.ranks)
 	cmd.Flag("watch", "Refresh every DURATION until interrupted; rates (prefix-cache hit ratio, preemptions/s, tokens/s) come from counter deltas between refreshes.").PlaceHolder("DURATION").DurationVar(&o.watch)
+	cmd.Flag("trend", "Scrape at the start and every 5s (a sixth of a shorter DURATION) for DURATION (at least 10s), then print each pool's demand-aware time to full from the fill trend over that time (full in 12m, full now (queue), not filling; docs/planning.md). Without it status has no history and says nothing about the time to full.").PlaceHolder("DURATION").DurationVar(&o.trend)
 	r.add(cmd, o.run)
 }
 
@@ -47,10 +82,19 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 	if o.watch < 0 {
 		return exitCode(e, usageError{fmt.Errorf("--watch must be positive")})
 	}
+	if o.trend != 0 && o.trend < trendMin {
+		return exitCode(e, usageError{fmt.Errorf("--trend %s is too short for a trend: give at least %s (three scrapes a few seconds apart)", o.trend, trendMin)})
+	}
+	if o.trend > 0 && o.watch > 0 {
+		return exitCode(e, usageError{fmt.Errorf("--trend and --watch cannot be combined: use --trend for one answer with the time to full, or kvwatch top, which shows it live")})
+	}
 	s := scrape.New(reg, cfg.Global.BodySizeLimitBytes)
 	tr := report.NewTracker(cfg.Global.HeadroomTokens)
 	tr.SetPlanning(report.PlanOptionsOf(cfg))
 	code := exitOK
+	if o.trend > 0 {
+		return o.runTrend(ctx, e, s, tr, targets, cfg.Global.HeadroomTokens)
+	}
 	for {
 		results := s.ScrapeAll(ctx, targets, 64)
 		if ctx.Err() != nil {
@@ -83,6 +127,52 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 	}
 }
 
+// runTrend is status --trend: rounds of scrapes trendStep apart for
+// o.trend, each round stamped with the clock's time at its start, the
+// used tokens kept per target; the last round is printed with each pool's
+// time to full over the rounds (kv.PoolFill).
+func (o *statusOptions) runTrend(ctx context.Context, e *env, s *scrape.Scraper, tr *report.Tracker, targets []*scrape.Target, sizes []int) int {
+	clock := statusTrendClock
+	trend := kv.NewUsedTrend(kv.FillWindow, int(o.trend/trendStep(o.trend))+2)
+	start := clock.Now()
+	var rep report.Report
+	for {
+		at := clock.Now()
+		results := s.ScrapeAll(ctx, targets, 64)
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		for i := range results {
+			results[i].Time = at
+		}
+		rep = tr.Update(at, results)
+		rep.ApplyTrend(trend, o.trendMin())
+		left := o.trend - at.Sub(start)
+		if left <= 0 {
+			break
+		}
+		if !clock.Sleep(ctx, min(trendStep(o.trend), left)) {
+			return exitOK
+		}
+	}
+	code := exitOK
+	for _, srv := range rep.Servers {
+		if !srv.OK {
+			code = exitFailed
+		}
+	}
+	if err := o.print(e.Stdout, &rep, sizes); err != nil {
+		return exitCode(e, err)
+	}
+	return code
+}
+
+// trendMin is what a pool's trend needs under --trend: 3 samples over half
+// the duration (a target that failed for a while still gives one).
+func (o *statusOptions) trendMin() kv.FillTrend {
+	return kv.FillTrend{MinSamples: 3, MinSpan: o.trend / 2}
+}
+
 func (o *statusOptions) print(w io.Writer, rep *report.Report, sizes []int) error {
 	switch o.output {
 	case "json":
@@ -92,14 +182,14 @@ func (o *statusOptions) print(w io.Writer, rep *report.Report, sizes []int) erro
 		}
 		return enc.Encode(rep)
 	default:
-		renderStatus(w, rep, sizes, o.output == "wide", o.ranks, o.watch > 0)
+		renderStatus(w, rep, sizes, o.output == "wide", o.ranks, o.watch > 0, o.trendMin())
 		return nil
 	}
 }
 
 // renderStatus writes the text table: a line per server, rank rows when
 // asked, errors with their reason, and the fleet line.
-func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, watching bool) {
+func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, watching bool, trend kv.FillTrend) {
 	tw := tabwriter.NewWriter(&trimWriter{w: w}, 0, 0, 2, ' ', 0)
 	lifetime := false
 	// The demand column is there when any server reports demand (SGLang PD
@@ -172,7 +262,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 	}
 	renderPools(tw, rep, sizes)
 	tw.Flush()
-	renderPlanning(w, rep, wide)
+	renderPlanning(w, rep, wide, trend)
 	if len(notes) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, n := range notes {

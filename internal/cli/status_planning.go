@@ -14,7 +14,10 @@ import (
 // per pool (how many more of today's requests fit, the N−1 answer, what
 // limits it), and with wide one per server (its limit and why, its workload
 // headroom, the KV per running request, the batch limit, its drain margin).
-func renderPlanning(out io.Writer, rep *report.Report, wide bool) {
+//
+// With a trend (status --trend) each pool's line also says its time to
+// full; without one it says nothing of it (no history, no forecast).
+func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillTrend) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	defer w.Flush()
 	for i := range rep.Planning {
@@ -23,8 +26,12 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool) {
 		if p.FinishedHeadroom.OK() {
 			fits += ", " + count(p.FinishedHeadroom) + " of finished-request size"
 		}
-		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s\n", p.Name, plural(p.Servers, "server"),
-			fits, percent(p.Saturation), drainCell(p), limitersCell(p.Limiters))
+		fill := ""
+		if p.FillForecast != nil {
+			fill = "\t" + fillCell(p.FillForecast, trend, wide)
+		}
+		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s%s\n", p.Name, plural(p.Servers, "server"),
+			fits, percent(p.Saturation), drainCell(p), limitersCell(p.Limiters), fill)
 	}
 	if !wide {
 		return
@@ -103,4 +110,22 @@ func signed(v kv.Value) string {
 		return "+" + count(v)
 	}
 	return count(v)
+}
+
+// fillCell is a pool's time to full: "full in 12m" and, wide, how: the
+// fill rate, the free KV after demand, the floor and the samples.
+func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
+	out := f.Short(trend)
+	if f.TimeToFullState == kv.FillUnknown && !f.TrendWarming && f.TrendNote != "" {
+		out += " (" + f.TrendNote + ")"
+	}
+	if !wide || !f.FillRate.OK() {
+		return out
+	}
+	demand := ""
+	if !f.FillDemandCounted {
+		demand = ", no demand reported"
+	}
+	return fmt.Sprintf("%s (fill %.1f tok/s, floor %.1f, %s free after demand%s; %d samples over %.0fs)", out,
+		f.FillRate.V, f.FillFloor.V, count(f.FreeAfterDemand), demand, f.TrendSamples, f.TrendSeconds)
 }
