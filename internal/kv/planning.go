@@ -622,7 +622,7 @@ func PoolFill(servers []FillServer, at time.Time, window time.Duration, min Fill
 	// A missing part first: no wait for a trend makes it whole.
 	for _, s := range servers {
 		if !s.Capacity.Trusted() {
-			return fail("%s did not answer or reports no whole KV capacity tokens", s.Name)
+			return fail("%s did not answer or reports no whole KV tokens", s.Name)
 		}
 	}
 	var rate, capa, used, demand float64
@@ -736,14 +736,17 @@ var TrendMinTop = FillTrend{MinSamples: 3, MinSpan: 30 * time.Second}
 
 // WithFill sets the time to full of each of plans (PlanPools' result for
 // members) from the trend of its members at at; a member without a
-// server (failed) or without whole capacity leaves its pool unavailable.
+// server (failed) or without whole used and capacity tokens leaves its
+// pool unavailable.
 func WithFill(plans []PoolPlan, members []PlanMember, t *UsedTrend, at time.Time, min FillTrend) {
 	keys, parts := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server })
 	for i, k := range keys {
 		fs := make([]FillServer, 0, len(parts[i]))
 		for _, m := range parts[i] {
 			f := FillServer{Name: m.Name, Samples: t.Samples(m.Name)}
-			if m.Server != nil {
+			// A server without whole used tokens now is a missing part
+			// (its trend restarts), not a trend still warming up.
+			if m.Server != nil && m.Server.Used.Trusted() {
 				f.Capacity, f.Demand = m.Server.Capacity, m.Server.Demand
 			}
 			fs = append(fs, f)

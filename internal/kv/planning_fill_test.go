@@ -197,3 +197,38 @@ func TestFillShort(t *testing.T) {
 		}
 	}
 }
+
+// TestWithFill: pools are forecast from their own members; a member whose
+// used tokens are partial now leaves its pool unavailable (not warming up).
+func TestWithFill(t *testing.T) {
+	tr := NewUsedTrend(FillWindow, 100)
+	srv := func(used Value) *Server {
+		return &Server{Engine: "sglang", Role: RoleUnified, Signals: Signals{Capacity: Of(100000), Used: used}}
+	}
+	a, b := PoolKey{Role: RoleUnified, Pool: "a"}, PoolKey{Role: RoleUnified, Pool: "b"}
+	var members []PlanMember
+	for s := 0; s <= 60; s += 15 {
+		at := fillT0.Add(time.Duration(s) * time.Second)
+		members = []PlanMember{
+			// 1,000 tokens every 15 s: 66.7 tokens/s.
+			{Key: a, Name: "a-0", Server: srv(Of(1000 * float64(s) / 15))},
+			{Key: b, Name: "b-0", Server: srv(Of(5000))},
+			{Key: b, Name: "b-1", Server: srv(Of(5000))},
+		}
+		if s == 60 {
+			members[2].Server = srv(Value{V: 5000, Prov: Partial})
+		}
+		for _, m := range members {
+			tr.Add(m.Name, at, m.Server.Used)
+		}
+	}
+	plans := PlanPools(members, 0.9)
+	WithFill(plans, members, tr, fillT0.Add(time.Minute), TrendMinTop)
+	// a: 4,000 used at 60 s, 96,000 free at 200/3 tokens/s: 1,440 s.
+	if f := plans[0].FillForecast; plans[0].Pool != "a" || f == nil || f.TimeToFullState != FillFilling || !near(f.TimeToFullSeconds, DerivedOf(1440)) {
+		t.Errorf("pool a: %+v, want filling in 1440 s", plans[0].FillForecast)
+	}
+	if f := plans[1].FillForecast; plans[1].Pool != "b" || f == nil || f.TimeToFullState != FillUnknown || f.TrendWarming {
+		t.Errorf("pool b: %+v, want unavailable (b-1's used is partial), not warming", plans[1].FillForecast)
+	}
+}
