@@ -105,7 +105,7 @@ func TestTopInTmux(t *testing.T) {
 	t.Cleanup(func() { s.cmd("kill-server") })
 
 	// The fleet, with rates once two scrapes are in.
-	s.waitFor("the fleet table", contains("kvwatch top 3 targets", "FLEET  2 up", "limit: ", "SERVER▲", " decode ", " prefill ", " router ", "workers 2/2"))
+	s.waitFor("the fleet table", contains("kvwatch top 3 targets", "FLEET  2 up", "limit: ", "SERVER▲", " decode ", " prefill ", " router ", "workers 2/2", "trend after "))
 
 	s.keys("4") // sort by KV, fullest first
 	s.waitFor("the KV sort", contains("KV▼"))
@@ -138,6 +138,15 @@ func TestTopInTmux(t *testing.T) {
 	s.waitFor("no late target", func(sc string) bool {
 		head, _, _ := strings.Cut(sc, "\n")
 		return strings.Contains(head, "every 500ms") && !strings.Contains(head, "late")
+	})
+
+	// The pools' time to full from top's own trend: 3 samples over 30 s
+	// of every server (the fleet table showed "trend after" until then).
+	s.waitFor("the pools' time to full", func(sc string) bool {
+		_, pools, _ := strings.Cut(sc, "FLEET")
+		pools, _, _ = strings.Cut(pools, "SERVER")
+		return strings.Contains(pools, "decode") && (strings.Contains(pools, "full in ") ||
+			strings.Contains(pools, "not filling") || strings.Contains(pools, "full now"))
 	})
 
 	s.keys("?")
