@@ -134,6 +134,9 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 func (o *statusOptions) runTrend(ctx context.Context, e *env, s *scrape.Scraper, tr *report.Tracker, targets []*scrape.Target, sizes []int) int {
 	clock := statusTrendClock
 	trend := kv.NewUsedTrend(kv.FillWindow, int(o.trend/trendStep(o.trend))+2)
+	if e.Interactive {
+		fmt.Fprintf(e.Stderr, "measuring the fill trend: a scrape every %s for %s...\n", trendStep(o.trend), o.trend)
+	}
 	start := clock.Now()
 	var rep report.Report
 	for {

@@ -39,6 +39,12 @@ func TestTopOnce(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// One frame keeps no trend: no time to full, and no promise of one.
+	for _, bad := range []string{"trend after", "time to full", "full in", "not filling"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("top --once says %q:\n%s", bad, out)
+		}
+	}
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "  decode-0 ") && !strings.Contains(l, " decode ") {
 			t.Errorf("decode-0 row without its role: %q", l)

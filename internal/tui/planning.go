@@ -64,7 +64,11 @@ func (m Model) planLines(s report.Server, w int) []string {
 				n1 += fmt.Sprintf("; draining %s: margin %s tok", s.Name, tokens(d.MarginTokens))
 			}
 		}
-		lines = append(lines, flow([]string{"pool " + pp.Name, m.fillPart(&pp), n1}, w, "  ")...)
+		parts := []string{"pool " + pp.Name}
+		if f := m.fillPart(&pp); f != "" {
+			parts = append(parts, f)
+		}
+		lines = append(lines, flow(append(parts, n1), w, "  ")...)
 	}
 	return lines
 }
@@ -76,7 +80,10 @@ func (m Model) poolPlanParts(key kv.PoolKey) []string {
 		if pp.PoolKey != key {
 			continue
 		}
-		parts := []string{m.fillPart(&pp)}
+		var parts []string
+		if f := m.fillPart(&pp); f != "" {
+			parts = append(parts, f)
+		}
 		switch {
 		case pp.Servers == 1:
 			parts = append(parts, m.st.dim.Render("N−1: single server"))
@@ -102,12 +109,14 @@ func (m Model) poolPlanParts(key kv.PoolKey) []string {
 // fillPart is the pool's demand-aware time to full from top's own trend
 // (docs/planning.md): "full in 12m", "full now (queue)", "not filling",
 // "trend after 20s"; red within the full-soon horizon (alerts.kv_full_within).
+// Empty where top keeps no trend (a single printed frame, top --once).
 func (m Model) fillPart(pp *kv.PoolPlan) string {
 	f := pp.FillForecast
+	if f == nil {
+		return ""
+	}
 	s := f.Short(kv.TrendMinTop)
 	switch {
-	case f == nil:
-		return s
 	case f.TimeToFullState == kv.FillFull:
 		return m.st.bad.Render(s)
 	case f.TimeToFullState == kv.FillFilling && f.TimeToFullSeconds.V < m.opts.FullWithin.Seconds():

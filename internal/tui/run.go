@@ -31,6 +31,9 @@ func Frames(ctx context.Context, m Model, w io.Writer, width int, once bool) (re
 	next, _ := m.Update(tea.WindowSizeMsg{Width: width})
 	m = next.(Model)
 	m.static = true
+	if once {
+		m.trend = nil // one frame: no trend to wait for
+	}
 	for first := true; ; first = false {
 		r, err := m.opts.Source.Fetch(ctx)
 		if ctx.Err() != nil {
