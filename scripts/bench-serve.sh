@@ -8,7 +8,9 @@
 # SIM_PROCS=K splits the simulator over K processes. SKIP_PROMETHEUS=1
 # measures kvwatch only (for fleets whose Prometheus would not fit in
 # memory). PROFILE=DIR keeps a CPU profile of kvwatch serve taken over the middle of
-# its window (go tool pprof -top DIR/kvwatch.cpu.prof). PROMETHEUS=BIN
+# its window (go tool pprof -top DIR/kvwatch.cpu.prof), and the allocations
+# over the same time (go tool pprof -sample_index=alloc_space -top
+# DIR/kvwatch.allocs.prof). PROMETHEUS=BIN
 # measures another Prometheus binary (e.g. a Prometheus 3 build) instead of
 # the one on PATH. The simulator's own CPU in each window is reported apart
 # (utime + stime from /proc/PID/stat), and the load average before each.
@@ -61,6 +63,7 @@ if [ -n "${PROFILE:-}" ]; then
 	mkdir -p "$PROFILE"
 	psec=$((DUR > 20 ? DUR - 10 : DUR / 2))
 	(sleep 5; curl -fsS -o "$PROFILE/kvwatch.cpu.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/profile?seconds=$psec") &
+	(sleep 5; curl -fsS -o "$PROFILE/kvwatch.allocs.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/allocs?seconds=$psec") &
 fi
 sleep "$DUR"
 ks1=$(cpu_ticks "${sims[@]}")
