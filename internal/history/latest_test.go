@@ -38,7 +38,7 @@ func testInstantSelectorReadsLatest(t *testing.T, full time.Duration) {
 	a := labels.FromStrings("__name__", "kvwatch_kv_used_tokens", "server", "a")
 	b := labels.FromStrings("__name__", "kvwatch_kv_used_tokens", "server", "b")
 	ratio := labels.FromStrings("__name__", "kvwatch_kv_usage_ratio", "server", "a") // stored rounded
-	const n = 360 // 30 minutes: closed chunks, downsampled with a full resolution of 2m
+	const n = 360                                                                    // 30 minutes: closed chunks, downsampled with a full resolution of 2m
 	for i := 0; i <= n; i++ {
 		ts := start.Add(time.Duration(i) * 5 * time.Second).UnixMilli()
 		st.Append(a, ts, float64(100+i))
