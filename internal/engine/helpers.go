@@ -38,11 +38,19 @@ type ranks struct {
 	order []kv.RankID
 	rs    []kv.Rank
 	by    map[kv.RankID]int
+	buf   *[]kv.Rank // rs's pooled slice, until list
 }
 
 const ranksIndexed = 16
 
-func newRanks() *ranks { return &ranks{rs: make([]kv.Rank, 0, 8)} }
+func newRanks() *ranks {
+	buf := rankScratch.Get().(*[]kv.Rank)
+	return &ranks{rs: (*buf)[:0], buf: buf}
+}
+
+// rankScratch holds the slices ranks collect into; list copies the ranks
+// out at their exact number and returns the slice.
+var rankScratch = sync.Pool{New: func() any { b := make([]kv.Rank, 0, 16); return &b }}
 
 func (r *ranks) get(id kv.RankID) *kv.Signals {
 	if r.by != nil {
@@ -71,8 +79,18 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 }
 
 // list returns the collected ranks, in the order first seen; the ranks are
-// done with once it is called.
-func (r *ranks) list() []kv.Rank { return r.rs }
+// done with once it is called (a get after it starts anew).
+func (r *ranks) list() []kv.Rank {
+	out := make([]kv.Rank, len(r.rs))
+	copy(out, r.rs)
+	if r.buf != nil {
+		clear(r.rs)
+		*r.buf = r.rs[:0]
+		rankScratch.Put(r.buf)
+	}
+	r.rs, r.by, r.order, r.buf = nil, nil, nil, nil
+	return out
+}
 
 // combineFn merges two samples of the same rank: max for gauges that TP
 // ranks duplicate, sum for counters split by another label.
