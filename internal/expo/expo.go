@@ -398,14 +398,23 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 		}()
 	}
 	seen := sc.seen
+	// A family's HELP and TYPE lines come one after the other: the
+	// previous meta line's answer is reused for the same family.
+	var lastFamily string
+	lastWant := false
 	wantFamily := func(f string) bool {
-		c := pr.Canonical(f)
-		if want(c) {
-			return true
+		if f == lastFamily && lastFamily != "" {
+			return lastWant
 		}
-		// c+"_total", built in sc's buffer: want does not keep it.
-		sc.name = append(append(sc.name[:0], c...), "_total"...)
-		return want(yoloString(sc.name))
+		c := pr.Canonical(f)
+		w := want(c)
+		if !w {
+			// c+"_total", built in sc's buffer: want does not keep it.
+			sc.name = append(append(sc.name[:0], c...), "_total"...)
+			w = want(yoloString(sc.name))
+		}
+		lastFamily, lastWant = f, w
+		return w
 	}
 	// Sample lines of one family come in runs (a histogram's buckets above
 	// all): a line that starts with the previous line's name followed by
