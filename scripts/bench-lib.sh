@@ -55,7 +55,7 @@ start_simulator() { # start_simulator TP: N SGLang servers from port BASE; write
 	} >"$work/targets.json"
 	cat >"$work/kvwatch.yml" <<YAML
 global:
-  scrape_interval: 5s
+  scrape_interval: ${INTERVAL:-5}s
   scrape_timeout: 4s
 file_sd_configs:
   - files: [targets.json]

@@ -5,10 +5,15 @@
 #
 #   scripts/bench-serve.sh [N=2000] [SECONDS=180]
 #
+# INTERVAL=S scrapes every S seconds (default 5; at least 5). HISTORY=0
+# runs serve without history and rules (the scrape, the adapters and the
+# exporter alone: what Prometheus' side does, without its TSDB).
 # SIM_PROCS=K splits the simulator over K processes. SKIP_PROMETHEUS=1
 # measures kvwatch only (for fleets whose Prometheus would not fit in
 # memory). PROFILE=DIR keeps a CPU profile of kvwatch serve taken over the middle of
-# its window (go tool pprof -top DIR/kvwatch.cpu.prof). PROMETHEUS=BIN
+# its window (go tool pprof -top DIR/kvwatch.cpu.prof), and the allocations
+# over the same time (go tool pprof -sample_index=alloc_space -top
+# DIR/kvwatch.allocs.prof). PROMETHEUS=BIN
 # measures another Prometheus binary (e.g. a Prometheus 3 build) instead of
 # the one on PATH. The simulator's own CPU in each window is reported apart
 # (utime + stime from /proc/PID/stat), and the load average before each.
@@ -19,6 +24,8 @@
 set -euo pipefail
 N=${1:-2000}
 DUR=${2:-180}
+INTERVAL=${INTERVAL:-5}
+[ "$INTERVAL" -ge 5 ] || { echo "INTERVAL must be at least 5 (the scrape timeout is 4s)" >&2; exit 1; }
 WARMUP=${WARMUP:-15}
 BASE=${BASE_PORT:-20000} # below the ephemeral port range, so no outgoing connection holds one
 KV_PORT=${KV_PORT:-19477}
@@ -48,7 +55,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 start_simulator 8
 
 # 2. kvwatch serve.
-"$work/kvwatch" serve --config.file "$work/kvwatch.yml" --web.listen-address "127.0.0.1:$KV_PORT" --log.level warn 2>"$work/serve.err" &
+"$work/kvwatch" serve --config.file "$work/kvwatch.yml" --web.listen-address "127.0.0.1:$KV_PORT" --log.level warn ${HISTORY:+--history "$HISTORY"} 2>"$work/serve.err" &
 kv=$!
 pids+=($kv)
 wait_http "http://127.0.0.1:$KV_PORT/-/ready"
@@ -61,6 +68,7 @@ if [ -n "${PROFILE:-}" ]; then
 	mkdir -p "$PROFILE"
 	psec=$((DUR > 20 ? DUR - 10 : DUR / 2))
 	(sleep 5; curl -fsS -o "$PROFILE/kvwatch.cpu.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/profile?seconds=$psec") &
+	(sleep 5; curl -fsS -o "$PROFILE/kvwatch.allocs.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/allocs?seconds=$psec") &
 fi
 sleep "$DUR"
 ks1=$(cpu_ticks "${sims[@]}")
@@ -79,7 +87,7 @@ if [ -n "${SKIP_PROMETHEUS:-}" ]; then
 else
 cat >"$work/prometheus.yml" <<YAML
 global:
-  scrape_interval: 5s
+  scrape_interval: ${INTERVAL}s
   scrape_timeout: 4s
 scrape_configs:
   - job_name: sglang
@@ -109,9 +117,9 @@ fi
 awk -v n="$N" -v kw="$(awk -v a="$kt1" -v b="$kt0" 'BEGIN { print a - b }')" -v pw="$(awk -v a="$pt1" -v b="$pt0" 'BEGIN { print a - b }')" -v c0="$c0" -v c1="$c1" -v s0="$s0" -v s1="$s1" -v m0="$m0" -v m1="$m1" -v up="$up" \
 	-v p0="$p0" -v p1="$p1" -v q0="$q0" -v q1="$q1" -v rk="$rss_kv" -v rp="$rss_pr" -v pb="$page_bytes" -v ps="$page_samples" \
 	-v kf="$kfetch" -v ks_="$kseries" -v warm="$WARMUP" -v pv="$("$PROM" --version 2>&1 | head -1)" \
-	-v hz="$HZ" -v ks0="$ks0" -v ks1="$ks1" -v ps0="$ps0" -v ps1="$ps1" -v kl="$kload" -v pl="$pload" -v sp="${SIM_PROCS:-1}" 'BEGIN {
+	-v hz="$HZ" -v ks0="$ks0" -v ks1="$ks1" -v ps0="$ps0" -v ps1="$ps1" -v kl="$kload" -v pl="$pload" -v sp="${SIM_PROCS:-1}" -v iv="$INTERVAL" -v hist="$( [ "${HISTORY:-}" = 0 ] && echo 'off (no rules)' || echo "${HISTORY:-1h}, rules every 15s")" 'BEGIN {
 	kc = c1 - c0; ks = s1 - s0; pc = p1 - p0; qs = q1 - q0
-	printf "endpoints: %d SGLang TP=8 (page: %d bytes, %d samples), interval 5s, measured over %.0f s (kvwatch) and %.0f s (Prometheus) after a %d s warm-up\n\n", n, pb, ps, kw, pw, warm
+	printf "endpoints: %d SGLang TP=8 (page: %d bytes, %d samples), interval %ds, kvwatch history %s, measured over %.0f s (kvwatch) and %.0f s (Prometheus) after a %d s warm-up\n\n", n, pb, ps, iv, hist, kw, pw, warm
 	printf "| scraper | CPU-seconds | scrapes | CPU-s per 1,000 scrapes | average cores | peak RSS | notes |\n| --- | --- | --- | --- | --- | --- | --- |\n"
 	printf "| kvwatch serve | %.1f | %d | %.3f | %.3f | %d MiB | deadline misses: %d; targets up: %d of %d |\n", kc, ks, kc / ks * 1000, kc / kw, rk / 1024, m1 - m0, up, n
 	if (qs > 0) {
@@ -120,7 +128,7 @@ awk -v n="$N" -v kw="$(awk -v a="$kt1" -v b="$kt0" 'BEGIN { print a - b }')" -v 
 	} else {
 		printf "\nPrometheus not measured (SKIP_PROMETHEUS)\n"
 	}
-	printf "kvwatch per endpoint at 5 s: %.2f ms of CPU per scrape, %.5f cores per endpoint, %.0f endpoints per core\n", kc / ks * 1000, kc / kw / n, n / (kc / kw)
+	printf "kvwatch per endpoint at %d s: %.2f ms of CPU per scrape, %.5f cores per endpoint, %.0f endpoints per core (%.0f at 5 s)\n", iv, kc / ks * 1000, kc / kw / n, n / (kc / kw), 5000 / (kc / ks * 1000)
 	printf "kvwatch /metrics for all %d targets: %d lines, fetched in %.2f s\n", n, ks_, kf
 	printf "simulator CPU in the windows (%d processes): %.1f CPU-s (%.3f cores) under kvwatch, %.1f CPU-s (%.3f cores) under Prometheus\n", sp, (ks1 - ks0) / hz, (ks1 - ks0) / hz / kw, (ps1 - ps0) / hz, (ps1 - ps0) / hz / pw
 	printf "load average before the windows: %s (kvwatch), %s (Prometheus)\n", kl, pl

@@ -265,7 +265,7 @@ func attachEmbedded(e *env, d *serve.Daemon, f embeddedFlags) (*embedded, error)
 			}
 			notifiers = append(notifiers, wh)
 		}
-		emb.rules, err = alerting.New(alerting.Options{Groups: groups, Interval: interval, Storage: emb.store,
+		emb.rules, err = alerting.New(alerting.Options{Groups: groups, Interval: time.Duration(cfg.Global.EvaluationInterval), Storage: emb.store,
 			Notifiers: notifiers, ExternalURL: externalURL(d), Logger: e.Logger})
 		if err != nil {
 			return nil, usageError{fmt.Errorf("rules: %w", err)}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -121,6 +122,32 @@ func TestServeHistoryRecordsScrapes(t *testing.T) {
 	}
 	if got := query(`max_over_time(kvwatch_kv_used_tokens{server="a"}[10m])`); !strings.Contains(got, `"10"]`) {
 		t.Errorf("used tokens in the history: %s, want 10", got)
+	}
+	// The rules run at global.evaluation_interval (default 15s, as the
+	// generated stack's Prometheus), not at the 1s scrape interval.
+	resp, err := http.Get("http://" + addr + "/api/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rules struct {
+		Data struct {
+			Groups []struct {
+				Name     string  `json:"name"`
+				Interval float64 `json:"interval"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rules); err != nil {
+		t.Fatal(err)
+	}
+	if len(rules.Data.Groups) == 0 {
+		t.Fatal("serve with history has no rule groups")
+	}
+	for _, g := range rules.Data.Groups {
+		if g.Interval != 15 {
+			t.Errorf("rule group %s evaluates every %vs, want 15s (global.evaluation_interval's default)", g.Name, g.Interval)
+		}
 	}
 }
 

@@ -53,6 +53,11 @@ type Global struct {
 	// ScrapeTimeout bounds one scrape, connection to last byte. Default 4s;
 	// must not exceed ScrapeInterval.
 	ScrapeTimeout model.Duration `yaml:"scrape_timeout"`
+	// EvaluationInterval is how often serve evaluates its rules (the
+	// generated recording and alert rules, or --rules.file). Default 15s,
+	// the generated stack's Prometheus evaluation_interval, so embedded and
+	// stack alerts keep the same time; it is not tied to ScrapeInterval.
+	EvaluationInterval model.Duration `yaml:"evaluation_interval"`
 	// BodySizeLimit bounds the decompressed body of one scrape, e.g. "32MiB".
 	BodySizeLimit string `yaml:"body_size_limit"`
 	// HeadroomTokens are the request sizes, in tokens, for which headroom is
@@ -184,10 +189,11 @@ const unset = model.Duration(-1)
 func defaults() *Config {
 	return &Config{
 		Global: Global{
-			ScrapeInterval: model.Duration(5 * time.Second),
-			ScrapeTimeout:  unset,
-			BodySizeLimit:  "32MiB",
-			HeadroomTokens: []int{8192},
+			ScrapeInterval:     model.Duration(5 * time.Second),
+			ScrapeTimeout:      unset,
+			EvaluationInterval: model.Duration(15 * time.Second),
+			BodySizeLimit:      "32MiB",
+			HeadroomTokens:     []int{8192},
 		},
 		Alerts: Alerts{
 			KVUsageWarning:       0.90,
@@ -579,6 +585,9 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 		v.addf([]any{"global", "scrape_timeout"}, "must be positive")
 	} else if g.ScrapeTimeout > g.ScrapeInterval {
 		v.addf([]any{"global", "scrape_timeout"}, "%s is longer than scrape_interval %s; lower it", g.ScrapeTimeout, g.ScrapeInterval)
+	}
+	if g.EvaluationInterval <= 0 {
+		v.addf([]any{"global", "evaluation_interval"}, "must be positive")
 	}
 	if n, err := units.ParseBase2Bytes(g.BodySizeLimit); err != nil || n <= 0 {
 		v.addf([]any{"global", "body_size_limit"}, "%q is not a size; write e.g. 32MiB", g.BodySizeLimit)

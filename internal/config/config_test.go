@@ -28,6 +28,9 @@ targets:
 	if got, want := time.Duration(c.Global.ScrapeInterval), 5*time.Second; got != want {
 		t.Errorf("scrape_interval = %v, want %v", got, want)
 	}
+	if got, want := time.Duration(c.Global.EvaluationInterval), 15*time.Second; got != want {
+		t.Errorf("evaluation_interval = %v, want %v (the default, not the scrape interval)", got, want)
+	}
 	if c.Global.BodySizeLimitBytes != 32<<20 {
 		t.Errorf("body limit = %d, want 32MiB", c.Global.BodySizeLimitBytes)
 	}
@@ -122,6 +125,7 @@ targets:
 		{"explicit zeros are range-checked, not replaced by defaults", `
 global:
   scrape_timeout: 0s
+  evaluation_interval: 0s
 targets:
   - url: http://a:1
     scrape_interval: 0s
@@ -136,17 +140,18 @@ alerts:
   preemptions_per_second: .nan
 history:
   snapshot_interval: 0s
-`, `kvwatch.yml: 10 problems:
+`, `kvwatch.yml: 11 problems:
   line 3: global.scrape_timeout: must be positive
-  line 6: targets[0].scrape_interval: must be positive
-  line 5: targets[0].scrape_timeout: must be positive
-  line 9: file_sd_configs[0].refresh_interval: must be positive
-  line 11: alerts.kv_usage_warning: 0 is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%
-  line 14: alerts.queue_length: -1 must be a finite number, 0 or more
-  line 15: alerts.preemptions_per_second: NaN must be a finite number, 0 or more
-  line 12: alerts.kv_full_within: must be positive
-  line 13: alerts.stale_after: must be positive
-  line 17: history.snapshot_interval: must be positive`},
+  line 4: global.evaluation_interval: must be positive
+  line 7: targets[0].scrape_interval: must be positive
+  line 6: targets[0].scrape_timeout: must be positive
+  line 10: file_sd_configs[0].refresh_interval: must be positive
+  line 12: alerts.kv_usage_warning: 0 is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%
+  line 15: alerts.queue_length: -1 must be a finite number, 0 or more
+  line 16: alerts.preemptions_per_second: NaN must be a finite number, 0 or more
+  line 13: alerts.kv_full_within: must be positive
+  line 14: alerts.stale_after: must be positive
+  line 18: history.snapshot_interval: must be positive`},
 		{"history shorter than a scrape", "history: {retention: 1s}\n",
 			"kvwatch.yml: line 1: history.retention: 1s is shorter than one scrape interval; write 0s to turn history off"},
 		{"a bad duration says where it is", "global:\n  scrape_interval: 5x\n",

@@ -7,6 +7,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kvwatch/kvwatch/internal/expo"
@@ -224,7 +225,11 @@ func hasKV(s *kv.Server) bool {
 // adapter is the Adapter a Spec derives; pathAdapter, extraAdapter and
 // pathExtraAdapter add the optional interfaces a spec asks for, so a type
 // assertion finds exactly what the engine has.
-type adapter struct{ s Spec }
+type adapter struct {
+	s Spec
+	// names is MetricNames, worked out once.
+	names []string
+}
 
 type pathAdapter struct{ adapter }
 
@@ -233,7 +238,13 @@ type extraAdapter struct{ adapter }
 type pathExtraAdapter struct{ adapter }
 
 func adapterOf(s Spec) Adapter {
-	a := adapter{s}
+	a := adapter{s: s}
+	a.names = append([]string(nil), s.Detect...)
+	for _, n := range s.Reads {
+		if !containsName(a.names, n) {
+			a.names = append(a.names, n)
+		}
+	}
 	switch {
 	case s.MetricsPath != "" && len(s.ExtraPaths) > 0:
 		return pathExtraAdapter{a}
@@ -252,15 +263,7 @@ func (a adapter) Name() string { return a.s.Name }
 func (a adapter) DisabledHint() string { return a.s.DisabledHint }
 
 // MetricNames implements Adapter: the detection names, then the others read.
-func (a adapter) MetricNames() []string {
-	out := append([]string(nil), a.s.Detect...)
-	for _, n := range a.s.Reads {
-		if !containsName(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
+func (a adapter) MetricNames() []string { return slices.Clone(a.names) }
 
 // Detect implements Adapter: any of the spec's detection names is present.
 func (a adapter) Detect(p *expo.Page) bool {
@@ -282,7 +285,7 @@ func (a adapter) Normalize(in Input) (kv.Server, error) {
 	}
 	checkPools(&srv)
 	if in.Page != nil {
-		for _, n := range a.MetricNames() {
+		for _, n := range a.names {
 			if d := duplicates(in.Page, n); d > 0 {
 				srv.Warn(kv.WarnDuplicateSeries, "%s: %d duplicate series (same name and labels); the adapter kept one per its rule (largest gauge, counters summed per rank)", n, d)
 			}

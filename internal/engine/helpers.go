@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -28,30 +29,66 @@ func rankOf(s expo.Sample, dp, tp, pp string) kv.RankID {
 	return id
 }
 
-// ranks collects per-rank signals while an adapter reads a page.
+// ranks collects per-rank signals while an adapter reads a page. The
+// signals live in one slice (a page has a few ranks: a linear search finds
+// one faster than a map, and nothing is allocated per rank); past
+// ranksIndexed ranks a map indexes them. A pointer from get is good until
+// the next get.
 type ranks struct {
 	order []kv.RankID
-	by    map[kv.RankID]*kv.Signals
+	rs    []kv.Rank
+	by    map[kv.RankID]int
+	buf   *[]kv.Rank // rs's pooled slice, until list
 }
 
-func newRanks() *ranks { return &ranks{by: map[kv.RankID]*kv.Signals{}} }
+const ranksIndexed = 16
+
+func newRanks() *ranks {
+	buf := rankScratch.Get().(*[]kv.Rank)
+	return &ranks{rs: (*buf)[:0], buf: buf}
+}
+
+// rankScratch holds the slices ranks collect into; list copies the ranks
+// out at their exact number and returns the slice.
+var rankScratch = sync.Pool{New: func() any { b := make([]kv.Rank, 0, 16); return &b }}
 
 func (r *ranks) get(id kv.RankID) *kv.Signals {
-	s, ok := r.by[id]
-	if !ok {
-		s = &kv.Signals{}
-		r.by[id] = s
-		r.order = append(r.order, id)
+	if r.by != nil {
+		if i, ok := r.by[id]; ok {
+			return &r.rs[i].Signals
+		}
+	} else {
+		for i := range r.rs {
+			if r.rs[i].RankID == id {
+				return &r.rs[i].Signals
+			}
+		}
 	}
-	return s
+	r.rs = append(r.rs, kv.Rank{RankID: id})
+	r.order = append(r.order, id)
+	switch n := len(r.rs); {
+	case r.by != nil:
+		r.by[id] = n - 1
+	case n > ranksIndexed:
+		r.by = make(map[kv.RankID]int, 2*n)
+		for i := range r.rs {
+			r.by[r.rs[i].RankID] = i
+		}
+	}
+	return &r.rs[len(r.rs)-1].Signals
 }
 
-// list returns the collected ranks.
+// list returns the collected ranks, in the order first seen; the ranks are
+// done with once it is called (a get after it starts anew).
 func (r *ranks) list() []kv.Rank {
-	out := make([]kv.Rank, 0, len(r.order))
-	for _, id := range r.order {
-		out = append(out, kv.Rank{RankID: id, Signals: *r.by[id]})
+	out := make([]kv.Rank, len(r.rs))
+	copy(out, r.rs)
+	if r.buf != nil {
+		clear(r.rs)
+		*r.buf = r.rs[:0]
+		rankScratch.Put(r.buf)
 	}
+	r.rs, r.by, r.order, r.buf = nil, nil, nil, nil
 	return out
 }
 
@@ -156,32 +193,64 @@ func summed(p *expo.Page, name string, keep func(expo.Sample) bool, mk func(floa
 // aside: "sglang:x" and "sglang_x" fold into one canonical name) repeats an
 // earlier sample's. A page must not hold one series twice; the adapters'
 // reads keep one value by their rule, and the caller warns.
+//
+// When every sample has the same metric name (a page spells a family one
+// way), the label sets are compared whole: their hash reads the labels'
+// own memory, nothing is copied. The map comes from a pool.
 func duplicates(p *expo.Page, name string) int {
 	ss := p.Samples(name)
 	if len(ss) < 2 {
 		return 0
 	}
+	first := ss[0].Labels.Get(model.MetricNameLabel)
+	oneName := true
+	for _, s := range ss[1:] {
+		if s.Labels.Get(model.MetricNameLabel) != first {
+			oneName = false
+			break
+		}
+	}
 	var buf []byte
-	seen := make(map[uint64][]int, len(ss))
+	hash := func(l labels.Labels) uint64 {
+		if oneName {
+			return l.Hash()
+		}
+		var h uint64
+		h, buf = l.HashWithoutLabels(buf, model.MetricNameLabel)
+		return h
+	}
+	same := labels.Equal
+	if !oneName {
+		same = sameButName
+	}
+	seen := dupMaps.Get().(map[uint64]int)
+	defer func() { clear(seen); dupMaps.Put(seen) }()
+	var more map[uint64][]int // the rare label sets whose hash an earlier, different one has
 	d := 0
 	for i, s := range ss {
-		var h uint64
-		h, buf = s.Labels.HashWithoutLabels(buf, model.MetricNameLabel)
-		dup := false
-		for _, j := range seen[h] {
-			if sameButName(ss[j].Labels, s.Labels) {
-				dup = true
-				break
-			}
+		h := hash(s.Labels)
+		j, ok := seen[h]
+		if !ok {
+			seen[h] = i
+			continue
+		}
+		dup := same(ss[j].Labels, s.Labels)
+		for _, k := range more[h] {
+			dup = dup || same(ss[k].Labels, s.Labels)
 		}
 		if dup {
 			d++
 			continue
 		}
-		seen[h] = append(seen[h], i)
+		if more == nil {
+			more = map[uint64][]int{}
+		}
+		more[h] = append(more[h], i)
 	}
 	return d
 }
+
+var dupMaps = sync.Pool{New: func() any { return map[uint64]int{} }}
 
 // sameButName reports whether a and b hold the same labels, the metric name
 // aside.

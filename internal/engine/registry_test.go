@@ -156,6 +156,11 @@ func TestDuplicateSeries(t *testing.T) {
 			want: []kv.Warning{{Reason: kv.WarnDuplicateSeries, Detail: "sglang:num_running_reqs: 1 duplicate series (same name and labels); the adapter kept one per its rule (largest gauge, counters summed per rank)"}},
 		},
 		{
+			name: "the same labels written in another order",
+			body: "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\nvllm:num_requests_running{model_name=\"m\",engine=\"0\"} 5\n",
+			want: []kv.Warning{{Reason: kv.WarnDuplicateSeries, Detail: "vllm:num_requests_running: 1 duplicate series (same name and labels); the adapter kept one per its rule (largest gauge, counters summed per rank)"}},
+		},
+		{
 			name: "labels differ: no warning",
 			body: "vllm:num_requests_running{engine=\"0\"} 3\nvllm:num_requests_running{engine=\"1\"} 5\n",
 		},

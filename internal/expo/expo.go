@@ -398,14 +398,23 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 		}()
 	}
 	seen := sc.seen
+	// A family's HELP and TYPE lines come one after the other: the
+	// previous meta line's answer is reused for the same family.
+	var lastFamily string
+	lastWant := false
 	wantFamily := func(f string) bool {
-		c := pr.Canonical(f)
-		if want(c) {
-			return true
+		if f == lastFamily && lastFamily != "" {
+			return lastWant
 		}
-		// c+"_total", built in sc's buffer: want does not keep it.
-		sc.name = append(append(sc.name[:0], c...), "_total"...)
-		return want(yoloString(sc.name))
+		c := pr.Canonical(f)
+		w := want(c)
+		if !w {
+			// c+"_total", built in sc's buffer: want does not keep it.
+			sc.name = append(append(sc.name[:0], c...), "_total"...)
+			w = want(yoloString(sc.name))
+		}
+		lastFamily, lastWant = f, w
+		return w
 	}
 	// Sample lines of one family come in runs (a histogram's buckets above
 	// all): a line that starts with the previous line's name followed by
@@ -466,12 +475,13 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 			series++
 			continue
 		}
-		end := bytes.IndexAny(t, "{ \t")
+		end := nameEnd(t)
 		if end < 0 {
 			end = len(bytes.TrimRight(t, "\r\n"))
 		}
 		name := t[:end]
-		if !validName(name) || end == len(t) || (t[end] != '{' && !valueStart(t[end:])) {
+		keep, decidedName := decided[string(name)] // a decided name is a valid one
+		if (!decidedName && !validName(name)) || end == len(t) || (t[end] != '{' && !valueStart(t[end:])) {
 			return nil, 0, nil, 0, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
 		}
 		if len(example) < 5 { // untyped pages: name a few families
@@ -479,8 +489,7 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 				example = append(example, fam)
 			}
 		}
-		keep, ok := decided[string(name)]
-		if !ok {
+		if !decidedName {
 			keep = want != nil && want(pr.Canonical(yoloString(name)))
 			decided[yoloString(name)] = keep
 		}
@@ -610,4 +619,15 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// nameEnd is the index of the first '{', ' ' or '\t' in t, or -1
+// (bytes.IndexAny builds its byte set at every call).
+func nameEnd(t []byte) int {
+	for i, c := range t {
+		if c == '{' || c == ' ' || c == '\t' {
+			return i
+		}
+	}
+	return -1
 }

@@ -252,7 +252,7 @@ func seriesEnd(line []byte) int {
 		if j == i || j+1 >= len(line) || line[j] != '=' || line[j+1] != '"' {
 			return -1
 		}
-		k := bytes.IndexAny(line[j+2:], "\"\\")
+		k := quoteOrEscape(line[j+2:])
 		if k < 0 || line[j+2+k] != '"' {
 			return -1
 		}
@@ -263,4 +263,14 @@ func seriesEnd(line []byte) int {
 			return -1
 		}
 	}
+}
+
+// quoteOrEscape is the index of the first '"' or '\\' in b, or -1.
+func quoteOrEscape(b []byte) int {
+	for i, c := range b {
+		if c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return -1
 }

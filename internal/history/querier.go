@@ -6,9 +6,11 @@ import (
 	"sort"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 )
 
@@ -26,6 +28,14 @@ type querier struct {
 // match returns the series matching every matcher that hold data in
 // [mint, maxt], with their chunks, in no particular order.
 func (q *querier) match(mint, maxt int64, ms []*labels.Matcher, withChunks bool) []*series {
+	return q.matchLatest(mint, maxt, ms, withChunks, false)
+}
+
+// matchLatest is match; with latest (an instant selector: see Select) a
+// series whose newest sample is at or before maxt yields that sample alone,
+// with no chunk copied: the newest sample at or before the evaluation time
+// is all an instant selector reads.
+func (q *querier) matchLatest(mint, maxt int64, ms []*labels.Matcher, withChunks, latest bool) []*series {
 	s := q.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -46,6 +56,10 @@ func (q *querier) match(mint, maxt int64, ms []*labels.Matcher, withChunks bool)
 	var out []*series
 	for _, x := range cands {
 		if !matches(x.lset, ms) || x.lastT < mint {
+			continue
+		}
+		if latest && x.lastOK && x.lastT <= maxt {
+			out = append(out, &series{lset: x.lset, one: true, t: x.lastT, v: x.lastV})
 			continue
 		}
 		var chunks []chunk
@@ -78,7 +92,11 @@ func (q *querier) Select(_ context.Context, sortSeries bool, hints *storage.Sele
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 	}
 	withChunks := hints == nil || hints.Func != "series"
-	out := q.match(mint, maxt, ms, withChunks)
+	// An instant selector (no range, no step: PromQL's instant query, not a
+	// range query or subquery) reads the newest sample at or before its
+	// time and nothing else.
+	latest := withChunks && hints != nil && hints.Step == 0 && hints.Range == 0
+	out := q.matchLatest(mint, maxt, ms, withChunks, latest)
 	if sortSeries {
 		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
 	}
@@ -123,10 +141,14 @@ func limit(set map[string]bool, hints *storage.LabelHints) []string {
 // Close implements storage.LabelQuerier.
 func (q *querier) Close() error { return nil }
 
-// series is a storage.Series over a private view of chunks.
+// series is a storage.Series over a private view of chunks, or (one) a
+// single sample.
 type series struct {
 	lset   labels.Labels
 	chunks []chunk
+	one    bool
+	t      int64
+	v      float64
 }
 
 // Labels implements storage.Series.
@@ -136,6 +158,14 @@ func (s *series) Labels() labels.Labels { return s.lset }
 // queried range, so it may yield a few samples just outside it; the promql
 // engine filters by time itself.
 func (s *series) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if s.one {
+		l := oneSample{floatSample{s.t, s.v}}
+		if r, ok := it.(interface{ Reset(storage.Samples) }); ok {
+			r.Reset(l)
+			return it
+		}
+		return storage.NewListSeriesIterator(l)
+	}
 	if len(s.chunks) == 1 {
 		return s.chunks[0].Iterator(it)
 	}
@@ -155,3 +185,24 @@ func (ss *seriesSet) Next() bool                        { ss.i++; return ss.i < 
 func (ss *seriesSet) At() storage.Series                { return ss.list[ss.i] }
 func (ss *seriesSet) Err() error                        { return nil }
 func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// floatSample is one float sample as a chunks.Sample, for a list
+// iterator (Prometheus' own: its Seek semantics, not a copy of them).
+type floatSample struct {
+	t int64
+	v float64
+}
+
+func (f floatSample) T() int64                      { return f.t }
+func (f floatSample) ST() int64                     { return 0 }
+func (f floatSample) F() float64                    { return f.v }
+func (f floatSample) H() *histogram.Histogram       { return nil }
+func (f floatSample) FH() *histogram.FloatHistogram { return nil }
+func (f floatSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (f floatSample) Copy() chunks.Sample           { return f }
+
+// oneSample is a list of one sample.
+type oneSample struct{ s floatSample }
+
+func (o oneSample) Get(int) chunks.Sample { return o.s }
+func (o oneSample) Len() int              { return 1 }

@@ -257,6 +257,11 @@ type memSeries struct {
 	raw    tier
 	// lastT is the timestamp of the newest sample (math.MinInt64 when empty).
 	lastT int64
+	// lastV is the newest sample's value as stored, when lastOK (set by
+	// append; a restore from whole chunks leaves it unknown until the next
+	// append): an instant selector at or after lastT reads only it.
+	lastV  float64
+	lastOK bool
 }
 
 // newSeries returns an empty series whose tiers take closed chunks from
@@ -327,7 +332,7 @@ func (s *memSeries) append(t int64, v float64) bool {
 		v = roundSignificand(v)
 	}
 	s.raw.append(t, v)
-	s.lastT = t
+	s.lastT, s.lastV, s.lastOK = t, v, true
 	return true
 }
 

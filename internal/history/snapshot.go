@@ -538,7 +538,7 @@ func readSeriesV2(r *bufio.Reader, size int64, mint int64, ms *memSeries, scratc
 			return fmt.Errorf("series %s has overlapping chunks", ms.lset)
 		}
 		ms.ds.pending, ms.ds.t, ms.ds.v = true, pt, pv
-		ms.lastT = pt
+		ms.lastT, ms.lastV, ms.lastOK = pt, pv, true
 	}
 	return readChunks(r, size, mint, ms, &ms.raw, scratch)
 }
@@ -588,7 +588,7 @@ func readChunks(r *bufio.Reader, size int64, mint int64, ms *memSeries, tr *tier
 		}
 		c.slab, c.off = tr.arena.copyRestored(cb, cmaxt)
 		tr.closed = append(tr.closed, c)
-		ms.lastT = cmaxt
+		ms.lastT, ms.lastOK = cmaxt, false // the value is inside the chunk
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ const MaxExact = 1 << 53
 const ratioSlack = 1e-6
 
 // fieldNames are the names of fieldsOf's values, in the same order.
-var fieldNames = [...]string{"capacity", "used", "evictable", "usage ratio", "reserved ratio",
+var fieldNames = [nFields]string{"capacity", "used", "evictable", "usage ratio", "reserved ratio",
 	"demand", "demand ratio", "running", "waiting queue", "prealloc queue", "bootstrap queue",
 	"transfer queue", "inflight queue", "prefix hit tokens", "prefix query tokens",
 	"preemptions", "prompt tokens", "generation tokens"}
@@ -52,9 +52,9 @@ func (s *Server) Check() {
 
 // checkSignals flags one set of signals; bad[j] is true for fieldsOf's j-th
 // value when it is implausible.
-func (s *Server) checkSignals(g *Signals, where string) []bool {
+func (s *Server) checkSignals(g *Signals, where string) [nFields]bool {
 	f := fieldsOf(g)
-	bad := make([]bool, len(f))
+	var bad [nFields]bool
 	for j, v := range f {
 		switch j {
 		case 1: // used: beyond capacity by more than rounding

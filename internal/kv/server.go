@@ -170,9 +170,13 @@ func sumOf(a, b Value) Value {
 	return saturate(a.V+b.V, worst(a.Prov, b.Prov))
 }
 
-// fieldsOf lists pointers to every Value of s, in a fixed order.
-func fieldsOf(s *Signals) []*Value {
-	return []*Value{&s.Capacity, &s.Used, &s.Evictable, &s.UsageRatio, &s.ReservedRatio,
+// nFields is how many values fieldsOf returns.
+const nFields = 18
+
+// fieldsOf lists pointers to every Value of s, in a fixed order (an array:
+// no allocation).
+func fieldsOf(s *Signals) [nFields]*Value {
+	return [nFields]*Value{&s.Capacity, &s.Used, &s.Evictable, &s.UsageRatio, &s.ReservedRatio,
 		&s.Demand, &s.DemandRatio, &s.Running, &s.Queued.Waiting, &s.Queued.Prealloc, &s.Queued.Bootstrap,
 		&s.Queued.Transfer, &s.Queued.Inflight, &s.Counters.PrefixHitTokens,
 		&s.Counters.PrefixQueryTokens, &s.Counters.Preemptions, &s.Counters.PromptTokens,

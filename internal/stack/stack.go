@@ -68,7 +68,8 @@ type Options struct {
 
 	// ScrapeInterval is how often Prometheus scrapes kvwatch. Default 15s.
 	ScrapeInterval model.Duration
-	// EvaluationInterval is how often rules are evaluated. Default 15s.
+	// EvaluationInterval is how often rules are evaluated. Default: the
+	// kvwatch config's global.evaluation_interval (15s).
 	EvaluationInterval model.Duration
 	// KVFullMinUsage (ratio 0–1) keeps KVCacheFullSoon quiet while the cache
 	// is emptier than this, so a short ramp on an idle server does not page.
@@ -152,7 +153,9 @@ func (o Options) WithDefaults() Options {
 	setD(&o.RetentionTime, 15*24*time.Hour)
 	setS(&o.RetentionSize, "10GB")
 	setD(&o.ScrapeInterval, 15*time.Second)
-	setD(&o.EvaluationInterval, 15*time.Second)
+	// The stack's Prometheus evaluates the rules as often as serve's
+	// embedded rules do (global.evaluation_interval, default 15s).
+	setD(&o.EvaluationInterval, time.Duration(o.Config.Global.EvaluationInterval))
 	setD(&o.KVFullFor, 5*time.Minute)
 	if o.KVFullMinUsage == 0 {
 		o.KVFullMinUsage = 0.5

@@ -1,0 +1,129 @@
+package history
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
+)
+
+// TestInstantSelectorReadsLatest: an instant selector reads each series'
+// newest sample alone (no chunk copied); it must answer what the chunk
+// path answers. A one-step range query goes the chunk path (its selectors
+// have a step), so the two are compared at every instant: after each
+// append, between appends, before the newest sample (the past), after a
+// staleness marker, past the lookback, and after a restore from a
+// snapshot (whole chunks: the newest value is unknown until the next
+// append).
+func TestInstantSelectorReadsLatest(t *testing.T) {
+	for _, full := range []time.Duration{0, 2 * time.Minute} {
+		t.Run("full resolution "+full.String(), func(t *testing.T) { testInstantSelectorReadsLatest(t, full) })
+	}
+}
+
+// With a full resolution of 2 minutes, most of the 30 minutes are in the
+// downsampled tier, and a restore sets a pending downsampled sample before
+// the full-resolution chunks.
+func testInstantSelectorReadsLatest(t *testing.T, full time.Duration) {
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "history.snap")
+	opts := Options{Retention: time.Hour, SnapshotFile: snap, FullResolution: full, DownsampleStep: time.Minute}
+	st := New(opts)
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a := labels.FromStrings("__name__", "kvwatch_kv_used_tokens", "server", "a")
+	b := labels.FromStrings("__name__", "kvwatch_kv_used_tokens", "server", "b")
+	ratio := labels.FromStrings("__name__", "kvwatch_kv_usage_ratio", "server", "a") // stored rounded
+	const n = 360                                                                    // 30 minutes: closed chunks, downsampled with a full resolution of 2m
+	for i := 0; i <= n; i++ {
+		ts := start.Add(time.Duration(i) * 5 * time.Second).UnixMilli()
+		st.Append(a, ts, float64(100+i))
+		st.Append(ratio, ts, 0.1+float64(i)/1000+1e-12*float64(i))
+		if i < 60 {
+			st.Append(b, ts, float64(1000-i))
+		} else if i == 60 {
+			st.Append(b, ts, math.Float64frombits(value.StaleNaN))
+		}
+	}
+	end := start.Add(n * 5 * time.Second)
+	queries := []string{
+		`kvwatch_kv_used_tokens`,
+		`sum(kvwatch_kv_used_tokens)`,
+		`kvwatch_kv_usage_ratio`,
+		`kvwatch_kv_used_tokens offset 1m`,
+		`timestamp(kvwatch_kv_used_tokens)`,
+	}
+	instants := []time.Time{end, end.Add(2 * time.Second), end.Add(-2 * time.Second), end.Add(-301 * time.Second),
+		start.Add(299 * time.Second), start.Add(302 * time.Second), end.Add(6 * time.Minute), start.Add(-time.Second)}
+	compare := func(st *Store, label string) {
+		t.Helper()
+		for _, q := range queries {
+			for _, ts := range instants {
+				got := evalInstant(t, st, q, ts)
+				want := evalOneStep(t, st, q, ts)
+				if got != want {
+					t.Errorf("%s: %s at %s: instant %s, one-step range %s", label, q, ts.Format(time.TimeOnly), got, want)
+				}
+			}
+		}
+	}
+	compare(st, "appended")
+	if err := st.WriteSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	re := New(opts)
+	if err := re.Restore(end); err != nil {
+		t.Fatal(err)
+	}
+	compare(re, "restored")
+	re.Append(a, end.Add(5*time.Second).UnixMilli(), 7)
+	instants = append(instants, end.Add(5*time.Second), end.Add(9*time.Second))
+	compare(re, "restored, then appended")
+	if got := instant(t, re, `kvwatch_kv_used_tokens`, end.Add(9*time.Second), "server"); len(got) != 1 || got["a"] != 7 {
+		t.Errorf("the newest samples after a restore and an append: %v, want a=7 (b is stale)", got)
+	}
+}
+
+func evalInstant(t *testing.T, st *Store, q string, ts time.Time) string {
+	t.Helper()
+	qry, err := engine().NewInstantQuery(context.Background(), st, nil, q, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qry.Close()
+	res := qry.Exec(context.Background())
+	if res.Err != nil {
+		t.Fatalf("%s: %v", q, res.Err)
+	}
+	return res.Value.String()
+}
+
+// evalOneStep runs q as a range query of one step at ts and returns it
+// written as an instant vector.
+func evalOneStep(t *testing.T, st *Store, q string, ts time.Time) string {
+	t.Helper()
+	qry, err := engine().NewRangeQuery(context.Background(), st, nil, q, ts, ts, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qry.Close()
+	res := qry.Exec(context.Background())
+	if res.Err != nil {
+		t.Fatalf("%s: %v", q, res.Err)
+	}
+	m, err := res.Matrix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vec promql.Vector
+	for _, s := range m {
+		for _, p := range s.Floats {
+			vec = append(vec, promql.Sample{Metric: s.Metric, T: p.T, F: p.F})
+		}
+	}
+	return vec.String()
+}
