@@ -57,20 +57,20 @@ func renderVLLM(p *snapshot) []byte {
 			w.sample("vllm:request_success_created", l, created)
 		}
 	}
-	if spec.CPUOffloadTokens > 0 {
-		// vllm/v1/metrics: prompt tokens by where their KV came from.
-		w.family("vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.", "counter")
-		for e := range spec.DP {
-			r := &live.Ranks[e]
-			for _, src := range []struct {
-				name string
-				n    int64
-			}{{"local_compute", r.Counters.PrefixQueriedTokens - r.Counters.PrefixHitTokens - r.hostHits()},
-				{"local_cache_hit", r.Counters.PrefixHitTokens}, {"external_kv_transfer", r.hostHits()}} {
-				l := join(lbl[e], `source="`+src.name+`"`)
-				w.sample("vllm:prompt_tokens_by_source_total", l, float64(src.n))
-				w.sample("vllm:prompt_tokens_by_source_created", l, created)
-			}
+	// vllm/v1/metrics: prompt tokens by where their KV came from; the
+	// tiers below the GPU (native CPU offloading, an LMCache server) are
+	// external_kv_transfer.
+	w.family("vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.", "counter")
+	for e := range spec.DP {
+		r := &live.Ranks[e]
+		for _, src := range []struct {
+			name string
+			n    int64
+		}{{"local_compute", r.Counters.PrefixQueriedTokens - r.Counters.PrefixHitTokens - r.externalHits()},
+			{"local_cache_hit", r.Counters.PrefixHitTokens}, {"external_kv_transfer", r.externalHits()}} {
+			l := join(lbl[e], `source="`+src.name+`"`)
+			w.sample("vllm:prompt_tokens_by_source_total", l, float64(src.n))
+			w.sample("vllm:prompt_tokens_by_source_created", l, created)
 		}
 	}
 	w.family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge")
