@@ -37,6 +37,17 @@ func renderVLLM(p *snapshot) []byte {
 	}
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", func(r *RankTruth) float64 { return float64(r.Running) })
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", func(r *RankTruth) float64 { return float64(r.Queued) })
+	// vllm #38435: the waiting queue by reason; the simulator has no LoRA
+	// budget or async KV transfer, so nothing is deferred.
+	w.family("vllm:num_requests_waiting_by_reason", "Number of requests waiting to be processed, by reason.", "gauge")
+	for e := range spec.DP {
+		for _, rs := range []struct {
+			reason string
+			n      int
+		}{{"capacity", g.Ranks[e].Queued}, {"deferred", 0}} {
+			w.sample("vllm:num_requests_waiting_by_reason", join(lbl[e], `reason="`+rs.reason+`"`), float64(rs.n))
+		}
+	}
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", func(r *RankTruth) float64 {
 		return float64(r.UsedTokens) / float64(r.CapacityTokens)
 	})
@@ -108,7 +119,7 @@ func vllmCacheConfig(spec ServerSpec, engine string) string {
 	}
 	if engine != "" {
 		kv = append(kv, "engine", engine, "kv_cache_size_tokens", strconv.FormatInt(spec.CapacityTokens, 10),
-			"kv_cache_max_concurrency", strconv.FormatFloat(float64(spec.CapacityTokens)/float64(spec.ContextLength), 'f', -1, 64),
+			"kv_cache_max_concurrency", string(pyFloat(nil, float64(spec.CapacityTokens)/float64(spec.ContextLength))),
 			"prefix_caching_hash_algo", "sha256")
 	} else {
 		// V0: usage = 1 − free/num_gpu_blocks, no null block.
