@@ -243,7 +243,7 @@ func locate(root *yaml.Node, ps []problem) []Problem {
 	return out
 }
 
-var pathPartRE = regexp.MustCompile(`([a-z_]+)(?:\[(\d+)\])?`)
+var pathPartRE = regexp.MustCompile(`([a-z0-9_]+)(?:\[(\d+)\])?`)
 
 func lineOf(root *yaml.Node, path string) int {
 	n := root
@@ -599,12 +599,19 @@ func GeneratedScenario(n int, engine string, tp int) (*Scenario, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("generated fleet: --servers must be at least 1, got %d", n)
 	}
+	if engine == EngineLMCache {
+		return nil, fmt.Errorf("generated fleet: an %s server is the cache tier of one vLLM server, not a fleet; use the vllm-lmcache scenario or a scenario file (docs/simulator.md)", EngineLMCache)
+	}
 	sc := &Scenario{Name: fmt.Sprintf("generated %d×%s", n, engine)}
 	for i := range n {
-		sc.Servers = append(sc.Servers, ServerSpec{
+		spec := ServerSpec{
 			Name: fmt.Sprintf("%s-%04d", strings.ReplaceAll(engine, "-", ""), i), Engine: engine, TP: tp,
 			Load: LoadSpec{Rate: 0.5},
-		})
+		}
+		if engine == EngineKVBM {
+			spec.CPUOffloadTokens = 2 << 20 // KVBM needs its host tier (G2)
+		}
+		sc.Servers = append(sc.Servers, spec)
 	}
 	sc.applyDefaults()
 	if errs := sc.validate(); len(errs) > 0 {
