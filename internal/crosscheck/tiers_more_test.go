@@ -1,9 +1,14 @@
 package crosscheck
 
 import (
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/kvwatch/kvwatch/internal/catalog"
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/sim"
 )
@@ -180,5 +185,38 @@ func TestKVBMReportsTruth(t *testing.T) {
 	}
 	if !hitHost || !hitDisk {
 		t.Errorf("host (%v) or disk (%v) never hit: the comparison proved little", hitHost, hitDisk)
+	}
+}
+
+// TestTierPagesInCatalog: every family the simulator writes for the tier
+// scenarios is one the catalog knows (its engines' sources), so the
+// simulator invents no name.
+func TestTierPagesInCatalog(t *testing.T) {
+	cat := catalog.Default()
+	for _, scenario := range []string{"vllm-lmcache", "trtllm-serve", "dynamo-kvbm", "vllm-offload", "sglang-hicache", "sglang-hybrid"} {
+		t.Run(scenario, func(t *testing.T) {
+			c := startCluster(t, scenario)
+			c.Advance(time.Minute)
+			for _, ep := range c.Endpoints() {
+				resp, err := http.Get(ep.URL + ep.MetricsPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				page, err := expo.NewParser(engine.NewRegistry().ColonPrefixes()...).Parse(body, resp.Header.Get("Content-Type"), nil)
+				if err != nil {
+					t.Fatalf("%s: %v", ep.Name, err)
+				}
+				for _, n := range page.Names() {
+					if n == "target_info" && ep.Engine == sim.EngineLMCache {
+						continue // OpenTelemetry's resource series, not LMCache's (the catalog lists engines' own names)
+					}
+					if len(cat.Lookup(n)) == 0 && len(cat.RenamesOf(n)) == 0 {
+						t.Errorf("%s (%s) writes %s, which the catalog does not know", ep.Name, ep.Engine, n)
+					}
+				}
+			}
+		})
 	}
 }
