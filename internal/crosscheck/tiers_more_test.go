@@ -125,6 +125,8 @@ func TestTRTLLMServeReportsTruth(t *testing.T) {
 			check(t, ep.Name+" usage ×1e6", ratio1e6(s.UsageRatio), 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
 			check(t, ep.Name+" running", s.Running, float64(truth.Running))
 			check(t, ep.Name+" queued", s.Queued.Waiting, float64(truth.Queued))
+			// maxNumActiveRequests: the running-request limit.
+			check(t, ep.Name+" running limit", s.MaxRunning, float64(truth.MaxRunningRequests))
 			check(t, ep.Name+" prompt tokens", s.Counters.PromptTokens, float64(truth.Counters.FinishedPromptTokens))
 			check(t, ep.Name+" generation tokens", s.Counters.GenerationTokens, float64(truth.Counters.FinishedGenerationTokens))
 			check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.FinishedHitTokens+truth.Host.HitTokens))
