@@ -45,7 +45,7 @@ servers:
 
 func init() {
 	// vLLM V1 with an LMCache server (multi-process mode) under the same
-	// pressure: L1 fills within two minutes and spills to L2.
+	// pressure at a third of the rate (the queue stays short): L1 fills within two minutes and spills to L2.
 	builtins["vllm-lmcache"] = `
 servers:
   - name: vllm
@@ -53,7 +53,7 @@ servers:
     capacity_tokens: 65536
     lmcache_l1_tokens: 800000
     lmcache_l2_tokens: 20000000
-    load: {rate: 6, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+    load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
   - name: lmcache
     engine: lmcache
     workers: [vllm]
@@ -65,7 +65,7 @@ servers:
     engine: trtllm-serve
     capacity_tokens: 65536
     cpu_offload_tokens: 1000000
-    load: {rate: 6, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+    load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
 `
 	// A Dynamo worker's KVBM: host (G2) and disk (G3) tiers.
 	builtins["dynamo-kvbm"] = `
@@ -75,7 +75,7 @@ servers:
     capacity_tokens: 65536
     cpu_offload_tokens: 300000
     disk_offload_tokens: 20000000
-    load: {rate: 6, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+    load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
 `
 }
 
