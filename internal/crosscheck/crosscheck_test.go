@@ -144,6 +144,8 @@ func TestAdaptersReportTruth(t *testing.T) {
 						}
 					}
 					if ep.Engine == "vllm" {
+						// cache_config_info: kv_cache_size_tokens / kv_cache_max_concurrency.
+						check(t, name+" context length", s.ContextLength, float64(truth.ContextLength))
 						check(t, name+" preemptions", s.Counters.Preemptions, float64(truth.Counters.Preemptions))
 						check(t, name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.PrefixHitTokens))
 					}

@@ -117,3 +117,26 @@ func TestDynamoPassThroughIsTheEngine(t *testing.T) {
 		t.Errorf("Warnings = %v, want a %s warning", got.Warnings, kv.WarnTwoEngines)
 	}
 }
+
+// TestKVBMPage: a whole KVBM listener page, written from Dynamo's code
+// (lib/runtime prometheus_names, kvbm module: Rust counters without
+// _total, no labels; no real capture was found, see docs/engines.md).
+// Values worked out by hand: the hit rates are the pools' windowed rates,
+// the transfer counters are not fill, and a KVBM page has no GPU KV.
+func TestKVBMPage(t *testing.T) {
+	body := "# HELP kvbm_offload_blocks_d2h The number of offload blocks from device to host\n# TYPE kvbm_offload_blocks_d2h counter\nkvbm_offload_blocks_d2h 48809\n" +
+		"# TYPE kvbm_offload_blocks_h2d counter\nkvbm_offload_blocks_h2d 30059\n" +
+		"# TYPE kvbm_onboard_blocks_h2d counter\nkvbm_onboard_blocks_h2d 11407\n" +
+		"# TYPE kvbm_onboard_blocks_d2d counter\nkvbm_onboard_blocks_d2d 5285\n" +
+		"# TYPE kvbm_matched_tokens counter\nkvbm_matched_tokens 267091\n" +
+		"# TYPE kvbm_host_cache_hit_rate gauge\nkvbm_host_cache_hit_rate 0.2303497212366954\n" +
+		"# TYPE kvbm_disk_cache_hit_rate gauge\nkvbm_disk_cache_hit_rate 0.10655854029396858\n"
+	got := summarize(normalizeBody(t, body, "", nil))
+	want := summary{Engine: "dynamo", Generation: "current", Pools: []kv.CachePool{
+		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitRate: dir(0.2303497212366954)},
+		{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitRate: dir(0.10655854029396858)},
+	}}
+	if diff := cmp.Diff(want, got, valueCmp); diff != "" {
+		t.Errorf("Normalize (-want +got):\n%s", diff)
+	}
+}

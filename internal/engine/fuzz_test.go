@@ -81,6 +81,11 @@ func FuzzNormalize(f *testing.F) {
 	}
 	for _, body := range []string{tgiPage, lmdeployPage, dynamoWorkers + dynamoFrontend, sglangTPDP("sglang_"),
 		"lmcache_mp_l1_memory_usage_bytes 3e9\nlmcache_mp_l1_usage_ratio 1e-320\n",
+		`lmcache_mp_l1_memory_usage_bytes{l1_tag="a"} 1e308` + "\n" + `lmcache_mp_l1_memory_usage_bytes{l1_tag="b"} 1e308` + "\n" +
+			`lmcache_mp_l1_usage_ratio{l1_tag="a"} 1e-300` + "\n" + `lmcache_mp_l1_usage_ratio{l1_tag="b"} 0.5` + "\n",
+		`vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 1e308` + "\n" + `vllm:num_requests_waiting_by_reason{engine="0",reason="deferred"} 1e308` + "\n" +
+			`vllm:cache_config_info{engine="0",kv_cache_size_tokens="1e300",kv_cache_max_concurrency="1e-300"} 1` + "\n",
+		"trtllm_max_num_active_requests 1e308\ntrtllm_kv_cache_max_blocks 1e308\ntrtllm_kv_cache_tokens_per_block 1e308\n",
 		"sglang:hicache_host_total_tokens 0\nsglang:hicache_host_used_tokens 5\nsglang:swa_token_usage 0.3\n"} {
 		f.Add([]byte(body), []byte(nil), []byte(nil))
 	}

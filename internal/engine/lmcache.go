@@ -55,8 +55,9 @@ func normalizeLMCache(in Input) (kv.Server, error) {
 
 	ps := newPools()
 	l1 := fixed(kv.PoolFull, kv.TierLMCacheL1, "")
-	ps.read(p, lmL1Bytes, l1, kv.UnitBytes, pfUsed, nil, maxf, kv.Of)
-	ps.read(p, lmL1Ratio, l1, kv.UnitBytes, pfRatio, nil, maxf, kv.Of)
+	ps.read(p, lmL1Bytes, l1, kv.UnitBytes, pfUsed, lmL1Tag, maxf, kv.Of)
+	ps.read(p, lmL1Ratio, l1, kv.UnitBytes, pfRatio, lmL1Tag, maxf, kv.Of)
+	lmL1Capacity(ps, poolKey{kv.PoolFull, kv.TierLMCacheL1, ""})
 	ps.read(p, lmHitL1, l1, kv.UnitBytes, pfHits, nil, sumf, kv.Of)
 	adapters := sortedUnique(labelValues(p, lmL2Bytes, "l2_name"))
 	ps.read(p, lmL2Bytes, func(s expo.Sample) (poolKey, bool) {
@@ -70,6 +71,41 @@ func normalizeLMCache(in Input) (kv.Server, error) {
 	srv.CachePools = ps.list()
 	srv.Rollup()
 	return srv, nil
+}
+
+// lmL1Tag groups the L1 gauges by L1 manager: with several L1 managers
+// (--l1-manager, LMCache docs/source/mp/multi_l1.rst) each series carries
+// its l1_tag, "sum across l1_tag for server totals; do not sum usage
+// ratios". A single legacy L1 has no tag.
+func lmL1Tag(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("l1_tag")} }
+
+// lmL1Capacity gives each L1 manager its capacity, used / usage (derived,
+// when its usage is above 0), so that the L1 total is Σ used over Σ
+// capacity. With several managers and one capacity unknown, no usage is
+// shown: a mean of the managers' ratios would weigh a small DRAM pool like
+// a large GDS slab.
+func lmL1Capacity(ps *pools, k poolKey) {
+	f := ps.vals[k]
+	if f == nil {
+		return
+	}
+	known := true
+	for id, used := range f[pfUsed] {
+		ratio, ok := f[pfRatio][id]
+		if ok && ratio.V > 0 {
+			ps.set(k, kv.UnitBytes, pfCapacity, id, kv.DerivedOf(used.V/ratio.V), maxf)
+		} else {
+			known = false
+		}
+	}
+	for id := range f[pfRatio] {
+		if _, ok := f[pfUsed][id]; !ok {
+			known = false
+		}
+	}
+	if len(ps.groups(k)) > 1 && !known {
+		delete(f, pfRatio)
+	}
 }
 
 // labelValues returns the label's value of every sample of name.

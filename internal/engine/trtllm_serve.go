@@ -25,7 +25,7 @@ var trtllmServeSpec = Spec{
 	MetricsPath:  tsMetricsPath,
 	DisabledHint: "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options",
 	Detect:       []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate},
-	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration},
+	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration, tsMaxActive},
 	Normalize:    normalizeTRTLLMServe,
 }
 
@@ -45,8 +45,11 @@ const (
 	tsHostUtil     = "trtllm_kv_cache_host_utilization"
 	tsTierHits     = "trtllm_prompt_cache_hit_tokens_total"
 	tsGeneration   = "trtllm_generation_tokens_total"
-	tsMetricsPath  = "/prometheus/metrics"
-	tsModelLabel   = "model_name"
+	// tsMaxActive is the executor's maxNumActiveRequests: the most requests
+	// it runs at once (max_batch_size), the running-request limit.
+	tsMaxActive   = "trtllm_max_num_active_requests"
+	tsMetricsPath = "/prometheus/metrics"
+	tsModelLabel  = "model_name"
 )
 
 // normalizeTRTLLMServe is trtllmServeSpec's Normalize.
@@ -79,6 +82,9 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 		s.Counters.PrefixQueryTokens = s.Counters.PromptTokens
 	}
 	srv.Rollup()
+	if m := single(p, tsMaxActive, nil, kv.Of); m.OK() && m.V >= 1 {
+		srv.MaxRunning = m
+	}
 	srv.CachePools = trtllmPools(p)
 	return srv, nil
 }

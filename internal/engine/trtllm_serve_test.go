@@ -13,6 +13,7 @@ func TestTRTLLMServe(t *testing.T) {
 	tests := []struct {
 		name, body string
 		want       summary
+		maxRunning kv.Value
 	}{
 		{
 			name: "older collector names: ratio only",
@@ -51,7 +52,7 @@ func TestTRTLLMServe(t *testing.T) {
 				"trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_kv_cache_host_utilization" + l + " 0.6\n" +
 				"trtllm_num_requests_running" + l + " 4\ntrtllm_num_requests_waiting" + l + " 2\n" +
 				"trtllm_prompt_tokens_total" + l + " 20000\ntrtllm_prompt_cached_tokens_total" + l + " 5000\n" +
-				"trtllm_generation_tokens_total" + l + " 7000\n" +
+				"trtllm_generation_tokens_total" + l + " 7000\ntrtllm_max_num_active_requests" + l + " 64\n" +
 				`trtllm_prompt_cache_hit_tokens_total{cache_level="0",cache_tier="gpu",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 3000` + "\n" +
 				`trtllm_prompt_cache_hit_tokens_total{cache_level="1",cache_tier="host",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 1500` + "\n" +
 				`trtllm_prompt_cache_hit_tokens_total{cache_level="2",cache_tier="disk",engine_type="pytorch",model_name="meta-llama/Llama-3.1-8B"} 500` + "\n",
@@ -68,6 +69,8 @@ func TestTRTLLMServe(t *testing.T) {
 					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.6), HitTokens: dir(1500)},
 					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitTokens: dir(500)},
 				}},
+			// maxNumActiveRequests: 64 requests at once.
+			maxRunning: dir(64),
 		},
 		{
 			name: "free blocks only: used is max − free",
@@ -83,6 +86,9 @@ func TestTRTLLMServe(t *testing.T) {
 			got := normalizeBody(t, tt.body, "", nil)
 			if diff := cmp.Diff(tt.want, summarize(got), valueCmp); diff != "" {
 				t.Errorf("Normalize (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.maxRunning, got.MaxRunning, valueCmp); diff != "" {
+				t.Errorf("MaxRunning (-want +got):\n%s", diff)
 			}
 		})
 	}

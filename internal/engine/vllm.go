@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/kvwatch/kvwatch/internal/expo"
@@ -17,25 +18,29 @@ var vllmSpec = Spec{
 	DisabledHint: "vLLM serves /metrics on its API port by default; check the port and that the server is the OpenAI-compatible server",
 	Detect:       []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig},
 	Reads: append([]string{vlHits, vlQueries, vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration,
-		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration, vlBySource, vlOffloadCPU,
+		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration, vlBySource, vlOffloadCPU, vlWaitingByReason,
 		lcLocalUsage, lcRemoteUsage, lcStorageUsage}, histogramNames(vlReqPrompt, vlReqGen)...),
 	Normalize: normalizeVLLM,
 }
 
 const (
-	vlUsage        = "vllm:kv_cache_usage_perc"
-	vlUsageOld     = "vllm:gpu_cache_usage_perc"
-	vlCacheConfig  = "vllm:cache_config_info"
-	vlRunning      = "vllm:num_requests_running"
-	vlWaiting      = "vllm:num_requests_waiting"
-	vlHits         = "vllm:prefix_cache_hits_total"
-	vlQueries      = "vllm:prefix_cache_queries_total"
-	vlHitsOld      = "vllm:gpu_prefix_cache_hits_total"
-	vlQueriesOld   = "vllm:gpu_prefix_cache_queries_total"
-	vlPreemptions  = "vllm:num_preemptions_total"
-	vlPrompt       = "vllm:prompt_tokens_total"
-	vlGeneration   = "vllm:generation_tokens_total"
-	vlModelContext = "vllm:max_model_len" // not exported by vLLM today; read if a build adds it
+	vlUsage       = "vllm:kv_cache_usage_perc"
+	vlUsageOld    = "vllm:gpu_cache_usage_perc"
+	vlCacheConfig = "vllm:cache_config_info"
+	vlRunning     = "vllm:num_requests_running"
+	vlWaiting     = "vllm:num_requests_waiting"
+	vlHits        = "vllm:prefix_cache_hits_total"
+	vlQueries     = "vllm:prefix_cache_queries_total"
+	vlHitsOld     = "vllm:gpu_prefix_cache_hits_total"
+	vlQueriesOld  = "vllm:gpu_prefix_cache_queries_total"
+	vlPreemptions = "vllm:num_preemptions_total"
+	vlPrompt      = "vllm:prompt_tokens_total"
+	vlGeneration  = "vllm:generation_tokens_total"
+	// vlWaitingByReason splits num_requests_waiting (vllm #38435):
+	// reason="capacity" (in the waiting queue, not yet attempted) and
+	// "deferred" (attempted, held back by LoRA budget or async KV transfer);
+	// the reasons sum to num_requests_waiting.
+	vlWaitingByReason = "vllm:num_requests_waiting_by_reason"
 
 	// Gauges only V0 (the legacy engine, vllm/engine/metrics.py) exported:
 	// they tell a V0 page from a V1 one whatever else it lacks.
@@ -106,7 +111,11 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 		gauge(vlUsageOld, func(s *kv.Signals) *kv.Value { return &s.UsageRatio })
 	}
 	gauge(vlRunning, func(s *kv.Signals) *kv.Value { return &s.Running })
-	gauge(vlWaiting, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting })
+	if !gauge(vlWaiting, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting }) {
+		// A page without the total (a filtered scrape, a build that drops
+		// it) still has the queue as the sum of its reasons.
+		r.read(p, vlWaitingByReason, vlRank, nil, sumf, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting }, kv.DerivedOf)
+	}
 	counter(vlPreemptions, func(s *kv.Signals) *kv.Value { return &s.Counters.Preemptions })
 	counter(vlPrompt, func(s *kv.Signals) *kv.Value { return &s.Counters.PromptTokens })
 	counter(vlGeneration, func(s *kv.Signals) *kv.Value { return &s.Counters.GenerationTokens })
@@ -151,9 +160,30 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
+	srv.ContextLength = vllmContextLength(p)
 	srv.CachePools = vllmPools(p)
 	srv.Finished = finishedSizes(p, vlReqPrompt, vlReqGen)
 	return srv, nil
+}
+
+// vllmContextLength is max_model_len out of cache_config_info (vllm
+// #42206): kv_cache_max_concurrency is kv_cache_size_tokens over
+// max_model_len, so their quotient, rounded to a token, is the context
+// length (derived); the largest over engines. Unknown when either label is
+// missing, "None" or not above 0.
+func vllmContextLength(p *expo.Page) kv.Value {
+	var out kv.Value
+	for _, s := range p.Samples(vlCacheConfig) {
+		size, ok := labelNumber(s, "kv_cache_size_tokens")
+		conc, ok2 := labelNumber(s, "kv_cache_max_concurrency")
+		if !ok || !ok2 {
+			continue
+		}
+		if c := math.Round(size / conc); c >= 1 && expo.Finite(c) && (!out.OK() || c > out.V) {
+			out = kv.DerivedOf(c)
+		}
+	}
+	return out
 }
 
 // vllmPools reads vLLM's tiers below the GPU.

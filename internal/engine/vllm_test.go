@@ -1,6 +1,12 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvwatch/kvwatch/internal/kv"
+)
 
 // TestVLLMGeneration: the generation label comes from names only one
 // generation exports, not from the engine label (early V1 lacks it too) nor
@@ -20,6 +26,52 @@ func TestVLLMGeneration(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := normalizeBody(t, tt.body, "", nil).Generation; got != tt.want {
 				t.Errorf("Generation = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestVLLMNewFamilies: the families newer vLLM adds are read, and a page
+// without them (older vLLM) keeps its values. Pages written from vLLM's
+// metrics (cache_config_info labels of vllm #42206, waiting by reason of
+// vllm #38435); values worked out by hand.
+func TestVLLMNewFamilies(t *testing.T) {
+	const l = `engine="0",model_name="m"`
+	old := "vllm:num_requests_running{" + l + "} 3.0\nvllm:num_requests_waiting{" + l + "} 5.0\n" +
+		"vllm:kv_cache_usage_perc{" + l + "} 0.25\n" +
+		`vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="4097"} 1.0` + "\n"
+	newer := "vllm:num_requests_running{" + l + "} 3.0\nvllm:num_requests_waiting{" + l + "} 5.0\n" +
+		"vllm:num_requests_waiting_by_reason{" + l + `,reason="capacity"} 4.0` + "\n" +
+		"vllm:num_requests_waiting_by_reason{" + l + `,reason="deferred"} 1.0` + "\n" +
+		"vllm:kv_cache_usage_perc{" + l + "} 0.25\n" +
+		`vllm:cache_config_info{block_size="16",engine="0",kv_cache_max_concurrency="2.5",kv_cache_size_tokens="327680",num_gpu_blocks="20481"} 1.0` + "\n"
+	// Only the breakdown, no total (a scrape filtered to it).
+	byReason := "vllm:num_requests_running{" + l + "} 3.0\n" +
+		"vllm:num_requests_waiting_by_reason{" + l + `,reason="capacity"} 4.0` + "\n" +
+		"vllm:num_requests_waiting_by_reason{" + l + `,reason="deferred"} 1.0` + "\n" +
+		`vllm:cache_config_info{engine="0",kv_cache_max_concurrency="None",kv_cache_size_tokens="327680"} 1.0` + "\n"
+	tests := []struct {
+		name, body     string
+		capacity, used kv.Value
+		waiting, ctx   kv.Value
+	}{
+		// 4,097 blocks × 16 = 65,552 (older pages count the null block); used 0.25 × that.
+		{"older vLLM: no new families", old, der(65552), der(16388), dir(5), kv.Value{}},
+		// capacity 327,680 direct; context 327,680 / 2.5 = 131,072.
+		{"newer vLLM", newer, dir(327680), der(81920), dir(5), der(131072)},
+		// waiting 4 + 1 = 5 (derived); max concurrency "None": no context length.
+		{"breakdown without the total", byReason, dir(327680), kv.Value{}, der(5), kv.Value{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := normalizeBody(t, tt.body, "", nil)
+			for _, c := range []struct {
+				what      string
+				got, want kv.Value
+			}{{"capacity", s.Capacity, tt.capacity}, {"used", s.Used, tt.used}, {"waiting", s.Queued.Waiting, tt.waiting}, {"context length", s.ContextLength, tt.ctx}} {
+				if diff := cmp.Diff(c.want, c.got, valueCmp); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", c.what, diff)
+				}
 			}
 		})
 	}

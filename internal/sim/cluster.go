@@ -157,7 +157,7 @@ func NewCluster(sc *Scenario, opts Options) (*Cluster, error) {
 // reset empties the server's ranks and counters (start and restart).
 func (s *server) reset() {
 	s.ranks = nil
-	if s.spec.Role != RoleRouter {
+	if s.spec.Role != RoleRouter && s.spec.Engine != EngineLMCache {
 		for dp := range s.spec.DP {
 			k := &rank{srv: s, dp: dp, capacity: s.spec.CapacityTokens, page: s.spec.PageSize,
 				maxRunning: s.spec.MaxRunningRequests, groups: make([]group, s.spec.Load.PrefixGroups)}
@@ -301,6 +301,7 @@ func (c *Cluster) advanceLocked(d time.Duration) {
 			for _, k := range s.ranks {
 				k.dropLost()
 				k.step(c.now, step)
+				k.stepReuse()
 				k.stepHost()
 			}
 		}
@@ -455,7 +456,7 @@ func (c *Cluster) Endpoints() []Endpoint {
 	defer c.mu.Unlock()
 	eps := make([]Endpoint, 0, len(c.servers))
 	for _, s := range c.servers {
-		eps = append(eps, Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: "/metrics"})
+		eps = append(eps, Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: metricsPath(s.spec.Engine)})
 	}
 	return eps
 }

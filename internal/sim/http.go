@@ -12,7 +12,17 @@ import (
 // endpoints under /-/sim/.
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	if s.spec.Engine == EngineTRTLLMServe {
+		// trtllm-serve's Prometheus registry is mounted at
+		// /prometheus/metrics; its /metrics is JSON iteration stats.
+		mux.HandleFunc("GET "+metricsPath(s.spec.Engine), s.serveMetrics)
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(trtllmIterStats(s.snap.Load()))
+		})
+	} else {
+		mux.HandleFunc("GET /metrics", s.serveMetrics)
+	}
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if !s.snap.Load().truth.Fault.healthy() {
 			http.Error(w, "unhealthy", http.StatusServiceUnavailable)
@@ -61,6 +71,14 @@ func (s *server) handler() http.Handler {
 		fmt.Fprintf(w, "%s: fault %s\n", s.spec.Name, k)
 	})
 	return mux
+}
+
+// metricsPath is where an engine serves its Prometheus page.
+func metricsPath(engine string) string {
+	if engine == EngineTRTLLMServe {
+		return "/prometheus/metrics"
+	}
+	return "/metrics"
 }
 
 func (f Fault) healthy() bool { return f.Kind != FaultError && f.Kind != FaultDrop }

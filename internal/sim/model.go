@@ -76,6 +76,10 @@ type counters struct {
 	// finishedPrompt and finishedGen are the prompt and output tokens of
 	// finished requests (the request_*_tokens histograms' sums).
 	finishedPrompt, finishedGen int64
+	// finishedHit is the prefix-cache hit of finished requests (their last
+	// admission's); reusedBlocks and missedBlocks count prompt blocks found
+	// and not found in the device cache at admission (trtllm-serve).
+	finishedHit, reusedBlocks, missedBlocks int64
 }
 
 // rank is one DP rank (SGLang dp_rank, vLLM engine) of a server: its own KV
@@ -103,6 +107,11 @@ type rank struct {
 	genThisStep int64
 	lastHitRate float64 // last prefill batch: hit / (hit + computed)
 	lastRetract int64   // retractions in the last step
+	// iterReuse is the block reuse rate of the last step that looked blocks
+	// up (trtllm-serve's kv_cache_iter_reuse_rate); lastQueried and lastHit
+	// are the prefix counters at the end of the previous step.
+	iterReuse            float64
+	lastQueried, lastHit int64
 }
 
 func (k *rank) lockedGroups() (locked, unlocked int64) {
@@ -458,6 +467,7 @@ func (k *rank) finish(i int, now time.Duration) {
 	k.h.prompt.observe(float64(r.prompt))
 	k.h.gen.observe(float64(r.generated))
 	k.c.finishedPrompt += r.prompt
+	k.c.finishedHit += r.hit
 	k.c.finishedGen += r.generated
 	k.h.itl.observe(1 / s.spec.Load.DecodeRate)
 	if r.router != nil && r.router.active[r.worker] > 0 {

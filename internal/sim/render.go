@@ -173,6 +173,12 @@ func render(p *snapshot) []byte {
 		return renderRouter(p)
 	case EngineRouterLegacy:
 		return renderRouterLegacy(p)
+	case EngineTRTLLMServe:
+		return renderTRTLLMServe(p)
+	case EngineLMCache:
+		return renderLMCache(p)
+	case EngineKVBM:
+		return renderKVBM(p)
 	}
 	return nil
 }

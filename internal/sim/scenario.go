@@ -27,10 +27,14 @@ const (
 	EngineTriton       = "triton"               // Triton Inference Server with the TensorRT-LLM backend
 	EngineRouter       = "sglang-router"        // SGLang model gateway (smg_*)
 	EngineRouterLegacy = "sglang-router-legacy" // SGLang router before the gateway rename (sgl_router_*)
+	EngineTRTLLMServe  = "trtllm-serve"         // TensorRT-LLM's OpenAI server (/prometheus/metrics)
+	EngineLMCache      = "lmcache"              // an LMCache server in multi-process mode, the cache tier of one vLLM server
+	EngineKVBM         = "dynamo-kvbm"          // the KV block manager listener of a Dynamo worker (kvbm_*)
 )
 
 // Engines lists every engine the simulator serves, in the order errors list them.
-var Engines = []string{EngineSGLang, EngineSGLangLegacy, EngineVLLM, EngineVLLMV0, EngineLlamaCpp, EngineTGI, EngineTriton, EngineRouter, EngineRouterLegacy}
+var Engines = []string{EngineSGLang, EngineSGLangLegacy, EngineVLLM, EngineVLLMV0, EngineLlamaCpp, EngineTGI, EngineTriton, EngineRouter, EngineRouterLegacy,
+	EngineTRTLLMServe, EngineLMCache, EngineKVBM}
 
 // Roles a server can have.
 const (
@@ -85,8 +89,17 @@ type ServerSpec struct {
 	// SWAWindow makes an SGLang model hybrid: its sliding-window layers keep
 	// the last swa_window tokens of each request (0: a dense model).
 	SWAWindow int64 `yaml:"swa_window"`
-	// CPUOffloadTokens is vLLM's native KV offloading to CPU per DP rank, in tokens (0: off).
+	// CPUOffloadTokens is the host tier per DP rank, in tokens (0: off):
+	// vLLM's native KV offloading to CPU, trtllm-serve's host cache
+	// (host_cache_size), Dynamo KVBM's G2 (DYN_KVBM_CPU_CACHE_GB).
 	CPUOffloadTokens int64 `yaml:"cpu_offload_tokens"`
+	// DiskOffloadTokens is Dynamo KVBM's disk tier (G3) below the host, in tokens (0: off).
+	DiskOffloadTokens int64 `yaml:"disk_offload_tokens"`
+	// LMCacheL1Tokens and LMCacheL2Tokens make a vLLM server use an LMCache
+	// server (multi-process mode): its L1 (host memory) and L2 (the "fs"
+	// adapter), in tokens. An lmcache server lists it in workers.
+	LMCacheL1Tokens int64 `yaml:"lmcache_l1_tokens"`
+	LMCacheL2Tokens int64 `yaml:"lmcache_l2_tokens"`
 	// PrefixCaching turns the prefix (radix) cache on; default true except TGI.
 	PrefixCaching *bool `yaml:"prefix_caching"`
 	// Workers are the servers a router spreads requests over.
@@ -230,7 +243,7 @@ func locate(root *yaml.Node, ps []problem) []Problem {
 	return out
 }
 
-var pathPartRE = regexp.MustCompile(`([a-z_]+)(?:\[(\d+)\])?`)
+var pathPartRE = regexp.MustCompile(`([a-z0-9_]+)(?:\[(\d+)\])?`)
 
 func lineOf(root *yaml.Node, path string) int {
 	n := root
@@ -302,8 +315,10 @@ func (sc *Scenario) applyDefaults() {
 		}
 		if s.PageSize == 0 {
 			switch s.Engine {
-			case EngineVLLM, EngineVLLMV0, EngineTGI:
+			case EngineVLLM, EngineVLLMV0, EngineTGI, EngineKVBM:
 				s.PageSize = 16
+			case EngineTRTLLMServe:
+				s.PageSize = 32
 			case EngineTriton:
 				s.PageSize = 64
 			default:
@@ -482,12 +497,12 @@ func (sc *Scenario) validate() []problem {
 		if s.MaxRunningRequests < 1 {
 			add(p+".max_running_requests", "must be at least 1, got %d", s.MaxRunningRequests)
 		}
-		ps = append(ps, validateTiers(p, s)...)
+		ps = append(ps, validateTiers(p, s, sc.Servers, names)...)
 		if s.Engine == EngineLlamaCpp && s.CapacityTokens/int64(max(s.MaxRunningRequests, 1)) < 64 {
 			add(p+".capacity_tokens", "llama.cpp splits capacity over %d slots; need at least 64 tokens per slot", s.MaxRunningRequests)
 		}
-		if len(s.Workers) > 0 && s.Role != RoleRouter {
-			add(p+".workers", "only a router has workers")
+		if len(s.Workers) > 0 && s.Role != RoleRouter && s.Engine != EngineLMCache {
+			add(p+".workers", "only a router (or an lmcache server) has workers")
 		}
 		if s.Role == RoleRouter {
 			if len(s.Workers) == 0 {
@@ -584,12 +599,19 @@ func GeneratedScenario(n int, engine string, tp int) (*Scenario, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("generated fleet: --servers must be at least 1, got %d", n)
 	}
+	if engine == EngineLMCache {
+		return nil, fmt.Errorf("generated fleet: an %s server is the cache tier of one vLLM server, not a fleet; use the vllm-lmcache scenario or a scenario file (docs/simulator.md)", EngineLMCache)
+	}
 	sc := &Scenario{Name: fmt.Sprintf("generated %d×%s", n, engine)}
 	for i := range n {
-		sc.Servers = append(sc.Servers, ServerSpec{
+		spec := ServerSpec{
 			Name: fmt.Sprintf("%s-%04d", strings.ReplaceAll(engine, "-", ""), i), Engine: engine, TP: tp,
 			Load: LoadSpec{Rate: 0.5},
-		})
+		}
+		if engine == EngineKVBM {
+			spec.CPUOffloadTokens = 2 << 20 // KVBM needs its host tier (G2)
+		}
+		sc.Servers = append(sc.Servers, spec)
 	}
 	sc.applyDefaults()
 	if errs := sc.validate(); len(errs) > 0 {

@@ -18,7 +18,7 @@ servers:
   - name: b
     engine: vlm
     role: worker
-`, "scenario.yaml:6: servers[1].engine: unknown engine \"vlm\"; want one of sglang, sglang-legacy, vllm, vllm-v0, llamacpp, tgi, triton, sglang-router, sglang-router-legacy\n" +
+`, "scenario.yaml:6: servers[1].engine: unknown engine \"vlm\"; want one of sglang, sglang-legacy, vllm, vllm-v0, llamacpp, tgi, triton, sglang-router, sglang-router-legacy, trtllm-serve, lmcache, dynamo-kvbm\n" +
 			"scenario.yaml:7: servers[1].role: unknown role \"worker\"; want one of prefill, decode, unified, router"},
 		{"unknown key", `
 servers:
@@ -114,5 +114,45 @@ func TestExampleScenarios(t *testing.T) {
 	}
 	if _, err := os.Stat("../../examples/scenarios"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTierScenarioErrors: the tier keys of the trtllm-serve, KVBM and
+// LMCache servers are checked, every problem with its path.
+func TestTierScenarioErrors(t *testing.T) {
+	src := `
+servers:
+  - name: v
+    engine: vllm
+    lmcache_l1_tokens: 1000
+    cpu_offload_tokens: 1600
+  - name: l
+    engine: lmcache
+    workers: [t]
+    load: {rate: 1}
+  - name: t
+    engine: trtllm-serve
+    disk_offload_tokens: 64
+  - name: k
+    engine: dynamo-kvbm
+`
+	_, err := ParseScenario("s.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("ParseScenario accepted the scenario")
+	}
+	want := "s.yaml:5: servers[0].lmcache_l1_tokens: must be a multiple of page_size 16, got 1000\n" +
+		"s.yaml:5: servers[0].lmcache_l1_tokens: a server has one host tier; set lmcache_l1_tokens or cpu_offload_tokens\n" +
+		"s.yaml:9: servers[1].workers[0]: \"t\" must be a vllm server with lmcache_l1_tokens set\n" +
+		"s.yaml:10: servers[1].load.rate: an lmcache server takes no requests of its own (its vLLM server does); remove the rate\n" +
+		"s.yaml:13: servers[2].disk_offload_tokens: a disk tier is simulated for engine dynamo-kvbm only, got trtllm-serve\n" +
+		"s.yaml:14: servers[3].cpu_offload_tokens: a dynamo-kvbm server needs its host tier (G2); set cpu_offload_tokens"
+	if err.Error() != want {
+		t.Errorf("ParseScenario error =\n%v\nwant\n%s", err, want)
+	}
+	if _, err := GeneratedScenario(2, EngineLMCache, 1); err == nil {
+		t.Error("GeneratedScenario made a fleet of lmcache servers")
+	}
+	if sc, err := GeneratedScenario(2, EngineKVBM, 1); err != nil || sc.Servers[0].CPUOffloadTokens == 0 {
+		t.Errorf("GeneratedScenario(dynamo-kvbm) = %v, %v; want servers with a host tier", sc, err)
 	}
 }

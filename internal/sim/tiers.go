@@ -23,32 +23,54 @@ package sim
 // are left as the device model made them: the simplification is documented in
 // docs/simulator.md.
 
-// hostTier is one DP rank's host pool.
+// hostTier is one DP rank's host pool, and below it (KVBM's disk tier G3,
+// LMCache's L2) the tier that takes what the host drops.
 type hostTier struct {
 	capacity, used                  int64
 	backup, dropped, hits, loadBack int64
-	lastEvicted, lastMiss           int64
+	// queried are the prompt tokens looked up in this tier: the device's
+	// misses (the top tier), what the host missed of them (the tier below).
+	queried               int64
+	lastEvicted, lastMiss int64
+	below                 *hostTier
+	window                *hitWindow // KVBM's sliding window of lookups (nil elsewhere)
 }
 
 // HostTruth is the host tier of a DP rank, or of the server (sums). Tokens.
 type HostTruth struct {
 	CapacityTokens, UsedTokens int64
-	// BackupTokens went device → host, DroppedTokens were dropped from a
-	// full host, HitTokens are prompt tokens the host served (loaded back).
-	BackupTokens, DroppedTokens, HitTokens int64
+	// BackupTokens went device → host (for the tier below: host → it),
+	// DroppedTokens were dropped from it when full (from the host of a
+	// server with a tier below: moved down), HitTokens are prompt tokens it
+	// served (loaded back), QueriedTokens the prompt tokens looked up in it.
+	BackupTokens, DroppedTokens, HitTokens, QueriedTokens int64
 }
 
 func (s *server) newHostTier() *hostTier {
+	sp := s.spec
 	switch {
-	case s.spec.HiCacheTokens > 0:
-		return &hostTier{capacity: s.spec.HiCacheTokens}
-	case s.spec.CPUOffloadTokens > 0:
-		return &hostTier{capacity: s.spec.CPUOffloadTokens}
+	case sp.HiCacheTokens > 0:
+		return &hostTier{capacity: sp.HiCacheTokens}
+	case sp.LMCacheL1Tokens > 0:
+		h := &hostTier{capacity: sp.LMCacheL1Tokens}
+		if sp.LMCacheL2Tokens > 0 {
+			h.below = &hostTier{capacity: sp.LMCacheL2Tokens}
+		}
+		return h
+	case sp.CPUOffloadTokens > 0:
+		h := &hostTier{capacity: sp.CPUOffloadTokens}
+		if sp.DiskOffloadTokens > 0 {
+			h.below = &hostTier{capacity: sp.DiskOffloadTokens}
+		}
+		if sp.Engine == EngineKVBM {
+			h.window = &hitWindow{max: kvbmWindow}
+		}
+		return h
 	}
 	return nil
 }
 
-// stepHost runs the host tier after the rank's step.
+// stepHost runs the host tier (and the one below it) after the rank's step.
 func (k *rank) stepHost() {
 	h := k.host
 	if h == nil {
@@ -61,20 +83,77 @@ func (k *rank) stepHost() {
 	h.lastMiss = missed
 	h.backup += ev
 	h.used += ev
-	if h.used > h.capacity {
-		h.dropped += h.used - h.capacity
+	if over := h.used - h.capacity; over > 0 {
+		h.dropped += over
 		h.used = h.capacity
+		if b := h.below; b != nil {
+			b.backup += over
+			b.used += over
+			if o := b.used - b.capacity; o > 0 {
+				b.dropped += o
+				b.used = b.capacity
+			}
+		}
 	}
+	h.queried += miss
 	hit := min(miss/4, h.used)
 	h.hits += hit
 	h.loadBack += hit
+	var low int64
+	if b := h.below; b != nil {
+		b.queried += miss - hit
+		low = min((miss-hit)/4, b.used)
+		b.hits += low
+	}
+	if h.window != nil && miss > 0 {
+		p := k.page
+		h.window.add(miss/p, hit/p, low/p)
+	}
+}
+
+// kvbmWindow is KVBM's DEFAULT_MAX_RECENT_REQUESTS: its hit rates are over
+// the last 1,000 lookups.
+const kvbmWindow = 1000
+
+// hitWindow is KVBM's CacheStatsTracker: per lookup the blocks queried
+// from host and disk and the blocks each served; the hit rates are the
+// sums over the last max lookups. The simulator makes one lookup per step
+// of a rank (the step's device misses), not one per request.
+type hitWindow struct {
+	max                          int
+	queried, host, disk          []int64
+	sumQueried, sumHost, sumDisk int64
+}
+
+func (w *hitWindow) add(queried, host, disk int64) {
+	if len(w.queried) == w.max {
+		w.sumQueried -= w.queried[0]
+		w.sumHost -= w.host[0]
+		w.sumDisk -= w.disk[0]
+		w.queried, w.host, w.disk = w.queried[1:], w.host[1:], w.disk[1:]
+	}
+	w.queried = append(w.queried, queried)
+	w.host = append(w.host, host)
+	w.disk = append(w.disk, disk)
+	w.sumQueried += queried
+	w.sumHost += host
+	w.sumDisk += disk
+}
+
+// rates are the host and disk hit rates over the window (0 when nothing
+// was queried, as KVBM reports).
+func (w *hitWindow) rates() (host, disk float64) {
+	if w == nil || w.sumQueried == 0 {
+		return 0, 0
+	}
+	return float64(w.sumHost) / float64(w.sumQueried), float64(w.sumDisk) / float64(w.sumQueried)
 }
 
 func (h *hostTier) truth() *HostTruth {
 	if h == nil {
 		return nil
 	}
-	return &HostTruth{CapacityTokens: h.capacity, UsedTokens: h.used, BackupTokens: h.backup, DroppedTokens: h.dropped, HitTokens: h.hits}
+	return &HostTruth{CapacityTokens: h.capacity, UsedTokens: h.used, BackupTokens: h.backup, DroppedTokens: h.dropped, HitTokens: h.hits, QueriedTokens: h.queried}
 }
 
 // SWATruth is the sliding-window pool of a hybrid model: each running
@@ -118,20 +197,32 @@ func (s *server) hostTruth(t *Truth) {
 		t.SWA.UsedTokens += sw.UsedTokens
 	}
 	for i, k := range s.ranks {
-		ht := k.host.truth()
-		if ht == nil || i >= len(t.Ranks) {
+		if k.host == nil || i >= len(t.Ranks) {
 			continue
 		}
-		t.Ranks[i].Host = ht
-		if t.Host == nil {
-			t.Host = &HostTruth{}
+		t.Ranks[i].Host = k.host.truth()
+		t.Host = t.Host.plus(t.Ranks[i].Host)
+		if k.host.below != nil {
+			t.Ranks[i].Disk = k.host.below.truth()
+			t.Disk = t.Disk.plus(t.Ranks[i].Disk)
 		}
-		t.Host.CapacityTokens += ht.CapacityTokens
-		t.Host.UsedTokens += ht.UsedTokens
-		t.Host.BackupTokens += ht.BackupTokens
-		t.Host.DroppedTokens += ht.DroppedTokens
-		t.Host.HitTokens += ht.HitTokens
 	}
+	s.tierTruth(t)
+}
+
+// plus returns a + b, a new value (a may be nil).
+func (a *HostTruth) plus(b *HostTruth) *HostTruth {
+	out := &HostTruth{}
+	if a != nil {
+		*out = *a
+	}
+	out.CapacityTokens += b.CapacityTokens
+	out.UsedTokens += b.UsedTokens
+	out.BackupTokens += b.BackupTokens
+	out.DroppedTokens += b.DroppedTokens
+	out.HitTokens += b.HitTokens
+	out.QueriedTokens += b.QueriedTokens
+	return out
 }
 
 // hostHits is a rank's host hit tokens (0 without HiCache).
@@ -140,6 +231,16 @@ func (r *RankTruth) hostHits() int64 {
 		return 0
 	}
 	return r.Host.HitTokens
+}
+
+// externalHits are the prompt tokens a rank's tiers below the GPU served
+// (host and the tier below it): vLLM's external_kv_transfer.
+func (r *RankTruth) externalHits() int64 {
+	n := r.hostHits()
+	if r.Disk != nil {
+		n += r.Disk.HitTokens
+	}
+	return n
 }
 
 // renderHiCache writes SGLang's HiCache families (python/sglang/srt/metrics/

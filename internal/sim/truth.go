@@ -61,6 +61,14 @@ type Truth struct {
 	Host *HostTruth
 	// SWA is the sliding-window pool, summed over DP ranks (nil for a dense model).
 	SWA *SWATruth
+	// Disk is the tier below the host (KVBM's G3 disk, LMCache's L2),
+	// summed over DP ranks (nil without one).
+	Disk *HostTruth
+	// KVBM is a Dynamo KVBM listener's window and transfer counters
+	// (dynamo-kvbm only; tiers_more.go).
+	KVBM *KVBMTruth
+	// LMCache is what an LMCache server's page shows (lmcache only).
+	LMCache *LMCacheTruth
 
 	// Frozen holds the gauge values the page keeps showing under FaultFreeze.
 	Frozen *Truth
@@ -87,6 +95,10 @@ type Counters struct {
 	// output tokens of the RequestsFinished (the sums of the engines'
 	// per-request prompt and generation histograms).
 	FinishedPromptTokens, FinishedGenerationTokens int64
+	// FinishedHitTokens is the prefix-cache hit (device) of the finished
+	// requests; ReusedBlocks and MissedBlocks count prompt blocks found and
+	// not found in the device cache at admission (trtllm-serve's counters).
+	FinishedHitTokens, ReusedBlocks, MissedBlocks int64
 }
 
 func (c *Counters) add(o counters) {
@@ -107,6 +119,9 @@ func (c *Counters) add(o counters) {
 	c.MaxSeqLen = max(c.MaxSeqLen, o.maxSeqLen)
 	c.FinishedPromptTokens += o.finishedPrompt
 	c.FinishedGenerationTokens += o.finishedGen
+	c.FinishedHitTokens += o.finishedHit
+	c.ReusedBlocks += o.reusedBlocks
+	c.MissedBlocks += o.missedBlocks
 }
 
 // RankTruth is one DP rank's share of Truth.
@@ -127,11 +142,16 @@ type RankTruth struct {
 	RetractedLastStep int64
 	// DecodeSumSeqLens is the sum of running sequence lengths, tokens.
 	DecodeSumSeqLens int64
-	Counters         Counters
+	// IterReuseRate is the device's block reuse rate of the last step that
+	// looked blocks up (trtllm-serve's kv_cache_iter_reuse_rate).
+	IterReuseRate float64
+	Counters      Counters
 	// Host is the HiCache host tier (nil without one; tiers.go).
 	Host *HostTruth
 	// SWA is the sliding-window pool of a hybrid model (nil for a dense one; tiers.go).
 	SWA *SWATruth
+	// Disk is the tier below the host (nil without one; tiers.go).
+	Disk *HostTruth
 }
 
 // SlotTruth is one llama.cpp slot as /slots shows it.
@@ -168,7 +188,8 @@ func (s *server) truthLocked() Truth {
 		rt := RankTruth{DPRank: k.dp, CapacityTokens: k.capacity, UsedTokens: k.used(), EvictableTokens: k.evictable(),
 			Running: len(k.running), Queued: len(k.waiting), PrefillBootstrap: len(k.bootstrap), PrefillInflight: len(k.inflight),
 			DecodePrealloc: len(k.prealloc), DecodeTransfer: len(k.transfer),
-			GenThroughput: float64(k.genThisStep) / sec, LastBatchHitRate: k.lastHitRate, RetractedLastStep: k.lastRetract}
+			GenThroughput: float64(k.genThisStep) / sec, LastBatchHitRate: k.lastHitRate, RetractedLastStep: k.lastRetract,
+			IterReuseRate: k.iterReuse}
 		rt.AvailableTokens = rt.CapacityTokens - rt.UsedTokens - rt.EvictableTokens
 		for _, r := range k.prealloc {
 			rt.PendingPreallocTokens += r.prompt

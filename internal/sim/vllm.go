@@ -37,6 +37,17 @@ func renderVLLM(p *snapshot) []byte {
 	}
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", func(r *RankTruth) float64 { return float64(r.Running) })
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", func(r *RankTruth) float64 { return float64(r.Queued) })
+	// vllm #38435: the waiting queue by reason; the simulator has no LoRA
+	// budget or async KV transfer, so nothing is deferred.
+	w.family("vllm:num_requests_waiting_by_reason", "Number of requests waiting to be processed, by reason.", "gauge")
+	for e := range spec.DP {
+		for _, rs := range []struct {
+			reason string
+			n      int
+		}{{"capacity", g.Ranks[e].Queued}, {"deferred", 0}} {
+			w.sample("vllm:num_requests_waiting_by_reason", join(lbl[e], `reason="`+rs.reason+`"`), float64(rs.n))
+		}
+	}
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", func(r *RankTruth) float64 {
 		return float64(r.UsedTokens) / float64(r.CapacityTokens)
 	})
@@ -57,20 +68,20 @@ func renderVLLM(p *snapshot) []byte {
 			w.sample("vllm:request_success_created", l, created)
 		}
 	}
-	if spec.CPUOffloadTokens > 0 {
-		// vllm/v1/metrics: prompt tokens by where their KV came from.
-		w.family("vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.", "counter")
-		for e := range spec.DP {
-			r := &live.Ranks[e]
-			for _, src := range []struct {
-				name string
-				n    int64
-			}{{"local_compute", r.Counters.PrefixQueriedTokens - r.Counters.PrefixHitTokens - r.hostHits()},
-				{"local_cache_hit", r.Counters.PrefixHitTokens}, {"external_kv_transfer", r.hostHits()}} {
-				l := join(lbl[e], `source="`+src.name+`"`)
-				w.sample("vllm:prompt_tokens_by_source_total", l, float64(src.n))
-				w.sample("vllm:prompt_tokens_by_source_created", l, created)
-			}
+	// vllm/v1/metrics: prompt tokens by where their KV came from; the
+	// tiers below the GPU (native CPU offloading, an LMCache server) are
+	// external_kv_transfer.
+	w.family("vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.", "counter")
+	for e := range spec.DP {
+		r := &live.Ranks[e]
+		for _, src := range []struct {
+			name string
+			n    int64
+		}{{"local_compute", r.Counters.PrefixQueriedTokens - r.Counters.PrefixHitTokens - r.externalHits()},
+			{"local_cache_hit", r.Counters.PrefixHitTokens}, {"external_kv_transfer", r.externalHits()}} {
+			l := join(lbl[e], `source="`+src.name+`"`)
+			w.sample("vllm:prompt_tokens_by_source_total", l, float64(src.n))
+			w.sample("vllm:prompt_tokens_by_source_created", l, created)
 		}
 	}
 	w.family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge")
@@ -108,7 +119,7 @@ func vllmCacheConfig(spec ServerSpec, engine string) string {
 	}
 	if engine != "" {
 		kv = append(kv, "engine", engine, "kv_cache_size_tokens", strconv.FormatInt(spec.CapacityTokens, 10),
-			"kv_cache_max_concurrency", strconv.FormatFloat(float64(spec.CapacityTokens)/float64(spec.ContextLength), 'f', -1, 64),
+			"kv_cache_max_concurrency", string(pyFloat(nil, float64(spec.CapacityTokens)/float64(spec.ContextLength))),
 			"prefix_caching_hash_algo", "sha256")
 	} else {
 		// V0: usage = 1 − free/num_gpu_blocks, no null block.

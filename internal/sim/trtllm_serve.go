@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"strconv"
+)
+
+// trtllmLabels are the collector's labels (MetricsCollector(labels) in
+// tensorrt_llm/serve/openai_server.py), in declaration order.
+func trtllmLabels(spec ServerSpec) string {
+	return labels(false, "model_name", spec.ModelName, "engine_type", "pytorch")
+}
+
+// renderTRTLLMServe writes trtllm-serve's /prometheus/metrics page
+// (tensorrt_llm/metrics/collector.py, MetricsCollector @050f80de):
+// prometheus_client in single-process mode, labels model_name and
+// engine_type, counters with _total and _created.
+//
+// Iteration stats (enable_iter_perf_stats): running and waiting
+// (numActiveRequests, numQueuedRequests), the block gauges (used blocks =
+// the rank's used tokens / tokens per block, reusable cached blocks count
+// as free), utilization = used / max, the host pool's utilization
+// (secondaryUsed / secondaryMax), the per-iteration reuse rate, the reused
+// and missed block counters, and the prompt tokens each cache level served
+// (iterCachedTokensByLevel: level 0 the GPU, level 1 the host). Request
+// stats (return_perf_metrics), credited when a request finishes: prompt,
+// generation and cached prompt tokens (its device hit; a host hit is
+// credited when it is loaded, a simplification). kv_cache_config_info is
+// logged once at startup.
+func renderTRTLLMServe(p *snapshot) []byte {
+	spec := p.srv.spec
+	g, live := p.gauges(), &p.truth
+	w := &page{style: pyNum, b: make([]byte, 0, 8<<10)}
+	l := trtllmLabels(spec)
+	created := float64(p.created.UnixNano()) / 1e9
+	r, lr := &g.Ranks[0], &live.Ranks[0]
+	block := spec.PageSize
+	gauge := func(name, help string, v float64) {
+		w.family(name, help, "gauge")
+		w.sample(name, l, v)
+	}
+	counter := func(name, help string, v float64) {
+		w.family(name+"_total", help, "counter")
+		w.sample(name+"_total", l, v)
+		w.sample(name+"_created", l, created)
+	}
+	counter("trtllm_prompt_tokens", "Cumulative number of prompt (input) tokens processed.", float64(lr.Counters.FinishedPromptTokens))
+	counter("trtllm_generation_tokens", "Cumulative number of generation (output) tokens produced.", float64(lr.Counters.FinishedGenerationTokens))
+	maxBlocks := r.CapacityTokens / block
+	used := r.UsedTokens / block
+	gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate", cumulativeRate(lr.Counters.ReusedBlocks, lr.Counters.MissedBlocks))
+	counter("trtllm_kv_cache_reused_blocks", "Cumulative number of KV cache blocks reused (cache hits)", float64(lr.Counters.ReusedBlocks))
+	counter("trtllm_kv_cache_missed_blocks", "Cumulative number of KV cache blocks missed (cache misses)", float64(lr.Counters.MissedBlocks))
+	gauge("trtllm_kv_cache_utilization", "KV cache utilization", float64(used)/float64(maxBlocks))
+	if r.Host != nil && r.Host.CapacityTokens > 0 {
+		gauge("trtllm_kv_cache_host_utilization", "KV cache host (secondary) pool utilization",
+			float64(r.Host.UsedTokens/block)/float64(r.Host.CapacityTokens/block))
+	}
+	gauge("trtllm_kv_cache_iter_reuse_rate", "Per-iteration KV cache block reuse rate", r.IterReuseRate)
+	gauge("trtllm_num_requests_running", "Number of active requests", float64(r.Running))
+	gauge("trtllm_num_requests_waiting", "Number of queued requests", float64(r.Queued))
+	counter("trtllm_num_requests_completed", "Total number of completed requests across iterations", float64(lr.Counters.RequestsFinished))
+	gauge("trtllm_max_num_active_requests", "Maximum number of active requests", float64(spec.MaxRunningRequests))
+	gauge("trtllm_kv_cache_max_blocks", "Maximum number of KV cache blocks", float64(maxBlocks))
+	gauge("trtllm_kv_cache_free_blocks", "Number of free KV cache blocks", float64(maxBlocks-used))
+	gauge("trtllm_kv_cache_used_blocks", "Number of used KV cache blocks", float64(used))
+	gauge("trtllm_kv_cache_tokens_per_block", "Number of tokens per KV cache block", float64(block))
+	counter("trtllm_prompt_cached_tokens", "Process-lifetime total prompt tokens served from KV cache. Resets only when the serving process restarts, not when the KV cache is flushed or evicted.",
+		float64(lr.Counters.FinishedHitTokens+lr.hostHits()))
+	name := "trtllm_prompt_cache_hit_tokens_total"
+	w.family(name, "Process-lifetime total prompt tokens served from each KV cache level. Resets only when the serving process restarts, not when the KV cache is flushed or evicted. cache_level is the index into the configured tier list and cache_tier names the memory backing it, so a deployment with a hot and a cold GPU level reports them as two series sharing the gpu name. Pages already prefetched from disk to host count as host.", "counter")
+	levels := []struct {
+		tier string
+		n    int64
+	}{{"gpu", lr.Counters.PrefixHitTokens}}
+	if lr.Host != nil {
+		levels = append(levels, struct {
+			tier string
+			n    int64
+		}{"host", lr.Host.HitTokens})
+	}
+	for i, lv := range levels {
+		ll := join(l, labels(false, "cache_level", strconv.Itoa(i), "cache_tier", lv.tier))
+		w.sample(name, ll, float64(lv.n))
+		w.sample("trtllm_prompt_cache_hit_tokens_created", ll, created)
+	}
+	w.family("trtllm_kv_cache_config_info", "KV cache configuration info", "gauge")
+	w.sample("trtllm_kv_cache_config_info", join(l, labels(false, "enable_block_reuse", pyBool(*spec.PrefixCaching),
+		"enable_partial_reuse", "True", "free_gpu_memory_fraction", "0.9", "cache_dtype", "auto")), 1)
+	return w.b
+}
+
+// cumulativeRate is reused / (reused + missed), 0 before any lookup.
+func cumulativeRate(reused, missed int64) float64 {
+	if reused+missed == 0 {
+		return 0
+	}
+	return float64(reused) / float64(reused+missed)
+}
+
+// trtllmIterStats is trtllm-serve's /metrics: a JSON list of the latest
+// iteration stats (the fields the collector reads).
+func trtllmIterStats(p *snapshot) []byte {
+	g := p.gauges()
+	r := &g.Ranks[0]
+	block := p.srv.spec.PageSize
+	maxBlocks, used := r.CapacityTokens/block, r.UsedTokens/block
+	b := []byte(`[{"iter":`)
+	b = strconv.AppendInt(b, g.Counters.DecodeSteps, 10)
+	b = append(b, `,"numActiveRequests":`...)
+	b = strconv.AppendInt(b, int64(r.Running), 10)
+	b = append(b, `,"numQueuedRequests":`...)
+	b = strconv.AppendInt(b, int64(r.Queued), 10)
+	b = append(b, `,"maxNumActiveRequests":`...)
+	b = strconv.AppendInt(b, int64(p.srv.spec.MaxRunningRequests), 10)
+	b = append(b, `,"kvCacheStats":{"maxNumBlocks":`...)
+	b = strconv.AppendInt(b, maxBlocks, 10)
+	b = append(b, `,"freeNumBlocks":`...)
+	b = strconv.AppendInt(b, maxBlocks-used, 10)
+	b = append(b, `,"usedNumBlocks":`...)
+	b = strconv.AppendInt(b, used, 10)
+	b = append(b, `,"tokensPerBlock":`...)
+	b = strconv.AppendInt(b, block, 10)
+	b = append(b, "}}]\n"...)
+	return b
+}
