@@ -151,7 +151,7 @@ const MetaGroup = "kvwatch-meta"
 func AlertNames() []string {
 	return []string{AlertKVHigh, AlertKVCritical, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
-		AlertMetricsStale, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertExporterAbsent, AlertWatchdog}
+		AlertMetricsStale, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertExporterAbsent, AlertWatchdog}
 }
 
 // ServeRules are the rule groups serve evaluates over its own history when
@@ -274,5 +274,5 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Alerting pipeline heartbeat",
 			"Always firing while Prometheus evaluates kvwatch's rules and reaches Alertmanager. Route it to a dead man's switch that pages when it stops."),
 	}}
-	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), meta}}
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), tierAlerts(o, srvLabels, alert), meta}}
 }

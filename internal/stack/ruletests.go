@@ -218,6 +218,8 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 		summary = "Pool " + l[signal.LabelPool] + " (" + l[signal.LabelRole] + ") cannot lose its largest server"
 		desc = "Draining the largest server of " + poolWhere(l) + " would put the rest above the " + percent(a.KVUsageWarning) +
 			" warning: the margin is " + value + " of the rest's capacity. Add capacity before maintenance."
+	case AlertTierFull:
+		summary, desc = tierAnnotations(o, l, value)
 	case AlertExporterAbsent:
 		summary = "Prometheus has no kvwatch target"
 		desc = "No target of job kvwatch exists in Prometheus (not down: absent), so every KV signal and alert of the fleet is blind. " +
@@ -515,6 +517,7 @@ func ruleTests(o Options) ruleTestFile {
 			}})
 	}
 	tests = append(tests, planningRuleTests(o, expect)...)
+	tests = append(tests, tierRuleTests(o, expect)...)
 	return ruleTestFile{
 		RuleFiles:          []string{path.Base(RecordingRulesFile), path.Base(AlertRulesFile)},
 		EvaluationInterval: step,
