@@ -151,7 +151,7 @@ const MetaGroup = "kvwatch-meta"
 func AlertNames() []string {
 	return []string{AlertKVHigh, AlertKVCritical, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
-		AlertMetricsStale, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertExporterAbsent, AlertWatchdog}
+		AlertMetricsStale, AlertTargetWarnings, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertExporterAbsent, AlertWatchdog}
 }
 
 // ServeRules are the rule groups serve evaluates over its own history when
@@ -264,6 +264,7 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Metrics of engine {{ $labels.server }} are stale",
 			"kvwatch's last successful scrape of {{ $labels.server }} is older than "+a.StaleAfter.String()+"; what dashboards show for it is old."),
 	}}
+	health.Rules = append(health.Rules, targetWarningsAlert(alert))
 	meta := rulefmt.RuleGroup{Name: MetaGroup, Rules: []rulefmt.Rule{
 		alert(AlertExporterAbsent, SeverityCritical, a.TargetDownFor,
 			`absent(up{job="kvwatch"})`,
