@@ -112,6 +112,7 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 		}
 		rec(&g, RecHitRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
 			recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
+		serverCounts(&g, l)
 		groups = append(groups, g)
 	}
 	groups = append(groups, planningRecording())

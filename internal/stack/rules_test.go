@@ -113,7 +113,8 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 			t.Errorf("no promtool test where %s must stay quiet", n)
 		}
 	}
-	for _, e := range []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool")} {
+	for _, e := range []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool"),
+		RecReporting("pool") + `{cluster="c1",pool="p3",role="decode"}`, RecPartial("pool") + `{cluster="c1",pool="p1",role="decode"}`} {
 		if !exprs[e] {
 			t.Errorf("no promtool test of recording rule %s", e)
 		}

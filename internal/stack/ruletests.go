@@ -531,6 +531,7 @@ func ruleTests(o Options) ruleTestFile {
 	tests = append(tests, planningRuleTests(o, expect)...)
 	tests = append(tests, tierRuleTests(o, expect)...)
 	tests = append(tests, targetWarningsRuleTests(expect)...)
+	tests = append(tests, countRuleTests()...)
 	return ruleTestFile{
 		RuleFiles:          []string{path.Base(RecordingRulesFile), path.Base(AlertRulesFile)},
 		EvaluationInterval: step,
