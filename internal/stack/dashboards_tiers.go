@@ -65,3 +65,30 @@ func tierPanels(o Options) []panelSpec {
 			steps:       []step{{nil, blue}}},
 	}
 }
+
+// fleetTierPanels are the fleet dashboard's views of the same: the fullest
+// lower cache tiers, and how many servers each pool's KV sums cover (a sum
+// that leaves a server out is a lower bound).
+func fleetTierPanels(o Options) []panelSpec {
+	o = o.WithDefaults()
+	a := o.Config.Alerts
+	ratio, one := f(0), f(1)
+	return []panelSpec{
+		{kind: kindBarGauge, title: "Cache tiers: fullest lower tiers", unit: "percentunit", min: ratio, max: one, w: 12, h: 8,
+			description: "Usage of the 15 fullest cache tiers below the GPU (host, disk, remote, LMCache). A full tier is normal for a cache; " +
+				AlertTierFull + " warns when one is full and its share of prefix hits halves. Tiers that report no fill (vLLM CPU offload) are not listed.",
+			emptyOK: tierEmpty,
+			queries: []query{{expr: fmt.Sprintf("topk(15, %s%s)", signal.KVPoolUsageRatio.Name, poolSel(signal.LabelKVTier+`!="gpu"`)),
+				legend: "{{server}} {{tier}} {{pool_name}}", instant: true}},
+			steps: []step{{nil, green}, {f(a.TierFullUsage), orange}}},
+		{kind: kindTimeseries, title: "Servers behind the pool sums", unit: "short", min: ratio, w: 12, h: 8,
+			description: "Per pool: its targets (routers aside), how many kvwatch reaches, and how many report used and capacity tokens, the servers the pool's KV sums add up. " +
+				"Fewer reporting than targets: the pool's tokens are a lower bound, not a total.",
+			queries: []query{
+				{expr: RecTargets("pool") + poolSel(), legend: "targets {{cluster}}/{{pool}} {{role}}"},
+				{expr: RecTargetsUp("pool") + poolSel(), legend: "up {{cluster}}/{{pool}} {{role}}"},
+				{expr: RecReporting("pool") + poolSel(), legend: "in the sums {{cluster}}/{{pool}} {{role}}"},
+			},
+			steps: []step{{nil, green}}},
+	}
+}
