@@ -148,8 +148,12 @@ type Alerts struct {
 	LeakFor              model.Duration `yaml:"leak_for"`
 	RankSpread           float64        `yaml:"rank_spread"`
 	RankSpreadFor        model.Duration `yaml:"rank_spread_for"`
-	TargetDownFor        model.Duration `yaml:"target_down_for"`
-	StaleAfter           model.Duration `yaml:"stale_after"`
+	// TierFullUsage is the usage of a cache tier below the GPU (host, disk,
+	// remote, LMCache) above which a drop of its share of prefix hits
+	// alerts; in [0, 1): 0 alerts on the drop at any fill.
+	TierFullUsage float64        `yaml:"tier_full_usage"`
+	TargetDownFor model.Duration `yaml:"target_down_for"`
+	StaleAfter    model.Duration `yaml:"stale_after"`
 }
 
 // History configures serve's in-memory history.
@@ -212,6 +216,7 @@ func defaults() *Config {
 			LeakFor:              model.Duration(15 * time.Minute),
 			RankSpread:           0.30,
 			RankSpreadFor:        model.Duration(15 * time.Minute),
+			TierFullUsage:        0.90,
 			TargetDownFor:        model.Duration(2 * time.Minute),
 			StaleAfter:           model.Duration(2 * time.Minute),
 		},
@@ -696,6 +701,11 @@ func (a *Alerts) validate(v *validator) {
 		if !(r.v > 0 && r.v <= 1) {
 			v.addf(at(r.key), "%g is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%%", r.v)
 		}
+	}
+	// 1 would be a tier alert that can never fire (usage above 1 is
+	// implausible and not exported); 0 alerts on a hit-share drop at any fill.
+	if !(a.TierFullUsage >= 0 && a.TierFullUsage < 1) {
+		v.addf(at("tier_full_usage"), "%g is not a ratio below 1; use a number in [0, 1), e.g. 0.9 for 90%%", a.TierFullUsage)
 	}
 	if a.KVUsageWarning >= a.KVUsageCritical {
 		v.addf(at("kv_usage_warning"), "%g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical)

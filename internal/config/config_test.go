@@ -71,6 +71,8 @@ targets:
   line 6: targets[0].rol: unknown key "rol"; did you mean "role"?
   line 9: targets[1].tls_config.ca_fil: unknown key "ca_fil"; did you mean "ca_file"?
   line 7: targets[0].role: unknown role "wizard"; want one of prefill, decode, unified, router`},
+		{"tier_full_usage must be below 1 (above 1 is never reached)", "alerts:\n  tier_full_usage: 1\n",
+			`kvwatch.yml: line 2: alerts.tier_full_usage: 1 is not a ratio below 1; use a number in [0, 1), e.g. 0.9 for 90%`},
 		{"an unknown key far from any known one gets no suggestion", "history:\n  keep_forever: true\n",
 			`kvwatch.yml: line 2: history.keep_forever: unknown key "keep_forever"`},
 		{"validation, all at once with lines", `
@@ -184,6 +186,7 @@ alerts:
   preemptions_per_second: 0
   prefix_hit_min_query_tokens_per_second: 0
   kv_usage_warning_for: 0s
+  tier_full_usage: 0
 history:
   retention: 0s
 `), "kvwatch.yml")
@@ -192,6 +195,7 @@ history:
 	}
 	want := Default().Alerts
 	want.QueueLength, want.PreemptionsPerSecond, want.PrefixHitMinTokensPS, want.KVUsageWarningFor = 0, 0, 0, 0
+	want.TierFullUsage = 0
 	if diff := cmp.Diff(want, c.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}
@@ -208,7 +212,7 @@ func TestDefaultsByHand(t *testing.T) {
 	want := Alerts{KVUsageWarning: 0.90, KVUsageWarningFor: min(10), KVUsageCritical: 0.97, KVUsageCriticalFor: min(5),
 		KVFullWithin: min(30), QueueLength: 50, QueueFor: min(5), PreemptionsPerSecond: 0.1, PreemptionsFor: min(10),
 		PrefixHitRatioLow: 0.10, PrefixHitMinTokensPS: 1000, PrefixHitFor: min(15), LeakUsage: 0.50, LeakFor: min(15),
-		RankSpread: 0.30, RankSpreadFor: min(15), TargetDownFor: min(2), StaleAfter: min(2)}
+		RankSpread: 0.30, RankSpreadFor: min(15), TierFullUsage: 0.90, TargetDownFor: min(2), StaleAfter: min(2)}
 	if diff := cmp.Diff(want, d.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}

@@ -112,6 +112,7 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 		}
 		rec(&g, RecHitRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
 			recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
+		serverCounts(&g, l)
 		groups = append(groups, g)
 	}
 	groups = append(groups, planningRecording())
@@ -151,7 +152,7 @@ const MetaGroup = "kvwatch-meta"
 func AlertNames() []string {
 	return []string{AlertKVHigh, AlertKVCritical, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
-		AlertMetricsStale, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertExporterAbsent, AlertWatchdog}
+		AlertMetricsStale, AlertTargetWarnings, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertExporterAbsent, AlertWatchdog}
 }
 
 // ServeRules are the rule groups serve evaluates over its own history when
@@ -264,6 +265,7 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Metrics of engine {{ $labels.server }} are stale",
 			"kvwatch's last successful scrape of {{ $labels.server }} is older than "+a.StaleAfter.String()+"; what dashboards show for it is old."),
 	}}
+	health.Rules = append(health.Rules, targetWarningsAlert(alert))
 	meta := rulefmt.RuleGroup{Name: MetaGroup, Rules: []rulefmt.Rule{
 		alert(AlertExporterAbsent, SeverityCritical, a.TargetDownFor,
 			`absent(up{job="kvwatch"})`,
@@ -274,5 +276,5 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Alerting pipeline heartbeat",
 			"Always firing while Prometheus evaluates kvwatch's rules and reaches Alertmanager. Route it to a dead man's switch that pages when it stops."),
 	}}
-	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), meta}}
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), tierAlerts(o, srvLabels, alert), meta}}
 }

@@ -97,11 +97,24 @@ func (f forecast) timeToFull(free, rate string) string {
 	return fmt.Sprintf("(clamp_min(%s, 0) / (%s > %s)) or clamp_min(%s <= 0, 0)", free, rate, f.floor, free)
 }
 
+// poolTemplate names a pool in alert texts from the labels it has,
+// capitalized to start a sentence.
+func poolTemplate(capital bool) string {
+	named, unnamed := "pool", "the"
+	if capital {
+		named, unnamed = "Pool", "The"
+	}
+	return "{{ with $labels.pool }}" + named + " {{ . }} ({{ $labels.role }}{{ with $labels.cluster }}, cluster {{ . }}{{ end }})" +
+		"{{ else }}" + unnamed + " {{ $labels.role }} pool{{ with $labels.cluster }} of cluster {{ . }}{{ end }}{{ end }}"
+}
+
 // planningAlerts returns the planning alert group.
 func planningAlerts(o Options, alert func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule) rulefmt.RuleGroup {
 	a := o.Config.Alerts
-	// Only the labels a pool has are named (no "cluster " for a pool without one).
-	pool := "pool {{ $labels.pool }} ({{ $labels.role }}{{ with $labels.cluster }}, cluster {{ . }}{{ end }})"
+	// Only the labels a pool has are named: "pool p1 (decode, cluster c1)",
+	// and for servers without a pool label "the decode pool of cluster c1"
+	// (never "pool  (decode)").
+	pool, poolCap := poolTemplate(false), poolTemplate(true)
 	within := int64(time.Duration(a.KVFullWithin) / time.Second)
 	pl := strings.Join([]string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}, ", ")
 	f := poolForecast()
@@ -119,7 +132,7 @@ func planningAlerts(o Options, alert func(name, severity string, forD model.Dura
 				" is gone in {{ $value | humanizeDuration }} (threshold "+a.KVFullWithin.String()+")."),
 		alert(AlertPoolDrain, SeverityWarning, drainUnsafeFor,
 			fmt.Sprintf("%s < 0 and on (%s) (%s > 1)", signal.PoolDrainMarginRatio.Name, pl, signal.PoolServers.Name),
-			"Pool {{ $labels.pool }} ({{ $labels.role }}) cannot lose its largest server",
+			poolCap+" cannot lose its largest server",
 			"Draining the largest server of "+pool+" would put the rest above the "+pct(a.KVUsageWarning)+
 				" warning: the margin is {{ $value | humanizePercentage }} of the rest's capacity. Add capacity before maintenance."),
 	}}

@@ -31,6 +31,7 @@ func customOptions() Options {
 	a.LeakUsage, a.LeakFor = 0.2, dur("6m")
 	a.RankSpread, a.RankSpreadFor = 0.1, dur("7m")
 	a.TargetDownFor, a.StaleAfter = dur("1m"), dur("3m")
+	a.TierFullUsage = 0.75
 	o.KVFullFor = model.Duration(dur("2m"))
 	return o
 }
@@ -65,6 +66,8 @@ func TestRuleTestsAnyFor(t *testing.T) {
 		a.KVUsageWarning, a.KVUsageCritical = th[0], th[1]
 		a.LeakUsage, a.RankSpread, a.PrefixHitRatioLow = th[0], th[1]-th[0], th[1]
 		a.QueueLength, a.PreemptionsPerSecond, a.PrefixHitMinTokensPS = float64(1+10*i), 0.05*float64(i+1), float64(5*i+1)
+		// tier_full_usage across its range [0, 1), 0 (any fill) included.
+		a.TierFullUsage = []float64{0, 0.5, 0.95, 0.3}[i%4]
 		for _, v := range versions {
 			t.Run(fmt.Sprintf("for=%s/prometheus%s", d, v.name), func(t *testing.T) {
 				_, dir := generateDir(t, o)
@@ -110,7 +113,8 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 			t.Errorf("no promtool test where %s must stay quiet", n)
 		}
 	}
-	for _, e := range []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool")} {
+	for _, e := range []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool"),
+		RecReporting("pool") + `{cluster="c1",pool="p3",role="decode"}`, RecPartial("pool") + `{cluster="c1",pool="p1",role="decode"}`} {
 		if !exprs[e] {
 			t.Errorf("no promtool test of recording rule %s", e)
 		}

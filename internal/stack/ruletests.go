@@ -215,9 +215,14 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 		desc = "At the fill trend of the last 15m plus the KV its queued requests need, the free KV of " + poolWhere(l) +
 			" is gone in " + value + " (threshold " + a.KVFullWithin.String() + ")."
 	case AlertPoolDrain:
-		summary = "Pool " + l[signal.LabelPool] + " (" + l[signal.LabelRole] + ") cannot lose its largest server"
+		where := poolWhere(l)
+		summary = strings.ToUpper(where[:1]) + where[1:] + " cannot lose its largest server"
 		desc = "Draining the largest server of " + poolWhere(l) + " would put the rest above the " + percent(a.KVUsageWarning) +
 			" warning: the margin is " + value + " of the rest's capacity. Add capacity before maintenance."
+	case AlertTargetWarnings:
+		summary, desc = targetWarningsAnnotations(l, value)
+	case AlertTierFull:
+		summary, desc = tierAnnotations(o, l, value)
 	case AlertExporterAbsent:
 		summary = "Prometheus has no kvwatch target"
 		desc = "No target of job kvwatch exists in Prometheus (not down: absent), so every KV signal and alert of the fleet is blind. " +
@@ -233,13 +238,22 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 }
 
 // poolWhere names a pool as the planning alerts do: "pool p1 (decode,
-// cluster c1)", the cluster only when the pool has one.
+// cluster c1)", the cluster only when the pool has one; a pool without a
+// pool label is "the decode pool of cluster c1" (or "the decode pool").
 func poolWhere(l map[string]string) string {
-	w := "pool " + l[signal.LabelPool] + " (" + l[signal.LabelRole]
-	if c := l[signal.LabelCluster]; c != "" {
-		w += ", cluster " + c
+	c := l[signal.LabelCluster]
+	if p := l[signal.LabelPool]; p != "" {
+		w := "pool " + p + " (" + l[signal.LabelRole]
+		if c != "" {
+			w += ", cluster " + c
+		}
+		return w + ")"
 	}
-	return w + ")"
+	w := "the " + l[signal.LabelRole] + " pool"
+	if c != "" {
+		w += " of cluster " + c
+	}
+	return w
 }
 
 // ruleTests returns the promtool unit tests of every alert and the main
@@ -515,6 +529,9 @@ func ruleTests(o Options) ruleTestFile {
 			}})
 	}
 	tests = append(tests, planningRuleTests(o, expect)...)
+	tests = append(tests, tierRuleTests(o, expect)...)
+	tests = append(tests, targetWarningsRuleTests(expect)...)
+	tests = append(tests, countRuleTests()...)
 	return ruleTestFile{
 		RuleFiles:          []string{path.Base(RecordingRulesFile), path.Base(AlertRulesFile)},
 		EvaluationInterval: step,

@@ -126,13 +126,18 @@ func planningRuleTests(o Options, expect func(name string, labels map[string]str
 
 	// KVPoolNMinusOneUnsafe: pool pu's margin is −5 % for longer than the
 	// hold; ps has +10 %; pool p1 has one server (kvwatch exports no
-	// margin for it, and the servers guard would drop it anyway).
+	// margin for it, and the servers guard would drop it anyway). The
+	// decode servers without cluster and pool labels are a pool too, at
+	// −20 %: its texts name only the role ("the decode pool", not
+	// "pool  (decode)").
 	{
 		hold := ceilMinutes(drainUnsafeFor)
 		n := hold + 10
 		lbl := func(metric, pool string) string { return metric + renderLabels(poolLabels(pool, "decode")) }
 		l := poolLabels("pu", "decode")
 		l["severity"] = SeverityWarning
+		bare := map[string]string{signal.LabelRole: "decode", "job": testJob, "instance": testInstance}
+		bareAlert := map[string]string{signal.LabelRole: "decode", "job": testJob, "instance": testInstance, "severity": SeverityWarning}
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{lbl(signal.PoolDrainMarginRatio.Name, "pu"), constant(-0.05, n)},
@@ -141,10 +146,15 @@ func planningRuleTests(o Options, expect func(name string, labels map[string]str
 				{lbl(signal.PoolServers.Name, "ps"), constant(3, n)},
 				{lbl(signal.PoolDrainMarginRatio.Name, "p1"), constant(-0.5, n)},
 				{lbl(signal.PoolServers.Name, "p1"), constant(1, n)},
+				{signal.PoolDrainMarginRatio.Name + renderLabels(bare), constant(-0.2, n)},
+				{signal.PoolServers.Name + renderLabels(bare), constant(2, n)},
 			},
 			AlertRuleTests: []alertTest{
 				{mins(hold - 1), AlertPoolDrain, none},
-				{mins(hold + 1), AlertPoolDrain, []expAlert{expect(AlertPoolDrain, l, humanizePercentage(-0.05))}},
+				{mins(hold + 1), AlertPoolDrain, []expAlert{
+					expect(AlertPoolDrain, l, humanizePercentage(-0.05)),
+					expect(AlertPoolDrain, bareAlert, humanizePercentage(-0.2)),
+				}},
 			}})
 	}
 	return tests
