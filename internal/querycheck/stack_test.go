@@ -56,15 +56,23 @@ func TestGeneratedStackOffline(t *testing.T) {
 }
 
 func TestGeneratedStackAgainstServe(t *testing.T) {
-	eps := startSim(t, "mixed")
 	var b strings.Builder
 	b.WriteString("global:\n  scrape_interval: 1s\ntargets:\n")
-	for _, ep := range eps {
-		role := ""
-		if ep.Role != "" {
-			role = fmt.Sprintf("    role: %s\n", ep.Role)
+	// The mixed fleet in pool p1, and in p2 the cache tiers the tier
+	// panels and alert read: LMCache's bytes, HiCache's hit tokens, KVBM's
+	// hit rates (the mixed fleet has none of them).
+	for i, scenario := range []string{"mixed", "vllm-lmcache", "sglang-hicache", "dynamo-kvbm"} {
+		pool := "p1"
+		if i > 0 {
+			pool = "p2"
 		}
-		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n%s    labels: {cluster: c1, pool: p1}\n", ep.Name, ep.URL+ep.MetricsPath, role)
+		for _, ep := range startSim(t, scenario) {
+			role := ""
+			if ep.Role != "" {
+				role = fmt.Sprintf("    role: %s\n", ep.Role)
+			}
+			fmt.Fprintf(&b, "  - name: %s-%s\n    url: %s\n%s    labels: {cluster: c1, pool: %s}\n", scenario, ep.Name, ep.URL+ep.MetricsPath, role, pool)
+		}
 	}
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
 	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
@@ -102,7 +110,9 @@ func TestGeneratedStackAgainstServe(t *testing.T) {
 	// (docs/planning.md), as they are here: the simulator runs on a manual
 	// clock, so nothing runs and there is no mix to measure, and the mixed
 	// pool holds servers without token KV (LMDeploy), so no drain answer.
-	absentWhileUnknown := map[string]bool{
+	// LMCache's L1 capacity in bytes is derived from used / usage, so it is
+	// unknown while the L1 is empty, as here.
+	absentWhileUnknown := map[string]bool{"kvwatch_kv_pool_capacity_bytes": true,
 		"kvwatch_pool_workload_headroom_requests": true, "kvwatch_pool_finished_headroom_requests": true,
 		"kvwatch_pool_drain_margin_ratio": true, "kvwatch_pool_drain_margin_tokens": true,
 	}
