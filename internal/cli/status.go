@@ -380,7 +380,7 @@ func renderRanks(w io.Writer, s *kv.Server, cells int) {
 	}
 	// Short enough for the KV column: a longer text there would widen it
 	// for the whole table. docs/status.md says what the spread is.
-	if len(s.DPGroups()) < 2 {
+	if !s.MultiDP() {
 		line("", "  imbalance", "", "none: one DP rank")
 		return
 	}

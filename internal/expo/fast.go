@@ -41,7 +41,23 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		// histogram's le values by the type it last read.
 		lastType []byte
 		slowBuf  []byte
+		// The series cache is read under one read lock for the page (not
+		// one a line); what the page adds is put once the lock is let go.
+		puts []pendingSeries
+		// lastName, lastWant: want's answer for the previous sample's
+		// name (a family's samples come in a run).
+		lastName string
+		lastWant bool
 	)
+	if pr != nil {
+		pr.series.mu.RLock()
+		defer func() {
+			pr.series.mu.RUnlock()
+			for _, p := range puts {
+				pr.series.put(p.key, p.is)
+			}
+		}()
+	}
 	for rest := lines; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
@@ -75,7 +91,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		// series text.
 		if sp := bytes.LastIndexByte(line, ' '); sp > 0 {
 			var is internedSeries
-			if is, found = pr.cachedSeries(line[:sp]); found {
+			if is, found = pr.cachedSeriesRLocked(line[:sp]); found {
 				if v, fast = fastValue(line[sp+1:]); fast {
 					lset, name = is.labels, is.name
 				}
@@ -95,7 +111,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				lset = ls.labels(sb)
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				if pr != nil {
-					pr.series.put(line[:end], internedSeries{labels: lset, name: name})
+					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name}})
 				}
 			} else {
 				fast = false
@@ -117,19 +133,36 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			}
 			continue
 		}
-		if want != nil && !want(name) {
-			continue
+		if want != nil {
+			if name != lastName || lastName == "" {
+				lastName, lastWant = name, want(name)
+			}
+			if !lastWant {
+				continue
+			}
 		}
 		all = append(all, Sample{Name: name, Labels: lset, Value: v})
 	}
 	return all, true
 }
 
+// pendingSeries is a series fastText adds to the cache after its pass.
+type pendingSeries struct {
+	key []byte
+	is  internedSeries
+}
+
 // fastValue parses a sample value the way the text parser does, when it is
 // a lone float token (no timestamp after it) of the syntax it accepts.
 func fastValue(val []byte) (float64, bool) {
-	if len(val) == 0 || bytes.IndexByte(val, ' ') >= 0 || bytes.IndexByte(val, '{') >= 0 || bytes.ContainsAny(val, "pP_") {
+	if len(val) == 0 {
 		return 0, false
+	}
+	for _, c := range val {
+		switch c {
+		case ' ', '{', 'p', 'P', '_':
+			return 0, false
+		}
 	}
 	v, err := strconv.ParseFloat(yoloString(val), 64)
 	if err != nil {
@@ -175,11 +208,14 @@ func (pr *Parser) slowLine(lines []byte, typed bool, want Want, st **labels.Symb
 	return Sample{Name: name, Labels: lset, Value: v}, true, nil
 }
 
-func (pr *Parser) cachedSeries(series []byte) (internedSeries, bool) {
+// cachedSeriesRLocked looks a series text up in the cache; the caller
+// holds its read lock.
+func (pr *Parser) cachedSeriesRLocked(series []byte) (internedSeries, bool) {
 	if pr == nil {
 		return internedSeries{}, false
 	}
-	return pr.series.get(series)
+	v, ok := pr.series.m[string(series)]
+	return v, ok
 }
 
 // fastMeta files a "# TYPE name type" line in types (isType) and accepts

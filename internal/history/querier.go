@@ -201,8 +201,9 @@ func (f floatSample) FH() *histogram.FloatHistogram { return nil }
 func (f floatSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
 func (f floatSample) Copy() chunks.Sample           { return f }
 
-// oneSample is a list of one sample.
-type oneSample struct{ s floatSample }
+// oneSample is a list of one sample, boxed once (the list iterator calls
+// Get at every At).
+type oneSample struct{ s chunks.Sample }
 
 func (o oneSample) Get(int) chunks.Sample { return o.s }
 func (o oneSample) Len() int              { return 1 }

@@ -108,9 +108,9 @@ func (s *Server) FitOf(size Value) Value {
 	if s.Role == RoleRouter || !size.OK() || size.V <= 0 {
 		return Value{}
 	}
-	groups := s.DPGroups()
-	if len(groups) <= 1 {
-		groups = []Signals{s.Signals}
+	groups := []Signals{s.Signals}
+	if s.MultiDP() {
+		groups = s.DPGroups()
 	}
 	var out Value
 	for i := range groups {
@@ -142,9 +142,9 @@ func (s *Server) WorkloadHeadroom(fallback Value) Value {
 		return Value{}
 	}
 	own := perRequest(&s.Signals)
-	groups := s.DPGroups()
-	if len(groups) <= 1 {
-		groups = []Signals{s.Signals}
+	groups := []Signals{s.Signals}
+	if s.MultiDP() {
+		groups = s.DPGroups()
 	}
 	var out Value
 	for i := range groups {

@@ -211,6 +211,24 @@ func (s *Server) DPGroups() []Signals {
 	return groups
 }
 
+// MultiDP reports whether the server has more than one DP group (see
+// DPGroups), without building them: with one, the server's own signals are
+// its only group's.
+func (s *Server) MultiDP() bool {
+	first, seen := "", false
+	for _, r := range s.Ranks {
+		if r.RankID == (RankID{}) {
+			continue
+		}
+		if !seen {
+			first, seen = r.DP, true
+		} else if r.DP != first {
+			return true
+		}
+	}
+	return false
+}
+
 // groups returns the DP groups and the unlabelled filler (nil without one).
 func (s *Server) groups() ([]Signals, *Signals) {
 	labelled := false

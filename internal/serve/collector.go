@@ -195,7 +195,8 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 	known(signal.RankSpreadRatio, s.Spread)
 	// Per DP rank, and only with more than one: TP and PP ranks of a DP
 	// rank hold the same KV, and one DP rank would repeat the server series.
-	if groups := s.DPGroups(); len(groups) > 1 {
+	if s.MultiDP() {
+		groups := s.DPGroups()
 		for i, dp := range dpRanks(s) {
 			g := &groups[i]
 			known(signal.RankKVUsageRatio, g.UsageRatio, dp)
