@@ -33,66 +33,57 @@ func ratio1e6(v kv.Value) kv.Value { return kv.Value{V: v.V * 1e6, Prov: v.Prov}
 func TestLMCacheReportsTruth(t *testing.T) {
 	c := startCluster(t, "vllm-lmcache")
 	var spilled, partial, hitL2 bool
-	for _, at := range []time.Duration{time.Minute, 4 * time.Minute} {
-		c.Advance(at)
-		for _, ep := range c.Endpoints() {
-			truth := c.Truth(ep.Name)
-			res := scrapeEndpoint(t, ep)
-			if !res.OK() {
-				t.Fatalf("%s: %v", ep.Name, res.Err)
+	readBack(t, c, []time.Duration{time.Minute, 4 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+		switch ep.Engine {
+		case sim.EngineVLLM:
+			if s.Engine != "vllm" {
+				t.Fatalf("%s read as %s", ep.Name, s.Engine)
 			}
-			s := res.Server
-			switch ep.Engine {
-			case sim.EngineVLLM:
-				if s.Engine != "vllm" {
-					t.Fatalf("%s read as %s", ep.Name, s.Engine)
-				}
-				check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
-				check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
-				check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.PrefixHitTokens))
-				if len(s.CachePools) != 0 {
-					t.Errorf("%s has pools %+v; its tiers are the LMCache server's", ep.Name, s.CachePools)
-				}
-			case sim.EngineLMCache:
-				lt := truth.LMCache
-				if lt == nil || s.Engine != "lmcache" {
-					t.Fatalf("%s: truth %v, read as %q", ep.Name, lt, s.Engine)
-				}
-				check(t, ep.Name+" capacity", s.Capacity, -1)
-				check(t, ep.Name+" used", s.Used, -1)
-				check(t, ep.Name+" usage", s.UsageRatio, -1)
-				check(t, ep.Name+" lookup hit tokens", s.Counters.PrefixHitTokens, float64(lt.HitTokens))
-				check(t, ep.Name+" lookup requested tokens", s.Counters.PrefixQueryTokens, float64(lt.RequestedTokens))
-				if s.Model != lt.ModelName {
-					t.Errorf("%s model = %q, want %q", ep.Name, s.Model, lt.ModelName)
-				}
-				l1 := poolOf(s, kv.TierLMCacheL1, "")
-				l2 := poolOf(s, kv.TierLMCacheL2, lt.L2Name)
-				if l1 == nil || l2 == nil {
-					t.Fatalf("%s: L1 %v, L2 %v among %+v", ep.Name, l1, l2, s.CachePools)
-				}
-				for _, p := range []*kv.CachePool{l1, l2} {
-					if p.Unit != kv.UnitBytes {
-						t.Errorf("%s %s unit = %q, want bytes", ep.Name, p.Tier, p.Unit)
-					}
-				}
-				check(t, ep.Name+" L1 used", l1.Used, float64(lt.L1UsedBytes))
-				check(t, ep.Name+" L1 usage ×1e6", ratio1e6(l1.UsageRatio), 1e6*float64(lt.L1UsedBytes)/float64(lt.L1CapacityBytes))
-				if lt.L1UsedBytes > 0 {
-					// used / usage: the capacity LMCache does not export.
-					check(t, ep.Name+" L1 capacity", l1.Capacity, float64(lt.L1CapacityBytes))
-				}
-				check(t, ep.Name+" L1 hit tokens", l1.HitTokens, float64(lt.HitL1Tokens))
-				check(t, ep.Name+" L2 used", l2.Used, float64(lt.L2UsedBytes))
-				check(t, ep.Name+" L2 capacity", l2.Capacity, -1)
-				check(t, ep.Name+" L2 hit tokens", l2.HitTokens, float64(lt.HitL2Tokens))
-				t.Logf("%s at %s: %+v", ep.Name, at, *lt)
-				spilled = spilled || lt.L2UsedBytes > 0
-				partial = partial || (lt.L1UsedBytes > 0 && lt.L1UsedBytes < lt.L1CapacityBytes)
-				hitL2 = hitL2 || lt.HitL2Tokens > 0
+			check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
+			check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
+			check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.PrefixHitTokens))
+			if len(s.CachePools) != 0 {
+				t.Errorf("%s has pools %+v; its tiers are the LMCache server's", ep.Name, s.CachePools)
 			}
+		case sim.EngineLMCache:
+			lt := truth.LMCache
+			if lt == nil || s.Engine != "lmcache" {
+				t.Fatalf("%s: truth %v, read as %q", ep.Name, lt, s.Engine)
+			}
+			check(t, ep.Name+" capacity", s.Capacity, -1)
+			check(t, ep.Name+" used", s.Used, -1)
+			check(t, ep.Name+" usage", s.UsageRatio, -1)
+			check(t, ep.Name+" lookup hit tokens", s.Counters.PrefixHitTokens, float64(lt.HitTokens))
+			check(t, ep.Name+" lookup requested tokens", s.Counters.PrefixQueryTokens, float64(lt.RequestedTokens))
+			if s.Model != lt.ModelName {
+				t.Errorf("%s model = %q, want %q", ep.Name, s.Model, lt.ModelName)
+			}
+			l1 := poolOf(s, kv.TierLMCacheL1, "")
+			l2 := poolOf(s, kv.TierLMCacheL2, lt.L2Name)
+			if l1 == nil || l2 == nil {
+				t.Fatalf("%s: L1 %v, L2 %v among %+v", ep.Name, l1, l2, s.CachePools)
+			}
+			for _, p := range []*kv.CachePool{l1, l2} {
+				if p.Unit != kv.UnitBytes {
+					t.Errorf("%s %s unit = %q, want bytes", ep.Name, p.Tier, p.Unit)
+				}
+			}
+			check(t, ep.Name+" L1 used", l1.Used, float64(lt.L1UsedBytes))
+			check(t, ep.Name+" L1 usage ×1e6", ratio1e6(l1.UsageRatio), 1e6*float64(lt.L1UsedBytes)/float64(lt.L1CapacityBytes))
+			if lt.L1UsedBytes > 0 {
+				// used / usage: the capacity LMCache does not export.
+				check(t, ep.Name+" L1 capacity", l1.Capacity, float64(lt.L1CapacityBytes))
+			}
+			check(t, ep.Name+" L1 hit tokens", l1.HitTokens, float64(lt.HitL1Tokens))
+			check(t, ep.Name+" L2 used", l2.Used, float64(lt.L2UsedBytes))
+			check(t, ep.Name+" L2 capacity", l2.Capacity, -1)
+			check(t, ep.Name+" L2 hit tokens", l2.HitTokens, float64(lt.HitL2Tokens))
+			t.Logf("%s: %+v", ep.Name, *lt)
+			spilled = spilled || lt.L2UsedBytes > 0
+			partial = partial || (lt.L1UsedBytes > 0 && lt.L1UsedBytes < lt.L1CapacityBytes)
+			hitL2 = hitL2 || lt.HitL2Tokens > 0
 		}
-	}
+	})
 	if !spilled || !partial || !hitL2 {
 		t.Errorf("L1 never partly full (%v), never spilled to L2 (%v) or L2 never hit (%v): the comparison proved little", partial, spilled, hitL2)
 	}
@@ -105,46 +96,37 @@ func TestLMCacheReportsTruth(t *testing.T) {
 func TestTRTLLMServeReportsTruth(t *testing.T) {
 	c := startCluster(t, "trtllm-serve")
 	busy, hostHit := false, false
-	for _, at := range []time.Duration{2 * time.Minute, 6 * time.Minute} {
-		c.Advance(at)
-		for _, ep := range c.Endpoints() {
-			truth := c.Truth(ep.Name)
-			if ep.MetricsPath != "/prometheus/metrics" {
-				t.Errorf("%s metrics path = %q, want /prometheus/metrics", ep.Name, ep.MetricsPath)
-			}
-			res := scrapeEndpoint(t, ep)
-			if !res.OK() {
-				t.Fatalf("%s: %v", ep.Name, res.Err)
-			}
-			s := res.Server
-			if s.Engine != "trtllm-serve" || s.Generation != "current" {
-				t.Fatalf("%s read as %s %s", ep.Name, s.Engine, s.Generation)
-			}
-			check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
-			check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
-			check(t, ep.Name+" usage ×1e6", ratio1e6(s.UsageRatio), 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
-			check(t, ep.Name+" running", s.Running, float64(truth.Running))
-			check(t, ep.Name+" queued", s.Queued.Waiting, float64(truth.Queued))
-			// maxNumActiveRequests: the running-request limit.
-			check(t, ep.Name+" running limit", s.MaxRunning, float64(truth.MaxRunningRequests))
-			check(t, ep.Name+" prompt tokens", s.Counters.PromptTokens, float64(truth.Counters.FinishedPromptTokens))
-			check(t, ep.Name+" generation tokens", s.Counters.GenerationTokens, float64(truth.Counters.FinishedGenerationTokens))
-			check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.FinishedHitTokens+truth.Host.HitTokens))
-			check(t, ep.Name+" prefix query tokens", s.Counters.PrefixQueryTokens, float64(truth.Counters.FinishedPromptTokens))
-			h := hostPool(s)
-			if h == nil {
-				t.Fatalf("%s: no host pool among %+v", ep.Name, s.CachePools)
-			}
-			check(t, ep.Name+" host usage ×1e6", ratio1e6(h.UsageRatio), 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
-			check(t, ep.Name+" host capacity", h.Capacity, -1)
-			check(t, ep.Name+" host hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
-			if d := poolOf(s, kv.TierDisk, ""); d != nil {
-				t.Errorf("%s has a disk pool %+v; the scenario has none", ep.Name, d)
-			}
-			busy = busy || (truth.UsedTokens > 0 && truth.Running > 0 && truth.Host.UsedTokens > 0)
-			hostHit = hostHit || truth.Host.HitTokens > 0
+	readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+		if ep.MetricsPath != "/prometheus/metrics" {
+			t.Errorf("%s metrics path = %q, want /prometheus/metrics", ep.Name, ep.MetricsPath)
 		}
-	}
+		if s.Engine != "trtllm-serve" || s.Generation != "current" {
+			t.Fatalf("%s read as %s %s", ep.Name, s.Engine, s.Generation)
+		}
+		check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
+		check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
+		check(t, ep.Name+" usage ×1e6", ratio1e6(s.UsageRatio), 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
+		check(t, ep.Name+" running", s.Running, float64(truth.Running))
+		check(t, ep.Name+" queued", s.Queued.Waiting, float64(truth.Queued))
+		// maxNumActiveRequests: the running-request limit.
+		check(t, ep.Name+" running limit", s.MaxRunning, float64(truth.MaxRunningRequests))
+		check(t, ep.Name+" prompt tokens", s.Counters.PromptTokens, float64(truth.Counters.FinishedPromptTokens))
+		check(t, ep.Name+" generation tokens", s.Counters.GenerationTokens, float64(truth.Counters.FinishedGenerationTokens))
+		check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.FinishedHitTokens+truth.Host.HitTokens))
+		check(t, ep.Name+" prefix query tokens", s.Counters.PrefixQueryTokens, float64(truth.Counters.FinishedPromptTokens))
+		h := hostPool(s)
+		if h == nil {
+			t.Fatalf("%s: no host pool among %+v", ep.Name, s.CachePools)
+		}
+		check(t, ep.Name+" host usage ×1e6", ratio1e6(h.UsageRatio), 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
+		check(t, ep.Name+" host capacity", h.Capacity, -1)
+		check(t, ep.Name+" host hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+		if d := poolOf(s, kv.TierDisk, ""); d != nil {
+			t.Errorf("%s has a disk pool %+v; the scenario has none", ep.Name, d)
+		}
+		busy = busy || (truth.UsedTokens > 0 && truth.Running > 0 && truth.Host.UsedTokens > 0)
+		hostHit = hostHit || truth.Host.HitTokens > 0
+	})
 	if !busy || !hostHit {
 		t.Errorf("never busy with a filled host (%v) or never a host hit (%v): the comparison proved little", busy, hostHit)
 	}
@@ -155,36 +137,27 @@ func TestTRTLLMServeReportsTruth(t *testing.T) {
 func TestKVBMReportsTruth(t *testing.T) {
 	c := startCluster(t, "dynamo-kvbm")
 	hitHost, hitDisk := false, false
-	for _, at := range []time.Duration{2 * time.Minute, 6 * time.Minute} {
-		c.Advance(at)
-		for _, ep := range c.Endpoints() {
-			truth := c.Truth(ep.Name)
-			res := scrapeEndpoint(t, ep)
-			if !res.OK() {
-				t.Fatalf("%s: %v", ep.Name, res.Err)
-			}
-			s := res.Server
-			kt := truth.KVBM
-			if kt == nil || s.Engine != "dynamo" {
-				t.Fatalf("%s: truth %v, read as %q", ep.Name, kt, s.Engine)
-			}
-			check(t, ep.Name+" capacity", s.Capacity, -1)
-			check(t, ep.Name+" usage", s.UsageRatio, -1)
-			host, disk := poolOf(s, kv.TierHost, ""), poolOf(s, kv.TierDisk, "")
-			if host == nil || disk == nil {
-				t.Fatalf("%s: host %v, disk %v among %+v", ep.Name, host, disk, s.CachePools)
-			}
-			check(t, ep.Name+" host hit rate ×1e6", ratio1e6(host.HitRate), 1e6*kt.HostHitRate)
-			check(t, ep.Name+" disk hit rate ×1e6", ratio1e6(disk.HitRate), 1e6*kt.DiskHitRate)
-			for _, p := range []*kv.CachePool{host, disk} {
-				check(t, ep.Name+" "+p.Tier+" used", p.Used, -1)
-				check(t, ep.Name+" "+p.Tier+" capacity", p.Capacity, -1)
-			}
-			t.Logf("%s at %s: %+v", ep.Name, at, *kt)
-			hitHost = hitHost || kt.HostHitRate > 0
-			hitDisk = hitDisk || kt.DiskHitRate > 0
+	readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+		kt := truth.KVBM
+		if kt == nil || s.Engine != "dynamo" {
+			t.Fatalf("%s: truth %v, read as %q", ep.Name, kt, s.Engine)
 		}
-	}
+		check(t, ep.Name+" capacity", s.Capacity, -1)
+		check(t, ep.Name+" usage", s.UsageRatio, -1)
+		host, disk := poolOf(s, kv.TierHost, ""), poolOf(s, kv.TierDisk, "")
+		if host == nil || disk == nil {
+			t.Fatalf("%s: host %v, disk %v among %+v", ep.Name, host, disk, s.CachePools)
+		}
+		check(t, ep.Name+" host hit rate ×1e6", ratio1e6(host.HitRate), 1e6*kt.HostHitRate)
+		check(t, ep.Name+" disk hit rate ×1e6", ratio1e6(disk.HitRate), 1e6*kt.DiskHitRate)
+		for _, p := range []*kv.CachePool{host, disk} {
+			check(t, ep.Name+" "+p.Tier+" used", p.Used, -1)
+			check(t, ep.Name+" "+p.Tier+" capacity", p.Capacity, -1)
+		}
+		t.Logf("%s: %+v", ep.Name, *kt)
+		hitHost = hitHost || kt.HostHitRate > 0
+		hitDisk = hitDisk || kt.DiskHitRate > 0
+	})
 	if !hitHost || !hitDisk {
 		t.Errorf("host (%v) or disk (%v) never hit: the comparison proved little", hitHost, hitDisk)
 	}

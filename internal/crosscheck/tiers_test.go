@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
 // hostPool returns the server's host-tier pool of full attention.
@@ -22,41 +23,32 @@ func hostPool(s *kv.Server) *kv.CachePool {
 func TestTiersReportTruth(t *testing.T) {
 	c := startCluster(t, "sglang-hicache")
 	filled, partial, hit := false, false, false
-	for _, at := range []time.Duration{2 * time.Minute, 6 * time.Minute} {
-		c.Advance(at)
-		for _, ep := range c.Endpoints() {
-			truth := c.Truth(ep.Name)
-			res := scrapeEndpoint(t, ep)
-			if !res.OK() {
-				t.Fatalf("%s: %v", ep.Name, res.Err)
-			}
-			s := res.Server
-			if truth.Host == nil {
-				t.Fatalf("%s: the scenario has no host tier", ep.Name)
-			}
-			h := hostPool(s)
-			if h == nil {
-				t.Fatalf("%s: no host pool among %+v", ep.Name, s.CachePools)
-			}
-			name := ep.Name + " host"
-			if h.Unit != kv.UnitTokens {
-				t.Errorf("%s unit = %q, want tokens", name, h.Unit)
-			}
-			check(t, name+" capacity", h.Capacity, float64(truth.Host.CapacityTokens))
-			check(t, name+" used", h.Used, float64(truth.Host.UsedTokens))
-			check(t, name+" usage", kv.Value{V: h.UsageRatio.V * 1e6, Prov: h.UsageRatio.Prov}, 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
-			check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
-			// The device pool is the device's, not a blend with the host.
-			check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
-			check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
-			// Every tier's prefix hits: the device's and the host's.
-			check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.PrefixHitTokens+truth.Host.HitTokens))
-			t.Logf("%s at %s: host %+v, device used %d of %d", ep.Name, at, *truth.Host, truth.UsedTokens, truth.CapacityTokens)
-			filled = filled || truth.Host.UsedTokens > 0
-			hit = hit || truth.Host.HitTokens > 0
-			partial = partial || (truth.Host.UsedTokens > 0 && truth.Host.UsedTokens < truth.Host.CapacityTokens)
+	readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+		if truth.Host == nil {
+			t.Fatalf("%s: the scenario has no host tier", ep.Name)
 		}
-	}
+		h := hostPool(s)
+		if h == nil {
+			t.Fatalf("%s: no host pool among %+v", ep.Name, s.CachePools)
+		}
+		name := ep.Name + " host"
+		if h.Unit != kv.UnitTokens {
+			t.Errorf("%s unit = %q, want tokens", name, h.Unit)
+		}
+		check(t, name+" capacity", h.Capacity, float64(truth.Host.CapacityTokens))
+		check(t, name+" used", h.Used, float64(truth.Host.UsedTokens))
+		check(t, name+" usage", kv.Value{V: h.UsageRatio.V * 1e6, Prov: h.UsageRatio.Prov}, 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
+		check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+		// The device pool is the device's, not a blend with the host.
+		check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
+		check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
+		// Every tier's prefix hits: the device's and the host's.
+		check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.PrefixHitTokens+truth.Host.HitTokens))
+		t.Logf("%s: host %+v, device used %d of %d", ep.Name, *truth.Host, truth.UsedTokens, truth.CapacityTokens)
+		filled = filled || truth.Host.UsedTokens > 0
+		hit = hit || truth.Host.HitTokens > 0
+		partial = partial || (truth.Host.UsedTokens > 0 && truth.Host.UsedTokens < truth.Host.CapacityTokens)
+	})
 	if !filled || !partial || !hit {
 		t.Errorf("host tier never filled (%v), never partly full (%v) or never hit (%v): the comparison proved little", filled, partial, hit)
 	}
@@ -68,31 +60,22 @@ func TestTiersReportTruth(t *testing.T) {
 func TestOffloadReportsTruth(t *testing.T) {
 	c := startCluster(t, "vllm-offload")
 	hit := false
-	for _, at := range []time.Duration{2 * time.Minute, 6 * time.Minute} {
-		c.Advance(at)
-		for _, ep := range c.Endpoints() {
-			truth := c.Truth(ep.Name)
-			res := scrapeEndpoint(t, ep)
-			if !res.OK() {
-				t.Fatalf("%s: %v", ep.Name, res.Err)
-			}
-			s := res.Server
-			h := hostPool(s)
-			if h == nil || truth.Host == nil {
-				t.Fatalf("%s: host pool %v, truth %v", ep.Name, h, truth.Host)
-			}
-			name := ep.Name + " host"
-			check(t, name+" capacity", h.Capacity, -1)
-			check(t, name+" used", h.Used, -1)
-			check(t, name+" usage", h.UsageRatio, -1)
-			check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
-			if h.Note == "" {
-				t.Errorf("%s has no note saying why its fill is unavailable", name)
-			}
-			check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
-			hit = hit || truth.Host.HitTokens > 0
+	readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+		h := hostPool(s)
+		if h == nil || truth.Host == nil {
+			t.Fatalf("%s: host pool %v, truth %v", ep.Name, h, truth.Host)
 		}
-	}
+		name := ep.Name + " host"
+		check(t, name+" capacity", h.Capacity, -1)
+		check(t, name+" used", h.Used, -1)
+		check(t, name+" usage", h.UsageRatio, -1)
+		check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+		if h.Note == "" {
+			t.Errorf("%s has no note saying why its fill is unavailable", name)
+		}
+		check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
+		hit = hit || truth.Host.HitTokens > 0
+	})
 	if !hit {
 		t.Error("the CPU tier was never hit: the comparison proved little")
 	}
@@ -104,7 +87,38 @@ func TestOffloadReportsTruth(t *testing.T) {
 func TestHybridReportsTruth(t *testing.T) {
 	c := startCluster(t, "sglang-hybrid")
 	busy := false
-	for _, at := range []time.Duration{90 * time.Second, 4 * time.Minute} {
+	readBack(t, c, []time.Duration{90 * time.Second, 4 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+		if truth.SWA == nil {
+			t.Fatalf("%s: the scenario is not hybrid", ep.Name)
+		}
+		var swa *kv.CachePool
+		for i := range s.CachePools {
+			if s.CachePools[i].Type == kv.PoolSWA {
+				swa = &s.CachePools[i]
+			}
+		}
+		if truth.SWA.UsedTokens == 0 {
+			return
+		}
+		busy = true
+		if swa == nil {
+			t.Fatalf("%s: no SWA pool among %+v", ep.Name, s.CachePools)
+		}
+		want := float64(truth.SWA.UsedTokens) / float64(truth.SWA.CapacityTokens)
+		check(t, ep.Name+" swa usage ×1e6", kv.Value{V: swa.UsageRatio.V * 1e6, Prov: swa.UsageRatio.Prov}, want*1e6)
+		check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
+		check(t, ep.Name+" usage ×1e6", kv.Value{V: s.UsageRatio.V * 1e6, Prov: s.UsageRatio.Prov}, 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
+	})
+	if !busy {
+		t.Error("the SWA pool was never used: the comparison proved little")
+	}
+}
+
+// readBack advances c to each instant and calls f with each endpoint, the
+// simulator's truth for it and what kvwatch read from its page.
+func readBack(t *testing.T, c *sim.Cluster, ats []time.Duration, f func(ep sim.Endpoint, truth sim.Truth, s *kv.Server)) {
+	t.Helper()
+	for _, at := range ats {
 		c.Advance(at)
 		for _, ep := range c.Endpoints() {
 			truth := c.Truth(ep.Name)
@@ -112,30 +126,7 @@ func TestHybridReportsTruth(t *testing.T) {
 			if !res.OK() {
 				t.Fatalf("%s: %v", ep.Name, res.Err)
 			}
-			s := res.Server
-			if truth.SWA == nil {
-				t.Fatalf("%s: the scenario is not hybrid", ep.Name)
-			}
-			var swa *kv.CachePool
-			for i := range s.CachePools {
-				if s.CachePools[i].Type == kv.PoolSWA {
-					swa = &s.CachePools[i]
-				}
-			}
-			if truth.SWA.UsedTokens == 0 {
-				continue
-			}
-			busy = true
-			if swa == nil {
-				t.Fatalf("%s: no SWA pool among %+v", ep.Name, s.CachePools)
-			}
-			want := float64(truth.SWA.UsedTokens) / float64(truth.SWA.CapacityTokens)
-			check(t, ep.Name+" swa usage ×1e6", kv.Value{V: swa.UsageRatio.V * 1e6, Prov: swa.UsageRatio.Prov}, want*1e6)
-			check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
-			check(t, ep.Name+" usage ×1e6", kv.Value{V: s.UsageRatio.V * 1e6, Prov: s.UsageRatio.Prov}, 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
+			f(ep, truth, res.Server)
 		}
-	}
-	if !busy {
-		t.Error("the SWA pool was never used: the comparison proved little")
 	}
 }
