@@ -91,15 +91,7 @@ func testInstantSelectorReadsLatest(t *testing.T, full time.Duration) {
 func evalInstant(t *testing.T, st *Store, q string, ts time.Time) string {
 	t.Helper()
 	qry, err := engine().NewInstantQuery(context.Background(), st, nil, q, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qry.Close()
-	res := qry.Exec(context.Background())
-	if res.Err != nil {
-		t.Fatalf("%s: %v", q, res.Err)
-	}
-	return res.Value.String()
+	return execQuery(t, q, qry, err).Value.String()
 }
 
 // evalOneStep runs q as a range query of one step at ts and returns it
@@ -107,15 +99,7 @@ func evalInstant(t *testing.T, st *Store, q string, ts time.Time) string {
 func evalOneStep(t *testing.T, st *Store, q string, ts time.Time) string {
 	t.Helper()
 	qry, err := engine().NewRangeQuery(context.Background(), st, nil, q, ts, ts, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qry.Close()
-	res := qry.Exec(context.Background())
-	if res.Err != nil {
-		t.Fatalf("%s: %v", q, res.Err)
-	}
-	m, err := res.Matrix()
+	m, err := execQuery(t, q, qry, err).Matrix()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,4 +110,18 @@ func evalOneStep(t *testing.T, st *Store, q string, ts time.Time) string {
 		}
 	}
 	return vec.String()
+}
+
+// execQuery runs a query made with error err, failing t on either error.
+func execQuery(t *testing.T, q string, qry promql.Query, err error) *promql.Result {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	t.Cleanup(qry.Close)
+	res := qry.Exec(context.Background())
+	if res.Err != nil {
+		t.Fatalf("%s: %v", q, res.Err)
+	}
+	return res
 }
