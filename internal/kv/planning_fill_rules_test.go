@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kvwatch/kvwatch/internal/config"
@@ -55,16 +56,7 @@ func TestPoolFillMatchesRecordingRules(t *testing.T) {
 	labels := func(s server, pool string) string {
 		l := map[string]string{signal.LabelServer: s.name, signal.LabelRole: "unified", signal.LabelCluster: "c1",
 			signal.LabelPool: pool, "job": "kvwatch", "instance": "127.0.0.1:9477"}
-		keys := make([]string, 0, len(l))
-		for k := range l {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = fmt.Sprintf("%s=%q", k, l[k])
-		}
-		return "{" + strings.Join(parts, ",") + "}"
+		return labels.FromMap(l).String() // sorted: the form promtool prints back
 	}
 	constant := func(v float64) string { return fmt.Sprintf("%gx%d", v, minutes) }
 	var in []fillSeries
