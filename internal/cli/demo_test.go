@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -71,26 +70,8 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time,
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
 	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
-	e := &env{Streams: Streams{Stdout: os.Stdout, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		c.Close()
-	})
-	for i := 0; !d.Ready(); i++ {
-		if i > 600 {
-			t.Fatal("serve did not scrape every target within a minute")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	t.Cleanup(func() { cancel(); c.Close() }) // after serve's (cleanups run last first)
+	d, emb := runDemoServe(ctx, t, c, cfg, os.Stdout, true)
 	// feed moves the simulated clock on, waits until every target was
 	// scraped after that, and appends what serve exports to the history
 	// at ts (and evaluates the rules there).
@@ -525,15 +506,8 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 	cfg.Alerts.KVUsageWarning = 0.8
 	cfg.Alerts.KVUsageWarningFor = model.Duration(time.Minute)
 	cfg.Alerting.Webhooks = []string{hook.URL}
-	e := &env{Streams: Streams{Stdout: os.Stdout, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Only the daemon runs in real time; the test feeds history and rules.
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	d, emb := runDemoServe(ctx, t, c, cfg, os.Stdout, false)
 
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	var states []string // KVCacheUsageHigh state of decode after each step

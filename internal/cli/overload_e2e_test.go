@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -88,25 +87,7 @@ func TestOverloadOneTruth(t *testing.T) {
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(500 * time.Millisecond)
 	cfg.Global.ScrapeTimeout = model.Duration(500 * time.Millisecond)
-	e := &env{Streams: Streams{Stdout: io.Discard, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	for i := 0; !d.Ready(); i++ {
-		if i > 600 {
-			t.Fatal("serve did not scrape every target within a minute")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	d, emb := runDemoServe(ctx, t, c, cfg, io.Discard, true)
 	// The clock is manual: the pages hold still from here on. Two samples
 	// in the history, the rules evaluated at the second.
 	now := time.Now().Truncate(time.Second)

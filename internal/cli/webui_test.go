@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"io"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -49,17 +47,7 @@ servers:
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(10 * time.Second)
 	cfg.Global.ScrapeTimeout = model.Duration(10 * time.Second)
-	e := &env{Streams: Streams{Stdout: io.Discard, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, _, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, false)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()),
