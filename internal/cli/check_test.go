@@ -69,10 +69,10 @@ func TestCheckConfigMissingSecrets(t *testing.T) {
 	code, out, errs := runCLI(t, "check", "config", f)
 	fix := ": no such file or directory; create it or fix the path (relative paths are from the config file's directory)\n"
 	want := f + ": 4 problems:\n" +
-		"  line 65: targets[2].authorization.credentials_file: cannot read ../../examples/secrets/vllm-token" + fix +
-		"  line 74: targets[3].basic_auth.password_file: cannot read ../../examples/secrets/router-password" + fix +
-		"  line 89: file_sd_configs[1].bearer_token_file: cannot read ../../examples/secrets/engine-token" + fix +
-		"  line 91: file_sd_configs[1].tls_config.ca_file: cannot read ../../examples/secrets/engines-ca.pem" + fix
+		"  line 69: targets[2].authorization.credentials_file: cannot read ../../examples/secrets/vllm-token" + fix +
+		"  line 78: targets[3].basic_auth.password_file: cannot read ../../examples/secrets/router-password" + fix +
+		"  line 93: file_sd_configs[1].bearer_token_file: cannot read ../../examples/secrets/engine-token" + fix +
+		"  line 95: file_sd_configs[1].tls_config.ca_file: cannot read ../../examples/secrets/engines-ca.pem" + fix
 	if code != exitUsage || out != "" || errs != want {
 		t.Errorf("check config %s = %d, %q, stderr:\n%s\nwant 2 and stderr:\n%s", f, code, out, errs, want)
 	}
