@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
 // readmePorts are the ports the README's example shows, by endpoint name:
@@ -22,19 +20,9 @@ var readmePorts = map[string]string{"router": "30000", "prefill": "30001", "deco
 // in), with the ports of `kvwatch simulate --base-port 30000`. Rewrite it
 // with go test ./internal/cli -run TestReadmeExample -update.
 func TestReadmeExample(t *testing.T) {
-	sc, err := sim.BuiltinScenario("pd-sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startBuiltin(ctx, t, "pd-sglang", 1)
 	defer c.Close()
 	c.Advance(time.Minute)
 	args := []string{"status"}

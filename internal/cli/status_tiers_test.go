@@ -10,7 +10,6 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
-	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
 // TestStatusCacheTiers: status -o wide, --ranks and -o json against the
@@ -18,19 +17,9 @@ import (
 // own capacity, fill and hits (issue 13: status and JSON list the pools and
 // tiers), and plain status keeps them off the one-line rows.
 func TestStatusCacheTiers(t *testing.T) {
-	sc, err := sim.BuiltinScenario("sglang-hicache")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{ManualClock: true, Seed: 13})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startBuiltin(ctx, t, "sglang-hicache", 13)
 	defer c.Close()
 	c.Advance(2 * time.Minute) // partly full (scenarios_tiers.go)
 	ep := c.Endpoints()[0]

@@ -26,7 +26,7 @@ func TestHealthyDemoIsQuiet(t *testing.T) {
 	startProc(t, nil, filepath.Join(dir, "demo.log"), bin, "demo", "--web.listen-address", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	waitReady(ctx, t, "http://"+addr+"/-/ready")
+	testenv.WaitOK(ctx, t, "http://"+addr+"/-/ready")
 	type alerts struct {
 		Status string
 		Data   struct {

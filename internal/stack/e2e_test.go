@@ -320,8 +320,8 @@ func endToEnd(t *testing.T, bin string, v promVersion) {
 			t.Errorf("stack up: %v", err)
 		}
 	}()
-	waitReady(ctx, t, "http://"+prom+"/-/ready")
-	waitReady(ctx, t, "http://"+am+"/-/ready")
+	testenv.WaitOK(ctx, t, "http://"+prom+"/-/ready")
+	testenv.WaitOK(ctx, t, "http://"+am+"/-/ready")
 	eventually(ctx, t, "Prometheus scrapes kvwatch with the decode server's KV usage", func() (bool, error) {
 		n, err := promQuery(ctx, prom, `kvwatch_kv_usage_ratio{role="decode"}`)
 		return n == 1, err

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,26 +15,6 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
-
-// waitReady polls url until it answers 200 or ctx ends.
-func waitReady(ctx context.Context, t *testing.T, url string) {
-	t.Helper()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never became ready: %v", url, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
 
 func TestSuperviseRestartsKilledProcess(t *testing.T) {
 	sleep, err := exec.LookPath("sleep")
@@ -107,8 +86,8 @@ func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
 	go func() { done <- Up(ctx, UpOptions{Dir: dir, LookPath: noGrafana, Out: &out}) }()
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer wcancel()
-	waitReady(wctx, t, "http://"+o.PrometheusAddress+"/-/ready")
-	waitReady(wctx, t, "http://"+o.AlertmanagerAddress+"/-/ready")
+	testenv.WaitOK(wctx, t, "http://"+o.PrometheusAddress+"/-/ready")
+	testenv.WaitOK(wctx, t, "http://"+o.AlertmanagerAddress+"/-/ready")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Up after cancel = %v, want nil", err)
