@@ -1,7 +1,6 @@
 package catalog_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 func TestEntriesAreComplete(t *testing.T) {
@@ -66,20 +66,7 @@ func TestKnowsWhatTheAdaptersRead(t *testing.T) {
 // resolve in the catalog (the SGLang server with metric_prefix sglang_ in
 // the canonical colon form).
 func TestKnowsEverySimulatedFamily(t *testing.T) {
-	sc, err := sim.BuiltinScenario("mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, ManualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := cl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := testenv.Builtin(t, "mixed", sim.Options{Seed: 1, ManualClock: true})
 	c := catalog.Default()
 	for _, ep := range cl.Endpoints() {
 		resp, err := http.Get(ep.URL + ep.MetricsPath)

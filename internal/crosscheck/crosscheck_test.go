@@ -12,29 +12,14 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // startCluster runs a built-in scenario on a manual clock, so each page is
 // exactly the truth at the instant it is read.
 func startCluster(t *testing.T, scenario string) *sim.Cluster {
 	t.Helper()
-	sc, err := sim.BuiltinScenario(scenario)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{Seed: 7, ManualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		c.Close()
-	})
-	return c
+	return testenv.Builtin(t, scenario, sim.Options{Seed: 7, ManualClock: true})
 }
 
 func scrapeEndpoint(t *testing.T, ep sim.Endpoint) scrape.Result {

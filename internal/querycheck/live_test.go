@@ -29,23 +29,7 @@ import (
 // change, which is all a name check needs).
 func startSim(t *testing.T, scenario string) []sim.Endpoint {
 	t.Helper()
-	sc, err := sim.BuiltinScenario(scenario)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{Seed: 3, ManualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		c.Close()
-	})
-	return c.Endpoints()
+	return testenv.Builtin(t, scenario, sim.Options{Seed: 3, ManualClock: true}).Endpoints()
 }
 
 // run runs kvwatch with args in-process.

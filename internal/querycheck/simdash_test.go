@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // TestDashboardFromEnginePagesPassesOffline: a dashboard generated from the
@@ -23,20 +24,7 @@ import (
 // every label it carries. Offline it must pass without one error or
 // warning: no false alarm on a name or label an engine really exposes.
 func TestDashboardFromEnginePagesPassesOffline(t *testing.T) {
-	sc, err := sim.BuiltinScenario("mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := sim.NewCluster(sc, sim.Options{Seed: 5, ManualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := cl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := testenv.Builtin(t, "mixed", sim.Options{Seed: 5, ManualClock: true})
 	type target struct {
 		RefID string `json:"refId"`
 		Expr  string `json:"expr"`

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -179,20 +178,7 @@ func TestFileSDTLSAndAuth(t *testing.T) {
 // exactly the simulator's truth; no face (metrics, report, logs, reload)
 // shows a planted secret or a raw escape, and /metrics stays small.
 func TestServeHostileTargets(t *testing.T) {
-	sc, err := sim.BuiltinScenario("pd-sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := sim.NewCluster(sc, sim.Options{Seed: 1, ManualClock: true, ListenHost: "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := cl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	cl := testenv.Builtin(t, "pd-sglang", sim.Options{Seed: 1, ManualClock: true, ListenHost: "127.0.0.1"})
 	cl.Advance(time.Minute)
 
 	hostile := map[string]http.HandlerFunc{

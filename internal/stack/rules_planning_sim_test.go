@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,20 +22,7 @@ import (
 // independent least-squares fit (samples 6m..20m, the 15m window).
 func TestPoolForecastMatchesSimulator(t *testing.T) {
 	promtool := testenv.Tool(t, "prometheus", "promtool")
-	sc, err := sim.BuiltinScenario("planning")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{Seed: 7, ManualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.Builtin(t, "planning", sim.Options{Seed: 7, ManualClock: true})
 	const minutes = 20
 	names := []string{"fill", "drain", "batch"}
 	used := map[string][]float64{}

@@ -1,7 +1,8 @@
 // Package testenv is what kvwatch's tests share about their environment:
 // finding the real tools they run (Prometheus, promtool, Alertmanager,
 // Chromium, tmux, the VictoriaMetrics binaries), loopback addresses, fake
-// engines serving a /metrics page, and subprocesses with their logs. Only
+// engines serving a /metrics page, simulated clusters, and subprocesses
+// with their logs. Only
 // tests import it.
 package testenv
 

@@ -21,6 +21,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // fixedSource returns the same report every time.
@@ -251,20 +252,8 @@ func TestRemoteSource(t *testing.T) {
 
 // TestScrapeSource scrapes the simulator's PD SGLang cluster twice.
 func TestScrapeSource(t *testing.T) {
-	sc, err := sim.BuiltinScenario("pd-sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{Seed: 1, ManualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.Builtin(t, "pd-sglang", sim.Options{Seed: 1, ManualClock: true})
+	ctx := t.Context()
 	c.Advance(time.Minute)
 	cfg := config.Default()
 	for _, ep := range c.Endpoints() {

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,20 +78,7 @@ func TestTopInTmux(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	sc, err := sim.BuiltinScenario("pd-sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sim.NewCluster(sc, sim.Options{Seed: 1, Speed: 10, Tick: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.Builtin(t, "pd-sglang", sim.Options{Seed: 1, Speed: 10, Tick: 100 * time.Millisecond})
 	args := []string{bin, "top", "--refresh", "500ms"}
 	for _, ep := range c.Endpoints() {
 		args = append(args, ep.Role+"="+ep.URL+ep.MetricsPath)
