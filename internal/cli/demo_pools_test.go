@@ -64,14 +64,7 @@ func TestBrowserPools(t *testing.T) {
 		}
 	}
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium), chromedp.Flag("headless", true),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1400))
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	bctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer tcancel()
+	bctx := headless(t, chromium, 1280, 1400, 2*time.Minute)
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(url+"#/server/hicache"),
 		chromedp.WaitVisible(chromedp.CSS(`#cache-pools tbody tr[data-cache-pool="host tier"]`)),

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -40,4 +42,27 @@ func runDemoServe(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *config
 		time.Sleep(100 * time.Millisecond)
 	}
 	return d, emb
+}
+
+// headless starts the Chromium at path, headless with a w×h window and no
+// background traffic, for the rest of the test, and returns a browser
+// context for it; with timeout > 0 the context ends after it.
+func headless(t *testing.T, path string, w, h int, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append([]chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(w, h),
+	}, extra...)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	if timeout > 0 {
+		var tcancel context.CancelFunc
+		bctx, tcancel = context.WithTimeout(bctx, timeout)
+		t.Cleanup(tcancel)
+	}
+	return bctx
 }

@@ -269,18 +269,7 @@ func TestOverloadOneTruth(t *testing.T) {
 	}
 
 	// 6. The web UI, read in Chromium.
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	bctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer tcancel()
+	bctx := headless(t, chromium, 1280, 1000, 2*time.Minute)
 	type card struct{ Usage, Demand, Headroom, Limit, Fleet string }
 	if err := chromedp.Do(bctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`[data-pool="decode"]`))); err != nil {
 		t.Fatalf("web UI: %v", err)

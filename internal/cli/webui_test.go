@@ -48,16 +48,7 @@ servers:
 	cfg.Global.ScrapeInterval = model.Duration(10 * time.Second)
 	cfg.Global.ScrapeTimeout = model.Duration(10 * time.Second)
 	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, false)
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()),
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	bctx, tcancel := context.WithTimeout(bctx, time.Minute)
-	defer tcancel()
+	bctx := headless(t, chromium, 1280, 1000, time.Minute)
 	start := time.Now()
 	if err := chromedp.Do(bctx, chromedp.Navigate(externalURL(d)), chromedp.WaitVisible(chromedp.CSS(`body[data-rendered], #main p.error`))); err != nil {
 		t.Fatalf("overview: %v", err)

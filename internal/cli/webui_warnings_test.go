@@ -64,14 +64,7 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium), chromedp.Flag("headless", true),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000))
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	bctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer tcancel()
+	bctx := headless(t, chromium, 1280, 1000, 2*time.Minute)
 
 	type row struct{ Warnings, Usage, UsageProv, Used, UsedProv, Capacity, Queued, QueuedProv string }
 	read := func(sel string) row {
