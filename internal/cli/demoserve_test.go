@@ -21,8 +21,14 @@ import (
 // serve has scraped every target.
 func runDemoServe(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *config.Config, stdout io.Writer, ready bool) (*serve.Daemon, *embedded) {
 	t.Helper()
+	return runDemoServeFlags(ctx, t, c, cfg, stdout, ready, embeddedFlags{history: "1h"})
+}
+
+// runDemoServeFlags is runDemoServe with serve's embedded flags f.
+func runDemoServeFlags(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *config.Config, stdout io.Writer, ready bool, f embeddedFlags) (*serve.Daemon, *embedded) {
+	t.Helper()
 	e := &env{Streams: Streams{Stdout: stdout, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", embeddedFlags{history: "1h"})
+	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", f)
 	if err != nil {
 		t.Fatal(err)
 	}

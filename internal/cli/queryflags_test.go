@@ -30,4 +30,12 @@ func TestQueryFlags(t *testing.T) {
 	if o.Timeout != 5*time.Second || o.MaxSamples != 100 || o.MaxConcurrency != 2 || o.MaxQueued != -1 || o.MaxQueryLength != 50 {
 		t.Errorf("set = %+v", o)
 	}
+	// A queryFlags nobody parsed (demo's serve built in code, tests) gets
+	// the defaults, not "no queue".
+	var zero queryFlags
+	var z promapi.Options
+	zero.apply(&z)
+	if z.MaxQueued != 0 {
+		t.Errorf("zero flags: MaxQueued = %d, want 0 (promapi's default)", z.MaxQueued)
+	}
 }

@@ -3,7 +3,12 @@ package cli
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +71,119 @@ servers:
 	if !strings.Contains(main, "Fleet KV usage · 0 servers") {
 		t.Errorf("the UI does not say there are no servers yet: %s", main)
 	}
+}
+
+// TestWebUIServerPageUnderQueryLimit opens a server's page, which asks
+// for a dozen charts at once, from a serve that runs one query at a time
+// and queues none (--query.max-concurrency=1 --query.max-queued=0), while
+// other clients keep that slot busy: serve refuses the page's queries with 503
+// and Retry-After, and the page must send them again and draw every
+// chart, not show "Cannot load" (a CI run failed so when the queue was
+// off by mistake).
+func TestWebUIServerPageUnderQueryLimit(t *testing.T) {
+	chromium := testenv.Tool(t, "chromium", "chromium")
+	if err := web.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := startBuiltin(ctx, t, "pd-sglang", 3)
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
+	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
+	f := embeddedFlags{history: "1h", query: queryFlags{maxConcurrency: 1, maxQueued: 0, queuedGiven: true}}
+	d, emb := runDemoServeFlags(ctx, t, c, cfg, io.Discard, true, f)
+	// The history records what serve scrapes, as serve's run does.
+	hctx, hcancel := context.WithCancel(ctx)
+	hdone := make(chan error, 1)
+	go func() { hdone <- emb.store.Run(hctx, daemonFeeder{d}) }()
+	t.Cleanup(func() {
+		hcancel()
+		if err := <-hdone; err != nil {
+			t.Errorf("history: %v", err)
+		}
+	})
+	time.Sleep(2 * time.Second) // a few samples, so that the charts draw
+
+	// The browser reaches serve through a proxy that counts serve's
+	// refusals.
+	target, err := url.Parse(externalURL(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // guards refused
+	refused := 0
+	stopFlood := make(chan struct{})
+	var stopOnce sync.Once
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ModifyResponse = func(r *http.Response) error {
+		if r.StatusCode == http.StatusServiceUnavailable {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+			stopOnce.Do(func() { close(stopFlood) })
+		}
+		return nil
+	}
+	proxy := httptest.NewServer(rp)
+	defer proxy.Close()
+
+	bctx := headless(t, chromium, 1280, 1000, 2*time.Minute)
+	charts := `#c-usage[data-state="drawn"], #c-demand[data-state="drawn"], #c-tokens[data-state="drawn"]`
+	// Three clients keep serve's one slot busy (each query is as costly as
+	// serve allows: 2,000,000 evaluation steps) until serve has refused
+	// one of the page's queries; then they stop and the page's next try
+	// finds the slot free.
+	flood := url.Values{"query": {"sum_over_time(vector(1)[10000s:1s])"}, "start": {"0"}, "end": {"199"}, "step": {"1"}}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stopFlood:
+					return
+				default:
+				}
+				resp, err := http.Get(externalURL(d) + "api/v1/query_range?" + flood.Encode())
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer stopOnce.Do(func() { close(stopFlood) })
+	if err := chromedp.Do(bctx, chromedp.Navigate(proxy.URL+"/#/server/decode")); err != nil {
+		t.Fatal(err)
+	}
+	// Every chart drawn, or the page gave up, within the retries' time.
+	done := `document.querySelectorAll('` + charts + `').length === 3 || document.querySelector("#main p.error") !== null`
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](done, chromedp.WithPollingTimeout(time.Minute))); err != nil {
+		main, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
+		t.Fatalf("server page: %v\n%s", err, main)
+	}
+	main, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(main, "Cannot load") {
+		t.Errorf("the page gave up on a busy serve:\n%s", main)
+	}
+	n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('`+charts+`').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("%d of the usage, demand and token charts drawn, want 3:\n%s", n, main)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if refused == 0 {
+		t.Error("serve refused none of the page's queries: the retry was not exercised")
+	}
+	t.Logf("serve refused %d of the page's requests with 503", refused)
 }

@@ -77,6 +77,15 @@ func TestQueryConcurrencyQueueThen503(t *testing.T) {
 	if code != 503 || r.ErrorType != "unavailable" || !strings.Contains(r.Error, "too many concurrent queries") || !strings.Contains(r.Error, "query.max-concurrency") {
 		t.Errorf("third query = %d %s %q, want 503 unavailable, too many concurrent queries", code, r.ErrorType, r.Error)
 	}
+	// The refusal tells a client when to try again (the web UI does).
+	resp, err := srv.Client().Get(srv.URL + "/api/v1/query?" + form.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("a refused query = %d, Retry-After %q; want 503 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
 	close(g.open)
 	for range 2 {
 		if a := <-answers; a.code != 200 {

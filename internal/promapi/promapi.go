@@ -240,6 +240,11 @@ func (a *API) wrap(f func(*http.Request) (any, *apiError)) http.Handler {
 			if aerr.typ == errInternal {
 				a.opts.Logger.Error("api", "path", r.URL.Path, "err", aerr.err)
 			}
+			if errors.Is(aerr.err, errBusy) {
+				// Refused for want of a slot, not for the query: a client
+				// (the web UI does) may send it again after a second.
+				w.Header().Set("Retry-After", "1")
+			}
 			writeJSON(w, code, envelope{Status: "error", ErrorType: aerr.typ, Error: aerr.err.Error()})
 			return
 		}

@@ -153,12 +153,44 @@ function dpRanks(ranks) { return new Set(ranks.map((r) => r.dp_rank || "")).size
 
 // ---- data --------------------------------------------------------------
 
+// The page sends at most maxInFlight requests at once (serve runs 4
+// queries at once by default, --query.max-concurrency, and other clients
+// share them), and sends a query again when serve refused it for want of a
+// slot (503 with Retry-After), up to busyRetries times, waiting as told
+// (capped) and longer each time.
+const maxInFlight = 3;
+const busyRetries = 4;
+let inFlight = 0;
+const waiting = [];
+async function slot() {
+  if (inFlight < maxInFlight) { inFlight++; return; }
+  await new Promise((resolve) => waiting.push(resolve));
+}
+function unslot() {
+  const next = waiting.shift();
+  if (next) next(); else inFlight--;
+}
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 async function getJSON(path, params) {
   const u = new URL(path, document.baseURI);
   if (params) for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
-  const r = await fetch(u);
-  if (!r.ok) throw new Error(`${u.pathname}: ${r.status} ${(await r.text()).trim()}`);
-  return r.json();
+  for (let attempt = 0; ; attempt++) {
+    await slot();
+    let r, body;
+    try {
+      r = await fetch(u);
+      body = r.ok ? await r.json() : (await r.text()).trim();
+    } finally {
+      unslot();
+    }
+    if (r.ok) return body;
+    const after = r.headers.get("Retry-After");
+    if (r.status === 503 && after !== null && attempt < busyRetries) {
+      await sleep(Math.min(5, Math.max(0.2, parseFloat(after) || 1)) * 1000 * (attempt + 1));
+      continue;
+    }
+    throw new Error(`${u.pathname}: ${r.status} ${body}`);
+  }
 }
 async function api(path, params) {
   const j = await getJSON(path, params);
