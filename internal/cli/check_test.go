@@ -92,7 +92,7 @@ func TestCheckConfigReportsEveryProblem(t *testing.T) {
 	want := f + `: 3 problems:
   line 3: global.scrape_timeout: 10s is longer than scrape_interval 5s; lower it
   line 5: targets[0].url: bad URL "ftp://x": scheme must be http or https
-  line 6: targets[0].role: unknown role "chef"; want one of prefill, decode, unified, router
+  line 6: targets[0].role: unknown role "chef"; want one of prefill, decode, unified, router, cache
 `
 	if errs != want {
 		t.Errorf("check config stderr:\n%s\nwant:\n%s", errs, want)

@@ -13,7 +13,6 @@ import (
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
-	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -126,7 +125,7 @@ func statusLoop(ctx context.Context, e *env, d *serve.Daemon, emb *embedded, don
 func statusLine(r report.Report, emb *embedded) string {
 	var parts []string
 	for _, s := range r.Servers {
-		if s.Role == kv.RoleRouter {
+		if !s.Role.HoldsKV() {
 			continue
 		}
 		name := s.Name

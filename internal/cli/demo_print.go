@@ -22,7 +22,7 @@ func checkBasePort(base, n int) error {
 }
 
 // statusRoles are the roles `kvwatch status ROLE=URL` accepts.
-var statusRoles = map[string]bool{"prefill": true, "decode": true, "unified": true, "router": true}
+var statusRoles = map[string]bool{"prefill": true, "decode": true, "unified": true, "router": true, "cache": true}
 
 // printDemo tells the user what the demo started: every simulated server
 // with its role and URL (so status, top, curl or their own Prometheus can

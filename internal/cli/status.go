@@ -227,6 +227,24 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		}
 		hit, life := hitRatio(row)
 		lifetime = lifetime || life
+		if s.Role == kv.RoleCache {
+			// Tiers only, no KV pool: its tiers, then as any server's.
+			cols := []string{string(s.Role), row.Name, s.Engine, cacheServerCell(s), "", "", "", "hit " + hit}
+			if demandCol {
+				cols = append(cols, "")
+			}
+			if wide { // model and names under those of the KV servers
+				cols = append(cols, "", "", "", "", "", "", "", "model="+orDash(s.Model), "names="+s.Generation, fmt.Sprintf("scrape=%.0fms", row.ScrapeSeconds*1000))
+			}
+			fmt.Fprintln(tw, strings.Join(cols, "\t"))
+			if ranks || wide {
+				renderCachePools(tw, s, len(cols)-1)
+			}
+			for _, x := range s.Warnings {
+				notes = append(notes, fmt.Sprintf("warning\t%s\t%s: %s", row.Name, x.Reason, x.Detail))
+			}
+			continue
+		}
 		cols := []string{string(s.Role), row.Name, s.Engine,
 			"KV " + kvCell(s.Used, s.Capacity, s.UsageRatio),
 			"headroom " + headroomCell(row.Headroom, sizes, wide),

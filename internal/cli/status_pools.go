@@ -28,6 +28,32 @@ func renderCachePools(w io.Writer, s *kv.Server, cells int) {
 	}
 }
 
+// cacheServerCell is a cache server's KV cell: it has no KV pool of its
+// own, only tiers, each with its fill: "tiers lmcache-l1 41.0%, lmcache-l2 fs 2.0 GiB".
+func cacheServerCell(s *kv.Server) string {
+	if len(s.CachePools) == 0 {
+		return "no KV pool of its own; no tier reported yet"
+	}
+	parts := make([]string, 0, len(s.CachePools))
+	for _, p := range s.CachePools {
+		label := strings.Replace(cachePoolLabel(p), " tier", "", 1)
+		switch {
+		case p.UsageRatio.OK():
+			label += " " + percent(p.UsageRatio)
+		case p.Used.OK() && p.Unit == kv.UnitBytes:
+			label += " " + bytesCell(p.Used)
+		case p.Used.OK():
+			label += " " + count(p.Used)
+		case p.HitRate.OK():
+			label += " hit rate " + percent(p.HitRate)
+		default:
+			label += " --"
+		}
+		parts = append(parts, label)
+	}
+	return "tiers " + strings.Join(parts, ", ")
+}
+
 // cachePoolLabel names a pool: "swa pool", "host tier", "lmcache-l2 tier fs".
 func cachePoolLabel(p kv.CachePool) string {
 	out := p.Tier + " tier"

@@ -26,7 +26,7 @@ type targetFlags struct {
 
 // register adds the flags and the TARGET arguments to cmd.
 func (f *targetFlags) register(cmd *kingpin.CmdClause) {
-	cmd.Arg("target", "Servers to read, as [ROLE=]URL (ROLE: prefill, decode, unified, router), NAME=URL or ROLE:NAME=URL, e.g. decode=http://127.0.0.1:30002 or decode:d0=http://127.0.0.1:30002. A URL without a path means /metrics.").StringsVar(&f.args)
+	cmd.Arg("target", "Servers to read, as [ROLE=]URL (ROLE: prefill, decode, unified, router, cache), NAME=URL or ROLE:NAME=URL, e.g. decode=http://127.0.0.1:30002 or decode:d0=http://127.0.0.1:30002. A URL without a path means /metrics.").StringsVar(&f.args)
 	cmd.Flag("config.file", "Read targets (and headroom sizes, timeouts, auth) from this kvwatch config file, the same file serve reads.").PlaceHolder("FILE").StringVar(&f.configFile)
 	cmd.Flag("engine", "Force this engine's adapter instead of detecting it: "+strings.Join(engine.NewRegistry().Names(), ", ")+".").PlaceHolder("ENGINE").StringVar(&f.engine)
 	cmd.Flag("headroom", "Request sizes in tokens for headroom, comma-separated (the server's own context length is added when it reports one). Default: the config's headroom_tokens, else 8192.").PlaceHolder("4096,8192,32768").StringVar(&f.headroom)
@@ -76,7 +76,7 @@ func (f *targetFlags) load(reg *engine.Registry) (*config.Config, []*scrape.Targ
 }
 
 // parseTargetArg reads [ROLE=]URL, NAME=URL or ROLE:NAME=URL. A prefix
-// that is a role (prefill, decode, unified, router) is the role; any other
+// that is a role (prefill, decode, unified, router, cache) is the role; any other
 // is the target's name (the default name is host:port).
 func parseTargetArg(a string) (config.Target, error) {
 	t := config.Target{URL: a}
@@ -100,7 +100,7 @@ func parseTargetArg(a string) (config.Target, error) {
 
 func isRole(s string) bool {
 	switch kv.Role(s) {
-	case kv.RolePrefill, kv.RoleDecode, kv.RoleUnified, kv.RoleRouter:
+	case kv.RolePrefill, kv.RoleDecode, kv.RoleUnified, kv.RoleRouter, kv.RoleCache:
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 	"github.com/kvwatch/kvwatch/internal/web"
@@ -186,4 +188,74 @@ func TestWebUIServerPageUnderQueryLimit(t *testing.T) {
 		t.Error("serve refused none of the page's queries: the retry was not exercised")
 	}
 	t.Logf("serve refused %d of the page's requests with 503", refused)
+}
+
+// TestWebUICacheServer: in the overview, the LMCache server beside vLLM
+// shows its tiers in the usage column and is not one of the fleet's KV
+// servers ("Fleet KV usage · 1 server"), as status and top say.
+func TestWebUICacheServer(t *testing.T) {
+	chromium := testenv.Tool(t, "chromium", "chromium")
+	if err := web.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := startBuiltin(ctx, t, "vllm-lmcache", 5)
+	c.Advance(3 * time.Minute)
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(time.Second)
+	cfg.Global.ScrapeTimeout = model.Duration(time.Second)
+	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, true)
+	bctx := headless(t, chromium, 1280, 1000, time.Minute)
+	if err := chromedp.Do(bctx, chromedp.Navigate(externalURL(d)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-server="lmcache"] [data-field="tiers"]`))); err != nil {
+		t.Fatalf("overview: %v", err)
+	}
+	tiers, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('tr[data-server="lmcache"] [data-field="tiers"]').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l1 string
+	for _, s := range d.Report().Servers {
+		if s.Role == kv.RoleCache && s.Server != nil {
+			for _, p := range s.Server.CachePools {
+				if p.Tier == kv.TierLMCacheL1 && p.UsageRatio.OK() {
+					l1 = fmt.Sprintf("lmcache-l1 %.1f%%", 100*p.UsageRatio.V)
+				}
+			}
+		}
+	}
+	if l1 == "" || !strings.Contains(tiers, l1) {
+		t.Errorf("the cache server's tiers read %q; want %q (serve's report)", tiers, l1)
+	}
+	if !strings.Contains(main, "Fleet KV usage · 1 server") {
+		t.Errorf("the overview counts the cache server among the KV servers:\n%s", main)
+	}
+	if strings.Contains(main, "Cannot") || strings.Contains(main, "NaN") || strings.Contains(main, "undefined") {
+		t.Errorf("the overview shows an error:\n%s", main)
+	}
+	// The exporter labels it so, which the recording rules leave out of
+	// the pool counts (stack's countRuleTests).
+	resp, err := http.Get(externalURL(d) + "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	found := false
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "kvwatch_target_up{") && strings.Contains(l, `server="lmcache"`) {
+			found = true
+			if !strings.Contains(l, `role="cache"`) {
+				t.Errorf("exported %s; want role cache", l)
+			}
+		}
+	}
+	if !found {
+		t.Error("serve exports no kvwatch_target_up for the cache server")
+	}
 }

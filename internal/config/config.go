@@ -89,7 +89,7 @@ type Target struct {
 	// URL is the server's base URL or its full metrics URL. Without a path,
 	// the engine's default metrics path is used (/metrics).
 	URL string `yaml:"url"`
-	// Role is prefill, decode, unified or router; default: what the engine
+	// Role is prefill, decode, unified, router or cache; default: what the engine
 	// reports, else unified.
 	Role string `yaml:"role"`
 	// Engine forces an adapter instead of detection.
@@ -175,7 +175,7 @@ type Alerting struct {
 }
 
 // Roles a target may have.
-var Roles = []string{"prefill", "decode", "unified", "router"}
+var Roles = []string{"prefill", "decode", "unified", "router", "cache"}
 
 // allowedLabels are the target labels kvwatch carries into its output.
 var allowedLabels = []string{"cluster", "pool", "model"}

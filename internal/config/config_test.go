@@ -70,7 +70,7 @@ targets:
   line 3: global.scrape_intervl: unknown key "scrape_intervl"; did you mean "scrape_interval"?
   line 6: targets[0].rol: unknown key "rol"; did you mean "role"?
   line 9: targets[1].tls_config.ca_fil: unknown key "ca_fil"; did you mean "ca_file"?
-  line 7: targets[0].role: unknown role "wizard"; want one of prefill, decode, unified, router`},
+  line 7: targets[0].role: unknown role "wizard"; want one of prefill, decode, unified, router, cache`},
 		{"tier_full_usage must be below 1 (above 1 is never reached)", "alerts:\n  tier_full_usage: 1\n",
 			`kvwatch.yml: line 2: alerts.tier_full_usage: 1 is not a ratio below 1; use a number in [0, 1), e.g. 0.9 for 90%`},
 		{"an unknown key far from any known one gets no suggestion", "history:\n  keep_forever: true\n",
@@ -101,7 +101,7 @@ alerts:
   line 5: global.body_size_limit: "lots" is not a size; write e.g. 32MiB
   line 6: global.headroom_tokens[1]: -1 must be a positive number of tokens
   line 8: targets[0].url: bad URL "ftp://a:1": scheme must be http or https
-  line 10: targets[1].role: unknown role "wizard"; want one of prefill, decode, unified, router
+  line 10: targets[1].role: unknown role "wizard"; want one of prefill, decode, unified, router, cache
   line 11: targets[1].labels.team: unknown label "team"; kvwatch carries cluster, pool, model
   line 14: targets[3].name: "dup" is also the name of targets[2]; names must be unique
   line 16: targets[4]: url is missing; write e.g. url: http://127.0.0.1:30000
@@ -273,7 +273,7 @@ func TestCheckWithoutFile(t *testing.T) {
 	c := Default()
 	c.Targets = []Target{{URL: "http://127.0.0.1:1", Role: "nope"}}
 	err := c.Check("command line")
-	want := `command line: targets[0].role: unknown role "nope"; want one of prefill, decode, unified, router`
+	want := `command line: targets[0].role: unknown role "nope"; want one of prefill, decode, unified, router, cache`
 	if err == nil || err.Error() != want {
 		t.Errorf("Check = %v, want %s", err, want)
 	}

@@ -49,8 +49,8 @@ file_sd_configs:
 	want := cfg + ": 7 problems:\n" +
 		`  line 2: global.scrape_intervl: unknown key "scrape_intervl"; did you mean "scrape_interval"?` + "\n" +
 		`  line 5: targets[0].engine: unknown engine "nope"; want one of sglang, vllm` + "\n" +
-		`  line 7: targets[1].role: unknown role "wizard"; want one of prefill, decode, unified, router` + "\n" +
-		"  " + sd + `: line 2: unknown role "chef"; want one of prefill, decode, unified, router` + "\n" +
+		`  line 7: targets[1].role: unknown role "wizard"; want one of prefill, decode, unified, router, cache` + "\n" +
+		"  " + sd + `: line 2: unknown role "chef"; want one of prefill, decode, unified, router, cache` + "\n" +
 		"  " + sd + `: line 4: unknown key "lables"; a group has targets and labels` + "\n" +
 		"  " + sd + `: line 6: unknown engine "tgi"; want one of sglang, vllm` + "\n" +
 		"  line 9: file_sd_configs[0].files[1]: " + filepath.Join(dir, "missing.json") + " does not exist; create it or use a glob pattern that may match nothing yet"
@@ -109,7 +109,7 @@ func TestLoadTargetsFromCode(t *testing.T) {
 	c := Default()
 	c.Targets = []Target{{URL: "http://127.0.0.1:1"}}
 	s, err := LoadTargets(Sources{Config: c, Extra: []Target{{URL: "http://127.0.0.1:2", Role: "nope"}}})
-	want := `config: targets[1].role: unknown role "nope"; want one of prefill, decode, unified, router`
+	want := `config: targets[1].role: unknown role "nope"; want one of prefill, decode, unified, router, cache`
 	if err == nil || err.Error() != want {
 		t.Errorf("LoadTargets = %v, %v; want %s", s, err, want)
 	}

@@ -36,7 +36,9 @@ import (
 // KVBM (the KV block manager's page): the host (G2) and disk (G3) tiers'
 // hit rates, kvbm_{host,disk}_cache_hit_rate, 0–1 over KVBM's own sliding
 // window of the last 1,000 requests (a pool's HitRate, not a counter: its
-// fill and capacity are not exported).
+// fill and capacity are not exported). A page with KVBM's gauges and no
+// worker or frontend signal is KVBM's own listener: role cache, in no
+// pool's KV sums.
 var dynamoSpec = Spec{
 	Name:         "dynamo",
 	DisabledHint: "Dynamo workers serve /metrics on DYN_SYSTEM_PORT (set DYN_SYSTEM_ENABLED=true); the frontend on its HTTP port",
@@ -130,6 +132,9 @@ func normalizeDynamo(in Input) (kv.Server, error) {
 	ps.read(p, dyKVBMHost, fixed(kv.PoolFull, kv.TierHost, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
 	ps.read(p, dyKVBMDisk, fixed(kv.PoolFull, kv.TierDisk, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
 	srv.CachePools = ps.list()
+	if len(srv.CachePools) > 0 && srv.Signals == (kv.Signals{}) && len(srv.Ranks) == 0 {
+		srv.Role = kv.RoleCache // KVBM's own listener: tiers, no KV pool
+	}
 	return srv, nil
 }
 

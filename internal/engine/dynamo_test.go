@@ -122,7 +122,8 @@ func TestDynamoPassThroughIsTheEngine(t *testing.T) {
 // (lib/runtime prometheus_names, kvbm module: Rust counters without
 // _total, no labels; no real capture was found, see docs/engines.md).
 // Values worked out by hand: the hit rates are the pools' windowed rates,
-// the transfer counters are not fill, and a KVBM page has no GPU KV.
+// the transfer counters are not fill, and a KVBM page has no GPU KV: its
+// role is cache.
 func TestKVBMPage(t *testing.T) {
 	body := "# HELP kvbm_offload_blocks_d2h The number of offload blocks from device to host\n# TYPE kvbm_offload_blocks_d2h counter\nkvbm_offload_blocks_d2h 48809\n" +
 		"# TYPE kvbm_offload_blocks_h2d counter\nkvbm_offload_blocks_h2d 30059\n" +
@@ -132,11 +133,28 @@ func TestKVBMPage(t *testing.T) {
 		"# TYPE kvbm_host_cache_hit_rate gauge\nkvbm_host_cache_hit_rate 0.2303497212366954\n" +
 		"# TYPE kvbm_disk_cache_hit_rate gauge\nkvbm_disk_cache_hit_rate 0.10655854029396858\n"
 	got := summarize(normalizeBody(t, body, "", nil))
-	want := summary{Engine: "dynamo", Generation: "current", Pools: []kv.CachePool{
+	want := summary{Engine: "dynamo", Generation: "current", Role: kv.RoleCache, Pools: []kv.CachePool{
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitRate: dir(0.2303497212366954)},
 		{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitRate: dir(0.10655854029396858)},
 	}}
 	if diff := cmp.Diff(want, got, valueCmp); diff != "" {
 		t.Errorf("Normalize (-want +got):\n%s", diff)
+	}
+}
+
+// TestKVBMBesideWorkerKV: a page with a worker's kvstats and KVBM's hit
+// rates (one process serving both) holds a KV pool: not a cache server.
+// Only a page of KVBM's gauges alone is role cache (TestKVBMPage).
+func TestKVBMBesideWorkerKV(t *testing.T) {
+	body := "dynamo_component_kvstats_total_blocks{dp_rank=\"0\"} 1000\n" +
+		"dynamo_component_kvstats_active_blocks{dp_rank=\"0\"} 250\n" +
+		"dynamo_component_kvstats_gpu_cache_usage_percent{dp_rank=\"0\"} 0.25\n" +
+		"kvbm_host_cache_hit_rate 0.5\n"
+	got := normalizeBody(t, body, "", nil)
+	if got.Role == kv.RoleCache {
+		t.Errorf("role = %q: a page with the worker's KV is no cache server", got.Role)
+	}
+	if !got.UsageRatio.OK() || got.UsageRatio.V != 0.25 || len(got.CachePools) != 1 {
+		t.Errorf("usage %v, %d pools; want 0.25 and the host tier", got.UsageRatio, len(got.CachePools))
 	}
 }

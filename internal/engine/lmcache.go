@@ -10,7 +10,8 @@ import (
 // docs/source/mp/observability/metrics.rst @081c98da): a KV cache tier
 // next to the engines, not an engine. It holds no GPU KV ("L0 … is
 // vLLM-owned and not observable from LMCache"): the server's own KV
-// signals stay unavailable, and what it holds is in its pools:
+// signals stay unavailable, its role is cache (in no pool's KV sums), and
+// what it holds is in its pools:
 //
 //   - L1 (host memory), in bytes: used = lmcache_mp_l1_memory_usage_bytes,
 //     usage = lmcache_mp_l1_usage_ratio (0–1, direct; LMCache writes 0
@@ -48,7 +49,7 @@ const (
 // normalizeLMCache is lmcacheSpec's Normalize.
 func normalizeLMCache(in Input) (kv.Server, error) {
 	p := in.Page
-	srv := kv.Server{Engine: "lmcache", Generation: "mp"}
+	srv := kv.Server{Engine: "lmcache", Generation: "mp", Role: kv.RoleCache}
 	srv.Model = firstLabel(p, "model_name", lmLookupReq, lmLookupHit)
 	srv.Counters.PrefixHitTokens = summed(p, lmLookupHit, nil, kv.Of)
 	srv.Counters.PrefixQueryTokens = summed(p, lmLookupReq, nil, kv.Of)

@@ -139,7 +139,7 @@ func TestTierPools(t *testing.T) {
 				`lmcache_mp_lookup_hit_tokens_total{cache_salt="",model_name="m"} 6000` + "\n" +
 				`lmcache_mp_lookup_hit_l1_tokens_total{cache_salt="",model_name="m"} 4500` + "\n" +
 				`lmcache_mp_lookup_hit_l2_tokens_total{cache_salt="",model_name="m"} 1500` + "\n",
-			want: summary{Engine: "lmcache", Generation: "mp", Model: "m",
+			want: summary{Engine: "lmcache", Generation: "mp", Role: kv.RoleCache, Model: "m",
 				Signals: kv.Signals{Counters: kv.Counters{PrefixHitTokens: dir(6000), PrefixQueryTokens: dir(10000)}},
 				Pools: []kv.CachePool{
 					// 3e9 / 0.75 = 4e9 bytes.
@@ -151,7 +151,7 @@ func TestTierPools(t *testing.T) {
 			name: "LMCache server with two L2 adapters: the L2 hits belong to neither",
 			body: `lmcache_mp_l2_usage_bytes{l2_name="fs"} 10` + "\n" + `lmcache_mp_l2_usage_bytes{l2_name="mooncake_store"} 20` + "\n" +
 				"lmcache_mp_lookup_hit_l2_tokens_total 7\n",
-			want: summary{Engine: "lmcache", Generation: "mp",
+			want: summary{Engine: "lmcache", Generation: "mp", Role: kv.RoleCache,
 				Pools: []kv.CachePool{
 					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: dir(10)},
 					{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "mooncake_store", Unit: kv.UnitBytes, Used: dir(20)},
@@ -161,7 +161,7 @@ func TestTierPools(t *testing.T) {
 		{
 			name: "Dynamo KVBM page: windowed hit rates of host and disk",
 			body: "kvbm_host_cache_hit_rate 0.75\nkvbm_disk_cache_hit_rate 0.18\n",
-			want: summary{Engine: "dynamo", Generation: "current",
+			want: summary{Engine: "dynamo", Generation: "current", Role: kv.RoleCache,
 				Pools: []kv.CachePool{
 					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitRate: dir(0.75)},
 					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitRate: dir(0.18)},

@@ -84,7 +84,7 @@ func groupPools[T any](items []T, key func(T) (PoolKey, *Server)) ([]PoolKey, []
 	var parts [][]T
 	for _, it := range items {
 		k, s := key(it)
-		if k.Role == RoleRouter || k.Role == "" || (s != nil && s.Role == RoleRouter) {
+		if !k.Role.HoldsKV() || k.Role == "" || (s != nil && !s.Role.HoldsKV()) {
 			continue
 		}
 		i, ok := idx[k]

@@ -105,7 +105,7 @@ func (s RequestSizes) MeanTokens(prev *RequestSizes) Value {
 // FitOf returns how many requests of size tokens fit: per DP rank floor(free
 // / size), summed; unavailable when size or a rank's free KV is unknown.
 func (s *Server) FitOf(size Value) Value {
-	if s.Role == RoleRouter || !size.OK() || size.V <= 0 {
+	if !s.Role.HoldsKV() || !size.OK() || size.V <= 0 {
 		return Value{}
 	}
 	groups := []Signals{s.Signals}
@@ -138,7 +138,7 @@ func perRequest(s *Signals) Value {
 // summed over ranks (a request cannot span DP ranks). Unavailable when no
 // size is known (idle, and no fallback) or a rank's available KV is not.
 func (s *Server) WorkloadHeadroom(fallback Value) Value {
-	if s.Role == RoleRouter {
+	if !s.Role.HoldsKV() {
 		return Value{}
 	}
 	own := perRequest(&s.Signals)

@@ -14,7 +14,17 @@ const (
 	RoleDecode  Role = "decode"
 	RoleUnified Role = "unified"
 	RoleRouter  Role = "router"
+	// RoleCache is a cache server: an LMCache server in multi-process
+	// mode or a Dynamo KVBM listener, whose page holds cache tiers (host,
+	// disk, L1/L2) for engines and no KV pool of its own. Like a router,
+	// it is in no pool's KV sums.
+	RoleCache Role = "cache"
 )
+
+// HoldsKV says whether servers of the role have a KV pool of their own:
+// every role but router and cache. Pools, their sums and the planning
+// signals hold only such servers.
+func (r Role) HoldsKV() bool { return r != RoleRouter && r != RoleCache }
 
 // Signals are the normalized values of one rank or, rolled up, one server.
 type Signals struct {
@@ -101,7 +111,7 @@ type Server struct {
 	Generation string `json:"generation"`
 	// Model is the served model name, "" when not reported.
 	Model string `json:"model"`
-	// Role is prefill, decode, unified or router.
+	// Role is prefill, decode, unified, router or cache.
 	Role Role `json:"role"`
 	// ContextLength is the maximum context length, in tokens.
 	ContextLength Value `json:"context_length_tokens"`

@@ -39,14 +39,14 @@ type PoolCapacity struct {
 }
 
 // Plan computes the capacity for requests of n tokens from a report.
-// Routers are left out: they hold no KV cache.
+// Routers and cache servers are left out: they hold no KV pool.
 func Plan(r Report, n int) Capacity {
 	c := Capacity{Tokens: n, Servers: []ServerCapacity{}, Pools: []PoolCapacity{}}
 	var members []kv.Member
 	byPool := map[kv.PoolKey]*PoolCapacity{}
 	for i := range r.Servers {
 		s := &r.Servers[i]
-		if s.Role == kv.RoleRouter {
+		if !s.Role.HoldsKV() {
 			continue
 		}
 		sc := ServerCapacity{Name: s.Name, Role: s.Role}

@@ -35,7 +35,7 @@ func (t *Tracker) SetPlanning(o PlanOptions) { t.plan = o }
 // target's previous scrape.
 func (t *Tracker) planServer(res *scrape.Result, rates *kv.Rates) *kv.ServerPlan {
 	o := t.plan
-	if res.Server == nil || res.Server.Role == kv.RoleRouter {
+	if res.Server == nil || !res.Server.Role.HoldsKV() {
 		return nil
 	}
 	var preempt kv.Value
@@ -56,7 +56,7 @@ func (r *Report) PlanPools(o PlanOptions) {
 	members := make([]kv.PlanMember, 0, len(r.Servers))
 	for i := range r.Servers {
 		row := &r.Servers[i]
-		if row.Role == kv.RoleRouter {
+		if !row.Role.HoldsKV() {
 			continue
 		}
 		members = append(members, kv.PlanMember{Key: PoolKeyOf(row), Name: row.Name, Server: row.Server, Plan: row.Plan})

@@ -38,12 +38,15 @@ type Report struct {
 
 // Fleet is the one-line answer over the pools.
 type Fleet struct {
-	// Servers is the number of targets that are not routers, failed
-	// ones included; Failed how many of those failed.
+	// Servers is the number of targets that are neither routers nor
+	// cache servers, failed ones included; Failed how many of those
+	// failed.
 	Servers int `json:"servers"`
 	Failed  int `json:"failed"`
-	// Routers is the number of router targets.
-	Routers int `json:"routers"`
+	// Routers is the number of router targets; CacheServers of cache
+	// servers (kv.RoleCache), which hold tiers and no KV pool.
+	Routers      int `json:"routers"`
+	CacheServers int `json:"cache_servers"`
 	// Limit is the name of the most constrained pool (highest usage
 	// ratio), "" when no pool reports a usage ratio; LimitIndex its index
 	// in Pools, -1 then.
@@ -58,8 +61,12 @@ func (r *Report) Summarize(sizes []int) {
 	r.Fleet = Fleet{LimitIndex: -1}
 	for i := range r.Servers {
 		row := &r.Servers[i]
-		if row.Role == kv.RoleRouter {
+		switch row.Role {
+		case kv.RoleRouter:
 			r.Fleet.Routers++
+			continue
+		case kv.RoleCache:
+			r.Fleet.CacheServers++
 			continue
 		}
 		r.Fleet.Servers++
@@ -175,7 +182,7 @@ func (t *Tracker) row(res *scrape.Result) Server {
 // Headrooms computes headroom for each size in tokens, plus the server's
 // context length when it reports one; sizes sorted, duplicates dropped.
 func Headrooms(s *kv.Server, tokens []int) []Headroom {
-	if s.Role == kv.RoleRouter {
+	if !s.Role.HoldsKV() {
 		return nil
 	}
 	sizes := map[int]bool{}

@@ -13,7 +13,7 @@ func (r *Report) ApplyTrend(t *kv.UsedTrend, min kv.FillTrend) {
 	members := make([]kv.PlanMember, 0, len(r.Servers))
 	for i := range r.Servers {
 		row := &r.Servers[i]
-		if row.Role == kv.RoleRouter {
+		if !row.Role.HoldsKV() {
 			continue
 		}
 		keep[row.Name] = true

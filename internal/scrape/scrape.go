@@ -53,7 +53,8 @@ type Target struct {
 	// assumed (then a JSON /metrics, as trtllm-serve serves, is retried at
 	// /prometheus/metrics).
 	DefaultPath bool
-	// Role overrides the role the engine reports; "" keeps it.
+	// Role overrides the role the engine reports; "" keeps it. A page of
+	// cache tiers only (the engine reports kv.RoleCache) stays cache.
 	Role kv.Role
 	// Engine forces an adapter; "" detects.
 	Engine string
@@ -349,9 +350,13 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		res.fail(signal.ReasonLimit, fmt.Errorf("read %s as %s: %d ranks exceed rank_limit %d; nothing of this page is kept (raise rank_limit for this target, or globally, if the server really has that many ranks)", t.redact(&u), a.Name(), len(srv.Ranks), l))
 		return
 	}
-	if t.Role != "" {
+	switch {
+	case srv.Role == kv.RoleCache:
+		// The page holds cache tiers only (LMCache, KVBM): whatever role
+		// the config gives it, it has no KV pool to count in one.
+	case t.Role != "":
 		srv.Role = t.Role
-	} else if srv.Role == "" {
+	case srv.Role == "":
 		srv.Role = kv.RoleUnified
 	}
 	if m := t.Labels["model"]; m != "" && srv.Model == "" {

@@ -600,9 +600,7 @@ func (d *Daemon) record(st *targetState, res scrape.Result) {
 	e.scrapes++
 	if res.OK() {
 		e.lastSuccess = res.Time.Add(res.Duration)
-		if st.target.Role == "" {
-			e.role = res.Server.Role
-		}
+		e.role = res.Server.Role // the configured role, or the engine's; cache for a page of tiers only (scrape.Target)
 	} else {
 		e.failures[reasonIndex(res.Reason)]++
 	}

@@ -233,9 +233,7 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 	e.role = kv.Role(role)
 	if res.OK() {
 		e.lastSuccess = res.Time.Add(res.Duration)
-		if role == "" {
-			e.role = res.Server.Role
-		}
+		e.role = res.Server.Role // the configured role, or the engine's; cache for a page of tiers only (scrape.Target)
 	} else {
 		e.failures[reasonIndex(res.Reason)]++
 	}

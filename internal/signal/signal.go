@@ -41,7 +41,7 @@ type Metric struct {
 // pool come from the target's config and are empty (absent) when unset.
 const (
 	LabelServer  = "server"  // the target's name, by default host:port
-	LabelRole    = "role"    // prefill, decode, unified or router
+	LabelRole    = "role"    // prefill, decode, unified, router or cache
 	LabelCluster = "cluster" // from the config file
 	LabelPool    = "pool"    // from the config file
 	LabelDPRank  = "dp_rank" // data-parallel rank, as the engine labels it

@@ -43,7 +43,7 @@ type Options struct {
 // Endpoint is one simulated server as a client sees it.
 type Endpoint struct {
 	Name        string
-	Role        string // prefill, decode, unified or router
+	Role        string // prefill, decode, unified, router or cache
 	Engine      string
 	URL         string // base URL, e.g. http://127.0.0.1:30000
 	MetricsPath string // e.g. /metrics

@@ -42,6 +42,9 @@ const (
 	RoleDecode  = "decode"
 	RoleUnified = "unified"
 	RoleRouter  = "router"
+	// RoleCache is a cache server's: the lmcache and dynamo-kvbm engines,
+	// whose pages hold cache tiers and no KV pool.
+	RoleCache = "cache"
 )
 
 // Scenario is a simulated deployment: servers, their engines and sizes, the
@@ -284,6 +287,7 @@ func lineOf(root *yaml.Node, path string) int {
 
 func isRouterEngine(e string) bool { return e == EngineRouter || e == EngineRouterLegacy }
 func isSGLang(e string) bool       { return e == EngineSGLang || e == EngineSGLangLegacy }
+func isCacheEngine(e string) bool  { return e == EngineLMCache || e == EngineKVBM }
 
 // applyDefaults fills every unset key; see docs/simulator.md for the values.
 func (sc *Scenario) applyDefaults() {
@@ -299,6 +303,9 @@ func (sc *Scenario) applyDefaults() {
 			s.Role = RoleUnified
 			if isRouterEngine(s.Engine) {
 				s.Role = RoleRouter
+			}
+			if isCacheEngine(s.Engine) {
+				s.Role = RoleCache
 			}
 		}
 		if s.ModelName == "" {
@@ -458,8 +465,15 @@ func (sc *Scenario) validate() []problem {
 			if isRouterEngine(s.Engine) {
 				add(p+".role", "engine %s is a router; use role router", s.Engine)
 			}
+		case RoleCache:
+			if known && !isCacheEngine(s.Engine) {
+				add(p+".role", "role cache is for the cache servers (engines %s, %s), got %s", EngineLMCache, EngineKVBM, s.Engine)
+			}
 		default:
-			add(p+".role", "unknown role %q; want one of prefill, decode, unified, router", s.Role)
+			add(p+".role", "unknown role %q; want one of prefill, decode, unified, router, cache", s.Role)
+		}
+		if isCacheEngine(s.Engine) && s.Role != RoleCache {
+			add(p+".role", "engine %s is a cache server (its page holds tiers, no KV pool); use role cache", s.Engine)
 		}
 		if s.Port < 0 || s.Port > 65535 {
 			add(p+".port", "%d is out of range 0-65535", s.Port)

@@ -19,7 +19,7 @@ servers:
     engine: vlm
     role: worker
 `, "scenario.yaml:6: servers[1].engine: unknown engine \"vlm\"; want one of sglang, sglang-legacy, vllm, vllm-v0, llamacpp, tgi, triton, sglang-router, sglang-router-legacy, trtllm-serve, lmcache, dynamo-kvbm\n" +
-			"scenario.yaml:7: servers[1].role: unknown role \"worker\"; want one of prefill, decode, unified, router"},
+			"scenario.yaml:7: servers[1].role: unknown role \"worker\"; want one of prefill, decode, unified, router, cache"},
 		{"unknown key", `
 servers:
   - name: a

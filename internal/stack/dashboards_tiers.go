@@ -82,7 +82,7 @@ func fleetTierPanels(o Options) []panelSpec {
 				legend: "{{server}} {{tier}} {{pool_name}}", instant: true}},
 			steps: []step{{nil, green}, {f(a.TierFullUsage), orange}}},
 		{kind: kindTimeseries, title: "Servers behind the pool sums", unit: "short", min: ratio, w: 12, h: 8,
-			description: "Per pool: its targets (routers aside), how many kvwatch reaches, and how many report used and capacity tokens, the servers the pool's KV sums add up. " +
+			description: "Per pool: its targets (routers and cache servers aside), how many kvwatch reaches, and how many report used and capacity tokens, the servers the pool's KV sums add up. " +
 				"Fewer reporting than targets: the pool's tokens are a lower bound, not a total.",
 			queries: []query{
 				{expr: RecTargets("pool") + poolSel(), legend: "targets {{cluster}}/{{pool}} {{role}}"},

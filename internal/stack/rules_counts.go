@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/rulefmt"
 
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
@@ -12,9 +13,11 @@ import (
 // the servers that report used and capacity; a server that is down or
 // reports neither is left out without a trace, and the sum is then a lower
 // bound, not a total. These series say how many servers a sum covers.
-// Routers hold no KV and are not counted.
+// Routers and cache servers (role cache: LMCache, KVBM) hold no KV pool
+// and are not counted.
 
-// RecTargets is the number of a level's targets (up or not), routers aside.
+// RecTargets is the number of a level's targets (up or not), routers and
+// cache servers aside.
 func RecTargets(l string) string { return l + ":" + signal.TargetUp.Name + ":count" }
 
 // RecTargetsUp is how many of them kvwatch's last scrape reached.
@@ -33,7 +36,7 @@ func RecPartial(l string) string { return l + ":kvwatch_kv_partial_sums:bool" }
 func serverCounts(g *rulefmt.RuleGroup, l level) {
 	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
 	b := by(l.by...)
-	up := fmt.Sprintf(`%s{%s!="router"}`, signal.TargetUp.Name, signal.LabelRole)
+	up := fmt.Sprintf(`%s{%s!~"%s|%s"}`, signal.TargetUp.Name, signal.LabelRole, kv.RoleRouter, kv.RoleCache)
 	rec(RecTargets(l.name), fmt.Sprintf("count %s (%s)", b, up))
 	rec(RecTargetsUp(l.name), fmt.Sprintf("sum %s (%s)", b, up))
 	rec(RecReporting(l.name), fmt.Sprintf("count %s (%s and %s) or %s * 0", b,

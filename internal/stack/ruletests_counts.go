@@ -10,14 +10,15 @@ import (
 // 3 targets, 2 up, 1 reporting, partial. Pool p2 (prefill): prefill-0 up
 // and reporting: 1, 1, 1, not partial. Pool p3 (decode): decode-3 up with
 // a usage ratio only (as LMDeploy): 1 target, 1 up, 0 reporting (a count
-// of 0, not absent), partial. The router of p1 is not counted (no router
-// series at all). The fleet's decode level: 4 targets, 3 up, 1 reporting,
-// partial.
+// of 0, not absent), partial. The router of p1 and the cache server of p2
+// (an LMCache server: up, no KV series) are not counted (no router or
+// cache series at all; p2 is not partial). The fleet's decode level: 4
+// targets, 3 up, 1 reporting, partial.
 func countRuleTests() []ruleTest {
 	const n = 10
 	d0, d1, d2 := server("decode-0", "decode", "p1"), server("decode-1", "decode", "p1"), server("decode-2", "decode", "p1")
 	p0, d3 := server("prefill-0", "prefill", "p2"), server("decode-3", "decode", "p3")
-	rt := server("router-0", "router", "p1")
+	rt, lm := server("router-0", "router", "p1"), server("lmcache-0", "cache", "p2")
 	up, used, capa := signal.TargetUp.Name, signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
 	pool := func(p, role string) string {
 		return renderLabels(map[string]string{signal.LabelCluster: testCluster, signal.LabelPool: p, signal.LabelRole: role})
@@ -43,7 +44,9 @@ func countRuleTests() []ruleTest {
 		check(RecReporting(c.level), c.labels, c.reporting)
 		check(RecPartial(c.level), c.labels, c.prt)
 	}
-	exprs = append(exprs, exprTest{Expr: RecTargets("pool") + `{role="router"}`, EvalTime: at, ExpSamples: []expSample{}})
+	for _, role := range []string{"router", "cache"} {
+		exprs = append(exprs, exprTest{Expr: RecTargets("pool") + `{role="` + role + `"}`, EvalTime: at, ExpSamples: []expSample{}})
+	}
 	return []ruleTest{{Interval: testStep,
 		InputSeries: []inputSeries{
 			{d0.sel(up), constant(1, n)}, {d0.sel(used), constant(500, n)}, {d0.sel(capa), constant(1000, n)},
@@ -52,6 +55,7 @@ func countRuleTests() []ruleTest {
 			{p0.sel(up), constant(1, n)}, {p0.sel(used), constant(100, n)}, {p0.sel(capa), constant(4000, n)},
 			{d3.sel(up), constant(1, n)}, {d3.sel(signal.KVUsageRatio.Name), constant(0.4, n)},
 			{rt.sel(up), constant(1, n)},
+			{lm.sel(up), constant(1, n)},
 		},
 		PromqlExprTests: exprs}}
 }

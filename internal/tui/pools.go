@@ -74,3 +74,28 @@ func cachePoolAmount(p kv.CachePool, v kv.Value) string {
 	}
 	return num(v.V)
 }
+
+// cacheTiers is a cache server's cell in the table: its tiers' fill, e.g.
+// "lmcache-l1 64%, lmcache-l2 fs 2.0 GiB" (or the engine's hit rate where
+// that is all it reports).
+func cacheTiers(s *kv.Server) string {
+	if len(s.CachePools) == 0 {
+		return "tiers: none reported"
+	}
+	parts := make([]string, 0, len(s.CachePools))
+	for _, p := range s.CachePools {
+		name := strings.TrimSuffix(cachePoolName(p), " tier")
+		switch {
+		case p.UsageRatio.OK():
+			name += " " + pct(p.UsageRatio)
+		case p.Used.OK():
+			name += " " + cachePoolAmount(p, p.Used)
+		case p.HitRate.OK():
+			name += " hit " + pct(p.HitRate)
+		default:
+			name += " " + na
+		}
+		parts = append(parts, name)
+	}
+	return strings.Join(parts, ", ")
+}

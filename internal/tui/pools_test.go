@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 )
@@ -26,5 +28,40 @@ func TestPoolLines(t *testing.T) {
 	}
 	if lines := m.cachePoolLines(report.Server{Server: &kv.Server{}}, 100); lines != nil {
 		t.Errorf("no pools: %q, want nothing", lines)
+	}
+}
+
+// TestCacheServerRow: a cache server (LMCache) shows its tiers in the KV
+// column, is not counted among the KV servers up, and its drill-down says
+// it holds no KV pool of its own instead of a KV line of dashes.
+func TestCacheServerRow(t *testing.T) {
+	vllm := &kv.Server{Engine: "vllm", Role: kv.RoleUnified, Signals: kv.Signals{Capacity: kv.Of(65536), Used: kv.Of(32768), UsageRatio: kv.Of(0.5)}}
+	lm := &kv.Server{Engine: "lmcache", Generation: "mp", Role: kv.RoleCache, CachePools: []kv.CachePool{
+		{Type: kv.PoolFull, Tier: kv.TierLMCacheL1, Unit: kv.UnitBytes, Used: kv.Of(40 << 30), Capacity: kv.DerivedOf(100 << 30), UsageRatio: kv.Of(0.4)},
+		{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: kv.Of(2 << 30)},
+	}}
+	rep := report.Report{Servers: []report.Server{
+		{Name: "vllm", OK: true, Role: kv.RoleUnified, Server: vllm},
+		{Name: "lmcache", OK: true, Role: kv.RoleCache, Server: lm},
+	}}
+	rep.Summarize(nil)
+	m := drive(New(Options{Title: "2 targets"}), tea.WindowSizeMsg{Width: 160, Height: 30}, ReportMsg{Report: rep, At: stepTime(0)})
+	view := m.View()
+	var row string
+	for _, l := range strings.Split(view, "\n") {
+		if strings.Contains(l, "lmcache ") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, "lmcache-l1 40.0%,") { // the column cuts the rest (the drill-down has all)
+		t.Errorf("the cache server's row lacks its tiers:\n%s", view)
+	}
+	if !strings.Contains(view, "1 up") {
+		t.Errorf("the fleet line counts the cache server among the KV servers up:\n%s", view)
+	}
+	m.drill = "lmcache"
+	drill := strings.Join(m.drillView(120), "\n")
+	if !strings.Contains(drill, "a cache server") || strings.Contains(drill, "KV ····") || !strings.Contains(drill, "lmcache-l1") {
+		t.Errorf("drill-down of the cache server:\n%s", drill)
 	}
 }

@@ -381,13 +381,17 @@ func (m Model) rowLine(s report.Server, selected bool, cols []tableCol, nameW, w
 	return line
 }
 
-// kvCell is a usage bar with its percentage, or the router's workers.
+// kvCell is a usage bar with its percentage, the router's workers, or a
+// cache server's tiers (it has no KV pool of its own).
 func (m Model) kvCell(s report.Server, barW int) string {
 	if s.Server == nil {
 		return na
 	}
 	if r := s.Server.Router; r != nil {
 		return "workers " + count(r.WorkersHealthy) + "/" + count(r.WorkersTotal)
+	}
+	if s.Role == kv.RoleCache {
+		return m.st.dim.Render(cacheTiers(s.Server))
 	}
 	return m.bar(s.Server.UsageRatio, barW) + " " + fit(pct(s.Server.UsageRatio), 7, true)
 }
@@ -425,7 +429,7 @@ func (m Model) fleetLines(w int) []string {
 	f := m.rep.Fleet
 	up := 0
 	for _, s := range m.rep.Servers {
-		if s.OK && s.Role != kv.RoleRouter {
+		if s.OK && s.Role.HoldsKV() {
 			up++
 		}
 	}
@@ -558,10 +562,14 @@ func (m Model) drillView(w int) []string {
 	if r := sv.Router; r != nil {
 		lines = append(lines, "workers healthy "+count(r.WorkersHealthy)+" of "+count(r.WorkersTotal))
 	}
-	lines = append(lines, flow([]string{"KV " + m.bar(sv.UsageRatio, 20) + " " + pct(sv.UsageRatio),
-		"used " + tokens(sv.Used) + " / " + tokens(sv.Capacity) + " tok", "evictable " + tokens(sv.Evictable),
-		"reserved " + pct(sv.ReservedRatio), "demand " + times(sv.DemandRatio) + " (" + tokens(sv.Demand) + " tok)",
-		"DP spread " + pct(sv.Spread)}, w, "   ")...)
+	if s.Role == kv.RoleCache {
+		lines = append(lines, wrap("a cache server: it holds tiers for engines and no KV pool of its own, and is in no pool's KV sums; its tiers are below", w)...)
+	} else {
+		lines = append(lines, flow([]string{"KV " + m.bar(sv.UsageRatio, 20) + " " + pct(sv.UsageRatio),
+			"used " + tokens(sv.Used) + " / " + tokens(sv.Capacity) + " tok", "evictable " + tokens(sv.Evictable),
+			"reserved " + pct(sv.ReservedRatio), "demand " + times(sv.DemandRatio) + " (" + tokens(sv.Demand) + " tok)",
+			"DP spread " + pct(sv.Spread)}, w, "   ")...)
+	}
 	for _, x := range sv.Warnings {
 		for _, l := range wrap("warning "+x.Reason+": "+x.Detail, w) {
 			lines = append(lines, m.st.bad.Render(l))

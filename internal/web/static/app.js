@@ -429,7 +429,7 @@ async function overview(main) {
       <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${status}</td>
       <td data-field="role">${esc(s.role)}</td>
       <td data-field="engine">${esc(sv.engine || "--")}</td>
-      <td>${s.role === "router" ? routerCell(sv) : bar(sv.usage_ratio)}</td>
+      <td>${s.role === "router" ? routerCell(sv) : s.role === "cache" ? cacheServerCell(sv) : bar(sv.usage_ratio)}</td>
       <td class="num">${cell("usage", sv.usage_ratio, fmtPct)}</td>
       <td class="num">${cell("used", sv.used_tokens, fmtInt)}</td>
       <td class="num">${cell("capacity", sv.capacity_tokens, fmtInt)}</td>
@@ -494,7 +494,8 @@ async function serverPage(main, name) {
   // Why a chart can stay empty, from the report.
   const eng = sv.engine || "the engine";
   const none = (v, what) => (s.server && val(v) == null ? `unavailable: ${eng} exports no ${what}` : "");
-  const noKV = s.role === "router" ? "unavailable: a router holds no KV cache (see its workers above)" : "";
+  const noKV = s.role === "router" ? "unavailable: a router holds no KV cache (see its workers above)"
+    : s.role === "cache" ? "unavailable: a cache server holds tiers for engines, no KV pool of its own (see its tiers below)" : "";
   const counters = sv.counters || {};
   // Series labels say when the value is a reservation.
   const rsv = (v, label) => (prov(v) === "reserved" ? label + " (reservation)" : label);
@@ -722,6 +723,19 @@ function cachePoolsTable(sv) {
     <td class="num">${val(p.hit_tokens) != null ? cell("hits", p.hit_tokens, fmtInt) : val(p.hit_rate) != null ? cell("hit_rate", p.hit_rate, fmtPct) : '<span data-field="hits">--</span>'}</td>
     <td class="wrap muted">${esc(p.note || "")}</td></tr>`).join("");
   return `<h3>Pools and tiers</h3><table id="cache-pools"><thead><tr><th scope="col">Pool / tier</th><th scope="col" class="num">Usage</th><th scope="col" class="num">Used</th><th scope="col" class="num">Capacity</th><th scope="col" class="num">Prefix hits served</th><th scope="col">Note</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+// cacheServerCell is a cache server's usage cell: its tiers' fill (it has
+// no KV pool of its own), as status writes it.
+function cacheServerCell(sv) {
+  const ps = sv.cache_pools || [];
+  const parts = ps.map((p) => {
+    const name = cachePoolName(p).replace(" tier", "");
+    if (val(p.usage_ratio) != null) return `${name} ${fmtPct(val(p.usage_ratio))}`;
+    if (val(p.used) != null) return `${name} ${p.unit === "bytes" ? fmtBytes(val(p.used)) : fmtInt(val(p.used))}`;
+    if (val(p.hit_rate) != null) return `${name} hit rate ${fmtPct(val(p.hit_rate))}`;
+    return `${name} --`;
+  });
+  return `<span class="muted" data-field="tiers" title="a cache server holds tiers for engines and no KV pool of its own: it is in no pool's KV sums">tiers ${esc(parts.join(", ") || "none reported yet")}</span>`;
 }
 function cachePoolsChart(sq, sv) {
   const eng = sv.engine || "the engine";
