@@ -13,7 +13,8 @@
 # memory). PROFILE=DIR keeps a CPU profile of kvwatch serve taken over the middle of
 # its window (go tool pprof -top DIR/kvwatch.cpu.prof), and the allocations
 # over the same time (go tool pprof -sample_index=alloc_space -top
-# DIR/kvwatch.allocs.prof). PROMETHEUS=BIN
+# DIR/kvwatch.allocs.prof), and serve's /api/v1/rules at the end (each
+# rule's last evaluationTime, in DIR/kvwatch.rules.json). PROMETHEUS=BIN
 # measures another Prometheus binary (e.g. a Prometheus 3 build) instead of
 # the one on PATH. The simulator's own CPU in each window is reported apart
 # (utime + stime from /proc/PID/stat), and the load average before each.
@@ -71,6 +72,7 @@ if [ -n "${PROFILE:-}" ]; then
 	(sleep 5; curl -fsS -o "$PROFILE/kvwatch.allocs.prof" "http://127.0.0.1:$KV_PORT/debug/pprof/allocs?seconds=$psec") &
 fi
 sleep "$DUR"
+[ -n "${PROFILE:-}" ] && [ "${HISTORY:-}" != 0 ] && curl -fsS -o "$PROFILE/kvwatch.rules.json" "http://127.0.0.1:$KV_PORT/api/v1/rules"
 ks1=$(cpu_ticks "${sims[@]}")
 read -r kt1 kfetch < <(snapshot "$kv_m" "$work/kv1.prom")
 c0=$(metric_sum "$work/kv0.prom" process_cpu_seconds_total); c1=$(metric_sum "$work/kv1.prom" process_cpu_seconds_total)

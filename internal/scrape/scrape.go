@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,6 +77,9 @@ type Target struct {
 	// enable_compression); a gzip body is read either way.
 	Compression bool
 	client      *http.Client
+	// direct: the target is read by the Scraper's direct client
+	// (direct.go), not client.
+	direct bool
 }
 
 // Result is the outcome of one scrape.
@@ -113,6 +117,9 @@ type Scraper struct {
 	bodies sync.Pool
 	// parser shares label sets between the pages this scraper reads.
 	parser *expo.Parser
+	// direct keeps the connections of the targets read without net/http's
+	// client (direct.go).
+	direct *directPool
 }
 
 // maxPooledBody is the largest body buffer kept for reuse, in bytes; the
@@ -140,7 +147,7 @@ func New(reg *engine.Registry, bodyLimit int64) *Scraper {
 	if bodyLimit <= 0 {
 		bodyLimit = 32 << 20
 	}
-	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...)}
+	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...), direct: newDirectPool()}
 }
 
 // Registry returns the scraper's adapters.
@@ -180,7 +187,11 @@ func NewTargetWithClient(ct *config.Target, c *http.Client) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newTarget(ct, map[string]*http.Client{string(key): c})
+	t, err := newTarget(ct, map[string]*http.Client{string(key): c})
+	if t != nil {
+		t.direct = false // c's pool, as the caller asks
+	}
+	return t, err
 }
 
 // NewPooledClient returns an HTTP client whose connections are pooled for
@@ -236,6 +247,7 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 		clients[string(key)] = c
 	}
 	t.client = c
+	t.direct = plainHTTP(&ct.HTTPClientConfig, u)
 	return t, nil
 }
 
@@ -441,21 +453,25 @@ func (r *Result) fail(reason string, err error) {
 // On an error buf holds what was read (for the body size).
 func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.Adapter, buf *bytes.Buffer) (body []byte, contentType, reason string, err error) {
 	where := t.redact(u)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, "", signal.ReasonOther, fmt.Errorf("scrape %s: %w", where, err)
-	}
-	req.Header.Set("Accept", acceptHeader)
 	// Compression moves CPU into the engine, which compresses every page
 	// (see config enable_compression); identity is the cheaper default on
 	// loopback and a LAN.
+	h := requestHeaders[0]
 	if t.Compression {
-		req.Header.Set("Accept-Encoding", "gzip")
-	} else {
-		req.Header.Set("Accept-Encoding", "identity")
+		h = requestHeaders[1]
 	}
-	req.Header.Set("User-Agent", "kvwatch/"+version.Version)
-	resp, err := t.client.Do(req)
+	var resp *http.Response
+	if t.direct {
+		resp, err = s.direct.get(ctx, u, h)
+	} else {
+		var req *http.Request
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, "", signal.ReasonOther, fmt.Errorf("scrape %s: %w", where, err)
+		}
+		req.Header = h.Clone() // the client's round trippers may set more
+		resp, err = t.client.Do(req)
+	}
 	if err != nil {
 		reason, err := classify(ctx, err, t)
 		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, err)
@@ -519,6 +535,13 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 	return body, resp.Header.Get("Content-Type"), "", nil
 }
 
+// requestHeaders are the headers of a scrape without compression ([0])
+// and with it ([1]). They are shared: never modified.
+var requestHeaders = [2]http.Header{
+	{"Accept": {acceptHeader}, "Accept-Encoding": {"identity"}, "User-Agent": {"kvwatch/" + version.Version}},
+	{"Accept": {acceptHeader}, "Accept-Encoding": {"gzip"}, "User-Agent": {"kvwatch/" + version.Version}},
+}
+
 // isGzipError reports a corrupt gzip stream (not a cut connection).
 func isGzipError(err error) bool {
 	var ce flate.CorruptInputError
@@ -528,7 +551,7 @@ func isGzipError(err error) bool {
 // classify maps a transport error to a reason and a message that says what to do.
 func classify(ctx context.Context, err error, t *Target) (string, error) {
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
 		return signal.ReasonTimeout, fmt.Errorf("no complete answer within %s; the server is overloaded or hung (llama.cpp blocks /metrics during decoding): raise scrape_timeout or check the server", t.Timeout)
 	case errors.Is(err, context.Canceled):
 		return signal.ReasonOther, fmt.Errorf("canceled")

@@ -1,0 +1,233 @@
+package scrape
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	promcfg "github.com/prometheus/common/config"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/signal"
+)
+
+// countingServer serves h and counts the connections it accepted.
+func countingServer(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// TestDirectKeepsConnection: a default target is read by the direct
+// client, over one connection for many scrapes, with the headers net/http's
+// client sent; a big page (chunked: the handler sets no length) and a small
+// one (Content-Length) read alike.
+func TestDirectKeepsConnection(t *testing.T) {
+	big := sglangPage + strings.Repeat("# filler so that the server sends the page chunked\n", 2000)
+	var got atomic.Value
+	srv, conns := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Clone())
+		if r.URL.Query().Get("small") != "" {
+			w.Header().Set("Content-Length", fmt.Sprint(len(sglangPage)))
+			io.WriteString(w, sglangPage)
+			return
+		}
+		for i := 0; i < len(big); i += 4096 {
+			io.WriteString(w, big[i:min(i+4096, len(big))])
+			w.(http.Flusher).Flush()
+		}
+	}))
+	s := New(engine.NewRegistry(), 1<<20)
+	for _, u := range []string{srv.URL, srv.URL + "/metrics?small=1"} {
+		tg := target(t, config.Target{URL: u})
+		if !tg.direct {
+			t.Fatalf("%s: a default target is not read by the direct client", u)
+		}
+		for i := range 20 {
+			res := s.Scrape(context.Background(), tg)
+			if !res.OK() || res.Server.Capacity.V != 100000 {
+				t.Fatalf("%s scrape %d: %v %+v", u, i, res.Err, res.Server)
+			}
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("40 scrapes over %d connections, want 1", n)
+	}
+	h := got.Load().(http.Header)
+	for k, want := range map[string]string{"Accept": acceptHeader, "Accept-Encoding": "identity", "User-Agent": requestHeaders[0].Get("User-Agent")} {
+		if h.Get(k) != want {
+			t.Errorf("header %s = %q, want %q", k, h.Get(k), want)
+		}
+	}
+}
+
+// TestDirectIdleClosedByServer: the server closes every connection after
+// its answer without saying so (no Connection: close), as a server whose
+// keep-alive timeout ran out between two scrapes does. Each next scrape
+// finds the kept connection dead and must succeed on a new one.
+func TestDirectIdleClosedByServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s", len(sglangPage), sglangPage)
+				time.Sleep(20 * time.Millisecond) // closed after the answer, as an idle timeout does
+			}()
+		}
+	}()
+	s := New(engine.NewRegistry(), 1<<20)
+	tg := target(t, config.Target{URL: "http://" + ln.Addr().String()})
+	for i := range 5 {
+		res := s.Scrape(context.Background(), tg)
+		if !res.OK() {
+			t.Fatalf("scrape %d after the server closed the kept connection: %s %v", i, res.Reason, res.Err)
+		}
+		time.Sleep(50 * time.Millisecond) // the server has closed it by now
+	}
+	if n := accepted.Load(); n < 5 {
+		t.Errorf("%d connections for 5 scrapes, each closed by the server; want 5", n)
+	}
+}
+
+// TestDirectNotReused: a connection is not kept after Connection: close,
+// after a body left unread (an error page over 4 KiB), or with bytes after
+// the body; the next scrape works on a new connection each time.
+func TestDirectNotReused(t *testing.T) {
+	var mode atomic.Value
+	mode.Store("close")
+	srv, conns := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load().(string) {
+		case "close":
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, sglangPage)
+		case "unread":
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, strings.Repeat("x", 64<<10))
+		default:
+			io.WriteString(w, sglangPage)
+		}
+	}))
+	s := New(engine.NewRegistry(), 1<<20)
+	tg := target(t, config.Target{URL: srv.URL})
+	steps := []struct {
+		mode   string
+		ok     bool
+		reason string
+	}{{"close", true, ""}, {"ok", true, ""}, {"unread", false, signal.ReasonHTTPError}, {"ok", true, ""}, {"ok", true, ""}}
+	for i, st := range steps {
+		mode.Store(st.mode)
+		res := s.Scrape(context.Background(), tg)
+		if res.OK() != st.ok || res.Reason != st.reason {
+			t.Fatalf("step %d (%s): ok %v reason %q (%v); want ok %v reason %q", i, st.mode, res.OK(), res.Reason, res.Err, st.ok, st.reason)
+		}
+	}
+	// close, then a new one for ok; unread: kept from ok, closed after;
+	// a new one for the last two.
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3 (none reused after close or an unread body)", n)
+	}
+}
+
+// TestDirectTimeoutAndCancel: a page that stops halfway fails with reason
+// timeout at the scrape's deadline; a scrape whose context is cancelled
+// ends at once, and neither leaves its connection for the next scrape.
+func TestDirectTimeoutAndCancel(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	srv, conns := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("fast") != "" {
+			io.WriteString(w, sglangPage)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(2*len(sglangPage)))
+		io.WriteString(w, sglangPage)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	s := New(engine.NewRegistry(), 1<<20)
+	tg := target(t, config.Target{URL: srv.URL + "/metrics", ScrapeTimeout: 300_000_000})
+	res := s.Scrape(context.Background(), tg)
+	if res.Reason != signal.ReasonTimeout {
+		t.Errorf("a page stuck halfway: reason %q (%v), want timeout", res.Reason, res.Err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	tg.Timeout = time.Minute
+	res = s.Scrape(ctx, tg)
+	if res.OK() || time.Since(start) > 10*time.Second || !errors.Is(ctx.Err(), context.Canceled) {
+		t.Errorf("a cancelled scrape: ok %v after %v (%v)", res.OK(), time.Since(start), res.Err)
+	}
+	once.Do(func() { close(release) })
+	fast := target(t, config.Target{URL: srv.URL + "/metrics?fast=1"})
+	if res := s.Scrape(context.Background(), fast); !res.OK() {
+		t.Fatalf("a scrape after them: %v", res.Err)
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3: neither the timed-out nor the cancelled one kept", n)
+	}
+}
+
+// TestDirectOnlyForPlainTargets: auth, a proxy, redirects, extra headers,
+// user info or https keep net/http's client.
+func TestDirectOnlyForPlainTargets(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		url  string
+		cfg  promcfg.HTTPClientConfig
+	}{
+		{"basic auth", "http://h:1", promcfg.HTTPClientConfig{BasicAuth: &promcfg.BasicAuth{Username: "u"}}},
+		{"bearer", "http://h:1", promcfg.HTTPClientConfig{BearerToken: "t"}},
+		{"authorization", "http://h:1", promcfg.HTTPClientConfig{Authorization: &promcfg.Authorization{Type: "Bearer", Credentials: "t"}}},
+		{"proxy from env", "http://h:1", promcfg.HTTPClientConfig{ProxyConfig: promcfg.ProxyConfig{ProxyFromEnvironment: true}}},
+		{"redirects", "http://h:1", promcfg.HTTPClientConfig{FollowRedirects: true}},
+		{"headers", "http://h:1", promcfg.HTTPClientConfig{HTTPHeaders: &promcfg.Headers{}}},
+		{"user info", "http://u:p@h:1", promcfg.HTTPClientConfig{}},
+		{"https", "https://h:1", promcfg.HTTPClientConfig{}},
+	} {
+		tg, err := NewTarget(&config.Target{URL: tc.url, HTTPClientConfig: tc.cfg})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tg.direct {
+			t.Errorf("%s: read by the direct client, want net/http's", tc.name)
+		}
+	}
+}
