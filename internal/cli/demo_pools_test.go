@@ -26,7 +26,7 @@ func TestBrowserPools(t *testing.T) {
 	chromium := testenv.Tool(t, "chromium", "chromium")
 	addr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"demo", "--scenario", "sglang-hicache", "--web.listen-address", addr, "--speed", "40"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 func TestPrintDemoListsServersAndControls(t *testing.T) {
@@ -73,7 +74,7 @@ func TestDemoBasePort(t *testing.T) {
 	base := freePorts(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"demo", "--base-port", fmt.Sprint(base), "--web.listen-address", "127.0.0.1:0", "--history", "0"},

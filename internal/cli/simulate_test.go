@@ -1,38 +1,20 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestSimulateDefaultScenario(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	done := make(chan int)
 	go func() {
 		done <- Run(ctx, []string{"simulate", "--speed=10", "--tick=50ms"}, Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
@@ -79,7 +61,7 @@ func TestSimulateDefaultScenario(t *testing.T) {
 }
 
 func TestSimulateBadScenario(t *testing.T) {
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	code := Run(context.Background(), []string{"simulate", "--scenario", "no-such"}, Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
 	if code != exitUsage {
 		t.Errorf("exit code = %d, want %d", code, exitUsage)

@@ -37,7 +37,7 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 `)
 	addr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--web.listen-address", addr, "neg=" + neg, "half=" + half},

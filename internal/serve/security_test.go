@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -241,7 +239,7 @@ func TestServeHostileTargets(t *testing.T) {
 	fmt.Fprintf(&b, "  - {name: badtls, url: %q}\n", tlsSrv.URL)
 	dir := t.TempDir()
 	cfgFile := writeFile(t, dir, "kvwatch.yml", b.String())
-	var logs syncBuffer
+	var logs testenv.Buffer
 	d := start(t, Options{ConfigFile: cfgFile, Logger: slog.New(safetext.Handler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))})
 	g := d.Gatherer()
 	for name, reason := range wantReason {
@@ -305,22 +303,4 @@ func TestServeHostileTargets(t *testing.T) {
 			}
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
