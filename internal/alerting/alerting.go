@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -315,7 +316,13 @@ func (m *Manager) evalGroup(ctx context.Context, g *Group, ts time.Time) []Alert
 			continue
 		}
 		rs := time.Now()
-		vec, err := m.query(ctx, r.evalQuery, ts)
+		var vec promql.Vector
+		var err error
+		// The rule's CPU shows under its name in serve's profiles
+		// (/debug/pprof/profile; go tool pprof -tags, -tagfocus rule=NAME).
+		pprof.Do(ctx, pprof.Labels("rule_group", g.Name, "rule", r.Name), func(ctx context.Context) {
+			vec, err = m.query(ctx, r.evalQuery, ts)
+		})
 		m.mu.Lock()
 		r.LastEval = ts
 		if err != nil {
