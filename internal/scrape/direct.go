@@ -39,8 +39,8 @@ import (
 // once more on a new connection, as net/http does.
 
 // directIdleTimeout is how long an idle connection is kept (net/http's
-// client in prometheus/common keeps one 5 minutes).
-const directIdleTimeout = 5 * time.Minute
+// client in prometheus/common keeps one 5 minutes); a variable for tests.
+var directIdleTimeout = 5 * time.Minute
 
 // directMaxIdlePerHost bounds the idle connections kept per host:port (a
 // target is scraped by one scrape at a time; probes of one host may
@@ -66,6 +66,9 @@ type directConn struct {
 	net.Conn
 	br   *bufio.Reader
 	idle time.Time // when it was put back
+	// timer closes it once it has idled directIdleTimeout in the pool (a
+	// target removed by a reload is never scraped again); set by put.
+	timer *time.Timer
 }
 
 // directPool keeps idle connections per host:port.
@@ -89,6 +92,7 @@ func (p *directPool) take(addr string, now time.Time) *directConn {
 	for len(cs) > 0 {
 		c := cs[len(cs)-1]
 		cs = cs[:len(cs)-1]
+		c.timer.Stop()
 		if now.Sub(c.idle) < directIdleTimeout {
 			p.setIdle(addr, cs)
 			return c
@@ -115,9 +119,33 @@ func (p *directPool) put(addr string, c *directConn, now time.Time) {
 	defer p.mu.Unlock()
 	if cs := p.idle[addr]; len(cs) < directMaxIdlePerHost {
 		p.idle[addr] = append(cs, c)
+		if c.timer == nil {
+			c.timer = time.AfterFunc(directIdleTimeout, func() { p.expire(addr, c) })
+		} else {
+			c.timer.Reset(directIdleTimeout)
+		}
 		return
 	}
 	c.Close()
+}
+
+// expire closes c if it is still idle in the pool, and has idled long
+// enough (a timer that fired while c was taken, used and put back is
+// stale).
+func (p *directPool) expire(addr string, c *directConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(c.idle) < directIdleTimeout {
+		return
+	}
+	cs := p.idle[addr]
+	for i, x := range cs {
+		if x == c {
+			p.setIdle(addr, append(cs[:i:i], cs[i+1:]...))
+			c.Close()
+			return
+		}
+	}
 }
 
 // directBody is a response body on a direct connection: when it has been

@@ -231,3 +231,36 @@ func TestDirectOnlyForPlainTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectIdleExpires: a kept connection that is not used again (its
+// target left the config) is closed once it has idled directIdleTimeout.
+func TestDirectIdleExpires(t *testing.T) {
+	old := directIdleTimeout
+	directIdleTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { directIdleTimeout = old })
+	var closed atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, sglangPage) }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s := New(engine.NewRegistry(), 1<<20)
+	if res := s.Scrape(context.Background(), target(t, config.Target{URL: srv.URL})); !res.OK() {
+		t.Fatal(res.Err)
+	}
+	for i := 0; closed.Load() == 0; i++ {
+		if i > 200 {
+			t.Fatal("the idle connection was not closed 2 s after its idle timeout of 100 ms")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.direct.mu.Lock()
+	n := len(s.direct.idle)
+	s.direct.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d hosts with idle connections after the timeout, want none", n)
+	}
+}
