@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -247,6 +248,14 @@ func (c *directConn) roundTrip(ctx context.Context, req *http.Request) (*http.Re
 		return fail(err)
 	}
 	resp, err := http.ReadResponse(c.br, req)
+	// Informational answers (103 Early Hints) precede the real one, as
+	// net/http's client skips them.
+	for informational := 0; err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols; informational++ {
+		if informational == 8 {
+			return fail(fmt.Errorf("more than 8 informational (1xx) answers without a final one"))
+		}
+		resp, err = http.ReadResponse(c.br, req)
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -264,3 +264,29 @@ func TestDirectIdleExpires(t *testing.T) {
 		t.Errorf("%d hosts with idle connections after the timeout, want none", n)
 	}
 }
+
+// TestDirectSkipsInformational: a 103 Early Hints before the answer is
+// skipped, as net/http's client does.
+func TestDirectSkipsInformational(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		fmt.Fprintf(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(sglangPage), sglangPage)
+		time.Sleep(100 * time.Millisecond)
+	}()
+	res := New(engine.NewRegistry(), 1<<20).Scrape(context.Background(), target(t, config.Target{URL: "http://" + ln.Addr().String()}))
+	if !res.OK() || res.Server.Capacity.V != 100000 {
+		t.Fatalf("after a 103: %s %v", res.Reason, res.Err)
+	}
+}
