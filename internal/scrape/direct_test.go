@@ -16,6 +16,7 @@ import (
 	"time"
 
 	promcfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
@@ -288,5 +289,29 @@ func TestDirectSkipsInformational(t *testing.T) {
 	res := New(engine.NewRegistry(), 1<<20).Scrape(context.Background(), target(t, config.Target{URL: "http://" + ln.Addr().String()}))
 	if !res.OK() || res.Server.Capacity.V != 100000 {
 		t.Fatalf("after a 103: %s %v", res.Reason, res.Err)
+	}
+}
+
+// TestDirectEndlessBody: a body that never ends is cut at the body limit
+// and its connection closed, not drained until the scrape's deadline.
+func TestDirectEndlessBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, sglangPage)
+		chunk := []byte(strings.Repeat("# filler\n", 1000))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tg := target(t, config.Target{URL: srv.URL, ScrapeTimeout: model.Duration(30 * time.Second)})
+	start := time.Now()
+	res := New(engine.NewRegistry(), 1<<20).Scrape(context.Background(), tg)
+	if res.Reason != signal.ReasonTooLarge {
+		t.Errorf("reason %q (%v), want too_large", res.Reason, res.Err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the scrape took %v of its 30 s: the endless body was drained, not cut", d)
 	}
 }
