@@ -241,6 +241,25 @@ func TestWebUICacheServer(t *testing.T) {
 	if strings.Contains(main, "Cannot") || strings.Contains(main, "NaN") || strings.Contains(main, "undefined") {
 		t.Errorf("the overview shows an error:\n%s", main)
 	}
+	// Its own page and the planner show it without a script error.
+	for route, ready := range map[string]string{"#/server/lmcache": `#cache-pools`, "#/planner": `#plan-servers tr[data-server="vllm"]`} {
+		if err := chromedp.Do(bctx, chromedp.Navigate(externalURL(d)+route),
+			chromedp.WaitVisible(chromedp.CSS(ready+`, #main p.error`))); err != nil {
+			t.Fatalf("%s: %v", route, err)
+		}
+		text, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"Cannot", "NaN", "undefined"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("%s shows %q:\n%s", route, bad, text)
+			}
+		}
+		if route == "#/server/lmcache" && !strings.Contains(text, "lmcache-l1") {
+			t.Errorf("the cache server's page lacks its tiers:\n%s", text)
+		}
+	}
 	// The exporter labels it so, which the recording rules leave out of
 	// the pool counts (stack's countRuleTests).
 	resp, err := http.Get(externalURL(d) + "metrics")
