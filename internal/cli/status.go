@@ -313,6 +313,10 @@ func renderPools(w io.Writer, rep *report.Report, sizes []int) {
 	if f.Failed > 0 {
 		failed = fmt.Sprintf("\t%d failed", f.Failed)
 	}
+	if f.CacheServers > 0 {
+		// Counted apart: they hold tiers, not a KV pool to sum.
+		failed += fmt.Sprintf("\t+%s (tiers only)", plural(f.CacheServers, "cache server"))
+	}
 	if len(rep.Pools) <= 1 {
 		var p kv.Pool
 		if len(rep.Pools) == 1 {

@@ -125,7 +125,7 @@ func TestStatusCacheServer(t *testing.T) {
 			t.Errorf("status shows %q: the cache server is counted in the pool:\n%s", bad, out)
 		}
 	}
-	if !strings.Contains(out, "fleet    1 server") || !strings.Contains(out, "single server: draining") {
+	if !strings.Contains(out, "fleet    1 server") || !strings.Contains(out, "+1 cache server (tiers only)") || !strings.Contains(out, "single server: draining") {
 		t.Errorf("status lacks the whole one-server pool and its drain answer:\n%s", out)
 	}
 }
