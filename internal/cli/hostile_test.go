@@ -143,7 +143,7 @@ func TestServeStartsOnDamagedSnapshot(t *testing.T) {
 	os.WriteFile(snap+".tmp4242", []byte("half a write"), 0o600)
 	cfg := writeConfig(t, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n")
 	addr := strings.TrimPrefix(serveAddr(t), "http://")
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,31 +21,13 @@ import (
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
 	engine := testenv.EngineServer(t, "", []byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
 	if err := os.WriteFile(cfg, []byte("targets:\n  - url: "+engine.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
@@ -86,7 +66,7 @@ func TestServeHistoryRecordsScrapes(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {

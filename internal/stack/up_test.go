@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,7 +81,7 @@ func TestUpRunsPrometheusAndAlertmanager(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	var out lockedBuffer
+	var out testenv.Buffer
 	go func() { done <- Up(ctx, UpOptions{Dir: dir, LookPath: noGrafana, Out: &out}) }()
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer wcancel()
@@ -154,22 +153,4 @@ func TestInstall(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("installed admin password: %v, mode %v, want 0600", err, st.Mode().Perm())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
