@@ -1,8 +1,6 @@
 package catalog_test
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -10,7 +8,6 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/catalog"
 	"github.com/kvwatch/kvwatch/internal/engine"
-	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
@@ -69,16 +66,7 @@ func TestKnowsEverySimulatedFamily(t *testing.T) {
 	cl := testenv.Builtin(t, "mixed", sim.Options{Seed: 1, ManualClock: true})
 	c := catalog.Default()
 	for _, ep := range cl.Endpoints() {
-		resp, err := http.Get(ep.URL + ep.MetricsPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		page, err := expo.NewParser(engine.NewRegistry().ColonPrefixes()...).Parse(body, resp.Header.Get("Content-Type"), nil)
-		if err != nil {
-			t.Fatalf("%s: %v", ep.Name, err)
-		}
+		page := testenv.Page(t, ep)
 		for _, n := range page.Names() {
 			exposed := page.Samples(n)[0].Labels.Get(model.MetricNameLabel)
 			if len(c.Lookup(n)) == 0 && len(c.RenamesOf(n)) == 0 {

@@ -1,16 +1,13 @@
 package crosscheck
 
 import (
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/catalog"
-	"github.com/kvwatch/kvwatch/internal/engine"
-	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // poolOf returns the server's pool of full attention on tier (and name).
@@ -173,16 +170,7 @@ func TestTierPagesInCatalog(t *testing.T) {
 			c := startCluster(t, scenario)
 			c.Advance(time.Minute)
 			for _, ep := range c.Endpoints() {
-				resp, err := http.Get(ep.URL + ep.MetricsPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				page, err := expo.NewParser(engine.NewRegistry().ColonPrefixes()...).Parse(body, resp.Header.Get("Content-Type"), nil)
-				if err != nil {
-					t.Fatalf("%s: %v", ep.Name, err)
-				}
+				page := testenv.Page(t, ep)
 				for _, n := range page.Names() {
 					if n == "target_info" && ep.Engine == sim.EngineLMCache {
 						continue // OpenTelemetry's resource series, not LMCache's (the catalog lists engines' own names)

@@ -2,8 +2,12 @@ package testenv
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"testing"
 
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
@@ -35,4 +39,24 @@ func Builtin(t testing.TB, name string, opts sim.Options) *sim.Cluster {
 		t.Fatal(err)
 	}
 	return Cluster(t, sc, opts)
+}
+
+// Page fetches ep's metrics page and parses it whole (no family filtered
+// out), with the colon prefixes of kvwatch's adapters folded.
+func Page(t testing.TB, ep sim.Endpoint) *expo.Page {
+	t.Helper()
+	resp, err := http.Get(ep.URL + ep.MetricsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("%s: %v", ep.Name, err)
+	}
+	page, err := expo.NewParser(engine.NewRegistry().ColonPrefixes()...).Parse(body, resp.Header.Get("Content-Type"), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", ep.Name, err)
+	}
+	return page
 }
