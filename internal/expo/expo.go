@@ -47,7 +47,17 @@ type Page struct {
 	Example []string
 	// all is the array the samples' slices share.
 	all []Sample
+	// shape covers every sample's label set.
+	shape LabelShape
 }
+
+// Len returns the number of samples kept.
+func (p *Page) Len() int { return len(p.all) }
+
+// Shape returns the largest label count, label name and label value of
+// the samples kept (see LabelShape): a page within limits on all three
+// needs no look at each label set.
+func (p *Page) Shape() LabelShape { return p.shape }
 
 // Samples returns the samples named name (canonical form), in page order.
 func (p *Page) Samples(name string) []Sample { return p.samples[name] }
@@ -131,12 +141,13 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			sb = labels.NewScratchBuilder(8)
 			ls simpleSeries
 		)
-		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, p.all[:0], nseries); ok {
+		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, p.all[:0], nseries, &p.shape); ok {
 			p.all = all
 			p.samples = byName(all, p.samples)
 			return p, nil
 		}
 		clear(p.types) // the text parser reads the page again, from the start
+		p.shape = LabelShape{}
 	}
 	st := labels.NewSymbolTable()
 	var parser textparse.Parser
@@ -170,6 +181,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			var (
 				name   string
 				is     internedSeries
+				sh     LabelShape
 				cached bool
 			)
 			if !om && pr != nil {
@@ -177,7 +189,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
-				lset, name = is.labels, is.name
+				lset, name, sh = is.labels, is.name, is.shape
 			} else if !om && ls.read(series) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
@@ -187,17 +199,20 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				}
 				lset = ls.labels(&sb)
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
+				sh = shapeOf(lset)
 				if pr != nil {
-					pr.series.put(series, internedSeries{labels: lset, name: name})
+					pr.series.put(series, internedSeries{labels: lset, name: name, shape: sh})
 				}
 			} else {
 				parser.Labels(&lset)
 				lset = lset.Copy()
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
+				sh = shapeOf(lset)
 			}
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
 			}
+			p.shape.widen(sh)
 			all = append(all, Sample{Name: name, Labels: lset, Value: v})
 		}
 	}

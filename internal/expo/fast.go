@@ -33,7 +33,7 @@ import (
 // way, any other comment, or invalid UTF-8. It adds the TYPE
 // lines to types (the caller empties it when ok is false). lines must end
 // in '\n' (filter makes sure of it).
-func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.MetricType, sb *labels.ScratchBuilder, ls *simpleSeries, all []Sample, n int) ([]Sample, bool) {
+func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.MetricType, sb *labels.ScratchBuilder, ls *simpleSeries, all []Sample, n int, shape *LabelShape) ([]Sample, bool) {
 	all = slices.Grow(all[:0], n)
 	var (
 		st *labels.SymbolTable
@@ -81,6 +81,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		var (
 			name  string
 			lset  labels.Labels
+			sh    LabelShape
 			v     float64
 			fast  bool
 			found bool
@@ -93,7 +94,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			var is internedSeries
 			if is, found = pr.cachedSeriesRLocked(line[:sp]); found {
 				if v, fast = fastValue(line[sp+1:]); fast {
-					lset, name = is.labels, is.name
+					lset, name, sh = is.labels, is.name, is.shape
 				}
 			}
 		}
@@ -110,8 +111,9 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				}
 				lset = ls.labels(sb)
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
+				sh = shapeOf(lset)
 				if pr != nil {
-					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name}})
+					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name, shape: sh}})
 				}
 			} else {
 				fast = false
@@ -130,6 +132,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			}
 			if keep {
 				all = append(all, smp)
+				shape.widen(shapeOf(smp.Labels))
 			}
 			continue
 		}
@@ -142,6 +145,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			}
 		}
 		all = append(all, Sample{Name: name, Labels: lset, Value: v})
+		shape.widen(sh)
 	}
 	return all, true
 }

@@ -25,7 +25,7 @@ func takesFastPath(t *testing.T, body []byte, want Want) (bool, error) {
 	}
 	sb := labels.NewScratchBuilder(8)
 	var ls simpleSeries
-	_, ok := pr.fastText(filtered, want, map[string]model.MetricType{}, &sb, &ls, nil, n)
+	_, ok := pr.fastText(filtered, want, map[string]model.MetricType{}, &sb, &ls, nil, n, new(LabelShape))
 	return ok, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // FuzzParse: Parse never panics, and what it keeps is canonical and wanted.
@@ -105,9 +106,39 @@ func FuzzParseMatchesReference(f *testing.F) {
 				if diff := cmp.Diff(dumpPage(wantPage), dumpPage(got)); diff != "" {
 					t.Fatalf("Parse differs from parseReference (-want +got):\n%s", diff)
 				}
+				if n, sh := measure(wantPage); got.Len() != n || got.Shape() != sh {
+					t.Fatalf("Len, Shape = %d, %+v; the reference's samples: %d, %+v", got.Len(), got.Shape(), n, sh)
+				}
 			}
 		}
 	})
+}
+
+// measure counts a page's samples and finds its largest label count, label
+// name and label value, the metric name aside, label by label.
+func measure(p *Page) (n int, sh LabelShape) {
+	for _, ss := range p.samples {
+		for _, s := range ss {
+			n++
+			count := 0
+			s.Labels.Range(func(lb labels.Label) {
+				if lb.Name == "__name__" {
+					return
+				}
+				count++
+				if len(lb.Name) > sh.MaxName {
+					sh.MaxName = len(lb.Name)
+				}
+				if len(lb.Value) > sh.MaxValue {
+					sh.MaxValue = len(lb.Value)
+				}
+			})
+			if count > sh.Labels {
+				sh.Labels = count
+			}
+		}
+	}
+	return n, sh
 }
 
 // dumpPage renders everything a page holds, NaN payloads included.

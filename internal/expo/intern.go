@@ -71,6 +71,37 @@ func (c *internCache[V]) stats() (entries, bytes int, resets uint64) {
 type internedSeries struct {
 	labels labels.Labels
 	name   string
+	shape  LabelShape
+}
+
+// LabelShape is what label limits are checked against, of one label set
+// or, on a Page, the largest of its samples' (the metric name label
+// aside): the number of labels, and the longest label name and value in
+// bytes. A Parser keeps it with the label sets it shares, so a page's
+// shape costs no walk over labels already seen.
+type LabelShape struct {
+	Labels, MaxName, MaxValue int
+}
+
+// shapeOf measures lset.
+func shapeOf(lset labels.Labels) LabelShape {
+	var sh LabelShape
+	lset.Range(func(lb labels.Label) {
+		if lb.Name == model.MetricNameLabel {
+			return
+		}
+		sh.Labels++
+		sh.MaxName = max(sh.MaxName, len(lb.Name))
+		sh.MaxValue = max(sh.MaxValue, len(lb.Value))
+	})
+	return sh
+}
+
+// widen makes s cover o too.
+func (s *LabelShape) widen(o LabelShape) {
+	s.Labels = max(s.Labels, o.Labels)
+	s.MaxName = max(s.MaxName, o.MaxName)
+	s.MaxValue = max(s.MaxValue, o.MaxValue)
 }
 
 // Parser reads pages like Parse and shares the label sets and family names
@@ -118,7 +149,7 @@ func (p *Parser) Release(pg *Page) {
 	pg.all = pg.all[:0]
 	clear(pg.types)
 	clear(pg.samples)
-	pg.Families, pg.Example = 0, nil
+	pg.Families, pg.Example, pg.shape = 0, nil, LabelShape{}
 	p.pages.Put(pg)
 }
 

@@ -390,13 +390,18 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 // checkPage returns an error naming the first limit the page exceeds.
 func checkPage(p *expo.Page, l config.TargetLimits) error {
 	const tail = "; nothing of this page is kept (raise %s for this target, or globally, if the page is really like this)"
-	n := 0
+	if l.Samples > 0 && p.Len() > l.Samples {
+		return fmt.Errorf("the page holds more than sample_limit %d samples of the families kvwatch reads"+tail, l.Samples, "sample_limit")
+	}
+	// The page's shape bounds every label set: only a page over a limit
+	// is looked at label by label, to say which series and label it is.
+	sh := p.Shape()
+	if (l.Labels <= 0 || sh.Labels <= l.Labels) && (l.LabelNameLength <= 0 || sh.MaxName <= l.LabelNameLength) &&
+		(l.LabelValueLength <= 0 || sh.MaxValue <= l.LabelValueLength) {
+		return nil
+	}
 	for _, name := range p.Names() {
 		for _, smp := range p.Samples(name) {
-			n++
-			if l.Samples > 0 && n > l.Samples {
-				return fmt.Errorf("the page holds more than sample_limit %d samples of the families kvwatch reads"+tail, l.Samples, "sample_limit")
-			}
 			labelsN := 0
 			var bad error
 			smp.Labels.Range(func(lb labels.Label) {
