@@ -90,18 +90,17 @@ func normalizeDynamo(in Input) (kv.Server, error) {
 	r.read(p, dyUsage, dyRank, nil, maxf, func(s *kv.Signals) *kv.Value { return &s.UsageRatio }, kv.Of)
 	r.read(p, dyTotal, dyRank, nil, maxf, func(s *kv.Signals) *kv.Value { return &s.Capacity }, kv.Of)
 	r.read(p, dyActive, dyRank, nil, maxf, func(s *kv.Signals) *kv.Value { return &s.Used }, kv.Of)
-	for _, id := range r.order {
-		s := r.get(id)
+	r.each(func(_ kv.RankID, s *kv.Signals) {
 		if s.Capacity.OK() && s.Capacity.V == 0 { // not published yet
 			s.Capacity, s.Used, s.UsageRatio = kv.Value{}, kv.Value{}, kv.Value{}
-			continue
+			return
 		}
 		if block.OK() && block.V > 0 { // blocks to tokens, or unknown
 			s.Capacity, s.Used = s.Capacity.Mul(block), s.Used.Mul(block)
 		} else {
 			s.Capacity, s.Used = kv.Value{}, kv.Value{}
 		}
-	}
+	})
 	for _, rk := range r.list() { // a worker left with nothing known is no rank
 		if rk.Signals != (kv.Signals{}) {
 			srv.Ranks = append(srv.Ranks, rk)

@@ -35,10 +35,9 @@ func rankOf(s expo.Sample, dp, tp, pp string) kv.RankID {
 // ranksIndexed ranks a map indexes them. A pointer from get is good until
 // the next get.
 type ranks struct {
-	order []kv.RankID
-	rs    []kv.Rank
-	by    map[kv.RankID]int
-	buf   *[]kv.Rank // rs's pooled slice, until list
+	rs  []kv.Rank
+	by  map[kv.RankID]int
+	buf *[]kv.Rank // rs's pooled slice, until list
 }
 
 const ranksIndexed = 16
@@ -65,7 +64,6 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 		}
 	}
 	r.rs = append(r.rs, kv.Rank{RankID: id})
-	r.order = append(r.order, id)
 	switch n := len(r.rs); {
 	case r.by != nil:
 		r.by[id] = n - 1
@@ -88,8 +86,19 @@ func (r *ranks) list() []kv.Rank {
 		*r.buf = r.rs[:0]
 		rankScratch.Put(r.buf)
 	}
-	r.rs, r.by, r.order, r.buf = nil, nil, nil, nil
+	r.rs, r.by, r.buf = nil, nil, nil
 	return out
+}
+
+// len returns the number of ranks collected so far.
+func (r *ranks) len() int { return len(r.rs) }
+
+// each calls fn with every rank collected so far, in the order first seen
+// (fn must not call get).
+func (r *ranks) each(fn func(id kv.RankID, s *kv.Signals)) {
+	for i := range r.rs {
+		fn(r.rs[i].RankID, &r.rs[i].Signals)
+	}
 }
 
 // combineFn merges two samples of the same rank: max for gauges that TP
@@ -194,49 +203,41 @@ func summed(p *expo.Page, name string, keep func(expo.Sample) bool, mk func(floa
 // earlier sample's. A page must not hold one series twice; the adapters'
 // reads keep one value by their rule, and the caller warns.
 //
-// When every sample has the same metric name (a page spells a family one
-// way), the label sets are compared whole: their hash reads the labels'
-// own memory, nothing is copied. The map comes from a pool.
+// The samples' series keys (expo.Sample.SeriesKey: the label set's hash
+// without the metric name, kept by the parser with the label sets it
+// shares) find the candidates; only samples with equal keys have their
+// labels compared. A few samples are compared pairwise, more through a
+// map from a pool.
 func duplicates(p *expo.Page, name string) int {
 	ss := p.Samples(name)
 	if len(ss) < 2 {
 		return 0
 	}
-	first := ss[0].Labels.Get(model.MetricNameLabel)
-	oneName := true
-	for _, s := range ss[1:] {
-		if s.Labels.Get(model.MetricNameLabel) != first {
-			oneName = false
-			break
+	d := 0
+	if len(ss) <= dupLinear {
+		for i := 1; i < len(ss); i++ {
+			for j := range i {
+				if ss[j].SeriesKey() == ss[i].SeriesKey() && sameButName(ss[j].Labels, ss[i].Labels) {
+					d++
+					break
+				}
+			}
 		}
-	}
-	var buf []byte
-	hash := func(l labels.Labels) uint64 {
-		if oneName {
-			return l.Hash()
-		}
-		var h uint64
-		h, buf = l.HashWithoutLabels(buf, model.MetricNameLabel)
-		return h
-	}
-	same := labels.Equal
-	if !oneName {
-		same = sameButName
+		return d
 	}
 	seen := dupMaps.Get().(map[uint64]int)
 	defer func() { clear(seen); dupMaps.Put(seen) }()
-	var more map[uint64][]int // the rare label sets whose hash an earlier, different one has
-	d := 0
+	var more map[uint64][]int // the rare label sets whose key an earlier, different one has
 	for i, s := range ss {
-		h := hash(s.Labels)
+		h := s.SeriesKey()
 		j, ok := seen[h]
 		if !ok {
 			seen[h] = i
 			continue
 		}
-		dup := same(ss[j].Labels, s.Labels)
+		dup := sameButName(ss[j].Labels, s.Labels)
 		for _, k := range more[h] {
-			dup = dup || same(ss[k].Labels, s.Labels)
+			dup = dup || sameButName(ss[k].Labels, s.Labels)
 		}
 		if dup {
 			d++
@@ -250,11 +251,20 @@ func duplicates(p *expo.Page, name string) int {
 	return d
 }
 
+// dupLinear is the most samples duplicates compares pairwise.
+const dupLinear = 16
+
 var dupMaps = sync.Pool{New: func() any { return map[uint64]int{} }}
 
 // sameButName reports whether a and b hold the same labels, the metric name
 // aside.
 func sameButName(a, b labels.Labels) bool {
+	if labels.Equal(a, b) {
+		return true
+	}
+	if a.Get(model.MetricNameLabel) == b.Get(model.MetricNameLabel) {
+		return false
+	}
 	strip := func(l labels.Labels) labels.Labels {
 		return labels.NewBuilder(l).Del(model.MetricNameLabel).Labels()
 	}

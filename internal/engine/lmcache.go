@@ -86,26 +86,35 @@ func lmL1Tag(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("l1_ta
 // shown: a mean of the managers' ratios would weigh a small DRAM pool like
 // a large GDS slab.
 func lmL1Capacity(ps *pools, k poolKey) {
-	f := ps.vals[k]
-	if f == nil {
+	pool := ps.pool(k)
+	if pool < 0 {
 		return
 	}
+	var used, ratios []poolVal // copies: set below appends to ps.vals
+	for _, pv := range ps.vals {
+		switch {
+		case pv.pool == pool && pv.field == pfUsed:
+			used = append(used, pv)
+		case pv.pool == pool && pv.field == pfRatio:
+			ratios = append(ratios, pv)
+		}
+	}
 	known := true
-	for id, used := range f[pfUsed] {
-		ratio, ok := f[pfRatio][id]
+	for _, u := range used {
+		ratio, ok := ps.value(pool, pfRatio, u.rank)
 		if ok && ratio.V > 0 {
-			ps.set(k, kv.UnitBytes, pfCapacity, id, kv.DerivedOf(used.V/ratio.V), maxf)
+			ps.set(k, kv.UnitBytes, pfCapacity, u.rank, kv.DerivedOf(u.v.V/ratio.V), maxf)
 		} else {
 			known = false
 		}
 	}
-	for id := range f[pfRatio] {
-		if _, ok := f[pfUsed][id]; !ok {
+	for _, r := range ratios {
+		if _, ok := ps.value(pool, pfUsed, r.rank); !ok {
 			known = false
 		}
 	}
-	if len(ps.groups(k)) > 1 && !known {
-		delete(f, pfRatio)
+	if len(ps.groups(pool)) > 1 && !known {
+		ps.drop(pool, pfRatio)
 	}
 }
 

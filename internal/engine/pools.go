@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"slices"
+	"sync"
+
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
@@ -11,16 +14,36 @@ type poolKey struct{ typ, tier, name string }
 // pools collects a server's further KV pools (kv.CachePool) while an adapter
 // reads a page: values per rank first, then TP duplicates collapsed (max)
 // and DP ranks summed, strictly: a total is known only when every DP group
-// that has the pool knows the value.
+// that has the pool knows the value. A page has a few pools on a few ranks:
+// the values live in slices searched in order (a map per pool, field and
+// rank was most of what a scrape of SGLang's tiers cost), indexed by a map
+// once there are more than poolsIndexed of them.
 type pools struct {
-	order []poolKey
-	unit  map[poolKey]string
-	note  map[poolKey]string
-	// vals[key][field][rank]
-	vals map[poolKey]map[int]map[kv.RankID]kv.Value
+	// decls are the pools, in the order first declared.
+	decls []poolDecl
+	vals  []poolVal
+	index map[poolSlot]int // into vals, past poolsIndexed
 	// ratios are never summed: a DP total is recomputed from tokens, or
 	// the mean when every group has only a ratio.
 }
+
+type poolDecl struct {
+	k          poolKey
+	unit, note string
+}
+
+// poolSlot is one field of one pool (an index into decls) on one rank.
+type poolSlot struct {
+	pool, field int
+	rank        kv.RankID
+}
+
+type poolVal struct {
+	poolSlot
+	v kv.Value
+}
+
+const poolsIndexed = 32
 
 // Pool fields, by index.
 const (
@@ -31,18 +54,63 @@ const (
 	pfHitRate
 )
 
-func newPools() *pools {
-	return &pools{unit: map[poolKey]string{}, note: map[poolKey]string{}, vals: map[poolKey]map[int]map[kv.RankID]kv.Value{}}
+// poolFields are the fields in the order groups reads them.
+var poolFields = [...]int{pfCapacity, pfUsed, pfRatio, pfHits, pfHitRate}
+
+// newPools returns an empty collection, reusing the slices of one that
+// list was called on.
+func newPools() *pools { return poolScratch.Get().(*pools) }
+
+var poolScratch = sync.Pool{New: func() any { return &pools{} }}
+
+// pool returns the index of pool k, or -1.
+func (ps *pools) pool(k poolKey) int {
+	for i := range ps.decls {
+		if ps.decls[i].k == k {
+			return i
+		}
+	}
+	return -1
 }
 
-// add declares a pool (once) with its unit.
-func (ps *pools) add(k poolKey, unit string) {
-	if _, ok := ps.unit[k]; ok {
-		return
+// add declares a pool (once) with its unit, and returns its index.
+func (ps *pools) add(k poolKey, unit string) int {
+	if i := ps.pool(k); i >= 0 {
+		return i
 	}
-	ps.order = append(ps.order, k)
-	ps.unit[k] = unit
-	ps.vals[k] = map[int]map[kv.RankID]kv.Value{}
+	ps.decls = append(ps.decls, poolDecl{k: k, unit: unit})
+	return len(ps.decls) - 1
+}
+
+// setNote sets the note of pool k, when declared.
+func (ps *pools) setNote(k poolKey, note string) {
+	if i := ps.pool(k); i >= 0 {
+		ps.decls[i].note = note
+	}
+}
+
+// slot returns the index in vals of a pool's field on a rank, or -1.
+func (ps *pools) slot(sl poolSlot) int {
+	if ps.index != nil {
+		if i, ok := ps.index[sl]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range ps.vals {
+		if ps.vals[i].poolSlot == sl {
+			return i
+		}
+	}
+	return -1
+}
+
+// value returns a pool's field on a rank.
+func (ps *pools) value(pool, field int, rank kv.RankID) (kv.Value, bool) {
+	if i := ps.slot(poolSlot{pool, field, rank}); i >= 0 {
+		return ps.vals[i].v, true
+	}
+	return kv.Value{}, false
 }
 
 // set records one value of a pool on a rank, combining repeats with fn.
@@ -50,16 +118,37 @@ func (ps *pools) set(k poolKey, unit string, field int, rank kv.RankID, v kv.Val
 	if !v.OK() {
 		return
 	}
-	ps.add(k, unit)
-	f := ps.vals[k][field]
-	if f == nil {
-		f = map[kv.RankID]kv.Value{}
-		ps.vals[k][field] = f
+	sl := poolSlot{ps.add(k, unit), field, rank}
+	if i := ps.slot(sl); i >= 0 {
+		o := ps.vals[i].v
+		ps.vals[i].v = kv.Value{V: fn(o.V, v.V), Prov: v.Prov}
+		return
 	}
-	if o, ok := f[rank]; ok {
-		v = kv.Value{V: fn(o.V, v.V), Prov: v.Prov}
+	ps.vals = append(ps.vals, poolVal{sl, v})
+	switch n := len(ps.vals); {
+	case ps.index != nil:
+		ps.index[sl] = n - 1
+	case n > poolsIndexed:
+		ps.reindex()
 	}
-	f[rank] = v
+}
+
+// reindex builds the index of vals, when they are many.
+func (ps *pools) reindex() {
+	ps.index = nil
+	if len(ps.vals) <= poolsIndexed {
+		return
+	}
+	ps.index = make(map[poolSlot]int, 2*len(ps.vals))
+	for i := range ps.vals {
+		ps.index[ps.vals[i].poolSlot] = i
+	}
+}
+
+// drop forgets a field of a pool on every rank.
+func (ps *pools) drop(pool, field int) {
+	ps.vals = slices.DeleteFunc(ps.vals, func(pv poolVal) bool { return pv.pool == pool && pv.field == field })
+	ps.reindex()
 }
 
 // read sets field of the pool key(s) for every finite sample of name.
@@ -80,72 +169,161 @@ func (ps *pools) read(p *expo.Page, name string, key func(expo.Sample) (poolKey,
 	}
 }
 
-// list rolls the pools up and returns those with a known value, completed.
+// list rolls the pools up and returns those with a known value, completed;
+// ps is done with once it is called (it goes back to newPools).
 func (ps *pools) list() []kv.CachePool {
 	var out []kv.CachePool
-	for _, k := range ps.order {
-		pl := kv.CachePool{Type: k.typ, Tier: k.tier, Name: k.name, Unit: ps.unit[k], Note: ps.note[k]}
-		groups := ps.groups(k)
-		pl.Capacity = ps.total(k, pfCapacity, groups)
-		pl.Used = ps.total(k, pfUsed, groups)
-		pl.HitTokens = ps.total(k, pfHits, groups)
-		pl.HitRate = ps.mean(k, pfHitRate, groups)
+	for i, d := range ps.decls {
+		pl := kv.CachePool{Type: d.k.typ, Tier: d.k.tier, Name: d.k.name, Unit: d.unit, Note: d.note}
+		groups := ps.groups(i)
+		pl.Capacity = ps.total(i, pfCapacity, groups)
+		pl.Used = ps.total(i, pfUsed, groups)
+		pl.HitTokens = ps.total(i, pfHits, groups)
+		pl.HitRate = ps.mean(i, pfHitRate, groups)
 		if len(groups) == 1 || !(pl.Capacity.OK() && pl.Used.OK()) {
-			pl.UsageRatio = ps.mean(k, pfRatio, groups)
+			pl.UsageRatio = ps.mean(i, pfRatio, groups)
 		}
 		pl.Complete()
 		if pl.Known() || pl.Note != "" {
 			out = append(out, pl)
 		}
 	}
+	ps.release()
 	return out
 }
 
-// groups returns the DP groups that report anything of pool k.
-func (ps *pools) groups(k poolKey) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, f := range []int{pfCapacity, pfUsed, pfRatio, pfHits, pfHitRate} {
-		for r := range ps.vals[k][f] {
-			if !seen[r.DP] {
-				seen[r.DP] = true
-				out = append(out, r.DP)
+// release hands ps back for newPools to reuse; ps must not be used after.
+func (ps *pools) release() {
+	if len(ps.vals) > 4*poolsIndexed { // a large page's: not kept
+		return
+	}
+	clear(ps.decls)
+	clear(ps.vals)
+	ps.decls, ps.vals, ps.index = ps.decls[:0], ps.vals[:0], nil
+	poolScratch.Put(ps)
+}
+
+// groups returns the DP groups that report anything of a pool, in the
+// order first seen (fields in poolFields order).
+func (ps *pools) groups(pool int) []string {
+	var (
+		out  []string
+		seen map[string]bool // past poolsIndexed groups
+	)
+	for _, f := range poolFields {
+		for _, pv := range ps.vals {
+			if pv.pool != pool || pv.field != f {
+				continue
+			}
+			dp := pv.rank.DP
+			if seen != nil {
+				if !seen[dp] {
+					seen[dp] = true
+					out = append(out, dp)
+				}
+				continue
+			}
+			if !slices.Contains(out, dp) {
+				out = append(out, dp)
+				if len(out) > poolsIndexed {
+					seen = make(map[string]bool, 2*len(out))
+					for _, g := range out {
+						seen[g] = true
+					}
+				}
 			}
 		}
 	}
 	return out
 }
 
-// perGroup collapses a field's TP/PP duplicates by max, per DP group.
-func (ps *pools) perGroup(k poolKey, field int) map[string]kv.Value {
-	out := map[string]kv.Value{}
-	for r, v := range ps.vals[k][field] {
-		if o, ok := out[r.DP]; !ok || v.V > o.V {
-			out[r.DP] = v
+// dpValue is a field's value in one DP group.
+type dpValue struct {
+	dp string
+	v  kv.Value
+}
+
+// perGroup collapses a field's TP/PP duplicates by max, per DP group, in
+// the order first seen.
+func (ps *pools) perGroup(pool, field int) groupValues {
+	var g groupValues
+	for _, pv := range ps.vals {
+		if pv.pool != pool || pv.field != field {
+			continue
+		}
+		if i := g.find(pv.rank.DP); i >= 0 {
+			if pv.v.V > g.list[i].v.V {
+				g.list[i].v = pv.v
+			}
+			continue
+		}
+		g.add(dpValue{pv.rank.DP, pv.v})
+	}
+	return g
+}
+
+// groupValues are the values of a field by DP group; a map indexes them
+// past poolsIndexed groups.
+type groupValues struct {
+	list []dpValue
+	by   map[string]int
+}
+
+func (g *groupValues) find(dp string) int {
+	if g.by != nil {
+		if i, ok := g.by[dp]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range g.list {
+		if g.list[i].dp == dp {
+			return i
 		}
 	}
-	return out
+	return -1
+}
+
+func (g *groupValues) add(v dpValue) {
+	g.list = append(g.list, v)
+	switch n := len(g.list); {
+	case g.by != nil:
+		g.by[v.dp] = n - 1
+	case n > poolsIndexed:
+		g.by = make(map[string]int, 2*n)
+		for i := range g.list {
+			g.by[g.list[i].dp] = i
+		}
+	}
+}
+
+func (g *groupValues) get(dp string) (kv.Value, bool) {
+	if i := g.find(dp); i >= 0 {
+		return g.list[i].v, true
+	}
+	return kv.Value{}, false
 }
 
 // total sums a field over DP groups; unknown unless every group knows it.
 // Series without a DP label next to labelled ones (SGLang's tokenizer
 // counters) are no DP group: they fill a field no labelled group has.
-func (ps *pools) total(k poolKey, field int, groups []string) kv.Value {
-	g := ps.perGroup(k, field)
+func (ps *pools) total(pool, field int, groups []string) kv.Value {
+	g := ps.perGroup(pool, field)
 	if labelled := without(groups, ""); len(labelled) < len(groups) && len(labelled) > 0 {
 		known := false
 		for _, dp := range labelled {
-			_, ok := g[dp]
+			_, ok := g.get(dp)
 			known = known || ok
 		}
 		if !known {
-			return g[""]
+			v, _ := g.get("")
+			return v
 		}
 		groups = labelled
 	}
 	var out kv.Value
 	for _, dp := range groups {
-		v, ok := g[dp]
+		v, ok := g.get(dp)
 		if !ok {
 			return kv.Value{}
 		}
@@ -158,6 +336,9 @@ func (ps *pools) total(k poolKey, field int, groups []string) kv.Value {
 }
 
 func without(list []string, v string) []string {
+	if !slices.Contains(list, v) {
+		return list
+	}
 	var out []string
 	for _, x := range list {
 		if x != v {
@@ -169,11 +350,11 @@ func without(list []string, v string) []string {
 
 // mean is a ratio over DP groups (equal weights, derived when more than
 // one); unknown unless every group knows it.
-func (ps *pools) mean(k poolKey, field int, groups []string) kv.Value {
-	t := ps.total(k, field, groups)
+func (ps *pools) mean(pool, field int, groups []string) kv.Value {
+	t := ps.total(pool, field, groups)
 	n := 0
-	for dp := range ps.perGroup(k, field) {
-		if dp != "" || len(groups) == 1 {
+	for _, gv := range ps.perGroup(pool, field).list {
+		if gv.dp != "" || len(groups) == 1 {
 			n++
 		}
 	}

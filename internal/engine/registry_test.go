@@ -173,13 +173,28 @@ func TestDuplicateSeries(t *testing.T) {
 			}
 		})
 	}
+	// Pages with more samples of a name than are compared pairwise: 40
+	// ranks, one written again with the other prefix and its labels in
+	// another order, finds one duplicate; 40 distinct ranks none.
+	var ranks strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&ranks, "sglang:num_running_reqs{tp_rank=\"%d\",model_name=\"m\"} 3\n", i)
+	}
+	if got := normalizeBody(t, ranks.String(), "", nil); len(got.Warnings) != 0 {
+		t.Errorf("40 distinct ranks: warnings %+v, want none", got.Warnings)
+	}
+	ranks.WriteString("sglang_num_running_reqs{model_name=\"m\",tp_rank=\"17\"} 4\n")
+	got := normalizeBody(t, ranks.String(), "", nil)
+	if len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0].Detail, "sglang:num_running_reqs: 1 duplicate series") {
+		t.Errorf("40 ranks and one again: warnings %+v, want one duplicate", got.Warnings)
+	}
 	// 99,999 copies of one series: one warning with the count, and the
 	// value kept by the rule (the largest).
 	var b strings.Builder
 	for i := 0; i < 99999; i++ {
 		fmt.Fprintf(&b, "vllm:num_requests_running{engine=\"0\"} %d\n", i%7)
 	}
-	got := normalizeBody(t, b.String(), "", nil)
+	got = normalizeBody(t, b.String(), "", nil)
 	if len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0].Detail, "99998 duplicate series") || got.Running != dir(6) {
 		t.Errorf("99,999 copies: warnings %+v, running %+v; want one warning of 99998 duplicates and running 6", got.Warnings, got.Running)
 	}

@@ -145,18 +145,18 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 		}
 	}
 	if len(caps) > 0 {
-		if len(r.order) == 0 {
+		if r.len() == 0 {
 			r.get(kv.RankID{})
 		}
-		for _, id := range r.order {
+		r.each(func(id kv.RankID, s *kv.Signals) {
 			c, ok := caps[id.DP]
 			if !ok {
 				c, ok = caps[""]
 			}
 			if ok {
-				r.get(id).Capacity = c
+				s.Capacity = c
 			}
-		}
+		})
 	}
 	srv.Ranks = r.list()
 	srv.Rollup()
@@ -224,12 +224,10 @@ func vllmPools(p *expo.Page) []kv.CachePool {
 	}
 	if vllmGeneration(p) == "v0" {
 		ps.read(p, vlCPUUsage, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfRatio, vlRank, maxf, kv.Of)
-		if _, ok := ps.unit[host]; ok {
-			ps.note[host] = "V0 swap space: the KV of preempted requests swapped out to host memory"
-		}
+		ps.setNote(host, "V0 swap space: the KV of preempted requests swapped out to host memory")
 	} else if backend != "" || p.Has(vlOffloadCPU) {
 		ps.add(host, kv.UnitTokens)
-		ps.note[host] = vlOffloadNote
+		ps.setNote(host, vlOffloadNote)
 		if backend == "native" {
 			ps.read(p, vlBySource, func(s expo.Sample) (poolKey, bool) {
 				return host, s.Labels.Get("source") == "external_kv_transfer"

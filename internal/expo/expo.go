@@ -33,7 +33,17 @@ type Sample struct {
 	Labels labels.Labels
 	// Value may be NaN or ±Inf as the engine sent it; adapters decide.
 	Value float64
+	// key: see SeriesKey.
+	key uint64
 }
+
+// SeriesKey is the hash of the sample's labels without the metric name
+// label: two samples of one canonical name whose labels are the same (the
+// name's spelling aside, "sglang:x" and "sglang_x") have the same key, so
+// a page that repeats a series is found without hashing its labels again
+// (a Parser keeps the key with the label sets it shares). Different label
+// sets may collide: compare the labels of samples whose keys are equal.
+func (s Sample) SeriesKey() uint64 { return s.key }
 
 // Page is the wanted part of one /metrics body.
 type Page struct {
@@ -182,6 +192,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				name   string
 				is     internedSeries
 				sh     LabelShape
+				key    uint64
 				cached bool
 			)
 			if !om && pr != nil {
@@ -189,7 +200,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
-				lset, name, sh = is.labels, is.name, is.shape
+				lset, name, sh, key = is.labels, is.name, is.shape, is.key
 			} else if !om && ls.read(series) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
@@ -199,21 +210,21 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				}
 				lset = ls.labels(&sb)
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
-				sh = shapeOf(lset)
+				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					pr.series.put(series, internedSeries{labels: lset, name: name, shape: sh})
+					pr.series.put(series, internedSeries{labels: lset, name: name, shape: sh, key: key})
 				}
 			} else {
 				parser.Labels(&lset)
 				lset = lset.Copy()
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
-				sh = shapeOf(lset)
+				sh, key = shapeOf(lset), keyOf(lset)
 			}
 			if want != nil && !want(name) {
 				continue // e.g. a _bucket line of a kept family name
 			}
 			p.shape.widen(sh)
-			all = append(all, Sample{Name: name, Labels: lset, Value: v})
+			all = append(all, Sample{Name: name, Labels: lset, Value: v, key: key})
 		}
 	}
 	p.all = all

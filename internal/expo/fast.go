@@ -82,6 +82,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			name  string
 			lset  labels.Labels
 			sh    LabelShape
+			key   uint64
 			v     float64
 			fast  bool
 			found bool
@@ -94,7 +95,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			var is internedSeries
 			if is, found = pr.cachedSeriesRLocked(line[:sp]); found {
 				if v, fast = fastValue(line[sp+1:]); fast {
-					lset, name, sh = is.labels, is.name, is.shape
+					lset, name, sh, key = is.labels, is.name, is.shape, is.key
 				}
 			}
 		}
@@ -111,9 +112,9 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				}
 				lset = ls.labels(sb)
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
-				sh = shapeOf(lset)
+				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name, shape: sh}})
+					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name, shape: sh, key: key}})
 				}
 			} else {
 				fast = false
@@ -144,7 +145,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				continue
 			}
 		}
-		all = append(all, Sample{Name: name, Labels: lset, Value: v})
+		all = append(all, Sample{Name: name, Labels: lset, Value: v, key: key})
 		shape.widen(sh)
 	}
 	return all, true
@@ -209,7 +210,7 @@ func (pr *Parser) slowLine(lines []byte, typed bool, want Want, st **labels.Symb
 	if want != nil && !want(name) {
 		return Sample{}, false, nil
 	}
-	return Sample{Name: name, Labels: lset, Value: v}, true, nil
+	return Sample{Name: name, Labels: lset, Value: v, key: keyOf(lset)}, true, nil
 }
 
 // cachedSeriesRLocked looks a series text up in the cache; the caller

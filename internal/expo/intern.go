@@ -72,6 +72,7 @@ type internedSeries struct {
 	labels labels.Labels
 	name   string
 	shape  LabelShape
+	key    uint64
 }
 
 // LabelShape is what label limits are checked against, of one label set
@@ -95,6 +96,14 @@ func shapeOf(lset labels.Labels) LabelShape {
 		sh.MaxValue = max(sh.MaxValue, len(lb.Value))
 	})
 	return sh
+}
+
+// keyOf is lset's hash without the metric name label (see
+// Sample.SeriesKey).
+func keyOf(lset labels.Labels) uint64 {
+	var buf [256]byte
+	h, _ := lset.HashWithoutLabels(buf[:0], model.MetricNameLabel)
+	return h
 }
 
 // widen makes s cover o too.
