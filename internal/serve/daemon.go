@@ -86,6 +86,7 @@ type Daemon struct {
 	handled   map[string]bool // patterns added by Handle
 	listeners []net.Listener
 	sem       chan struct{}
+	workers   *workerPool // the scrapes run here (see workerPool)
 	probes    *probeCache
 
 	reloadOK       prometheus.Gauge
@@ -145,7 +146,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, engines: opts.Engines, own: opts.Registry,
 		kvReg: prometheus.NewRegistry(), mux: http.NewServeMux(), handled: map[string]bool{},
-		sem: make(chan struct{}, opts.MaxConcurrentScrapes), states: map[string]*targetState{},
+		sem: make(chan struct{}, opts.MaxConcurrentScrapes), workers: newWorkerPool(workerIdleTimeout), states: map[string]*targetState{},
 		reloadCh: make(chan chan error), sdCh: make(chan struct{}, 1)}
 	d.probes = newProbeCache(1024)
 	s, err := d.load()
@@ -289,6 +290,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer wg.Wait() // after cancel, below
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer d.workers.close() // after the targets stop
 	defer d.stopAll()
 
 	d.running.Store(true)
@@ -551,11 +553,9 @@ func (d *Daemon) loop(ctx context.Context, st *targetState, round *sync.WaitGrou
 			return
 		case <-timer.C:
 		}
-		res, ok := d.scrapeOnce(ctx, st.target)
-		if !ok {
+		if !d.scrapeAndRecord(ctx, st) {
 			return
 		}
-		d.record(st, res)
 		if first {
 			first = false
 			if round != nil {
@@ -570,6 +570,30 @@ func (d *Daemon) loop(ctx context.Context, st *targetState, round *sync.WaitGrou
 		}
 		timer.Reset(time.Until(next))
 	}
+}
+
+// workerIdleTimeout is how long a scrape worker waits for work before it
+// stops.
+const workerIdleTimeout = 30 * time.Second
+
+// scrapeAndRecord scrapes st's target within the concurrency bound on one
+// of the pool's workers, and records the result; false when ctx ended
+// first.
+func (d *Daemon) scrapeAndRecord(ctx context.Context, st *targetState) bool {
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-d.sem }()
+	ok := false
+	d.workers.run(func() {
+		res := d.scraper.Load().Scrape(ctx, st.target)
+		if ok = ctx.Err() == nil; ok {
+			d.record(st, res)
+		}
+	})
+	return ok
 }
 
 // scrapeOnce scrapes t within the concurrency bound; ok is false when ctx
