@@ -2,14 +2,19 @@ package history
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // TestInstantSelectorReadsLatest: an instant selector reads each series'
@@ -124,4 +129,63 @@ func execQuery(t *testing.T, q string, qry promql.Query, err error) *promql.Resu
 		t.Fatalf("%s: %v", q, res.Err)
 	}
 	return res
+}
+
+// TestSelectArraysHeldUntilClose: the series of a querier's Selects stay
+// as they were while other queriers select and close (their arrays go back
+// to a pool on Close and are reused by the next Select), and queries
+// running side by side read what each would alone.
+func TestSelectArraysHeldUntilClose(t *testing.T) {
+	st := New(Options{Retention: time.Hour})
+	ts := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
+	for i := range 50 {
+		st.Append(labels.FromStrings("__name__", "a", "i", strconv.Itoa(i)), ts, float64(i))
+		st.Append(labels.FromStrings("__name__", "b", "i", strconv.Itoa(i)), ts, float64(1000+i))
+	}
+	read := func(q storage.Querier, name string) []string {
+		ss := q.Select(context.Background(), true, &storage.SelectHints{Start: ts, End: ts}, labels.MustNewMatcher(labels.MatchEqual, "__name__", name))
+		var out []string
+		for ss.Next() {
+			it := ss.At().Iterator(nil)
+			for it.Next() != chunkenc.ValNone {
+				_, v := it.At()
+				out = append(out, fmt.Sprintf("%s=%g", ss.At().Labels(), v))
+			}
+		}
+		return out
+	}
+	held, _ := st.Querier(ts, ts)
+	ss := held.Select(context.Background(), true, &storage.SelectHints{Start: ts, End: ts}, labels.MustNewMatcher(labels.MatchEqual, "__name__", "a"))
+	want := read(must(st.Querier(ts, ts)), "a")
+	for range 20 { // other queriers select b and close, reusing arrays
+		q := must(st.Querier(ts, ts))
+		if got := read(q, "b"); len(got) != 50 || got[0] != `{__name__="b", i="0"}=1000` {
+			t.Fatalf("b read %d series, first %q", len(got), got[0])
+		}
+		q.Close()
+	}
+	var got []string
+	for ss.Next() {
+		it := ss.At().Iterator(nil)
+		for it.Next() != chunkenc.ValNone {
+			_, v := it.At()
+			got = append(got, fmt.Sprintf("%s=%g", ss.At().Labels(), v))
+		}
+	}
+	if !slices.Equal(got, want) || len(got) != 50 {
+		t.Errorf("a Select's series changed while other queriers closed:\n got %q\nwant %q", got, want)
+	}
+	held.Close()
+	for i := 0; i < 20; i++ { // what closed queriers hand back serves later ones whole
+		if got := read(must(st.Querier(ts, ts)), "a"); !slices.Equal(got, want) {
+			t.Fatalf("after a close, a reads %q, want %q", got, want)
+		}
+	}
+}
+
+func must(q storage.Querier, err error) storage.Querier {
+	if err != nil {
+		panic(err)
+	}
+	return q
 }

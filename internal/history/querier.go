@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -23,7 +24,26 @@ func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 type querier struct {
 	s          *Store
 	mint, maxt int64
+
+	// held are the arrays of the series Select returned, handed back to
+	// selectPool by Close: the rules select thousands of series at each
+	// evaluation, and these arrays were a tenth of what serve allocated.
+	// What callers keep after Close (label sets, values) does not point
+	// into them.
+	mu   sync.Mutex
+	held []*selectArrays
 }
+
+// selectArrays back one Select's series.
+type selectArrays struct {
+	backing []series
+	out     []*series
+}
+
+var selectPool sync.Pool
+
+// maxPooledSeries is the most series a pooled array keeps room for.
+const maxPooledSeries = 1 << 17
 
 // match returns the series matching every matcher that hold data in
 // [mint, maxt], with their chunks, in no particular order.
@@ -55,9 +75,11 @@ func (q *querier) matchLatest(mint, maxt int64, ms []*labels.Matcher, withChunks
 	}
 	// One array for the series and one for the pointers, not one
 	// allocation per series: an instant selector over a fleet matches
-	// thousands (the rules' selectors were a tenth of serve's allocations).
-	backing := make([]series, 0, len(cands))
-	out := make([]*series, 0, len(cands))
+	// thousands. A Select's arrays come from selectPool and go back when
+	// its querier is closed.
+	arr := q.arrays(len(cands))
+	backing, out := arr.backing, arr.out
+	defer func() { arr.backing, arr.out = backing, out }()
 	add := func(x series) {
 		backing = append(backing, x) // within its capacity: pointers stay valid
 		out = append(out, &backing[len(backing)-1])
@@ -146,8 +168,36 @@ func limit(set map[string]bool, hints *storage.LabelHints) []string {
 	return out
 }
 
-// Close implements storage.LabelQuerier.
-func (q *querier) Close() error { return nil }
+// arrays returns empty arrays with room for n series, held until Close.
+func (q *querier) arrays(n int) *selectArrays {
+	arr, _ := selectPool.Get().(*selectArrays)
+	if arr == nil || cap(arr.backing) < n {
+		arr = &selectArrays{backing: make([]series, 0, n), out: make([]*series, 0, n)}
+	}
+	q.mu.Lock()
+	q.held = append(q.held, arr)
+	q.mu.Unlock()
+	return arr
+}
+
+// Close implements storage.LabelQuerier: the series its Selects returned
+// must not be used after it.
+func (q *querier) Close() error {
+	q.mu.Lock()
+	held := q.held
+	q.held = nil
+	q.mu.Unlock()
+	for _, arr := range held {
+		if cap(arr.backing) > maxPooledSeries {
+			continue
+		}
+		clear(arr.backing[:cap(arr.backing)])
+		clear(arr.out[:cap(arr.out)])
+		arr.backing, arr.out = arr.backing[:0], arr.out[:0]
+		selectPool.Put(arr)
+	}
+	return nil
+}
 
 // series is a storage.Series over a private view of chunks, or (one) a
 // single sample.
