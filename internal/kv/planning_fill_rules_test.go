@@ -23,7 +23,8 @@ import (
 
 // TestPoolFillMatchesRecordingRules: the same used-token samples, capacity
 // and demand, fed to kv.PoolFill and, as the series kvwatch exports, to
-// promtool with the stack's real planning recording group, give the same
+// promtool with the stack's real planning recording rules (in the
+// aggregates group, after the pool sums they read), give the same
 // fill rate, time to full and filling state for every pool (agreement
 // across faces: status and top compute what Prometheus records).
 func TestPoolFillMatchesRecordingRules(t *testing.T) {
@@ -104,15 +105,16 @@ func TestPoolFillMatchesRecordingRules(t *testing.T) {
 			t.Errorf("pool %s: PoolFill says %s, the case is %s", p, got.TimeToFullState, want)
 		}
 	}
-	// The stack's own planning recording group, as generated.
+	// The stack's own aggregates group, as generated: the planning rules
+	// and the pool sums they read.
 	var group any
 	for _, g := range stack.RecordingRules(stack.Options{Config: config.Default()}).Groups {
-		if g.Name == "kvwatch-planning" {
+		if g.Name == stack.AggregatesGroup {
 			group = g
 		}
 	}
 	if group == nil {
-		t.Fatal("no kvwatch-planning group in stack.RecordingRules")
+		t.Fatalf("no %s group in stack.RecordingRules", stack.AggregatesGroup)
 	}
 	at := (time.Duration(evalAt)).String()
 	test := map[string]any{

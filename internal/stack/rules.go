@@ -70,16 +70,28 @@ const RecTimeToFull = "server:kvwatch_kv_seconds_to_full:deriv15m"
 
 func by(labels ...string) string { return "by (" + strings.Join(labels, ", ") + ")" }
 
+// Names of the recording groups.
+const (
+	// ServerGroup holds the per-server rates and ratios (computed on demand
+	// inside serve, see internal/alerting).
+	ServerGroup = "kvwatch-server"
+	// AggregatesGroup holds the pool, cluster and fleet aggregates, in that
+	// order, then the pool planning rules. One group because each level
+	// reads the one below (and planning the pool sums): Prometheus orders
+	// rules within a group only, and a rule reading another group's output
+	// may see the previous evaluation's.
+	AggregatesGroup = "kvwatch-aggregates"
+)
+
 // RecordingRules returns the recording rule file: server-level rates and
-// ratios, then pool, cluster and fleet aggregates.
+// ratios, then pool, cluster and fleet aggregates and the pool planning
+// series.
 func RecordingRules(o Options) rulefmt.RuleGroups {
-	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
-	srv := rulefmt.RuleGroup{Name: "kvwatch-server"}
+	srv := rulefmt.RuleGroup{Name: ServerGroup}
 	rec := func(g *rulefmt.RuleGroup, name, expr string) {
 		g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr})
 	}
-	for _, m := range []signal.Metric{signal.PrefixCacheHitTokens, signal.PrefixCacheQueryTokens,
-		signal.Preemptions, signal.PromptTokens, signal.GenerationTokens} {
+	for _, m := range rateMetrics() {
 		rec(&srv, recRate("server", m), fmt.Sprintf("rate(%s[%s])", m.Name, rateWindow))
 	}
 	rec(&srv, RecHitRatio("server"), fmt.Sprintf("%s / (%s > 0)",
@@ -87,36 +99,79 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 	rec(&srv, RecTimeToFull, fmt.Sprintf("(1 - %s) / (deriv(%s[15m]) > 0)",
 		signal.KVUsageRatio.Name, signal.KVUsageRatio.Name))
 
-	groups := []rulefmt.RuleGroup{srv}
+	agg := rulefmt.RuleGroup{Name: AggregatesGroup}
+	below := ""
 	for _, l := range levels() {
-		g := rulefmt.RuleGroup{Name: "kvwatch-" + l.name}
-		b := by(l.by...)
-		// Only servers that report both used and capacity count on either
-		// side of the ratio; a zero denominator gives no result.
-		rec(&g, recSum(l.name, signal.KVUsedTokens), fmt.Sprintf("sum %s (%s and %s)", b, u, c))
-		rec(&g, recSum(l.name, signal.KVCapacityTokens), fmt.Sprintf("sum %s (%s and %s)", b, c, u))
-		rec(&g, RecUsageRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
-			recSum(l.name, signal.KVUsedTokens), recSum(l.name, signal.KVCapacityTokens)))
-		rec(&g, recSum(l.name, signal.KVAvailableTokens), fmt.Sprintf("sum %s (%s)", b, signal.KVAvailableTokens.Name))
-		rec(&g, recSum(l.name, signal.KVDemandTokens), fmt.Sprintf("sum %s (%s)", b, signal.KVDemandTokens.Name))
-		rec(&g, RecDemandRatio(l.name), fmt.Sprintf("%s / (sum %s (%s and %s) > 0)",
-			recSum(l.name, signal.KVDemandTokens), b, c, signal.KVDemandTokens.Name))
-		rec(&g, recSum(l.name, signal.KVHeadroomRequests), fmt.Sprintf("sum %s (%s)",
-			by(append(l.by, signal.LabelRequest)...), signal.KVHeadroomRequests.Name))
-		rec(&g, recSum(l.name, signal.RequestsRunning), fmt.Sprintf("sum %s (%s)", b, signal.RequestsRunning.Name))
-		rec(&g, recSum(l.name, signal.RequestsQueued), fmt.Sprintf("sum %s (%s)",
-			by(append(l.by, signal.LabelQueue)...), signal.RequestsQueued.Name))
-		for _, m := range []signal.Metric{signal.PrefixCacheHitTokens, signal.PrefixCacheQueryTokens,
-			signal.Preemptions, signal.PromptTokens, signal.GenerationTokens} {
-			rec(&g, recRate(l.name, m), fmt.Sprintf("sum %s (%s)", b, recRate("server", m)))
-		}
-		rec(&g, RecHitRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
-			recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
-		serverCounts(&g, l)
-		groups = append(groups, g)
+		aggregates(&agg, l, below)
+		below = l.name
 	}
-	groups = append(groups, planningRecording())
-	return rulefmt.RuleGroups{Groups: groups}
+	planningRecording(&agg)
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{srv, agg}}
+}
+
+// rateMetrics are the counters the rules take rates of.
+func rateMetrics() []signal.Metric {
+	return []signal.Metric{signal.PrefixCacheHitTokens, signal.PrefixCacheQueryTokens,
+		signal.Preemptions, signal.PromptTokens, signal.GenerationTokens}
+}
+
+// aggregates appends the rules of level l to g. below is the level under
+// it ("" for pool, the lowest): its series, recorded earlier in g, are
+// what l sums, rather than every server's raw series again. A sum of the
+// lower level's sums is the same sum: every level keeps role and a subset
+// of the lower one's labels, so each lower group falls into exactly one
+// group of l (a series without cluster or pool is a group without that
+// label at every level, as in a direct sum). The pool level sums the raw
+// series, and the server rates.
+//
+// The values are those of the direct sums (internal/alerting's
+// TestAggregatesEqualDirect compares both), token and request counts bit
+// for bit. Rates are not whole numbers, and a sum of sums adds them in
+// another order: they may differ in the last bit of the float64. In
+// serve's history, which stores rates rounded to 21 significant bits, a
+// cluster or fleet rate sums rounded pool or cluster rates: within 4·2^-21
+// of the direct sum's stored value (one or two units of its last kept
+// bit), the hit ratios within 10·2^-21.
+func aggregates(g *rulefmt.RuleGroup, l level, below string) {
+	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
+	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
+	b := by(l.by...)
+	// sum is the level's sum of metric m by labels: from raw when l is the
+	// pool level (m's name, or raw for an expression), else of the lower
+	// level's recorded sum.
+	sum := func(m signal.Metric, raw string, labels ...string) string {
+		if below == "" {
+			return fmt.Sprintf("sum %s (%s)", by(labels...), raw)
+		}
+		return fmt.Sprintf("sum %s (%s)", by(labels...), recSum(below, m))
+	}
+	// Only servers that report both used and capacity count on either
+	// side of the ratio; a zero denominator gives no result.
+	rec(recSum(l.name, signal.KVUsedTokens), sum(signal.KVUsedTokens, u+" and "+c, l.by...))
+	rec(recSum(l.name, signal.KVCapacityTokens), sum(signal.KVCapacityTokens, c+" and "+u, l.by...))
+	rec(RecUsageRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
+		recSum(l.name, signal.KVUsedTokens), recSum(l.name, signal.KVCapacityTokens)))
+	rec(recSum(l.name, signal.KVAvailableTokens), sum(signal.KVAvailableTokens, signal.KVAvailableTokens.Name, l.by...))
+	rec(recSum(l.name, signal.KVDemandTokens), sum(signal.KVDemandTokens, signal.KVDemandTokens.Name, l.by...))
+	// The capacity of the servers that report demand is recorded at no
+	// level: the denominator sums the raw series at every level.
+	rec(RecDemandRatio(l.name), fmt.Sprintf("%s / (sum %s (%s and %s) > 0)",
+		recSum(l.name, signal.KVDemandTokens), b, c, signal.KVDemandTokens.Name))
+	rec(recSum(l.name, signal.KVHeadroomRequests), sum(signal.KVHeadroomRequests, signal.KVHeadroomRequests.Name,
+		append(l.by, signal.LabelRequest)...))
+	rec(recSum(l.name, signal.RequestsRunning), sum(signal.RequestsRunning, signal.RequestsRunning.Name, l.by...))
+	rec(recSum(l.name, signal.RequestsQueued), sum(signal.RequestsQueued, signal.RequestsQueued.Name,
+		append(l.by, signal.LabelQueue)...))
+	lower := below
+	if lower == "" {
+		lower = "server"
+	}
+	for _, m := range rateMetrics() {
+		rec(recRate(l.name, m), fmt.Sprintf("sum %s (%s)", b, recRate(lower, m)))
+	}
+	rec(RecHitRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
+		recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
+	serverCounts(g, l, below)
 }
 
 // Alert names. Each has a section in docs/runbook.md whose anchor is the

@@ -31,15 +31,29 @@ func RecReporting(l string) string { return l + ":kvwatch_kv_reporting_servers:c
 // not reporting used and capacity), else 0.
 func RecPartial(l string) string { return l + ":kvwatch_kv_partial_sums:bool" }
 
-// serverCounts appends the counts of level l to g (the level's group: the
-// partial marker reads the counts recorded before it in the same group).
-func serverCounts(g *rulefmt.RuleGroup, l level) {
+// serverCounts appends the counts of level l to g (the aggregates group:
+// the partial marker reads the counts recorded before it, and a level
+// above the pool sums the counts of the level below, recorded earlier in
+// g; below is that level, "" for the pool level, which counts the raw
+// series).
+//
+// A lower level's reporting count is 0, not absent, for every group with a
+// target, so their sum is too: a group of l with a target has a lower
+// group with that target, hence a lower count (0 or more) to add. The
+// "or targets * 0" of the pool level is not needed above it.
+func serverCounts(g *rulefmt.RuleGroup, l level, below string) {
 	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
 	b := by(l.by...)
-	up := fmt.Sprintf(`%s{%s!~"%s|%s"}`, signal.TargetUp.Name, signal.LabelRole, kv.RoleRouter, kv.RoleCache)
-	rec(RecTargets(l.name), fmt.Sprintf("count %s (%s)", b, up))
-	rec(RecTargetsUp(l.name), fmt.Sprintf("sum %s (%s)", b, up))
-	rec(RecReporting(l.name), fmt.Sprintf("count %s (%s and %s) or %s * 0", b,
-		signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name, RecTargets(l.name)))
+	if below != "" {
+		for _, name := range []func(string) string{RecTargets, RecTargetsUp, RecReporting} {
+			rec(name(l.name), fmt.Sprintf("sum %s (%s)", b, name(below)))
+		}
+	} else {
+		up := fmt.Sprintf(`%s{%s!~"%s|%s"}`, signal.TargetUp.Name, signal.LabelRole, kv.RoleRouter, kv.RoleCache)
+		rec(RecTargets(l.name), fmt.Sprintf("count %s (%s)", b, up))
+		rec(RecTargetsUp(l.name), fmt.Sprintf("sum %s (%s)", b, up))
+		rec(RecReporting(l.name), fmt.Sprintf("count %s (%s and %s) or %s * 0", b,
+			signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name, RecTargets(l.name)))
+	}
 	rec(RecPartial(l.name), fmt.Sprintf("%s > bool %s", RecTargets(l.name), RecReporting(l.name)))
 }

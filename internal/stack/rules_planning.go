@@ -55,30 +55,46 @@ const (
 	AlertPoolDrain    = "KVPoolNMinusOneUnsafe"
 )
 
-// planningRecording returns the planning recording group (pool level).
-func planningRecording() rulefmt.RuleGroup {
-	g := rulefmt.RuleGroup{Name: "kvwatch-planning"}
+// planningRecording appends the planning recording rules (pool level) to
+// g, the aggregates group, after the pool sums they read.
+func planningRecording(g *rulefmt.RuleGroup) {
 	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
-	e := poolForecast()
+	e := recordedForecast()
 	rec(RecPoolFillRate, e.rate)
 	rec(RecPoolFreeAfterDemand, e.free)
 	rec(RecPoolTimeToFull, e.timeToFull(RecPoolFreeAfterDemand, RecPoolFillRate))
 	rec(RecPoolFilling, fmt.Sprintf("clamp_max((%s > bool %s) + (%s <= bool 0), 1)", RecPoolFillRate, e.floor, RecPoolFreeAfterDemand))
-	return g
 }
 
-// forecast holds the PromQL of the pool forecast, from raw kvwatch_*
-// series only. The sums are computed here, not read from the kvwatch-pool
-// group: Prometheus orders rules within a group only, and a rule reading
-// another group's output at the same timestamp may see its previous one.
+// forecast holds the PromQL of the pool forecast.
 type forecast struct{ rate, free, floor string }
 
+// poolForecast is the forecast from raw kvwatch_* series only, for the
+// KVPoolFullSoon alert: its group is not the aggregates group, and a rule
+// reading another group's output at the same timestamp may see its
+// previous one (Prometheus orders rules within a group only).
 func poolForecast() forecast {
 	b := by(signal.LabelCluster, signal.LabelPool, signal.LabelRole)
 	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
-	used := fmt.Sprintf("sum %s (%s and %s)", b, u, c)
-	capa := fmt.Sprintf("sum %s (%s and %s)", b, c, u)
-	demand := fmt.Sprintf("sum %s (%s)", b, signal.KVDemandTokens.Name)
+	return newForecast(fmt.Sprintf("sum %s (%s and %s)", b, u, c), fmt.Sprintf("sum %s (%s and %s)", b, c, u),
+		fmt.Sprintf("sum %s (%s)", b, signal.KVDemandTokens.Name))
+}
+
+// recordedForecast is the same forecast for the planning recording rules,
+// which run in the aggregates group after the pool rules: the pool's used,
+// capacity and demand sums are those rules' series, the very expressions
+// poolForecast inlines, evaluated at the same timestamp. The fill rate
+// sums the servers' deriv, which no rule records.
+func recordedForecast() forecast {
+	return newForecast(recSum("pool", signal.KVUsedTokens), recSum("pool", signal.KVCapacityTokens),
+		recSum("pool", signal.KVDemandTokens))
+}
+
+// newForecast is the forecast over the pool's sums of used, capacity and
+// demand tokens (by cluster, pool, role).
+func newForecast(used, capa, demand string) forecast {
+	b := by(signal.LabelCluster, signal.LabelPool, signal.LabelRole)
+	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
 	return forecast{
 		// Σ of the servers' trends: a server joining or leaving the pool
 		// does not show as a jump in the pool's used tokens. Only servers
@@ -120,7 +136,7 @@ func planningAlerts(o Options, alert func(name, severity string, forD model.Dura
 	f := poolForecast()
 	return rulefmt.RuleGroup{Name: "kvwatch-planning-alerts", Rules: []rulefmt.Rule{
 		alert(AlertPoolFullSoon, SeverityWarning, o.KVFullFor,
-			// Inlined rather than the recorded series, for the reason above.
+			// Inlined rather than the recorded series (see poolForecast).
 			// Only pools above KVFullMinUsage, as KVCacheFullSoon: a pool
 			// filling from empty (a start, a warm-up) forecasts a short time
 			// to full without being anywhere near it.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/testenv"
@@ -113,11 +114,78 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 			t.Errorf("no promtool test where %s must stay quiet", n)
 		}
 	}
-	for _, e := range []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool"),
-		RecReporting("pool") + `{cluster="c1",pool="p3",role="decode"}`, RecPartial("pool") + `{cluster="c1",pool="p1",role="decode"}`} {
+	want := []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool"),
+		RecReporting("pool") + `{cluster="c1",pool="p3",role="decode"}`, RecPartial("pool") + `{cluster="c1",pool="p1",role="decode"}`}
+	// Every cluster and fleet rule, over the fleet of aggregateRuleTests.
+	want = append(append(want, aggregateNames("cluster")...), aggregateNames("fleet")...)
+	for _, e := range want {
 		if !exprs[e] {
 			t.Errorf("no promtool test of recording rule %s", e)
 		}
+	}
+}
+
+// TestRecordingGroups pins the layout of the recording rules: the server
+// group, then one aggregates group of the pool, cluster and fleet rules in
+// that order and the planning rules last; and that a rule reads only
+// series recorded before it in its own group, or the server group's rates
+// and ratios (which serve computes on demand, and which only the pool
+// level reads): Prometheus orders rules within a group only.
+func TestRecordingGroups(t *testing.T) {
+	gs := RecordingRules(Options{}).Groups
+	if len(gs) != 2 || gs[0].Name != ServerGroup || gs[1].Name != AggregatesGroup {
+		var names []string
+		for _, g := range gs {
+			names = append(names, g.Name)
+		}
+		t.Fatalf("recording groups %v, want [%s %s]", names, ServerGroup, AggregatesGroup)
+	}
+	level := func(name string) string { l, _, _ := strings.Cut(name, ":"); return l }
+	serverRules, recorded := map[string]bool{}, map[string]bool{}
+	for _, r := range gs[0].Rules {
+		serverRules[r.Record] = true
+	}
+	for _, g := range gs[1:] {
+		for _, r := range g.Rules {
+			recorded[r.Record] = true
+		}
+	}
+	var levels []string
+	seen := map[string]bool{}
+	for _, r := range gs[1].Rules {
+		l := level(r.Record)
+		if _, planning := map[string]bool{RecPoolFillRate: true, RecPoolFreeAfterDemand: true,
+			RecPoolTimeToFull: true, RecPoolFilling: true}[r.Record]; planning {
+			l = "planning"
+		}
+		if len(levels) == 0 || levels[len(levels)-1] != l {
+			levels = append(levels, l)
+		}
+		expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Record, err)
+		}
+		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+			vs, ok := n.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			switch {
+			case serverRules[vs.Name] && l != "pool":
+				t.Errorf("%s (%s level) reads the server rule %s; only the pool level does", r.Record, l, vs.Name)
+			case recorded[vs.Name] && !seen[vs.Name]:
+				t.Errorf("%s reads %s, which is not recorded before it in %s", r.Record, vs.Name, AggregatesGroup)
+			case (l == "cluster" || l == "fleet") && strings.HasPrefix(vs.Name, "kvwatch_") && r.Record != RecDemandRatio(l):
+				// Only the demand ratio's denominator (the capacity of the
+				// servers that report demand) is recorded at no level.
+				t.Errorf("%s reads the raw series %s: the %s level sums the level below's series", r.Record, vs.Name, l)
+			}
+			return nil
+		})
+		seen[r.Record] = true
+	}
+	if d := cmp.Diff([]string{"pool", "cluster", "fleet", "planning"}, levels); d != "" {
+		t.Errorf("rule order in %s by level (-want +got):\n%s", AggregatesGroup, d)
 	}
 }
 

@@ -532,6 +532,7 @@ func ruleTests(o Options) ruleTestFile {
 	tests = append(tests, tierRuleTests(o, expect)...)
 	tests = append(tests, targetWarningsRuleTests(expect)...)
 	tests = append(tests, countRuleTests()...)
+	tests = append(tests, aggregateRuleTests()...)
 	return ruleTestFile{
 		RuleFiles:          []string{path.Base(RecordingRulesFile), path.Base(AlertRulesFile)},
 		EvaluationInterval: step,
