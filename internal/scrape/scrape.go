@@ -113,8 +113,9 @@ type Scraper struct {
 	// instead of growing a new slice from 512 bytes every time (io.ReadAll
 	// was 45% of the bytes a scrape allocated). A buffer goes back once the
 	// body is parsed; nothing keeps a reference into it (expo.Parse copies
-	// what it keeps). Buffers larger than maxPooledBody are dropped.
-	bodies sync.Pool
+	// what it keeps). Buffers larger than maxPooledBody are dropped, and
+	// at most bodiesBudget bytes of them are kept.
+	bodies freeList[*bytes.Buffer]
 	// parser shares label sets between the pages this scraper reads.
 	parser *expo.Parser
 	// direct keeps the connections of the targets read without net/http's
@@ -127,8 +128,13 @@ type Scraper struct {
 // resident in the pool.
 const maxPooledBody = 4 << 20
 
+// bodiesBudget bounds the body buffers kept for reuse, in bytes: 16 MiB
+// hold about 170 buffers of 96 KB pages, more than the scrapes that are in
+// flight at once in a fleet of 10,000 targets.
+const bodiesBudget = 16 << 20
+
 func (s *Scraper) getBuffer() *bytes.Buffer {
-	if b, ok := s.bodies.Get().(*bytes.Buffer); ok {
+	if b, ok := s.bodies.get(); ok {
 		return b
 	}
 	return new(bytes.Buffer)
@@ -139,7 +145,7 @@ func (s *Scraper) putBuffer(b *bytes.Buffer) {
 		return
 	}
 	b.Reset()
-	s.bodies.Put(b)
+	s.bodies.put(b)
 }
 
 // New returns a scraper; bodyLimit bounds each decompressed body in bytes.
@@ -147,7 +153,8 @@ func New(reg *engine.Registry, bodyLimit int64) *Scraper {
 	if bodyLimit <= 0 {
 		bodyLimit = 32 << 20
 	}
-	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...), direct: newDirectPool()}
+	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...), direct: newDirectPool(),
+		bodies: freeList[*bytes.Buffer]{budget: bodiesBudget, size: (*bytes.Buffer).Cap}}
 }
 
 // Registry returns the scraper's adapters.
