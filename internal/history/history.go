@@ -98,7 +98,17 @@ type Store struct {
 	gen uint32
 	// lastGather is the (aligned) timestamp of the previous AppendFamilies.
 	lastGather int64
-	dropped    int64
+	// recent are the series the Batch.Add calls of the latest gather went
+	// to, in call order; spare is the slice before it, for reuse. A gather
+	// makes the same calls in the same order as the one before it, so the
+	// next Batch takes call i's series from recent[i] when its labels are
+	// those of the call (see Batch.Add), and only looks up the others.
+	recent, spare []*memSeries
+	// noRecent turns that off: every call looks its series up (tests).
+	noRecent bool
+	// reused counts the calls that took their series from recent.
+	reused uint64
+	dropped  int64
 	// rawArena and coarseArena hold the closed chunks of each tier, and
 	// slabs accounts for their memory.
 	rawArena, coarseArena arena
@@ -235,13 +245,18 @@ type Batch struct {
 	prev    uint32
 	b       labels.ScratchBuilder
 	scratch labels.Labels
+	// at is where in s.recent the next call is expected; next collects
+	// this gather's series, the next gather's recent.
+	at   int
+	next []*memSeries
+	have []labels.Label // sameLabels' scratch
 }
 
 // Begin starts recording a gather at t (aligned like AppendFamilies).
 // Commit must follow.
 func (s *Store) Begin(t time.Time) *Batch {
 	s.mu.Lock()
-	b := &Batch{s: s, ts: s.align(t.UnixMilli()), prev: s.gen}
+	b := &Batch{s: s, ts: s.align(t.UnixMilli()), prev: s.gen, next: s.spare[:0]}
 	s.gen++
 	if s.gen == 0 { // wrapped (after 680 years at 5s): 0 means never
 		s.gen = 1
@@ -252,7 +267,42 @@ func (s *Store) Begin(t time.Time) *Batch {
 // Add records one sample of the metric name with the label pairs (name,
 // value, name, value...; empty values are left out, in any order); counter
 // says the series is a counter.
+//
+// The series is the one the previous gather's call at the same place went
+// to (s.recent[b.at]) when that series is still in the store and has
+// exactly the labels this call would build (sameLabels): no labels are
+// built, sorted, hashed or looked up then. Otherwise Add looks the series
+// up (or creates it) and, when the previous gather had that series at
+// another place, goes on from there: a series inserted or missing in the
+// middle costs one lookup, not one per call after it.
 func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
+	s := b.s
+	var ms *memSeries
+	if b.at < len(s.recent) {
+		if r := s.recent[b.at]; !r.removed && b.sameLabels(r.lset, name, pairs) {
+			ms = r
+			s.reused++
+		}
+	}
+	if ms == nil {
+		ms = b.lookup(name, pairs)
+		if i := int(ms.recent); i < len(s.recent) && s.recent[i] == ms {
+			b.at = i
+		}
+	}
+	b.at++
+	if !s.noRecent {
+		ms.recent = uint32(len(b.next)) // wraps past 4G calls: a wrong hint
+		b.next = append(b.next, ms)
+	}
+	ms.counter = counter
+	s.appendLocked(ms, b.ts, v)
+	ms.gen = s.gen
+}
+
+// lookup returns the series of name and pairs as Add builds its labels,
+// creating it when it is new.
+func (b *Batch) lookup(name string, pairs []string) *memSeries {
 	b.b.Reset()
 	b.b.Add(model.MetricNameLabel, name)
 	for i := 0; i+1 < len(pairs); i += 2 {
@@ -263,21 +313,62 @@ func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 	b.b.Sort()
 	// Look up with reused label bytes; only a new series keeps a copy.
 	b.b.Overwrite(&b.scratch)
-	s := b.s
-	ms, ok := s.lookupLocked(b.scratch)
-	if !ok {
-		ms = s.createLocked(b.b.Labels())
+	if ms, ok := b.s.lookupLocked(b.scratch); ok {
+		return ms
 	}
-	ms.counter = counter
-	s.appendLocked(ms, b.ts, v)
-	ms.gen = s.gen
+	return b.s.createLocked(b.b.Labels())
+}
+
+// sameLabels reports whether ls are the labels Add builds from name and
+// pairs: __name__=name and each pair with a value, sorted by name. It
+// holds when every one of those labels is in ls, each at a place of its
+// own (the first label of its name in ls), and ls has no others. A label
+// name twice in pairs, or twice in ls, is never the same then: the
+// lookup decides. Series of more than 64 labels are always looked up.
+func (b *Batch) sameLabels(ls labels.Labels, name string, pairs []string) bool {
+	have := b.have[:0]
+	ls.Range(func(l labels.Label) { have = append(have, l) })
+	b.have = have
+	if len(have) > 64 {
+		return false
+	}
+	var used uint64
+	// take marks the first label of ls named ln if its value is lv and it
+	// is not taken yet.
+	take := func(ln, lv string) bool {
+		for j := range have {
+			if have[j].Name == ln {
+				if have[j].Value != lv || used&(1<<j) != 0 {
+					return false
+				}
+				used |= 1 << j
+				return true
+			}
+		}
+		return false
+	}
+	if !take(model.MetricNameLabel, name) {
+		return false
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" && !take(pairs[i], pairs[i+1]) {
+			return false
+		}
+	}
+	return used == 1<<len(have)-1
 }
 
 // Commit ends the gather: series of the previous gather that this one did
 // not have get a staleness marker, and the window moves on.
 func (b *Batch) Commit() {
-	b.s.sweepLocked(b.ts, b.prev)
-	b.s.mu.Unlock()
+	s := b.s
+	s.sweepLocked(b.ts, b.prev)
+	// The previous gather's slice is reused; cleared, it keeps no series
+	// alive that the store no longer has.
+	clear(s.recent)
+	s.recent, s.spare = b.next, s.recent[:0]
+	b.next = nil
+	s.mu.Unlock()
 }
 
 // Feeder writes a gather's samples straight into a Batch; Run uses it
@@ -324,6 +415,7 @@ func (s *Store) sweepLocked(now int64, stale uint32) {
 			s.downsampleLocked(ms, now)
 			if ms.truncate(mint, slack) {
 				s.removeNameLocked(ms)
+				ms.removed = true // for Batch.Add: it may still be in s.recent
 				continue
 			}
 			kept = append(kept, ms)

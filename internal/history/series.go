@@ -249,6 +249,10 @@ type memSeries struct {
 	// rounded says the series stores its values rounded to
 	// keptSignificandBits (see reducedPrecision).
 	rounded bool
+	// removed says the series was dropped from the store (it ended and
+	// its samples left the window): a gather's Batch must not append to
+	// it (it may still be in Store.recent).
+	removed bool
 	// gen is the Store's gather that last had the series (0:
 	// none).
 	gen    uint32
@@ -262,6 +266,10 @@ type memSeries struct {
 	// append): an instant selector at or after lastT reads only it.
 	lastV  float64
 	lastOK bool
+	// recent is the series' place in Store.recent or, during a gather,
+	// in the Batch's next (a hint only: Batch.Add checks it). The fields
+	// above end in 7 bytes of padding, where it fits.
+	recent uint32
 }
 
 // newSeries returns an empty series whose tiers take closed chunks from

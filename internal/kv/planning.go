@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -434,6 +435,7 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	}
 	w := Value{V: warning, Prov: Derived}
 	largest := -1
+	p.DrainEach = slices.Grow(p.DrainEach, len(ms))
 	for i, m := range ms {
 		s := m.Server
 		rest := capTotal.Sub(s.Capacity)

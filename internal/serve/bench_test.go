@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
@@ -52,30 +53,7 @@ func BenchmarkScrapeSGLangTP8(b *testing.B) {
 // BenchmarkMetrics2000 measures one /metrics exposition of 2,000 SGLang TP=8
 // servers (the kvwatch_* families only: what Gatherer returns, text-encoded).
 func BenchmarkMetrics2000(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ep := simulatedSGLangTP8(ctx, b)
-	urls := make([]string, 2000)
-	for i := range urls {
-		urls[i] = ep.URL + ep.MetricsPath
-	}
-	d, err := New(Options{Config: configWith(b, urls...), ListenAddresses: []string{"127.0.0.1:0"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.closeListeners()
-	stopped, stop := context.WithCancel(context.Background())
-	stop()
-	d.apply(stopped, d.setup.Load())
-	d.stopAll()
-	for _, n := range d.order {
-		st := d.states[n]
-		res, ok := d.scrapeOnce(ctx, st.target)
-		if !ok || !res.OK() {
-			b.Fatalf("scrape failed: %v", res.Err)
-		}
-		d.record(st, res)
-	}
+	d := scraped2000(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -90,6 +68,74 @@ func BenchmarkMetrics2000(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkFeed2000 measures what serve's history costs every interval at
+// 2,000 SGLang TP=8 servers: walk is the collector's Walk alone (into a
+// function that keeps nothing), history one full gather into a warm store
+// as history.Store.Run does it with serve's feeder (Begin, Walk into
+// Batch.Add, Commit), one 5 s interval later each time.
+func BenchmarkFeed2000(b *testing.B) {
+	d := scraped2000(b)
+	b.Run("walk", func(b *testing.B) {
+		n := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			d.Walk(func(string, bool, float64, ...string) { n++ })
+		}
+		b.ReportMetric(float64(n)/float64(b.N), "samples/op")
+	})
+	b.Run("history", func(b *testing.B) {
+		st := history.New(history.Options{Retention: time.Hour, Interval: 5 * time.Second})
+		t := time.Now()
+		gather := func() {
+			t = t.Add(5 * time.Second)
+			bt := st.Begin(t)
+			d.Walk(bt.Add)
+			bt.Commit()
+		}
+		// The series exist from the first gather on, and the store is
+		// warm after the second.
+		gather()
+		gather()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			gather()
+		}
+		b.ReportMetric(float64(st.Stats().Series), "series")
+	})
+}
+
+// scraped2000 returns a stopped daemon with 2,000 targets, each scraped
+// once from one simulated SGLang TP=8 server.
+func scraped2000(b *testing.B) *Daemon {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	ep := simulatedSGLangTP8(ctx, b)
+	urls := make([]string, 2000)
+	for i := range urls {
+		urls[i] = ep.URL + ep.MetricsPath
+	}
+	d, err := New(Options{Config: configWith(b, urls...), ListenAddresses: []string{"127.0.0.1:0"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(d.closeListeners)
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	d.apply(stopped, d.setup.Load())
+	d.stopAll()
+	for _, n := range d.order {
+		st := d.states[n]
+		res, ok := d.scrapeOnce(ctx, st.target)
+		if !ok || !res.OK() {
+			b.Fatalf("scrape failed: %v", res.Err)
+		}
+		d.record(st, res)
+	}
+	return d
 }
 
 // simulatedSGLangTP8 starts one simulated SGLang server with 8 TP ranks on

@@ -53,19 +53,21 @@ type source func() []entry
 type collector struct {
 	src   source
 	descs map[string]*prometheus.Desc
-	// labels are each family's label names, in the order of its values.
-	labels map[string][]string
+	// serverLabels and poolLabels are the identity label names of the
+	// per-server (and per-target) families and of the per-pool ones. A
+	// family's label names are its identity labels, then its own
+	// (signal.Metric.Labels), in the order of its values.
+	serverLabels, poolLabels []string
 	// planWarning returns the warning threshold of the planning families
 	// (alerts.kv_usage_warning); nil: the default.
 	planWarning func() float64
 }
 
 func newCollector(src source) *collector {
-	c := &collector{src: src, descs: map[string]*prometheus.Desc{}, labels: map[string][]string{}}
+	c := &collector{src: src, descs: map[string]*prometheus.Desc{},
+		serverLabels: signal.ServerLabels(), poolLabels: signal.PoolLabels()}
 	for _, m := range append(append(signal.Server(), signal.Pools()...), signal.Target()...) {
-		labels := append(signal.ServerLabels(), m.Labels...)
-		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
-		c.labels[m.Name] = labels
+		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, append(signal.ServerLabels(), m.Labels...), nil)
 	}
 	c.addPlanning()
 	return c
@@ -80,14 +82,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	emit := func(m signal.Metric, v float64, values []string) {
+	c.collect(func(m signal.Metric, v float64, _, values []string) {
 		ch <- prometheus.MustNewConstMetric(c.descs[m.Name], valueType(m), v, values...)
-	}
-	es := c.src()
-	for _, e := range es {
-		c.collectEntry(&e, emit)
-	}
-	c.collectPlanning(es, emit)
+	})
 }
 
 // walk passes every sample Collect would export to fn, with its label
@@ -95,18 +92,69 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // a gather this way.
 func (c *collector) walk(fn func(name string, counter bool, v float64, pairs ...string)) {
 	var pairs []string
-	emit := func(m signal.Metric, v float64, values []string) {
+	c.collect(func(m signal.Metric, v float64, ident, values []string) {
 		pairs = pairs[:0]
-		for i, n := range c.labels[m.Name] {
+		for i, n := range ident {
 			pairs = append(pairs, n, values[i])
 		}
+		for i, n := range m.Labels {
+			pairs = append(pairs, n, values[len(ident)+i])
+		}
 		fn(m.Name, m.Type == signal.Counter, v, pairs...)
-	}
+	})
+}
+
+// collect passes every sample of the entries to out.
+func (c *collector) collect(out sampleFunc) {
+	em := &emitter{out: out, buf: make([]string, 0, 8)}
 	es := c.src()
-	for _, e := range es {
-		c.collectEntry(&e, emit)
+	for i := range es {
+		c.collectEntry(&es[i], em)
 	}
-	c.collectPlanning(es, emit)
+	c.collectPlanning(es, em)
+}
+
+// sampleFunc receives one sample of family m: its value, the family's
+// identity label names (collector.serverLabels or poolLabels) and its
+// label values, those of the identity labels and then those of m.Labels.
+// values is reused once it returns: it copies what it keeps.
+type sampleFunc func(m signal.Metric, v float64, ident, values []string)
+
+// emitter passes samples to out, their label values in one buffer: a
+// gather allocates no label values per sample.
+type emitter struct {
+	out sampleFunc
+	buf []string
+	// sizes are the headroom sizes' label values seen so far (every
+	// server has the same few).
+	sizes []sizeLabel
+}
+
+type sizeLabel struct {
+	tokens int
+	label  string
+}
+
+// tokensLabel returns strconv.Itoa(tokens), without allocating it again
+// for every server.
+func (em *emitter) tokensLabel(tokens int) string {
+	for _, s := range em.sizes {
+		if s.tokens == tokens {
+			return s.label
+		}
+	}
+	l := strconv.Itoa(tokens)
+	if len(em.sizes) < 16 {
+		em.sizes = append(em.sizes, sizeLabel{tokens, l})
+	}
+	return l
+}
+
+// emit passes a sample of m with the label values id (those of the
+// identity labels ident), then extra, to out.
+func (em *emitter) emit(m signal.Metric, v float64, ident, id []string, extra ...string) {
+	em.buf = append(append(em.buf[:0], id...), extra...)
+	em.out(m, v, ident, em.buf)
 }
 
 func valueType(m signal.Metric) prometheus.ValueType {
@@ -116,13 +164,11 @@ func valueType(m signal.Metric) prometheus.ValueType {
 	return prometheus.GaugeValue
 }
 
-// collectEntry passes e's samples to out with their label values, in the
-// order of the family's labels.
-func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, values []string)) {
-	id := []string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
-	buf := make([]string, 0, len(id)+4) // out copies what it keeps
+// collectEntry passes e's samples to em.
+func (c *collector) collectEntry(e *entry, em *emitter) {
+	id := [...]string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
 	emit := func(m signal.Metric, v float64, extra ...string) {
-		out(m, v, append(append(buf[:0], id...), extra...))
+		em.emit(m, v, c.serverLabels, id[:], extra...)
 	}
 	// Partial sums and implausible values are not exported: a sum with a
 	// missing part is not a total (kvwatch_signal_info says which).
@@ -178,7 +224,7 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 	known(signal.KVDemandTokens, s.Demand)
 	known(signal.KVDemandRatio, s.DemandRatio)
 	for _, h := range e.row.Headroom {
-		known(signal.KVHeadroomRequests, h.Requests, strconv.Itoa(h.Tokens))
+		known(signal.KVHeadroomRequests, h.Requests, em.tokensLabel(h.Tokens))
 	}
 	known(signal.ContextLengthTokens, s.ContextLength)
 	known(signal.RequestsRunning, s.Running)
@@ -204,7 +250,7 @@ func (c *collector) collectEntry(e *entry, out func(m signal.Metric, v float64, 
 			known(signal.RankKVCapacityTokens, g.Capacity, dp)
 		}
 	}
-	collectCachePools(s, known)
+	c.collectCachePools(s, em, id[:])
 	if s.Router != nil {
 		known(signal.RouterWorkers, s.Router.WorkersHealthy, "healthy")
 		known(signal.RouterWorkers, s.Router.WorkersTotal, "total")
@@ -233,13 +279,14 @@ type provenanceOf struct {
 	prov kv.Provenance
 }
 
-// signalProvenances says where each signal of s comes from.
-func signalProvenances(s *kv.Server) []provenanceOf {
+// signalProvenances says where each signal of s comes from (an array: no
+// allocation per server and gather).
+func signalProvenances(s *kv.Server) [12]provenanceOf {
 	hit := kv.Unavailable
 	if s.Counters.PrefixHitTokens.OK() && s.Counters.PrefixQueryTokens.OK() {
 		hit = kv.Derived // a ratio of two counters' rates
 	}
-	return []provenanceOf{
+	return [...]provenanceOf{
 		{signal.SigCapacity, s.Capacity.Prov},
 		{signal.SigUsed, s.Used.Prov},
 		{signal.SigEvictable, s.Evictable.Prov},

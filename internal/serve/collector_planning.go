@@ -12,14 +12,10 @@ import (
 // the server's identity labels, the per-pool ones with the pool's.
 func (c *collector) addPlanning() {
 	for _, m := range signal.Planning() {
-		labels := append(signal.ServerLabels(), m.Labels...)
-		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
-		c.labels[m.Name] = labels
+		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, append(signal.ServerLabels(), m.Labels...), nil)
 	}
 	for _, m := range signal.PoolPlanning() {
-		labels := append(signal.PoolLabels(), m.Labels...)
-		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, labels, nil)
-		c.labels[m.Name] = labels
+		c.descs[m.Name] = prometheus.NewDesc(m.Name, m.Help, append(signal.PoolLabels(), m.Labels...), nil)
 	}
 }
 
@@ -36,7 +32,7 @@ func (d *Daemon) planWarning() float64 {
 // server's plan (computed with its row) and each pool's, the pool being
 // the servers of one role label and one cluster and pool label. Partial
 // and implausible values are left out, like every other family.
-func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v float64, values []string)) {
+func (c *collector) collectPlanning(es []entry, em *emitter) {
 	w := report.PlanOptions{}.Threshold()
 	if c.planWarning != nil {
 		w = c.planWarning()
@@ -52,11 +48,11 @@ func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v floa
 		members = append(members, m)
 	}
 	pools := kv.PlanPools(members, w)
-	drains := map[string]kv.DrainCase{}
+	drains := make(map[string]*kv.DrainCase, len(es))
 	for _, p := range pools {
 		if p.Servers > 1 {
-			for _, d := range p.DrainEach {
-				drains[d.Server] = d
+			for i := range p.DrainEach {
+				drains[p.DrainEach[i].Server] = &p.DrainEach[i]
 			}
 		}
 	}
@@ -66,10 +62,10 @@ func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v floa
 		if !e.scraped || !e.res.OK() || p == nil {
 			continue
 		}
-		id := []string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
-		known := func(m signal.Metric, v kv.Value, extra ...string) {
+		id := [...]string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+		known := func(m signal.Metric, v kv.Value) {
 			if v.Trusted() {
-				out(m, v.V, append(append([]string{}, id...), extra...))
+				em.emit(m, v.V, c.serverLabels, id[:])
 			}
 		}
 		known(signal.KVPerRunningRequestTokens, p.KVPerRequest)
@@ -84,7 +80,7 @@ func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v floa
 				if f == p.Limit {
 					v = 1
 				}
-				out(signal.LimitingFactor, v, append(append([]string{}, id...), string(f)))
+				em.emit(signal.LimitingFactor, v, c.serverLabels, id[:], string(f))
 			}
 		}
 		if d, ok := drains[e.target.Name]; ok {
@@ -93,13 +89,13 @@ func (c *collector) collectPlanning(es []entry, out func(m signal.Metric, v floa
 		}
 	}
 	for _, p := range pools {
-		id := []string{string(p.Role), p.Cluster, p.Pool}
+		id := [...]string{string(p.Role), p.Cluster, p.Pool}
 		known := func(m signal.Metric, v kv.Value) {
 			if v.Trusted() {
-				out(m, v.V, append([]string{}, id...))
+				em.emit(m, v.V, c.poolLabels, id[:])
 			}
 		}
-		out(signal.PoolServers, float64(p.Servers), append([]string{}, id...))
+		em.emit(signal.PoolServers, float64(p.Servers), c.poolLabels, id[:])
 		known(signal.PoolWorkloadHeadroomRequests, p.WorkloadHeadroom)
 		known(signal.PoolFinishedHeadroomRequests, p.FinishedHeadroom)
 		known(signal.PoolSaturationRatio, p.Saturation)

@@ -8,20 +8,26 @@ import (
 // collectCachePools exports a server's further KV pools (kv.Server.CachePools): one
 // series per known value, labelled pool_type, tier and pool_name; the unit
 // picks the family (tokens or bytes; Mamba slots export their ratio only).
-// Unknown values have no series, as everywhere.
-func collectCachePools(s *kv.Server, known func(m signal.Metric, v kv.Value, extra ...string)) {
+// Unknown values have no series, as everywhere. id are the server's
+// identity label values.
+func (c *collector) collectCachePools(s *kv.Server, em *emitter, id []string) {
 	for _, p := range s.CachePools {
-		labels := []string{p.Type, p.Tier, p.Name}
+		labels := [...]string{p.Type, p.Tier, p.Name}
+		known := func(m signal.Metric, v kv.Value) {
+			if v.Trusted() {
+				em.emit(m, v.V, c.serverLabels, id, labels[:]...)
+			}
+		}
 		switch p.Unit {
 		case kv.UnitTokens:
-			known(signal.KVPoolCapacityTokens, p.Capacity, labels...)
-			known(signal.KVPoolUsedTokens, p.Used, labels...)
+			known(signal.KVPoolCapacityTokens, p.Capacity)
+			known(signal.KVPoolUsedTokens, p.Used)
 		case kv.UnitBytes:
-			known(signal.KVPoolCapacityBytes, p.Capacity, labels...)
-			known(signal.KVPoolUsedBytes, p.Used, labels...)
+			known(signal.KVPoolCapacityBytes, p.Capacity)
+			known(signal.KVPoolUsedBytes, p.Used)
 		}
-		known(signal.KVPoolUsageRatio, p.UsageRatio, labels...)
-		known(signal.KVPoolHitTokens, p.HitTokens, labels...)
-		known(signal.KVPoolHitRate, p.HitRate, labels...)
+		known(signal.KVPoolUsageRatio, p.UsageRatio)
+		known(signal.KVPoolHitTokens, p.HitTokens)
+		known(signal.KVPoolHitRate, p.HitRate)
 	}
 }
