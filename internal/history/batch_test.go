@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
@@ -65,16 +67,22 @@ func stored(st *Store) ([]storedSeries, int64) {
 	return out, st.dropped
 }
 
-// twoStores returns a store and one that looks every call's series up.
+// twoStores returns a store and one that looks every call's series up
+// and sweeps every series (as a store did before Store.recent and
+// Store.sweep).
 func twoStores() (fast, slow *Store) {
-	opts := Options{Retention: 10 * time.Minute, FullResolution: 2 * time.Minute, DownsampleStep: 30 * time.Second, Interval: 5 * time.Second}
+	return twoStoresOf(Options{Retention: 10 * time.Minute, FullResolution: 2 * time.Minute, DownsampleStep: 30 * time.Second, Interval: 5 * time.Second})
+}
+
+func twoStoresOf(opts Options) (fast, slow *Store) {
 	fast, slow = New(opts), New(opts)
-	slow.noRecent = true
+	slow.noRecent, slow.sweepAll = true, true
 	return fast, slow
 }
 
 // sameStores fails the test when fast and slow hold different series or
-// samples.
+// samples, or different snapshots (which hold the downsampler's state and
+// the chunks as they are cut too).
 func sameStores(t *testing.T, step string, fast, slow *Store) {
 	t.Helper()
 	got, gotDropped := stored(fast)
@@ -86,6 +94,18 @@ func sameStores(t *testing.T, step string, fast, slow *Store) {
 	if gotDropped != wantDropped {
 		t.Fatalf("%s: %d samples dropped, the lookup store %d", step, gotDropped, wantDropped)
 	}
+	if g, w := snapshotOf(t, fast), snapshotOf(t, slow); !bytes.Equal(g, w) {
+		t.Fatalf("%s: the snapshots differ (%d and %d bytes)", step, len(g), len(w))
+	}
+}
+
+func snapshotOf(t *testing.T, st *Store) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := st.writeSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // base is a gather of three servers, 4 series each.
@@ -210,6 +230,34 @@ func TestBatchRecreatesRemovedSeries(t *testing.T) {
 	}
 }
 
+// A series that left the store while the previous gather had it, and is
+// missing from the next gather, gets no staleness marker: it is not in the
+// store.
+func TestBatchRemovedSeriesGetNoMarker(t *testing.T) {
+	fast, slow := twoStores()
+	t1 := t0
+	for range 3 {
+		t1 = t1.Add(5 * time.Second)
+		record(fast, t1, base())
+		record(slow, t1, base())
+	}
+	t1 = t1.Add(time.Hour)
+	fast.Truncate(t1)
+	slow.Truncate(t1)
+	gone := slices.Clone(fast.recent)
+	for i := range 3 {
+		t1 = t1.Add(5 * time.Second)
+		record(fast, t1, base()[:2])
+		record(slow, t1, base()[:2])
+		sameStores(t, fmt.Sprintf("gather %d after the series left", i+1), fast, slow)
+	}
+	for _, ms := range gone {
+		if !ms.removed || ms.lastT >= t1.Add(-time.Minute).UnixMilli() {
+			t.Errorf("%s: removed %v, last sample at %d: a series no longer in the store got samples", ms.lset, ms.removed, ms.lastT)
+		}
+	}
+}
+
 // Gathers that lose servers, gain them, reorder them and change their
 // labels at random, some with pauses longer than the window (the stale
 // series leave the store), store what looking every series up does.
@@ -267,4 +315,102 @@ func TestBatchSteadyGatherReusesAll(t *testing.T) {
 	if st.reused != uint64(len(base())) {
 		t.Errorf("%d of %d calls reused their series", st.reused, len(base()))
 	}
+}
+
+// Sweeps that skip the series they would not change (Store.sweep) leave
+// exactly what sweeps of every series leave, with and without
+// downsampling: servers go idle for longer than the full-resolution
+// window or the whole window and come back, recording rules append to
+// series of their own, chunks fill, the store is truncated, snapshotted
+// and restored, gathers pause.
+func TestSweepSkipsOnlySeriesItWouldNotChange(t *testing.T) {
+	for i, opts := range []Options{
+		{Retention: 10 * time.Minute, FullResolution: 2 * time.Minute, DownsampleStep: 30 * time.Second},
+		{Retention: 30 * time.Minute, FullResolution: 3 * time.Minute, DownsampleStep: 5 * time.Second},
+		{Retention: 30 * time.Minute, FullResolution: 40 * time.Minute},
+		{Retention: 20 * time.Minute, FullResolution: 10 * time.Minute, DownsampleStep: time.Minute},
+		{Retention: 10 * time.Minute, FullResolution: 9 * time.Minute, DownsampleStep: time.Minute},
+	} {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			opts.Interval = 5 * time.Second
+			sweepScenario(t, opts, uint64(i))
+		})
+	}
+}
+
+func sweepScenario(t *testing.T, opts Options, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 99))
+	fast, slow := twoStoresOf(opts)
+	servers := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	// idleUntil[i] is the gather server i comes back at.
+	idleUntil := make([]int, len(servers))
+	downsampled := false
+	t1 := t0
+	for g := range 1500 {
+		var calls []call
+		for i, srv := range servers {
+			if g < idleUntil[i] {
+				continue
+			}
+			if r.IntN(200) == 0 {
+				// Idle for up to twice the window.
+				idleUntil[i] = g + 1 + r.IntN(int(2*opts.Retention/opts.Interval))
+				continue
+			}
+			id := []string{"server", srv, "role", "decode"}
+			calls = append(calls,
+				call{"kvwatch_kv_used_tokens", false, float64(r.IntN(1000)), id},
+				call{"kvwatch_kv_usage_ratio", false, r.Float64(), id},
+				call{"kvwatch_prompt_tokens_total", true, float64(g - r.IntN(2)*g/2), id})
+			if r.IntN(300) == 0 {
+				calls = append(calls, calls[len(calls)-1]) // one series twice
+			}
+		}
+		step := opts.Interval + time.Duration(r.IntN(40))*time.Millisecond
+		if r.IntN(300) == 0 {
+			step = time.Duration(r.IntN(int(opts.Retention/time.Second))) * time.Second // a pause
+		}
+		t1 = t1.Add(step)
+		record(fast, t1, calls)
+		record(slow, t1, calls)
+		// A recording rule's series, some of the time, at times of its
+		// own (now and then ahead of the next gathers).
+		if r.IntN(3) == 0 {
+			at := t1.UnixMilli() - 1
+			if r.IntN(20) == 0 {
+				at += int64(r.IntN(4)) * opts.Interval.Milliseconds()
+			}
+			for _, st := range []*Store{fast, slow} {
+				st.Append(labels.FromStrings("__name__", "pool:kvwatch_kv_used_tokens:sum", "pool", strconv.Itoa(g/400)), at, float64(g))
+			}
+		}
+		switch r.IntN(100) {
+		case 0:
+			later := t1.Add(time.Duration(r.IntN(int(opts.Retention/time.Second))) * time.Second)
+			fast.Truncate(later)
+			slow.Truncate(later)
+		case 1:
+			// Restart: each store from its own snapshot.
+			mint := t1.Add(-opts.Retention).UnixMilli()
+			fast, slow = restored(t, fast, opts, mint), restored(t, slow, opts, mint)
+			slow.noRecent, slow.sweepAll = true, true
+		}
+		sameStores(t, fmt.Sprintf("gather %d", g), fast, slow)
+		downsampled = downsampled || fast.Stats().CoarseSamples > 0
+	}
+	st := fast.Stats()
+	if !downsampled && fast.downsamples() {
+		t.Error("nothing was downsampled")
+	}
+	t.Logf("%d series, %d raw and %d coarse samples at the end", st.Series, st.RawSamples, st.CoarseSamples)
+}
+
+func restored(t *testing.T, st *Store, opts Options, mint int64) *Store {
+	t.Helper()
+	b := snapshotOf(t, st)
+	out := New(opts)
+	if _, err := out.restore(bytes.NewReader(b), int64(len(b)), mint); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

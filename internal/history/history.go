@@ -108,7 +108,16 @@ type Store struct {
 	noRecent bool
 	// reused counts the calls that took their series from recent.
 	reused uint64
-	dropped  int64
+	// sweep holds every series of the store, each with the earliest time
+	// a sweep can change it (see sweepDue), so that a sweep touches only
+	// those. sweepAll makes sweeps visit every series and look at every
+	// series' gen for staleness, as they did before sweep (tests).
+	sweep    []sweepSlot
+	sweepAll bool
+	// seen is the Batch's reused bitmap of the places of recent that its
+	// calls went to.
+	seen    []uint64
+	dropped int64
 	// rawArena and coarseArena hold the closed chunks of each tier, and
 	// slabs accounts for their memory.
 	rawArena, coarseArena arena
@@ -176,12 +185,39 @@ func (s *Store) lookupLocked(lset labels.Labels) (*memSeries, bool) {
 	return nil, false
 }
 
-// addLocked indexes a new series.
+// addLocked indexes a new series; the next sweep visits it.
 func (s *Store) addLocked(ms *memSeries) {
 	h := ms.lset.Hash()
 	s.series[h] = append(s.series[h], ms)
 	name := ms.lset.Get(model.MetricNameLabel)
 	s.byName[name] = append(s.byName[name], ms)
+	ms.slot = uint32(len(s.sweep))
+	s.sweep = append(s.sweep, sweepSlot{ms: ms, due: math.MinInt64})
+}
+
+// removeLocked drops ms from the store (it is empty); the last sweep slot
+// takes its place.
+func (s *Store) removeLocked(ms *memSeries) {
+	h := ms.lset.Hash()
+	list := s.series[h]
+	for i, x := range list {
+		if x == ms {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.series, h)
+	} else {
+		s.series[h] = list
+	}
+	s.removeNameLocked(ms)
+	i, last := ms.slot, len(s.sweep)-1
+	s.sweep[i] = s.sweep[last]
+	s.sweep[i].ms.slot = i
+	s.sweep[last] = sweepSlot{}
+	s.sweep = s.sweep[:last]
+	ms.removed = true // for Batch.Add: it may still be in s.recent
 }
 
 // Append adds one sample at t (milliseconds since the epoch). A sample not
@@ -198,26 +234,75 @@ func (s *Store) appendLocked(ms *memSeries, t int64, v float64) bool {
 		s.dropped++
 		return false
 	}
-	s.downsampleLocked(ms, t)
+	if s.downsampleLocked(ms, t) || ms.raw.hmint == t {
+		// Data moved down, or the sample started a head chunk: the
+		// series may be due sooner than its slot says (sweepDue).
+		s.sweep[ms.slot].due = math.MinInt64
+	}
 	return true
 }
 
 // downsampleLocked moves ms's full-resolution chunks that ended more than
-// FullResolution before now into the coarse tier. Callers hold s.mu.
-func (s *Store) downsampleLocked(ms *memSeries, now int64) {
+// FullResolution before now into the coarse tier, and reports whether it
+// changed ms. Callers hold s.mu.
+func (s *Store) downsampleLocked(ms *memSeries, now int64) bool {
 	if !s.downsamples() {
-		return
+		return false
 	}
+	changed := false
 	boundary := now - s.opts.FullResolution.Milliseconds()
 	slack := rawTrimSteps * s.opts.DownsampleStep.Milliseconds()
 	if ms.raw.open() && ms.raw.hmaxt < boundary && len(ms.raw.closed) == 0 {
 		// An idle series (it ended, or is no longer gathered) moves down
 		// too instead of keeping up to a chunk at full resolution.
 		ms.raw.closeHead()
+		changed = true
 	}
 	if len(ms.raw.closed) > 0 && ms.raw.closed[0].mint <= boundary-slack {
 		ms.downsample(boundary, s.opts.DownsampleStep.Milliseconds(), slack)
+		changed = true
 	}
+	return changed
+}
+
+// sweepSlot is a series and the earliest time a sweep can change it.
+type sweepSlot struct {
+	ms  *memSeries
+	due int64
+}
+
+// sweepDue returns the earliest now at which sweepLocked can change ms:
+// each condition of downsampleLocked and memSeries.truncate on ms as it
+// is, solved for now. Appending a sample only makes each later (the head
+// chunk's end moves on), except a sample that starts a head chunk or
+// makes appendLocked downsample: those set the slot's due to now.
+func (s *Store) sweepDue(ms *memSeries) int64 {
+	ret := s.opts.Retention.Milliseconds()
+	trimSlack := trimSteps * s.opts.DownsampleStep.Milliseconds()
+	due := int64(math.MaxInt64) // a sum that overflows is early: safe
+	// truncate: a tier's oldest chunk (the head when no chunk is closed)
+	// ends before now-Retention, the coarse tier's starts trimSlack
+	// before it (tier.trim), the pending sample is before it.
+	if mint, maxt, ok := ms.coarse.oldest(); ok {
+		due = min(due, maxt+ret+1, mint+trimSlack+ret)
+	}
+	if ms.ds.pending {
+		due = min(due, ms.ds.t+ret+1)
+	}
+	if _, maxt, ok := ms.raw.oldest(); ok {
+		due = min(due, maxt+ret+1)
+	}
+	if s.downsamples() {
+		fr := s.opts.FullResolution.Milliseconds()
+		slack := rawTrimSteps * s.opts.DownsampleStep.Milliseconds()
+		switch {
+		case len(ms.raw.closed) > 0: // downsampled once slack before the boundary
+			due = min(due, ms.raw.closed[0].mint+fr+slack)
+		case ms.raw.open(): // an idle head is closed once before it
+			due = min(due, ms.raw.hmaxt+fr+1)
+		}
+	}
+	return due
 }
 
 // AppendFamilies records every gauge, counter and untyped sample of mfs at
@@ -257,6 +342,12 @@ type Batch struct {
 func (s *Store) Begin(t time.Time) *Batch {
 	s.mu.Lock()
 	b := &Batch{s: s, ts: s.align(t.UnixMilli()), prev: s.gen, next: s.spare[:0]}
+	if n := (len(s.recent) + 63) / 64; cap(s.seen) < n {
+		s.seen = make([]uint64, n)
+	} else {
+		s.seen = s.seen[:n]
+		clear(s.seen)
+	}
 	s.gen++
 	if s.gen == 0 { // wrapped (after 680 years at 5s): 0 means never
 		s.gen = 1
@@ -282,12 +373,14 @@ func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 		if r := s.recent[b.at]; !r.removed && b.sameLabels(r.lset, name, pairs) {
 			ms = r
 			s.reused++
+			s.seen[b.at/64] |= 1 << (b.at % 64)
 		}
 	}
 	if ms == nil {
 		ms = b.lookup(name, pairs)
 		if i := int(ms.recent); i < len(s.recent) && s.recent[i] == ms {
 			b.at = i
+			s.seen[i/64] |= 1 << (i % 64)
 		}
 	}
 	b.at++
@@ -402,29 +495,57 @@ func (s *Store) Truncate(now time.Time) {
 
 // sweepLocked gives the series that gather stale (not 0) had but the
 // latest did not a staleness marker at now, then downsamples and
-// truncates every series, in one pass.
+// truncates every series that is due (the others it would not change),
+// dropping those left empty.
 func (s *Store) sweepLocked(now int64, stale uint32) {
+	if stale != 0 {
+		s.markStaleLocked(now, stale)
+	}
 	mint := now - s.opts.Retention.Milliseconds()
 	slack := trimSteps * s.opts.DownsampleStep.Milliseconds()
-	for h, list := range s.series {
-		kept := list[:0]
-		for _, ms := range list {
-			if stale != 0 && ms.gen == stale {
-				s.appendLocked(ms, now, math.Float64frombits(value.StaleNaN))
+	for i := 0; i < len(s.sweep); {
+		sl := &s.sweep[i]
+		if now < sl.due && !s.sweepAll {
+			i++
+			continue
+		}
+		ms := sl.ms
+		s.downsampleLocked(ms, now)
+		if ms.truncate(mint, slack) {
+			s.removeLocked(ms) // the last slot moves to i
+			continue
+		}
+		sl.due = s.sweepDue(ms)
+		i++
+	}
+}
+
+// markStaleLocked appends a staleness marker at now to each series of
+// gather stale that the latest gather did not have. Those are the series
+// of s.recent (the previous gather's calls) whose places no call of the
+// latest went to (s.seen) and whose gen is still stale; a series at two
+// places is marked at the last (memSeries.recent).
+func (s *Store) markStaleLocked(now int64, stale uint32) {
+	marker := math.Float64frombits(value.StaleNaN)
+	if s.noRecent || s.sweepAll {
+		for i := range s.sweep {
+			if ms := s.sweep[i].ms; ms.gen == stale {
+				s.appendLocked(ms, now, marker)
 			}
-			s.downsampleLocked(ms, now)
-			if ms.truncate(mint, slack) {
-				s.removeNameLocked(ms)
-				ms.removed = true // for Batch.Add: it may still be in s.recent
+		}
+		return
+	}
+	for w, bits := range s.seen {
+		if bits == math.MaxUint64 {
+			continue
+		}
+		for i := w * 64; i < min(w*64+64, len(s.recent)); i++ {
+			if bits&(1<<(i%64)) != 0 {
 				continue
 			}
-			kept = append(kept, ms)
-		}
-		switch {
-		case len(kept) == 0:
-			delete(s.series, h)
-		case len(kept) < len(list):
-			s.series[h] = kept
+			if ms := s.recent[i]; !ms.removed && int(ms.recent) == i && ms.gen == stale {
+				s.appendLocked(ms, now, marker)
+			}
 		}
 	}
 }

@@ -169,6 +169,18 @@ func (tr *tier) dropOldest(n int) {
 
 func (tr *tier) empty() bool { return len(tr.closed) == 0 && !tr.open() }
 
+// oldest returns the time range of the tier's oldest chunk (the head when
+// none is closed); ok is false when the tier is empty.
+func (tr *tier) oldest() (mint, maxt int64, ok bool) {
+	switch {
+	case len(tr.closed) > 0:
+		return tr.closed[0].mint, tr.closed[0].maxt, true
+	case tr.open():
+		return tr.hmint, tr.hmaxt, true
+	}
+	return 0, 0, false
+}
+
 // bytes is the memory the tier's samples take: closed chunks at their
 // size, the head at its buffer's capacity.
 func (tr *tier) bytes() int {
@@ -267,9 +279,10 @@ type memSeries struct {
 	lastV  float64
 	lastOK bool
 	// recent is the series' place in Store.recent or, during a gather,
-	// in the Batch's next (a hint only: Batch.Add checks it). The fields
-	// above end in 7 bytes of padding, where it fits.
-	recent uint32
+	// in the Batch's next (a hint only: Batch.Add checks it); slot is its
+	// place in Store.sweep. The fields above end in 7 bytes of padding:
+	// with these, the series is 240 bytes, its allocation size class.
+	recent, slot uint32
 }
 
 // newSeries returns an empty series whose tiers take closed chunks from
