@@ -15,16 +15,19 @@ import (
 // single-series and summed reads, label lookups.
 
 // rankOf reads the rank labels of a sample.
-func rankOf(s expo.Sample, dp, tp, pp string) kv.RankID {
+func rankOf(s expo.Sample, dp, tp, pp string) kv.RankID { return rankOfLabels(s.Labels, dp, tp, pp) }
+
+// rankOfLabels reads the rank labels of a label set.
+func rankOfLabels(l labels.Labels, dp, tp, pp string) kv.RankID {
 	id := kv.RankID{}
 	if dp != "" {
-		id.DP = s.Labels.Get(dp)
+		id.DP = l.Get(dp)
 	}
 	if tp != "" {
-		id.TP = s.Labels.Get(tp)
+		id.TP = l.Get(tp)
 	}
 	if pp != "" {
-		id.PP = s.Labels.Get(pp)
+		id.PP = l.Get(pp)
 	}
 	return id
 }

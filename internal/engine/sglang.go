@@ -3,6 +3,8 @@ package engine
 import (
 	"strings"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
@@ -55,11 +57,24 @@ const (
 )
 
 // sgRank reads the rank labels; ranks absent in older versions stay "".
-func sgRank(s expo.Sample) kv.RankID { return rankOf(s, "dp_rank", "tp_rank", "pp_rank") }
+// Like sgTotals and sgMode, it is computed once per shared label set
+// (expo.Memoized).
+func sgRank(s expo.Sample) kv.RankID {
+	return expo.Memoized(s, sgRankKey, func(l labels.Labels) kv.RankID { return rankOfLabels(l, "dp_rank", "tp_rank", "pp_rank") })
+}
 
 // sgTotals keeps the totals series under priority scheduling (priority=""
 // or no priority label), dropping the per-priority breakdown.
-func sgTotals(s expo.Sample) bool { return s.Labels.Get("priority") == "" }
+func sgTotals(s expo.Sample) bool {
+	return expo.Memoized(s, sgTotalsKey, func(l labels.Labels) bool { return l.Get("priority") == "" })
+}
+
+// sgMode is the mode label of the prefill token counters.
+func sgMode(s expo.Sample) string {
+	return expo.Memoized(s, sgModeKey, func(l labels.Labels) string { return l.Get("mode") })
+}
+
+var sgRankKey, sgTotalsKey, sgModeKey = new(expo.MemoKey), new(expo.MemoKey), new(expo.MemoKey)
 
 // normalizeSGLang is sglangSpec's Normalize.
 func normalizeSGLang(in Input) (kv.Server, error) {
@@ -120,7 +135,7 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 		q := counter(name, query, func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixQueryTokens })
 		return h && q
 	}
-	mode := func(s expo.Sample) string { return s.Labels.Get("mode") }
+	mode := sgMode
 	switch {
 	case p.Has(sgEffective):
 		hitQuery(func(s expo.Sample) bool { return strings.HasSuffix(mode(s), "_hit") }, nil, sgEffective)
@@ -217,7 +232,7 @@ func sglangPools(p *expo.Page) []kv.CachePool {
 	}
 	if p.Has(sgEffective) {
 		ps.read(p, sgEffective, func(s expo.Sample) (poolKey, bool) {
-			k, ok := tierOf(s.Labels.Get("mode"))
+			k, ok := tierOf(sgMode(s))
 			return k, ok && sgTotals(s)
 		}, kv.UnitTokens, pfHits, sgRank, sumf, kv.Of)
 	} else {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
@@ -67,7 +69,11 @@ const (
 // vlOffloadNote says why vLLM's CPU offload tier has no fill.
 const vlOffloadNote = "vLLM exports no fill or capacity of its CPU offload tier: kv_offload_cpu_cache_usage_perc counts blocks pinned by in-flight transfers (vllm #45737, #47666); the capacity gauges are open PRs"
 
-func vlRank(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("engine")} }
+func vlRank(s expo.Sample) kv.RankID {
+	return expo.Memoized(s, vlRankKey, func(l labels.Labels) kv.RankID { return kv.RankID{DP: l.Get("engine")} })
+}
+
+var vlRankKey = new(expo.MemoKey)
 
 // labelNumber parses a cache_config_info label; "None", "" and junk are unknown.
 func labelNumber(s expo.Sample, name string) (float64, bool) {

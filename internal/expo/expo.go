@@ -35,6 +35,9 @@ type Sample struct {
 	Value float64
 	// key: see SeriesKey.
 	key uint64
+	// memo is the shared label set's (see Memoized); nil for a label set
+	// built for this page alone.
+	memo *seriesMemo
 }
 
 // SeriesKey is the hash of the sample's labels without the metric name
@@ -193,6 +196,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				is     internedSeries
 				sh     LabelShape
 				key    uint64
+				memo   *seriesMemo
 				cached bool
 			)
 			if !om && pr != nil {
@@ -200,7 +204,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
-				lset, name, sh, key = is.labels, is.name, is.shape, is.key
+				lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, is.memo
 			} else if !om && ls.read(series) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
@@ -212,7 +216,8 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					pr.series.put(series, internedSeries{labels: lset, name: name, shape: sh, key: key})
+					memo = new(seriesMemo)
+					pr.series.put(series, internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo})
 				}
 			} else {
 				parser.Labels(&lset)
@@ -224,7 +229,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				continue // e.g. a _bucket line of a kept family name
 			}
 			p.shape.widen(sh)
-			all = append(all, Sample{Name: name, Labels: lset, Value: v, key: key})
+			all = append(all, Sample{Name: name, Labels: lset, Value: v, key: key, memo: memo})
 		}
 	}
 	p.all = all

@@ -83,6 +83,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			lset  labels.Labels
 			sh    LabelShape
 			key   uint64
+			memo  *seriesMemo
 			v     float64
 			fast  bool
 			found bool
@@ -95,7 +96,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 			var is internedSeries
 			if is, found = pr.cachedSeriesRLocked(line[:sp]); found {
 				if v, fast = fastValue(line[sp+1:]); fast {
-					lset, name, sh, key = is.labels, is.name, is.shape, is.key
+					lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, is.memo
 				}
 			}
 		}
@@ -114,7 +115,8 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name, shape: sh, key: key}})
+					memo = new(seriesMemo)
+					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo}})
 				}
 			} else {
 				fast = false
@@ -145,7 +147,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				continue
 			}
 		}
-		all = append(all, Sample{Name: name, Labels: lset, Value: v, key: key})
+		all = append(all, Sample{Name: name, Labels: lset, Value: v, key: key, memo: memo})
 		shape.widen(sh)
 	}
 	return all, true

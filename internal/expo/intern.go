@@ -73,6 +73,7 @@ type internedSeries struct {
 	name   string
 	shape  LabelShape
 	key    uint64
+	memo   *seriesMemo
 }
 
 // LabelShape is what label limits are checked against, of one label set
