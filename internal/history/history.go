@@ -100,8 +100,8 @@ type Store struct {
 	lastGather int64
 	// recent are the series the Batch.Add calls of the latest gather went
 	// to, in call order; spare is the slice before it, for reuse. A gather
-	// makes the same calls in the same order as the one before it, so the
-	// next Batch takes call i's series from recent[i] when its labels are
+	// usually makes the same calls in the same order as the one before it:
+	// the next Batch takes call i's series from recent[i] when its labels are
 	// those of the call (see Batch.Add), and only looks up the others.
 	recent, spare []*memSeries
 	// noRecent turns that off: every call looks its series up (tests).
