@@ -1,6 +1,9 @@
 package kv
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestMultiDP: MultiDP says what len(DPGroups()) > 1 says, without
 // building the groups.
@@ -24,6 +27,30 @@ func TestMultiDP(t *testing.T) {
 		s := Server{Ranks: tt.ranks}
 		if got, groups := s.MultiDP(), len(s.DPGroups()); got != tt.want || got != (groups > 1) {
 			t.Errorf("%s: MultiDP = %v with %d DP groups, want %v", tt.name, got, groups, tt.want)
+		}
+	}
+}
+
+// TestDPGroupsMany: past the groups found without a map, each DP group
+// still collapses its TP ranks by max, in the order first seen, and the
+// unlabelled entry stays out of the groups.
+func TestDPGroupsMany(t *testing.T) {
+	var s Server
+	const n = 40
+	for tp := range 2 {
+		for dp := range n {
+			s.Ranks = append(s.Ranks, Rank{RankID: RankID{DP: fmt.Sprint(dp), TP: fmt.Sprint(tp)},
+				Signals: Signals{Used: Of(float64(100*dp + 10*tp)), Capacity: Of(1000)}})
+		}
+	}
+	s.Ranks = append(s.Ranks, Rank{Signals: Signals{Running: Of(7)}}) // the tokenizer's entry
+	groups := s.DPGroups()
+	if len(groups) != n {
+		t.Fatalf("%d groups, want %d", len(groups), n)
+	}
+	for dp, g := range groups {
+		if want := float64(100*dp + 10); g.Used.V != want || g.Running.OK() {
+			t.Errorf("group %d: used %v running %v, want used %g (the larger TP rank's) and no running", dp, g.Used, g.Running, want)
 		}
 	}
 }

@@ -240,6 +240,10 @@ func (s *Server) MultiDP() bool {
 }
 
 // groups returns the DP groups and the unlabelled filler (nil without one).
+// A server has a few DP groups: they are found by a linear search (a map
+// per call was a twentieth of what a scrape allocated), indexed by a map
+// past groupsIndexed of them, and the groups are allocated once, at their
+// number.
 func (s *Server) groups() ([]Signals, *Signals) {
 	labelled := false
 	for _, r := range s.Ranks {
@@ -248,8 +252,44 @@ func (s *Server) groups() ([]Signals, *Signals) {
 			break
 		}
 	}
-	idx := map[string]int{}
+	var (
+		small [groupsIndexed]string
+		dps   = small[:0] // each group's DP, in order first seen
+		idx   map[string]int
+	)
+	find := func(dp string) int {
+		if idx != nil {
+			if i, ok := idx[dp]; ok {
+				return i
+			}
+			return -1
+		}
+		for i, d := range dps {
+			if d == dp {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, r := range s.Ranks {
+		if (labelled && r.RankID == (RankID{})) || find(r.DP) >= 0 {
+			continue
+		}
+		dps = append(dps, r.DP)
+		switch {
+		case idx != nil:
+			idx[r.DP] = len(dps) - 1
+		case len(dps) > groupsIndexed:
+			idx = make(map[string]int, 2*len(dps))
+			for i, d := range dps {
+				idx[d] = i
+			}
+		}
+	}
 	var groups []Signals
+	if len(dps) > 0 {
+		groups = make([]Signals, len(dps))
+	}
 	var filler *Signals
 	for _, r := range s.Ranks {
 		rs := r.Signals
@@ -261,13 +301,7 @@ func (s *Server) groups() ([]Signals, *Signals) {
 			}
 			into = filler
 		} else {
-			i, ok := idx[r.DP]
-			if !ok {
-				i = len(groups)
-				idx[r.DP] = i
-				groups = append(groups, Signals{})
-			}
-			into = &groups[i]
+			into = &groups[find(r.DP)]
 		}
 		g := fieldsOf(into)
 		for j, v := range fieldsOf(&rs) {
@@ -276,6 +310,9 @@ func (s *Server) groups() ([]Signals, *Signals) {
 	}
 	return groups, filler
 }
+
+// groupsIndexed is the most DP groups groups finds without a map.
+const groupsIndexed = 16
 
 // strictSum adds one field over DP groups: the total when every group knows
 // it, a Partial sum of the known parts when only some do, unknown when none.
