@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kvwatch/kvwatch/internal/history"
@@ -228,24 +227,8 @@ func TestAggregatesEqualDirect(t *testing.T) {
 		t.Fatalf("stored recording rules:\n now    %v\n direct %v", got, names)
 	}
 
-	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 10_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	instant := instantQuerier(t, testEngine())
 	ctx := context.Background()
-	instant := func(q storage.Queryable, expr string, ts time.Time) promql.Vector {
-		t.Helper()
-		qry, err := engine.NewInstantQuery(ctx, q, nil, expr, ts)
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		defer qry.Close()
-		res := qry.Exec(ctx)
-		if res.Err != nil {
-			t.Fatalf("%s: %v", expr, res.Err)
-		}
-		v, _ := res.Vector()
-		v = slices.Clone(v)
-		slices.SortFunc(v, func(x, y promql.Sample) int { return labels.Compare(x.Metric, y.Metric) })
-		return v
-	}
 	fleet := aggFleet()
 	rnd := rand.New(rand.NewPCG(3, 4))
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)

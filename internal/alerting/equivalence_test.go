@@ -244,22 +244,9 @@ func TestOnDemandEqualsStored(t *testing.T) {
 		t.Fatalf("on-demand rules = %v, want the kvwatch-server group %v", onDemand, want)
 	}
 
-	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 10_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	engine := testEngine()
+	instant := instantQuerier(t, engine)
 	ctx := context.Background()
-	instant := func(q storage.Queryable, expr string, ts time.Time) promql.Vector {
-		t.Helper()
-		qry, err := engine.NewInstantQuery(ctx, q, nil, expr, ts)
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		defer qry.Close()
-		res := qry.Exec(ctx)
-		if res.Err != nil {
-			t.Fatalf("%s: %v", expr, res.Err)
-		}
-		v, _ := res.Vector()
-		return slices.Clone(v)
-	}
 	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	compared := map[string]int{}
 	for elapsed := time.Duration(0); elapsed <= time.Hour; elapsed += 5 * time.Second {
@@ -388,4 +375,32 @@ func sameMatrix(a, b promql.Matrix) bool {
 		}
 	}
 	return true
+}
+
+// testEngine is the PromQL engine the equivalence tests query with.
+func testEngine() *promql.Engine {
+	return promql.NewEngine(promql.EngineOpts{MaxSamples: 10_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+}
+
+// instantQuerier returns a function that runs an instant query over a
+// store, failing t on any error, and returns the vector sorted by labels
+// (a copy: the engine reuses its own once the query is closed).
+func instantQuerier(t *testing.T, engine *promql.Engine) func(q storage.Queryable, expr string, ts time.Time) promql.Vector {
+	ctx := context.Background()
+	return func(q storage.Queryable, expr string, ts time.Time) promql.Vector {
+		t.Helper()
+		qry, err := engine.NewInstantQuery(ctx, q, nil, expr, ts)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		defer qry.Close()
+		res := qry.Exec(ctx)
+		if res.Err != nil {
+			t.Fatalf("%s: %v", expr, res.Err)
+		}
+		v, _ := res.Vector()
+		v = slices.Clone(v)
+		slices.SortFunc(v, func(x, y promql.Sample) int { return labels.Compare(x.Metric, y.Metric) })
+		return v
+	}
 }

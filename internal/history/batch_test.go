@@ -201,21 +201,28 @@ func manyPairs(n int) []string {
 	return pairs
 }
 
-// A series that left the store (its samples left the window) while the
-// previous gather's calls still name it is created again and gets the
-// sample.
-func TestBatchRecreatesRemovedSeries(t *testing.T) {
-	fast, slow := twoStores()
-	t1 := t0
+// gatheredThenExpired records three gathers of base() into both stores and
+// truncates them an hour later, when every sample is older than the
+// window; it returns the stores and that time.
+func gatheredThenExpired() (fast, slow *Store, t1 time.Time) {
+	fast, slow = twoStores()
+	t1 = t0
 	for range 3 {
 		t1 = t1.Add(5 * time.Second)
 		record(fast, t1, base())
 		record(slow, t1, base())
 	}
-	// Everything is older than the window an hour later.
 	t1 = t1.Add(time.Hour)
 	fast.Truncate(t1)
 	slow.Truncate(t1)
+	return fast, slow, t1
+}
+
+// A series that left the store (its samples left the window) while the
+// previous gather's calls still name it is created again and gets the
+// sample.
+func TestBatchRecreatesRemovedSeries(t *testing.T) {
+	fast, slow, t1 := gatheredThenExpired()
 	if n := fast.Stats().Series; n != 0 {
 		t.Fatalf("%d series left after the window passed", n)
 	}
@@ -234,16 +241,7 @@ func TestBatchRecreatesRemovedSeries(t *testing.T) {
 // missing from the next gather, gets no staleness marker: it is not in the
 // store.
 func TestBatchRemovedSeriesGetNoMarker(t *testing.T) {
-	fast, slow := twoStores()
-	t1 := t0
-	for range 3 {
-		t1 = t1.Add(5 * time.Second)
-		record(fast, t1, base())
-		record(slow, t1, base())
-	}
-	t1 = t1.Add(time.Hour)
-	fast.Truncate(t1)
-	slow.Truncate(t1)
+	fast, slow, t1 := gatheredThenExpired()
 	gone := slices.Clone(fast.recent)
 	for i := range 3 {
 		t1 = t1.Add(5 * time.Second)

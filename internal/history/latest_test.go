@@ -142,8 +142,10 @@ func TestSelectArraysHeldUntilClose(t *testing.T) {
 		st.Append(labels.FromStrings("__name__", "a", "i", strconv.Itoa(i)), ts, float64(i))
 		st.Append(labels.FromStrings("__name__", "b", "i", strconv.Itoa(i)), ts, float64(1000+i))
 	}
-	read := func(q storage.Querier, name string) []string {
-		ss := q.Select(context.Background(), true, &storage.SelectHints{Start: ts, End: ts}, labels.MustNewMatcher(labels.MatchEqual, "__name__", name))
+	sel := func(q storage.Querier, name string) storage.SeriesSet {
+		return q.Select(context.Background(), true, &storage.SelectHints{Start: ts, End: ts}, labels.MustNewMatcher(labels.MatchEqual, "__name__", name))
+	}
+	dump := func(ss storage.SeriesSet) []string {
 		var out []string
 		for ss.Next() {
 			it := ss.At().Iterator(nil)
@@ -154,8 +156,9 @@ func TestSelectArraysHeldUntilClose(t *testing.T) {
 		}
 		return out
 	}
+	read := func(q storage.Querier, name string) []string { return dump(sel(q, name)) }
 	held, _ := st.Querier(ts, ts)
-	ss := held.Select(context.Background(), true, &storage.SelectHints{Start: ts, End: ts}, labels.MustNewMatcher(labels.MatchEqual, "__name__", "a"))
+	ss := sel(held, "a")
 	want := read(must(st.Querier(ts, ts)), "a")
 	for range 20 { // other queriers select b and close, reusing arrays
 		q := must(st.Querier(ts, ts))
@@ -164,15 +167,7 @@ func TestSelectArraysHeldUntilClose(t *testing.T) {
 		}
 		q.Close()
 	}
-	var got []string
-	for ss.Next() {
-		it := ss.At().Iterator(nil)
-		for it.Next() != chunkenc.ValNone {
-			_, v := it.At()
-			got = append(got, fmt.Sprintf("%s=%g", ss.At().Labels(), v))
-		}
-	}
-	if !slices.Equal(got, want) || len(got) != 50 {
+	if got := dump(ss); !slices.Equal(got, want) || len(got) != 50 {
 		t.Errorf("a Select's series changed while other queriers closed:\n got %q\nwant %q", got, want)
 	}
 	held.Close()
