@@ -90,19 +90,42 @@ func (ps *pools) setNote(k poolKey, note string) {
 }
 
 // slot returns the index in vals of a pool's field on a rank, or -1.
-func (ps *pools) slot(sl poolSlot) int {
-	if ps.index != nil {
-		if i, ok := ps.index[sl]; ok {
+func (ps *pools) slot(sl poolSlot) int { return placeOf(ps.vals, ps.index, sl, slotOf) }
+
+func slotOf(v *poolVal) poolSlot { return v.poolSlot }
+
+// placeOf returns the place in list of the element whose key is k, or -1:
+// a linear search while by is nil, else by's answer (see indexed).
+func placeOf[T any, K comparable](list []T, by map[K]int, k K, key func(*T) K) int {
+	if by != nil {
+		if i, ok := by[k]; ok {
 			return i
 		}
 		return -1
 	}
-	for i := range ps.vals {
-		if ps.vals[i].poolSlot == sl {
+	for i := range list {
+		if key(&list[i]) == k {
 			return i
 		}
 	}
 	return -1
+}
+
+// indexed returns the index of list (nil while it has at most
+// poolsIndexed elements) after its last element was appended: by with
+// that element added, or a new index of the whole list.
+func indexed[T any, K comparable](list []T, by map[K]int, key func(*T) K) map[K]int {
+	n := len(list)
+	switch {
+	case by != nil:
+		by[key(&list[n-1])] = n - 1
+	case n > poolsIndexed:
+		by = make(map[K]int, 2*n)
+		for i := range list {
+			by[key(&list[i])] = i
+		}
+	}
+	return by
 }
 
 // value returns a pool's field on a rank.
@@ -125,30 +148,16 @@ func (ps *pools) set(k poolKey, unit string, field int, rank kv.RankID, v kv.Val
 		return
 	}
 	ps.vals = append(ps.vals, poolVal{sl, v})
-	switch n := len(ps.vals); {
-	case ps.index != nil:
-		ps.index[sl] = n - 1
-	case n > poolsIndexed:
-		ps.reindex()
-	}
-}
-
-// reindex builds the index of vals, when they are many.
-func (ps *pools) reindex() {
-	ps.index = nil
-	if len(ps.vals) <= poolsIndexed {
-		return
-	}
-	ps.index = make(map[poolSlot]int, 2*len(ps.vals))
-	for i := range ps.vals {
-		ps.index[ps.vals[i].poolSlot] = i
-	}
+	ps.index = indexed(ps.vals, ps.index, slotOf)
 }
 
 // drop forgets a field of a pool on every rank.
 func (ps *pools) drop(pool, field int) {
 	ps.vals = slices.DeleteFunc(ps.vals, func(pv poolVal) bool { return pv.pool == pool && pv.field == field })
-	ps.reindex()
+	ps.index = nil
+	for i := range ps.vals { // as if appended one by one
+		ps.index = indexed(ps.vals[:i+1], ps.index, slotOf)
+	}
 }
 
 // read sets field of the pool key(s) for every finite sample of name.
@@ -269,33 +278,14 @@ type groupValues struct {
 	by   map[string]int
 }
 
-func (g *groupValues) find(dp string) int {
-	if g.by != nil {
-		if i, ok := g.by[dp]; ok {
-			return i
-		}
-		return -1
-	}
-	for i := range g.list {
-		if g.list[i].dp == dp {
-			return i
-		}
-	}
-	return -1
-}
+func (g *groupValues) find(dp string) int { return placeOf(g.list, g.by, dp, dpOf) }
 
 func (g *groupValues) add(v dpValue) {
 	g.list = append(g.list, v)
-	switch n := len(g.list); {
-	case g.by != nil:
-		g.by[v.dp] = n - 1
-	case n > poolsIndexed:
-		g.by = make(map[string]int, 2*n)
-		for i := range g.list {
-			g.by[g.list[i].dp] = i
-		}
-	}
+	g.by = indexed(g.list, g.by, dpOf)
 }
+
+func dpOf(v *dpValue) string { return v.dp }
 
 func (g *groupValues) get(dp string) (kv.Value, bool) {
 	if i := g.find(dp); i >= 0 {

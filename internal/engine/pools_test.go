@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -207,5 +208,33 @@ func TestImplausiblePools(t *testing.T) {
 				t.Errorf("pools %+v, want one with its usage unavailable", got.CachePools)
 			}
 		})
+	}
+}
+
+// TestSGLangPoolsManyRanks: a host tier over 40 DP ranks of 2 TP ranks
+// each (more values than the pool collector searches without its index):
+// TP duplicates collapse by max, DP ranks add up.
+func TestSGLangPoolsManyRanks(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("sglang:max_total_num_tokens 1000\n")
+	wantTotal, wantUsed := 0.0, 0.0
+	for dp := range 40 {
+		for tp := range 2 {
+			r := fmt.Sprintf(`{dp_rank="%d",tp_rank="%d"}`, dp, tp)
+			used := float64(100*dp + tp) // the larger TP rank's counts
+			fmt.Fprintf(&b, "sglang:hicache_host_total_tokens%s 5000\nsglang:hicache_host_used_tokens%s %g\n", r, r, used)
+		}
+		wantTotal += 5000
+		wantUsed += float64(100*dp + 1)
+	}
+	got := normalizeBody(t, b.String(), "", nil)
+	var host *kv.CachePool
+	for i := range got.CachePools {
+		if got.CachePools[i].Tier == kv.TierHost {
+			host = &got.CachePools[i]
+		}
+	}
+	if host == nil || host.Capacity != kv.Of(wantTotal) || host.Used != kv.Of(wantUsed) {
+		t.Fatalf("host pool %+v, want capacity %g and used %g", host, wantTotal, wantUsed)
 	}
 }
