@@ -14,9 +14,6 @@ import (
 // Reading helpers shared by the adapters: rank labels, per-rank collection,
 // single-series and summed reads, label lookups.
 
-// rankOf reads the rank labels of a sample.
-func rankOf(s expo.Sample, dp, tp, pp string) kv.RankID { return rankOfLabels(s.Labels, dp, tp, pp) }
-
 // rankOfLabels reads the rank labels of a label set.
 func rankOfLabels(l labels.Labels, dp, tp, pp string) kv.RankID {
 	id := kv.RankID{}
