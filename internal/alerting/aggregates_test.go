@@ -11,35 +11,11 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/stack"
 )
-
-// mergedStore reads inputs from in and rule outputs from out, where it
-// writes them.
-type mergedStore struct {
-	in  storage.Queryable
-	out Storage
-}
-
-func (s mergedStore) Append(lset labels.Labels, t int64, v float64) bool {
-	return s.out.Append(lset, t, v)
-}
-
-func (s mergedStore) Querier(mint, maxt int64) (storage.Querier, error) {
-	a, err := s.in.Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	b, err := s.out.Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	return storage.NewMergeQuerier([]storage.Querier{a, b}, nil, storage.ChainedSeriesMerge), nil
-}
 
 // aggServer is one simulated server of TestAggregatesEqualDirect.
 type aggServer struct {

@@ -113,23 +113,26 @@ func (s *sliceSet) At() storage.Series                { return s.series[s.i] }
 func (s *sliceSet) Err() error                        { return nil }
 func (s *sliceSet) Warnings() annotations.Annotations { return nil }
 
-// splitStorage reads the inputs from the history and the rule outputs
-// from an exactStore, where it writes them.
-type splitStorage struct {
-	in  *history.Store
-	out *exactStore
+// mergedStore reads inputs from in and rule outputs from out, where it
+// writes them.
+type mergedStore struct {
+	in  storage.Queryable
+	out Storage
 }
 
-func (s splitStorage) Append(lset labels.Labels, t int64, v float64) bool {
+func (s mergedStore) Append(lset labels.Labels, t int64, v float64) bool {
 	return s.out.Append(lset, t, v)
 }
 
-func (s splitStorage) Querier(mint, maxt int64) (storage.Querier, error) {
+func (s mergedStore) Querier(mint, maxt int64) (storage.Querier, error) {
 	a, err := s.in.Querier(mint, maxt)
 	if err != nil {
 		return nil, err
 	}
-	b, _ := s.out.Querier(mint, maxt)
+	b, err := s.out.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
 	return storage.NewMergeQuerier([]storage.Querier{a, b}, nil, storage.ChainedSeriesMerge), nil
 }
 
@@ -215,11 +218,11 @@ func TestOnDemandEqualsStored(t *testing.T) {
 	in := history.New(history.Options{Retention: 2 * time.Hour, Interval: 5 * time.Second})
 	oldOut, newOut := &exactStore{}, &exactStore{}
 	groups := stack.RecordingRules(stack.Options{}).Groups
-	old, err := New(Options{Groups: groups, Storage: splitStorage{in, oldOut}, StoreAllRules: true})
+	old, err := New(Options{Groups: groups, Storage: mergedStore{in, oldOut}, StoreAllRules: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := New(Options{Groups: groups, Storage: splitStorage{in, newOut}})
+	cur, err := New(Options{Groups: groups, Storage: mergedStore{in, newOut}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +270,8 @@ func TestOnDemandEqualsStored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := instant(splitStorage{in, newOut}, q, ts)
-			exp := instant(splitStorage{in, oldOut}, name, ts)
+			got := instant(mergedStore{in, newOut}, q, ts)
+			exp := instant(mergedStore{in, oldOut}, name, ts)
 			if !sameVector(got, exp) {
 				t.Fatalf("%s at %v:\n on demand %v\n stored    %v", name, elapsed, got, exp)
 			}
@@ -286,7 +289,7 @@ func TestOnDemandEqualsStored(t *testing.T) {
 	if compared[stack.RecTimeToFull] == 0 {
 		t.Errorf("%s: no sample compared", stack.RecTimeToFull)
 	}
-	v := instant(splitStorage{in, newOut}, mustExpand(t, cur, stack.RecTimeToFull+`{server="d1"}`), start.Add(time.Hour))
+	v := instant(mergedStore{in, newOut}, mustExpand(t, cur, stack.RecTimeToFull+`{server="d1"}`), start.Add(time.Hour))
 	if len(v) != 1 || math.Abs(v[0].F-2880) > 0.01 {
 		t.Errorf("%s{server=\"d1\"} at 1h = %v, want 2880 (s)", stack.RecTimeToFull, v)
 	}
@@ -295,8 +298,8 @@ func TestOnDemandEqualsStored(t *testing.T) {
 	for _, name := range onDemand {
 		for _, pair := range [][2]string{{name, name}, {"max_over_time(" + name + "[5m])", "max_over_time(" + name + "[5m])"}} {
 			q := mustExpand(t, cur, pair[0])
-			got := rangeQuery(t, engine, splitStorage{in, newOut}, q, start.Add(15*time.Minute), start.Add(time.Hour))
-			exp := rangeQuery(t, engine, splitStorage{in, oldOut}, pair[1], start.Add(15*time.Minute), start.Add(time.Hour))
+			got := rangeQuery(t, engine, mergedStore{in, newOut}, q, start.Add(15*time.Minute), start.Add(time.Hour))
+			exp := rangeQuery(t, engine, mergedStore{in, oldOut}, pair[1], start.Add(15*time.Minute), start.Add(time.Hour))
 			if !sameMatrix(got, exp) {
 				t.Errorf("range %s: on demand and stored differ:\n%v\n%v", pair[0], got, exp)
 			}
