@@ -18,6 +18,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -198,20 +199,8 @@ func (s *Store) addLocked(ms *memSeries) {
 // removeLocked drops ms from the store (it is empty); the last sweep slot
 // takes its place.
 func (s *Store) removeLocked(ms *memSeries) {
-	h := ms.lset.Hash()
-	list := s.series[h]
-	for i, x := range list {
-		if x == ms {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(s.series, h)
-	} else {
-		s.series[h] = list
-	}
-	s.removeNameLocked(ms)
+	removeFrom(s.series, ms.lset.Hash(), ms)
+	removeFrom(s.byName, ms.lset.Get(model.MetricNameLabel), ms)
 	i, last := ms.slot, len(s.sweep)-1
 	s.sweep[i] = s.sweep[last]
 	s.sweep[i].ms.slot = i
@@ -550,19 +539,17 @@ func (s *Store) markStaleLocked(now int64, stale uint32) {
 	}
 }
 
-func (s *Store) removeNameLocked(ms *memSeries) {
-	name := ms.lset.Get(model.MetricNameLabel)
-	list := s.byName[name]
-	for i, x := range list {
-		if x == ms {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
+// removeFrom drops ms from the list of index m under k, and the list when
+// it is left empty.
+func removeFrom[K comparable](m map[K][]*memSeries, k K, ms *memSeries) {
+	list := m[k]
+	if i := slices.Index(list, ms); i >= 0 {
+		list = slices.Delete(list, i, i+1)
 	}
 	if len(list) == 0 {
-		delete(s.byName, name)
+		delete(m, k)
 	} else {
-		s.byName[name] = list
+		m[k] = list
 	}
 }
 
