@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -344,7 +343,7 @@ func TestReadyAfterFirstRound(t *testing.T) {
 
 func TestNoSecretsInLogsMetricsOrReport(t *testing.T) {
 	dead := testenv.FreeAddr(t)
-	var logs lockedLog
+	var logs testenv.Buffer
 	d := start(t, Options{
 		Config: configWith(t, "http://kvwatch:hunter2@"+dead+"/metrics"),
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -360,24 +359,6 @@ func TestNoSecretsInLogsMetricsOrReport(t *testing.T) {
 	if !strings.Contains(logs.String(), "target down") {
 		t.Errorf("no 'target down' log for the dead target:\n%s", logs.String())
 	}
-}
-
-// lockedLog collects log output from many goroutines.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestHandleAddsRoutesBehindTheSameServer(t *testing.T) {

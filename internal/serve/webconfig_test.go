@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // TestNonLoopbackNeedsTLSAndAuth (issue 12 item 4): a non-loopback listener
@@ -51,7 +53,7 @@ func TestNonLoopbackNeedsTLSAndAuth(t *testing.T) {
 			if c.web != "" {
 				file = writeFile(t, t.TempDir(), "web.yml", c.web)
 			}
-			var logs lockedLog
+			var logs testenv.Buffer
 			_, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"192.0.2.1:0"},
 				WebConfigFile: file, InsecureListen: c.insecure, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err == nil {
