@@ -152,6 +152,14 @@ func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
 	return r
 }
 
+// Row builds the row of one target's result, exactly as Update does for
+// each of its results (and remembers the result for the target's next
+// rates), without the fleet summary and the pool plans: a caller that
+// keeps one row per target (serve, per scrape) summarizes the rows it
+// holds when it reports them. Those summaries read rows and never change
+// them.
+func (t *Tracker) Row(res *scrape.Result) Server { return t.row(res) }
+
 // row builds one server's entry and updates the target's previous scrape.
 func (t *Tracker) row(res *scrape.Result) Server {
 	url := res.URL

@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"net/url"
+	"reflect"
 	"testing"
 	"time"
 
@@ -106,5 +107,31 @@ func TestHeadroomsNeverOverflow(t *testing.T) {
 	s.Check()
 	if hs := Headrooms(s, []int{10}); len(hs) != 1 || hs[0].Requests.V != 10 {
 		t.Errorf("headroom = %+v, want 10 of 10 tokens", hs)
+	}
+}
+
+// TestTrackerRowIsUpdatesRow: Row gives, scrape after scrape, the row that
+// Update gives for the same result (rates across a restart, a failure in
+// between, the plan), so serve may keep rows without summarizing each.
+func TestTrackerRowIsUpdatesRow(t *testing.T) {
+	byRow, byUpdate := NewTracker([]int{4096}), NewTracker([]int{4096})
+	t0 := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	dec := target("decode")
+	results := []scrape.Result{
+		{Target: dec, Time: t0, Server: decode(1000, 100, 400, 2)},
+		{Target: dec, Time: t0.Add(5 * time.Second), Server: decode(3000, 400, 1000, 7)},
+		{Target: dec, Time: t0.Add(10 * time.Second), Err: errors.New("connection refused"), Reason: "refused"},
+		{Target: dec, Time: t0.Add(15 * time.Second), Server: decode(50, 0, 0, 0)},
+		{Target: dec, Time: t0.Add(20 * time.Second), Server: decode(450, 10, 40, 1)},
+	}
+	for i := range results {
+		got := byRow.Row(&results[i])
+		want := byUpdate.Update(results[i].Time, results[i:i+1]).Servers[0]
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("scrape %d: Row = %+v, Update's row = %+v", i, got, want)
+		}
+		if i == 1 && (got.Rates == nil || got.Rates.PromptTokensPS.V != 400) {
+			t.Errorf("scrape %d: rates = %+v, want 2,000 prompt tokens in 5 s", i, got.Rates)
+		}
 	}
 }

@@ -614,7 +614,7 @@ func (d *Daemon) scrapeOnce(ctx context.Context, t *scrape.Target) (scrape.Resul
 
 // record stores a result as the target's latest state.
 func (d *Daemon) record(st *targetState, res scrape.Result) {
-	row := st.tracker.Update(res.Time, []scrape.Result{res}).Servers[0]
+	row := st.tracker.Row(&res)
 	d.mu.Lock()
 	prev := st.e
 	e := &st.e

@@ -226,7 +226,7 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 		pt.mu.Unlock()
 		return // the client went away
 	}
-	row := pt.tracker.Update(res.Time, []scrape.Result{res}).Servers[0]
+	row := pt.tracker.Row(&res)
 	e := &pt.e
 	e.target, e.scraped, e.res, e.row = pt.target, true, res, row
 	e.scrapes++
