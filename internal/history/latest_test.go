@@ -184,3 +184,48 @@ func must(q storage.Querier, err error) storage.Querier {
 	}
 	return q
 }
+
+// TestInstantIteratorReuse: an instant selector's series are iterated by
+// one reused list iterator without an allocation per series, and each
+// yields its own newest sample, once.
+func TestInstantIteratorReuse(t *testing.T) {
+	st := New(Options{Retention: time.Hour})
+	ts := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
+	for i := range 100 {
+		st.Append(labels.FromStrings("__name__", "a", "i", strconv.Itoa(i)), ts-5000, -1)
+		st.Append(labels.FromStrings("__name__", "a", "i", strconv.Itoa(i)), ts, float64(i)+0.5)
+	}
+	q := must(st.Querier(ts, ts))
+	defer q.Close()
+	var list []storage.Series
+	ss := q.Select(context.Background(), false, &storage.SelectHints{Start: ts, End: ts}, labels.MustNewMatcher(labels.MatchEqual, "__name__", "a"))
+	for ss.Next() {
+		list = append(list, ss.At())
+	}
+	if len(list) != 100 {
+		t.Fatalf("selected %d series, want 100", len(list))
+	}
+	var it chunkenc.Iterator
+	for _, s := range list {
+		it = s.Iterator(it)
+		want, _ := strconv.Atoi(s.Labels().Get("i"))
+		if it.Next() != chunkenc.ValFloat {
+			t.Fatalf("%s: no sample", s.Labels())
+		}
+		if gt, gv := it.At(); gt != ts || gv != float64(want)+0.5 {
+			t.Errorf("%s: sample %d=%g, want %d=%g", s.Labels(), gt, gv, ts, float64(want)+0.5)
+		}
+		if it.Next() != chunkenc.ValNone {
+			t.Errorf("%s: more than the newest sample", s.Labels())
+		}
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		it = list[i%len(list)].Iterator(it)
+		it.Next()
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("an instant series' iterator allocates %.1f times when reused, want 0", allocs)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	promcfg "github.com/prometheus/common/config"
+
+	"github.com/kvwatch/kvwatch/internal/freelist"
 )
 
 // The direct client: one GET over HTTP/1.1 on a kept-alive connection, in
@@ -201,9 +203,9 @@ func (b *directBody) Close() error {
 // shared by the requests in flight instead of held by every idle
 // connection (10,000 targets would keep 320 MiB).
 //
-// They are kept in a freeList (up to 4 MiB, 128 buffers), not a sync.Pool
-// the garbage collector empties.
-var readers = freeList[*bufio.Reader]{budget: 4 << 20, size: (*bufio.Reader).Size}
+// They are kept in a free list (up to 4 MiB, 128 buffers), not a
+// sync.Pool the garbage collector empties.
+var readers = freelist.List[*bufio.Reader]{Budget: 4 << 20, Size: (*bufio.Reader).Size}
 
 // readBufferSize is the size of each read buffer.
 const readBufferSize = 32 << 10
@@ -211,7 +213,7 @@ const readBufferSize = 32 << 10
 // takeReader gives c a read buffer for one request.
 func (c *directConn) takeReader() {
 	if c.br == nil {
-		br, ok := readers.get()
+		br, ok := readers.Get()
 		if !ok {
 			br = bufio.NewReaderSize(nil, readBufferSize)
 		}
@@ -225,7 +227,7 @@ func (c *directConn) takeReader() {
 func (c *directConn) releaseReader() {
 	if c.br != nil {
 		c.br.Reset(nil)
-		readers.put(c.br)
+		readers.Put(c.br)
 		c.br = nil
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/expo"
+	"github.com/kvwatch/kvwatch/internal/freelist"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/signal"
@@ -115,7 +116,7 @@ type Scraper struct {
 	// body is parsed; nothing keeps a reference into it (expo.Parse copies
 	// what it keeps). Buffers larger than maxPooledBody are dropped, and
 	// at most bodiesBudget bytes of them are kept.
-	bodies freeList[*bytes.Buffer]
+	bodies freelist.List[*bytes.Buffer]
 	// parser shares label sets between the pages this scraper reads.
 	parser *expo.Parser
 	// direct keeps the connections of the targets read without net/http's
@@ -134,7 +135,7 @@ const maxPooledBody = 4 << 20
 const bodiesBudget = 16 << 20
 
 func (s *Scraper) getBuffer() *bytes.Buffer {
-	if b, ok := s.bodies.get(); ok {
+	if b, ok := s.bodies.Get(); ok {
 		return b
 	}
 	return new(bytes.Buffer)
@@ -145,7 +146,7 @@ func (s *Scraper) putBuffer(b *bytes.Buffer) {
 		return
 	}
 	b.Reset()
-	s.bodies.put(b)
+	s.bodies.Put(b)
 }
 
 // New returns a scraper; bodyLimit bounds each decompressed body in bytes.
@@ -154,7 +155,7 @@ func New(reg *engine.Registry, bodyLimit int64) *Scraper {
 		bodyLimit = 32 << 20
 	}
 	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...), direct: newDirectPool(),
-		bodies: freeList[*bytes.Buffer]{budget: bodiesBudget, size: (*bytes.Buffer).Cap}}
+		bodies: freelist.List[*bytes.Buffer]{Budget: bodiesBudget, Size: (*bytes.Buffer).Cap}}
 }
 
 // Registry returns the scraper's adapters.
