@@ -23,6 +23,7 @@ import (
 	"math"
 	"net/url"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -258,6 +259,13 @@ func mergeMaps(a, b map[string]string) map[string]string {
 // Run evaluates every group at its interval until ctx ends, and sends
 // notifications from a goroutine of its own so that a slow receiver does
 // not delay evaluation. It returns nil when ctx ends.
+//
+// Groups of one interval are evaluated one after the other at one
+// timestamp, in their order (the recording groups before the alert groups
+// in serve's rules), as EvalAt and promtool's rule tests do: a rule that
+// reads a series an earlier group records sees this evaluation's value.
+// Prometheus evaluates each group on a schedule of its own, where such a
+// rule may read the previous evaluation's value instead (docs/stack.md).
 func (m *Manager) Run(ctx context.Context) error {
 	out := make(chan []Alert, 16)
 	sent := make(chan struct{})
@@ -267,19 +275,25 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.notify(ctx, batch)
 		}
 	}()
-	var groups sync.WaitGroup
-	for _, g := range m.groups {
-		groups.Add(1)
+	var rounds sync.WaitGroup
+	for _, gs := range byInterval(m.groups) {
+		rounds.Add(1)
 		go func() {
-			defer groups.Done()
-			t := time.NewTicker(g.interval)
+			defer rounds.Done()
+			t := time.NewTicker(gs[0].interval)
 			defer t.Stop()
 			for {
-				if batch := m.evalGroup(ctx, g, m.opts.Now()); len(batch) > 0 {
-					select {
-					case out <- batch:
-					default:
-						m.opts.Logger.Warn("alert notifications are backing up; dropped a batch", "group", g.Name)
+				ts := m.opts.Now()
+				for _, g := range gs {
+					if ctx.Err() != nil {
+						return
+					}
+					if batch := m.evalGroup(ctx, g, ts); len(batch) > 0 {
+						select {
+						case out <- batch:
+						default:
+							m.opts.Logger.Warn("alert notifications are backing up; dropped a batch", "group", g.Name)
+						}
 					}
 				}
 				select {
@@ -290,10 +304,25 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	groups.Wait() // every group returns once ctx ends
+	rounds.Wait() // every round returns once ctx ends
 	close(out)
 	<-sent
 	return nil
+}
+
+// byInterval splits groups by interval, each list in the groups' order,
+// the lists in the order of their first group.
+func byInterval(groups []*Group) [][]*Group {
+	var out [][]*Group
+	for _, g := range groups {
+		i := slices.IndexFunc(out, func(gs []*Group) bool { return gs[0].interval == g.interval })
+		if i < 0 {
+			out = append(out, nil)
+			i = len(out) - 1
+		}
+		out[i] = append(out[i], g)
+	}
+	return out
 }
 
 // EvalAt evaluates every group once at ts and sends what is due to the
