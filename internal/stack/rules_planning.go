@@ -69,10 +69,9 @@ func planningRecording(g *rulefmt.RuleGroup) {
 // forecast holds the PromQL of the pool forecast.
 type forecast struct{ rate, free, floor string }
 
-// poolForecast is the forecast from raw kvwatch_* series only, for the
-// KVPoolFullSoon alert: its group is not the aggregates group, and a rule
-// reading another group's output at the same timestamp may see its
-// previous one (Prometheus orders rules within a group only).
+// poolForecast is the forecast from raw kvwatch_* series only: what the
+// recorded planning series must equal (the rule tests compare them), and
+// what a query that does not read them computes.
 func poolForecast() forecast {
 	b := by(signal.LabelCluster, signal.LabelPool, signal.LabelRole)
 	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
@@ -133,15 +132,19 @@ func planningAlerts(o Options, alert func(name, severity string, forD model.Dura
 	pool, poolCap := poolTemplate(false), poolTemplate(true)
 	within := int64(time.Duration(a.KVFullWithin) / time.Second)
 	pl := strings.Join([]string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}, ", ")
-	f := poolForecast()
 	return rulefmt.RuleGroup{Name: "kvwatch-planning-alerts", Rules: []rulefmt.Rule{
 		alert(AlertPoolFullSoon, SeverityWarning, o.KVFullFor,
-			// Inlined rather than the recorded series (see poolForecast).
+			// The recorded forecast of the aggregates group. Serve
+			// evaluates that group first at the same timestamp; under
+			// Prometheus, whose groups keep schedules of their own, the
+			// value read may be one evaluation old (docs/stack.md). Inlined,
+			// the forecast cost 2.9 % of serve's CPU at 2,000 servers, a
+			// fifth of all the rules' (docs/benchmarks.md, "Fifth pass").
 			// Only pools above KVFullMinUsage, as KVCacheFullSoon: a pool
 			// filling from empty (a start, a warm-up) forecasts a short time
 			// to full without being anywhere near it.
-			fmt.Sprintf("(%s) < %d and on (%s) (sum by (%s) (%s) / sum by (%s) (%s) > %s)",
-				f.timeToFull("("+f.free+")", "("+f.rate+")"), within, pl, pl, signal.KVUsedTokens.Name, pl, signal.KVCapacityTokens.Name,
+			fmt.Sprintf("%s < %d and on (%s) (sum by (%s) (%s) / sum by (%s) (%s) > %s)",
+				RecPoolTimeToFull, within, pl, pl, signal.KVUsedTokens.Name, pl, signal.KVCapacityTokens.Name,
 				strconv.FormatFloat(o.KVFullMinUsage, 'g', -1, 64)),
 			"KV cache of "+pool+" will be full within "+a.KVFullWithin.String(),
 			"At the fill trend of the last "+fillWindow+" plus the KV its queued requests need, the free KV of "+pool+
