@@ -109,9 +109,10 @@ func (s *Server) FitOf(size Value) Value {
 	if !s.Role.HoldsKV() || !size.OK() || size.V <= 0 {
 		return Value{}
 	}
-	groups := []Signals{s.Signals}
+	var buf [groupsBuf]Signals
+	groups := append(buf[:0], s.Signals)
 	if s.MultiDP() {
-		groups = s.DPGroups()
+		groups, _, _ = s.groups(buf[:0])
 	}
 	var out Value
 	for i := range groups {
@@ -143,9 +144,10 @@ func (s *Server) WorkloadHeadroom(fallback Value) Value {
 		return Value{}
 	}
 	own := perRequest(&s.Signals)
-	groups := []Signals{s.Signals}
+	var buf [groupsBuf]Signals
+	groups := append(buf[:0], s.Signals)
 	if s.MultiDP() {
-		groups = s.DPGroups()
+		groups, _, _ = s.groups(buf[:0])
 	}
 	var out Value
 	for i := range groups {
