@@ -38,6 +38,10 @@ type ranks struct {
 	rs  []kv.Rank
 	by  map[kv.RankID]int
 	buf *[]kv.Rank // rs's pooled slice, until list
+	// next is where get looks first: the place after the rank it found
+	// last. A page lists a family's ranks in the order of the family
+	// before, so the search mostly ends at the first comparison.
+	next int
 }
 
 const ranksIndexed = 16
@@ -57,8 +61,13 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 			return &r.rs[i].Signals
 		}
 	} else {
+		if i := r.next; i < len(r.rs) && r.rs[i].RankID == id {
+			r.next = i + 1
+			return &r.rs[i].Signals
+		}
 		for i := range r.rs {
 			if r.rs[i].RankID == id {
+				r.next = i + 1
 				return &r.rs[i].Signals
 			}
 		}
@@ -73,6 +82,7 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 			r.by[r.rs[i].RankID] = i
 		}
 	}
+	r.next = len(r.rs)
 	return &r.rs[len(r.rs)-1].Signals
 }
 
@@ -86,7 +96,7 @@ func (r *ranks) list() []kv.Rank {
 		*r.buf = r.rs[:0]
 		rankScratch.Put(r.buf)
 	}
-	r.rs, r.by, r.buf = nil, nil, nil
+	r.rs, r.by, r.buf, r.next = nil, nil, nil, 0
 	return out
 }
 
@@ -215,9 +225,16 @@ func duplicates(p *expo.Page, name string) int {
 	}
 	d := 0
 	if len(ss) <= dupLinear {
+		// The keys side by side: the pairs are compared in a few cache
+		// lines, not across the samples.
+		var keys [dupLinear]uint64
+		for i := range ss {
+			keys[i] = ss[i].SeriesKey()
+		}
 		for i := 1; i < len(ss); i++ {
+			k := keys[i]
 			for j := range i {
-				if ss[j].SeriesKey() == ss[i].SeriesKey() && sameButName(ss[j].Labels, ss[i].Labels) {
+				if keys[j] == k && sameButName(ss[j].Labels, ss[i].Labels) {
 					d++
 					break
 				}

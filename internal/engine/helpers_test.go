@@ -88,3 +88,31 @@ func dropEllipses(body string) string {
 	}
 	return strings.Join(out, "")
 }
+
+// TestRanksGet: get finds each rank again whatever the order asked (the
+// rank after the last one found is only where it looks first), and list
+// keeps the order first seen, with no rank twice.
+func TestRanksGet(t *testing.T) {
+	r := newRanks()
+	id := func(tp string) kv.RankID { return kv.RankID{DP: "0", TP: tp} }
+	for i, tp := range []string{"0", "1", "2", "2", "0", "1", "1", "2", "0", "3", "0"} {
+		r.get(id(tp)).Running = sumValue(r.get(id(tp)).Running, float64(i))
+	}
+	got := r.list()
+	want := []kv.Rank{
+		{RankID: id("0"), Signals: kv.Signals{Running: dir(0 + 4 + 8 + 10)}},
+		{RankID: id("1"), Signals: kv.Signals{Running: dir(1 + 5 + 6)}},
+		{RankID: id("2"), Signals: kv.Signals{Running: dir(2 + 3 + 7)}},
+		{RankID: id("3"), Signals: kv.Signals{Running: dir(9)}},
+	}
+	if diff := cmp.Diff(want, got, valueCmp); diff != "" {
+		t.Errorf("ranks (-want +got):\n%s", diff)
+	}
+}
+
+func sumValue(v kv.Value, x float64) kv.Value {
+	if !v.OK() {
+		return kv.Of(x)
+	}
+	return kv.Of(v.V + x)
+}
