@@ -51,8 +51,8 @@ func newRanks() *ranks {
 	return &ranks{rs: (*buf)[:0], buf: buf}
 }
 
-// rankScratch holds the slices ranks collect into; list copies the ranks
-// out at their exact number and returns the slice.
+// rankScratch holds the slices ranks collect into; list and rollup copy
+// the ranks out at their exact number.
 var rankScratch = sync.Pool{New: func() any { b := make([]kv.Rank, 0, 16); return &b }}
 
 func (r *ranks) get(id kv.RankID) *kv.Signals {
@@ -91,13 +91,34 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 func (r *ranks) list() []kv.Rank {
 	out := make([]kv.Rank, len(r.rs))
 	copy(out, r.rs)
+	r.release()
+	return out
+}
+
+// rollup sets srv.Ranks to the collected ranks and rolls them up
+// (kv.Server.Rollup), which sorts them and drops the unlabelled entry in
+// place: in the pooled slice, so that only the ranks left are copied out,
+// into a slice of their exact number that srv owns. srv keeps no reference
+// to the pooled slice, which the next page's ranks reuse. The ranks are
+// done with once it is called, as after list.
+func (r *ranks) rollup(srv *kv.Server) {
+	srv.Ranks = r.rs
+	srv.Rollup()
+	kept := make([]kv.Rank, len(srv.Ranks))
+	copy(kept, srv.Ranks)
+	srv.Ranks = kept
+	r.release()
+}
+
+// release hands the pooled slice back (cleared: it holds label strings)
+// and empties r.
+func (r *ranks) release() {
 	if r.buf != nil {
 		clear(r.rs)
 		*r.buf = r.rs[:0]
 		rankScratch.Put(r.buf)
 	}
 	r.rs, r.by, r.buf, r.next = nil, nil, nil, 0
-	return out
 }
 
 // len returns the number of ranks collected so far.

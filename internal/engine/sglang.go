@@ -180,11 +180,10 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 			rk.UsageRatio = kv.Of(smp.Value)
 		}
 	}
-	srv.Ranks = r.list()
-	srv.Rollup()
+	r.rollup(&srv)
 	srv.CachePools = sglangPools(p)
 	srv.MaxRunning = sgMaxRunning(p)
-	srv.Finished = finishedSizes(p, sgReqPrompt, sgReqGen)
+	srv.Finished = finishedSizes(p, sgReqSizes)
 	for _, s := range p.Samples(sgContextLen) {
 		if expo.Finite(s.Value) {
 			srv.ContextLength = kv.Of(s.Value)
