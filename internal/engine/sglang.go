@@ -242,13 +242,8 @@ func sglangPools(p *expo.Page) []kv.CachePool {
 	}
 	// A tier SGLang reports only a zero hit counter for (it writes the
 	// host_hit and storage_hit modes without HiCache too) is no pool.
-	var out []kv.CachePool
-	for _, pl := range ps.list() {
+	return ps.list(func(pl *kv.CachePool) bool {
 		onlyHits := !pl.Capacity.OK() && !pl.Used.OK() && !pl.UsageRatio.OK() && !pl.HitRate.OK()
-		if onlyHits && pl.HitTokens.V == 0 {
-			continue
-		}
-		out = append(out, pl)
-	}
-	return out
+		return !onlyHits || pl.HitTokens.V != 0
+	})
 }

@@ -240,7 +240,7 @@ func vllmPools(p *expo.Page) []kv.CachePool {
 		}
 	}
 	lmcacheInProcess(p, ps)
-	return ps.list()
+	return ps.list(nil)
 }
 
 // lmcacheInProcess adds LMCache's in-process pools (see vllmPools).
