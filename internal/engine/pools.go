@@ -203,8 +203,13 @@ func (ps *pools) list(keep func(*kv.CachePool) bool) []kv.CachePool {
 			pl.UsageRatio = ps.mean(i, pfRatio, groups)
 		}
 		pl.Complete()
-		if (pl.Known() || pl.Note != "") && (keep == nil || keep(&pl)) {
-			out = append(out, pl)
+		if !pl.Known() && pl.Note == "" {
+			continue
+		}
+		// keep sees the pool in the scratch slice: &pl, passed to a
+		// func, would take every pool from the heap.
+		if out = append(out, pl); keep != nil && !keep(&out[len(out)-1]) {
+			out = out[:len(out)-1]
 		}
 	}
 	var kept []kv.CachePool
@@ -386,32 +391,39 @@ func fixed(typ, tier, name string) func(expo.Sample) (poolKey, bool) {
 	return func(expo.Sample) (poolKey, bool) { return poolKey{typ, tier, name}, true }
 }
 
+// poolWhere names a pool in a warning, e.g. "host full" or "lmcache-l2
+// full fs": written only when there is a warning, not for every pool of
+// every scrape.
+func poolWhere(p *kv.CachePool) string {
+	where := p.Tier + " " + p.Type
+	if p.Name != "" {
+		where += " " + p.Name
+	}
+	return where
+}
+
 // checkPools warns about implausible pool values (negative, used beyond
 // capacity, a ratio above 1) and makes the pool's usage unavailable then,
 // so no face shows an impossible fill as a plausible percentage.
 func checkPools(srv *kv.Server) {
 	for i := range srv.CachePools {
 		p := &srv.CachePools[i]
-		where := p.Tier + " " + p.Type
-		if p.Name != "" {
-			where += " " + p.Name
-		}
 		bad := false
 		for _, f := range []struct {
 			name string
 			v    kv.Value
 		}{{"capacity", p.Capacity}, {"used", p.Used}, {"usage", p.UsageRatio}, {"hit tokens", p.HitTokens}, {"hit rate", p.HitRate}} {
 			if f.v.Prov == kv.Direct && f.v.V < 0 { // derived values follow from these
-				srv.Warn(kv.WarnNegative, "%s pool: %s is %g", where, f.name, f.v.V)
+				srv.Warn(kv.WarnNegative, "%s pool: %s is %g", poolWhere(p), f.name, f.v.V)
 				bad = true
 			}
 		}
 		if p.Used.OK() && p.Capacity.OK() && p.Used.V > p.Capacity.V*1.001+1 {
-			srv.Warn(kv.WarnOverCapacity, "%s pool: used %g beyond capacity %g", where, p.Used.V, p.Capacity.V)
+			srv.Warn(kv.WarnOverCapacity, "%s pool: used %g beyond capacity %g", poolWhere(p), p.Used.V, p.Capacity.V)
 			bad = true
 		}
 		if p.UsageRatio.Prov == kv.Direct && p.UsageRatio.V > 1.001 {
-			srv.Warn(kv.WarnOverCapacity, "%s pool: usage ratio %g above 1", where, p.UsageRatio.V)
+			srv.Warn(kv.WarnOverCapacity, "%s pool: usage ratio %g above 1", poolWhere(p), p.UsageRatio.V)
 			bad = true
 		}
 		if bad {

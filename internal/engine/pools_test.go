@@ -271,3 +271,18 @@ func TestPoolsOutliveTheirPage(t *testing.T) {
 		t.Errorf("pools slice has cap %d, want %d (its own, at its length)", cap(first.CachePools), len(want))
 	}
 }
+
+// TestCheckPlausiblePoolsAllocatesNothing: a pool's name in a warning is
+// written only for a warning.
+func TestCheckPlausiblePoolsAllocatesNothing(t *testing.T) {
+	srv := kv.Server{CachePools: []kv.CachePool{
+		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(5000), Used: dir(100), UsageRatio: der(0.02)},
+		{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: dir(7)},
+	}}
+	if n := testing.AllocsPerRun(100, func() { checkPools(&srv) }); n != 0 {
+		t.Errorf("checkPools allocates %v times per call, want 0", n)
+	}
+	if len(srv.Warnings) != 0 {
+		t.Errorf("warnings %+v, want none", srv.Warnings)
+	}
+}
