@@ -335,10 +335,11 @@ type PoolPlan struct {
 // PlanPools groups members by pool (routers in none) and computes each
 // pool's plan against the warning threshold, in the order of PoolsOf.
 func PlanPools(members []PlanMember, warning float64) []PoolPlan {
-	keys, parts := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server })
-	out := make([]PoolPlan, 0, len(keys))
-	for i, k := range keys {
-		out = append(out, planPool(k, parts[i], warning))
+	var gbuf [groupBuf]poolGroup[PlanMember]
+	groups := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server }, gbuf[:0])
+	out := make([]PoolPlan, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, planPool(g.key, g.items, warning))
 	}
 	sortPools(out, func(p *PoolPlan) PoolKey { return p.PoolKey })
 	return out
@@ -743,10 +744,11 @@ var TrendMinTop = FillTrend{MinSamples: 3, MinSpan: 30 * time.Second}
 // server (failed) or without whole used and capacity tokens leaves its
 // pool unavailable.
 func WithFill(plans []PoolPlan, members []PlanMember, t *UsedTrend, at time.Time, min FillTrend) {
-	keys, parts := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server })
-	for i, k := range keys {
-		fs := make([]FillServer, 0, len(parts[i]))
-		for _, m := range parts[i] {
+	var gbuf [groupBuf]poolGroup[PlanMember]
+	for _, g := range groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server }, gbuf[:0]) {
+		k := g.key
+		fs := make([]FillServer, 0, len(g.items))
+		for _, m := range g.items {
 			f := FillServer{Name: m.Name, Samples: t.Samples(m.Name)}
 			// A server without whole used tokens now is a missing part
 			// (its trend restarts), not a trend still warming up.
