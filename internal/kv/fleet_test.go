@@ -193,3 +193,19 @@ func TestGroupPools(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolsOfOneAllocatesOnce: the per-scrape report of one server (serve
+// tracks each target alone) groups its pool on the stack; PoolsOf
+// allocates its result only, and PlanPools what it returns: the plans,
+// the drain cases, the largest one's copy and the note.
+func TestPoolsOfOneAllocatesOnce(t *testing.T) {
+	s := &Server{Role: RoleDecode, Signals: Signals{Capacity: Of(1000), Used: Of(10), Running: Of(1)}}
+	m := []Member{{PoolKey{Role: RoleDecode}, s}}
+	if n := testing.AllocsPerRun(100, func() { PoolsOf(m, nil) }); n != 1 {
+		t.Errorf("PoolsOf allocates %v times, want 1 (the pools)", n)
+	}
+	pm := []PlanMember{{Key: PoolKey{Role: RoleDecode}, Name: "only", Server: s}}
+	if n := testing.AllocsPerRun(100, func() { PlanPools(pm, 0.9) }); n != 4 {
+		t.Errorf("PlanPools allocates %v times, want 4", n)
+	}
+}

@@ -3,7 +3,6 @@ package kv
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -410,18 +409,19 @@ func planPool(k PoolKey, ms []PlanMember, warning float64) PoolPlan {
 	return p
 }
 
-// planDrain fills the pool's N−1 answer.
+// planDrain fills the pool's N−1 answer. Its notes are joined, not
+// formatted: fmt boxed each name in an interface, once per scrape.
 func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	var capTotal, load Value
 	demanders := 0
 	for _, m := range ms {
 		s := m.Server
 		if s == nil {
-			p.N1Note = fmt.Sprintf("%s did not answer: no drain answer for the pool", m.Name)
+			p.N1Note = m.Name + " did not answer: no drain answer for the pool"
 			return
 		}
 		if !s.Capacity.Trusted() || !s.Used.Trusted() {
-			p.N1Note = fmt.Sprintf("%s does not report whole KV tokens: no drain answer for the pool", m.Name)
+			p.N1Note = m.Name + " does not report whole KV tokens: no drain answer for the pool"
 			return
 		}
 		capTotal = sumOf(capTotal, s.Capacity)
@@ -438,7 +438,7 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	}
 	w := Value{V: warning, Prov: Derived}
 	largest := -1
-	p.DrainEach = slices.Grow(p.DrainEach, len(ms))
+	p.DrainEach = make([]DrainCase, 0, len(ms)) // at its final size (slices.Grow made a second slice under -race)
 	for i, m := range ms {
 		s := m.Server
 		rest := capTotal.Sub(s.Capacity)
@@ -460,11 +460,11 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	p.N1Safe = d.Safe
 	switch {
 	case len(ms) == 1:
-		p.N1Note = fmt.Sprintf("single server: draining %s leaves no capacity", d.Server)
+		p.N1Note = "single server: draining " + d.Server + " leaves no capacity"
 	case !d.MarginTokens.Trusted():
 		p.N1Note = "demand of some servers unknown: the margin is a bound, not an answer"
 	case !d.Safe:
-		p.N1Note = fmt.Sprintf("N−1 unsafe — draining %s leaves %s of the rest", d.Server, pctOf(d.After.V))
+		p.N1Note = "N−1 unsafe — draining " + d.Server + " leaves " + pctOf(d.After.V) + " of the rest"
 	}
 }
 
