@@ -210,3 +210,36 @@ func BenchmarkParse(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNormalize measures what a scrape does after parsing, on the
+// ~500 KB SGLang TP=8 page: Detect and Normalize. The page is read by a
+// Parser that read it once before, as a scraper's does scrape after
+// scrape: its label sets are shared, and their memoized reads
+// (expo.Memoized) warm after the first loop.
+//
+//	go test ./internal/engine -run '^$' -bench BenchmarkNormalize -benchmem -count 5
+func BenchmarkNormalize(b *testing.B) {
+	r := NewRegistry()
+	pr := expo.NewParser(r.ColonPrefixes()...)
+	var p *expo.Page
+	for range 2 {
+		var err error
+		if p, err = pr.Parse(benchPage(), "text/plain; version=0.0.4", r.Want); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	var srv kv.Server
+	for b.Loop() {
+		a, err := r.Detect(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if srv, err = a.Normalize(Input{Page: p}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !srv.Used.OK() {
+		b.Fatal("nothing read")
+	}
+}

@@ -130,7 +130,7 @@ func normalizeDynamo(in Input) (kv.Server, error) {
 	ps := newPools()
 	ps.read(p, dyKVBMHost, fixed(kv.PoolFull, kv.TierHost, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
 	ps.read(p, dyKVBMDisk, fixed(kv.PoolFull, kv.TierDisk, ""), kv.UnitTokens, pfHitRate, nil, maxf, kv.Of)
-	srv.CachePools = ps.list()
+	srv.CachePools = ps.list(nil)
 	if len(srv.CachePools) > 0 && srv.Signals == (kv.Signals{}) && len(srv.Ranks) == 0 {
 		srv.Role = kv.RoleCache // KVBM's own listener: tiers, no KV pool
 	}

@@ -151,32 +151,31 @@ func (r *Registry) ByName(name string) (Adapter, error) {
 // usage, spread) from the next matching engine that has them when the first
 // has none, and adds a kv.WarnTwoEngines warning naming both.
 func (r *Registry) Detect(p *expo.Page) (Adapter, error) {
-	var match []Spec
+	first := -1
+	var match []Spec // with more than one match only: most pages have one
 	for i, a := range r.adapters {
-		if a.Detect(p) {
+		switch {
+		case !a.Detect(p):
+		case first < 0:
+			first = i
+		default:
+			if match == nil {
+				match = append(match, r.specs[first])
+			}
 			match = append(match, r.specs[i])
 		}
 	}
-	switch len(match) {
-	case 0:
+	switch {
+	case first < 0:
 		msg := fmt.Sprintf("no known engine metrics among the page's %d families", p.Families)
 		if len(p.Example) > 0 {
 			msg += fmt.Sprintf(" (e.g. %s)", strings.Join(p.Example, ", "))
 		}
 		return nil, fmt.Errorf("%s; kvwatch reads %s; if this is one of them behind renamed metrics, set engine: in the config or --engine", msg, strings.Join(r.Names(), ", "))
-	case 1:
-		return r.adapters[indexOf(r.specs, match[0].Name)], nil
+	case match == nil:
+		return r.adapters[first], nil
 	}
 	return adapterOf(several(match)), nil
-}
-
-func indexOf(specs []Spec, name string) int {
-	for i, s := range specs {
-		if s.Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // several is the spec of a page that matches every spec in match (in

@@ -25,10 +25,23 @@ func histogramNames(families ...string) []string {
 	return out
 }
 
+// requestHistograms are the names finishedSizes reads: the _count and
+// _sum of a prompt and a generation histogram, joined once, not per scrape.
+type requestHistograms struct{ promptCount, promptSum, genCount, genSum string }
+
+func requestHistogramsOf(prompt, gen string) requestHistograms {
+	return requestHistograms{prompt + "_count", prompt + "_sum", gen + "_count", gen + "_sum"}
+}
+
+var (
+	vlReqSizes = requestHistogramsOf(vlReqPrompt, vlReqGen)
+	sgReqSizes = requestHistogramsOf(sgReqPrompt, sgReqGen)
+)
+
 // finishedSizes sums the _count of the prompt histogram and the _sum of
 // both over every series of the page (DP engines, models); unavailable
 // parts where the page has no such series.
-func finishedSizes(p *expo.Page, prompt, gen string) kv.RequestSizes {
+func finishedSizes(p *expo.Page, h requestHistograms) kv.RequestSizes {
 	sum := func(name string) kv.Value {
 		var out kv.Value
 		for _, s := range p.Samples(name) {
@@ -42,10 +55,10 @@ func finishedSizes(p *expo.Page, prompt, gen string) kv.RequestSizes {
 		}
 		return out
 	}
-	r := kv.RequestSizes{Requests: sum(prompt + "_count"), PromptTokens: sum(prompt + "_sum"), GenerationTokens: sum(gen + "_sum")}
+	r := kv.RequestSizes{Requests: sum(h.promptCount), PromptTokens: sum(h.promptSum), GenerationTokens: sum(h.genSum)}
 	// Both histograms observe every finished request: with different
 	// counts the sizes do not describe the same requests.
-	if c := sum(gen + "_count"); !c.OK() || !r.Requests.OK() || c.V != r.Requests.V {
+	if c := sum(h.genCount); !c.OK() || !r.Requests.OK() || c.V != r.Requests.V {
 		return kv.RequestSizes{}
 	}
 	return r

@@ -38,6 +38,10 @@ type ranks struct {
 	rs  []kv.Rank
 	by  map[kv.RankID]int
 	buf *[]kv.Rank // rs's pooled slice, until list
+	// next is where get looks first: the place after the rank it found
+	// last. A page lists a family's ranks in the order of the family
+	// before, so the search mostly ends at the first comparison.
+	next int
 }
 
 const ranksIndexed = 16
@@ -47,8 +51,8 @@ func newRanks() *ranks {
 	return &ranks{rs: (*buf)[:0], buf: buf}
 }
 
-// rankScratch holds the slices ranks collect into; list copies the ranks
-// out at their exact number and returns the slice.
+// rankScratch holds the slices ranks collect into; list and rollup copy
+// the ranks out at their exact number.
 var rankScratch = sync.Pool{New: func() any { b := make([]kv.Rank, 0, 16); return &b }}
 
 func (r *ranks) get(id kv.RankID) *kv.Signals {
@@ -57,8 +61,13 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 			return &r.rs[i].Signals
 		}
 	} else {
+		if i := r.next; i < len(r.rs) && r.rs[i].RankID == id {
+			r.next = i + 1
+			return &r.rs[i].Signals
+		}
 		for i := range r.rs {
 			if r.rs[i].RankID == id {
+				r.next = i + 1
 				return &r.rs[i].Signals
 			}
 		}
@@ -73,6 +82,7 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 			r.by[r.rs[i].RankID] = i
 		}
 	}
+	r.next = len(r.rs)
 	return &r.rs[len(r.rs)-1].Signals
 }
 
@@ -81,13 +91,34 @@ func (r *ranks) get(id kv.RankID) *kv.Signals {
 func (r *ranks) list() []kv.Rank {
 	out := make([]kv.Rank, len(r.rs))
 	copy(out, r.rs)
+	r.release()
+	return out
+}
+
+// rollup sets srv.Ranks to the collected ranks and rolls them up
+// (kv.Server.Rollup), which sorts them and drops the unlabelled entry in
+// place: in the pooled slice, so that only the ranks left are copied out,
+// into a slice of their exact number that srv owns. srv keeps no reference
+// to the pooled slice, which the next page's ranks reuse. The ranks are
+// done with once it is called, as after list.
+func (r *ranks) rollup(srv *kv.Server) {
+	srv.Ranks = r.rs
+	srv.Rollup()
+	kept := make([]kv.Rank, len(srv.Ranks))
+	copy(kept, srv.Ranks)
+	srv.Ranks = kept
+	r.release()
+}
+
+// release hands the pooled slice back (cleared: it holds label strings)
+// and empties r.
+func (r *ranks) release() {
 	if r.buf != nil {
 		clear(r.rs)
 		*r.buf = r.rs[:0]
 		rankScratch.Put(r.buf)
 	}
-	r.rs, r.by, r.buf = nil, nil, nil
-	return out
+	r.rs, r.by, r.buf, r.next = nil, nil, nil, 0
 }
 
 // len returns the number of ranks collected so far.
@@ -215,9 +246,16 @@ func duplicates(p *expo.Page, name string) int {
 	}
 	d := 0
 	if len(ss) <= dupLinear {
+		// The keys side by side: the pairs are compared in a few cache
+		// lines, not across the samples.
+		var keys [dupLinear]uint64
+		for i := range ss {
+			keys[i] = ss[i].SeriesKey()
+		}
 		for i := 1; i < len(ss); i++ {
+			k := keys[i]
 			for j := range i {
-				if ss[j].SeriesKey() == ss[i].SeriesKey() && sameButName(ss[j].Labels, ss[i].Labels) {
+				if keys[j] == k && sameButName(ss[j].Labels, ss[i].Labels) {
 					d++
 					break
 				}

@@ -69,7 +69,7 @@ func normalizeLMCache(in Input) (kv.Server, error) {
 		l2 = adapters[0]
 	}
 	ps.read(p, lmHitL2, fixed(kv.PoolFull, kv.TierLMCacheL2, l2), kv.UnitBytes, pfHits, nil, sumf, kv.Of)
-	srv.CachePools = ps.list()
+	srv.CachePools = ps.list(nil)
 	srv.Rollup()
 	return srv, nil
 }

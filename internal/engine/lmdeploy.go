@@ -34,6 +34,8 @@ const (
 	lmReqGen     = "lmdeploy:request_generation_tokens"
 )
 
+var lmReqSizes = requestHistogramsOf(lmReqPrompt, lmReqGen)
+
 func lmRank(s expo.Sample) kv.RankID { return kv.RankID{DP: s.Labels.Get("engine")} }
 
 // normalizeLMDeploy is lmdeploySpec's Normalize.
@@ -53,8 +55,7 @@ func normalizeLMDeploy(in Input) (kv.Server, error) {
 	gauge(lmWaiting, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting })
 	counter(lmPrompt, func(s *kv.Signals) *kv.Value { return &s.Counters.PromptTokens })
 	counter(lmGeneration, func(s *kv.Signals) *kv.Value { return &s.Counters.GenerationTokens })
-	srv.Ranks = r.list()
-	srv.Rollup()
-	srv.Finished = finishedSizes(p, lmReqPrompt, lmReqGen)
+	r.rollup(&srv)
+	srv.Finished = finishedSizes(p, lmReqSizes)
 	return srv, nil
 }

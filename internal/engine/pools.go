@@ -25,6 +25,13 @@ type pools struct {
 	index map[poolSlot]int // into vals, past poolsIndexed
 	// ratios are never summed: a DP total is recomputed from tokens, or
 	// the mean when every group has only a ratio.
+
+	// Scratch space of list, kept with ps for the next page: the DP
+	// groups of one pool (groups), one field's values by group
+	// (perGroup), and the pools before they are copied out.
+	dps []string
+	gv  groupValues
+	out []kv.CachePool
 }
 
 type poolDecl struct {
@@ -178,10 +185,13 @@ func (ps *pools) read(p *expo.Page, name string, key func(expo.Sample) (poolKey,
 	}
 }
 
-// list rolls the pools up and returns those with a known value, completed;
-// ps is done with once it is called (it goes back to newPools).
-func (ps *pools) list() []kv.CachePool {
-	var out []kv.CachePool
+// list rolls the pools up and returns those with a known value, completed,
+// that keep (nil: all) accepts; nil when none is. The slice is the
+// caller's, at its exact length: the pools are built in ps's scratch space
+// and copied out. ps is done with once it is called (it goes back to
+// newPools).
+func (ps *pools) list(keep func(*kv.CachePool) bool) []kv.CachePool {
+	out := ps.out[:0]
 	for i, d := range ps.decls {
 		pl := kv.CachePool{Type: d.k.typ, Tier: d.k.tier, Name: d.k.name, Unit: d.unit, Note: d.note}
 		groups := ps.groups(i)
@@ -193,12 +203,23 @@ func (ps *pools) list() []kv.CachePool {
 			pl.UsageRatio = ps.mean(i, pfRatio, groups)
 		}
 		pl.Complete()
-		if pl.Known() || pl.Note != "" {
-			out = append(out, pl)
+		if !pl.Known() && pl.Note == "" {
+			continue
+		}
+		// keep sees the pool in the scratch slice: &pl, passed to a
+		// func, would take every pool from the heap.
+		if out = append(out, pl); keep != nil && !keep(&out[len(out)-1]) {
+			out = out[:len(out)-1]
 		}
 	}
+	var kept []kv.CachePool
+	if len(out) > 0 {
+		kept = make([]kv.CachePool, len(out))
+		copy(kept, out)
+	}
+	ps.out = out
 	ps.release()
-	return out
+	return kept
 }
 
 // release hands ps back for newPools to reuse; ps must not be used after.
@@ -208,15 +229,20 @@ func (ps *pools) release() {
 	}
 	clear(ps.decls)
 	clear(ps.vals)
+	clear(ps.dps[:cap(ps.dps)]) // past the last call's length too: they hold label strings
+	clear(ps.gv.list[:cap(ps.gv.list)])
+	clear(ps.out)
 	ps.decls, ps.vals, ps.index = ps.decls[:0], ps.vals[:0], nil
+	ps.dps, ps.gv, ps.out = ps.dps[:0], groupValues{list: ps.gv.list[:0]}, ps.out[:0]
 	poolScratch.Put(ps)
 }
 
 // groups returns the DP groups that report anything of a pool, in the
-// order first seen (fields in poolFields order).
+// order first seen (fields in poolFields order). The slice is ps's scratch
+// space: good until the next call.
 func (ps *pools) groups(pool int) []string {
 	var (
-		out  []string
+		out  = ps.dps[:0]
 		seen map[string]bool // past poolsIndexed groups
 	)
 	for _, f := range poolFields {
@@ -243,6 +269,7 @@ func (ps *pools) groups(pool int) []string {
 			}
 		}
 	}
+	ps.dps = out
 	return out
 }
 
@@ -253,9 +280,12 @@ type dpValue struct {
 }
 
 // perGroup collapses a field's TP/PP duplicates by max, per DP group, in
-// the order first seen.
-func (ps *pools) perGroup(pool, field int) groupValues {
-	var g groupValues
+// the order first seen. The values are ps's scratch space: good until the
+// next call.
+func (ps *pools) perGroup(pool, field int) *groupValues {
+	clear(ps.gv.list)
+	ps.gv = groupValues{list: ps.gv.list[:0]}
+	g := &ps.gv
 	for _, pv := range ps.vals {
 		if pv.pool != pool || pv.field != field {
 			continue
@@ -297,22 +327,29 @@ func (g *groupValues) get(dp string) (kv.Value, bool) {
 // total sums a field over DP groups; unknown unless every group knows it.
 // Series without a DP label next to labelled ones (SGLang's tokenizer
 // counters) are no DP group: they fill a field no labelled group has.
+// (groups are distinct: "" is at most one of them.)
 func (ps *pools) total(pool, field int, groups []string) kv.Value {
 	g := ps.perGroup(pool, field)
-	if labelled := without(groups, ""); len(labelled) < len(groups) && len(labelled) > 0 {
+	skipUnlabelled := false
+	if slices.Contains(groups, "") && len(groups) > 1 {
 		known := false
-		for _, dp := range labelled {
-			_, ok := g.get(dp)
-			known = known || ok
+		for _, dp := range groups {
+			if dp != "" {
+				_, ok := g.get(dp)
+				known = known || ok
+			}
 		}
 		if !known {
 			v, _ := g.get("")
 			return v
 		}
-		groups = labelled
+		skipUnlabelled = true
 	}
 	var out kv.Value
 	for _, dp := range groups {
+		if skipUnlabelled && dp == "" {
+			continue
+		}
 		v, ok := g.get(dp)
 		if !ok {
 			return kv.Value{}
@@ -321,19 +358,6 @@ func (ps *pools) total(pool, field int, groups []string) kv.Value {
 			v = kv.Value{V: out.V + v.V, Prov: worse(out.Prov, v.Prov)}
 		}
 		out = v
-	}
-	return out
-}
-
-func without(list []string, v string) []string {
-	if !slices.Contains(list, v) {
-		return list
-	}
-	var out []string
-	for _, x := range list {
-		if x != v {
-			out = append(out, x)
-		}
 	}
 	return out
 }
@@ -367,32 +391,39 @@ func fixed(typ, tier, name string) func(expo.Sample) (poolKey, bool) {
 	return func(expo.Sample) (poolKey, bool) { return poolKey{typ, tier, name}, true }
 }
 
+// poolWhere names a pool in a warning, e.g. "host full" or "lmcache-l2
+// full fs": written only when there is a warning, not for every pool of
+// every scrape.
+func poolWhere(p *kv.CachePool) string {
+	where := p.Tier + " " + p.Type
+	if p.Name != "" {
+		where += " " + p.Name
+	}
+	return where
+}
+
 // checkPools warns about implausible pool values (negative, used beyond
 // capacity, a ratio above 1) and makes the pool's usage unavailable then,
 // so no face shows an impossible fill as a plausible percentage.
 func checkPools(srv *kv.Server) {
 	for i := range srv.CachePools {
 		p := &srv.CachePools[i]
-		where := p.Tier + " " + p.Type
-		if p.Name != "" {
-			where += " " + p.Name
-		}
 		bad := false
 		for _, f := range []struct {
 			name string
 			v    kv.Value
 		}{{"capacity", p.Capacity}, {"used", p.Used}, {"usage", p.UsageRatio}, {"hit tokens", p.HitTokens}, {"hit rate", p.HitRate}} {
 			if f.v.Prov == kv.Direct && f.v.V < 0 { // derived values follow from these
-				srv.Warn(kv.WarnNegative, "%s pool: %s is %g", where, f.name, f.v.V)
+				srv.Warn(kv.WarnNegative, "%s pool: %s is %g", poolWhere(p), f.name, f.v.V)
 				bad = true
 			}
 		}
 		if p.Used.OK() && p.Capacity.OK() && p.Used.V > p.Capacity.V*1.001+1 {
-			srv.Warn(kv.WarnOverCapacity, "%s pool: used %g beyond capacity %g", where, p.Used.V, p.Capacity.V)
+			srv.Warn(kv.WarnOverCapacity, "%s pool: used %g beyond capacity %g", poolWhere(p), p.Used.V, p.Capacity.V)
 			bad = true
 		}
 		if p.UsageRatio.Prov == kv.Direct && p.UsageRatio.V > 1.001 {
-			srv.Warn(kv.WarnOverCapacity, "%s pool: usage ratio %g above 1", where, p.UsageRatio.V)
+			srv.Warn(kv.WarnOverCapacity, "%s pool: usage ratio %g above 1", poolWhere(p), p.UsageRatio.V)
 			bad = true
 		}
 		if bad {

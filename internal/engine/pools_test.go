@@ -238,3 +238,51 @@ func TestSGLangPoolsManyRanks(t *testing.T) {
 		t.Fatalf("host pool %+v, want capacity %g and used %g", host, wantTotal, wantUsed)
 	}
 }
+
+// TestPoolsOutliveTheirPage: a server's pools are its own. They are built
+// in the pool collector's scratch space, which the next page reuses; the
+// pools of a server kept from an earlier page must not change when later
+// pages are read, and the zero-hit tiers SGLang writes without HiCache
+// are left out without a slice of their own.
+func TestPoolsOutliveTheirPage(t *testing.T) {
+	page := func(used int) string {
+		var b strings.Builder
+		for tp := range 2 {
+			r := fmt.Sprintf(`{tp_rank="%d"}`, tp)
+			fmt.Fprintf(&b, "sglang:max_total_num_tokens%s 1000\nsglang:kv_used_tokens%s 10\n", r, r)
+			fmt.Fprintf(&b, "sglang:hicache_host_total_tokens%s 5000\nsglang:hicache_host_used_tokens%s %d\n", r, r, used)
+			fmt.Fprintf(&b, "sglang:swa_token_usage%s 0.%d\n", r, used/100)
+		}
+		b.WriteString(`sglang:prefill_effective_tokens_total{mode="storage_hit",tp_rank="0"} 0` + "\n")
+		return b.String()
+	}
+	first := normalizeBody(t, page(100), "", nil)
+	for used := 200; used < 600; used += 100 {
+		normalizeBody(t, page(used), "", nil)
+	}
+	want := []kv.CachePool{
+		{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.1)},
+		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(5000), Used: dir(100), UsageRatio: der(0.02)},
+	}
+	if diff := cmp.Diff(want, first.CachePools, valueCmp); diff != "" {
+		t.Errorf("first page's pools after later pages (-want +got):\n%s", diff)
+	}
+	if cap(first.CachePools) != len(want) {
+		t.Errorf("pools slice has cap %d, want %d (its own, at its length)", cap(first.CachePools), len(want))
+	}
+}
+
+// TestCheckPlausiblePoolsAllocatesNothing: a pool's name in a warning is
+// written only for a warning.
+func TestCheckPlausiblePoolsAllocatesNothing(t *testing.T) {
+	srv := kv.Server{CachePools: []kv.CachePool{
+		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(5000), Used: dir(100), UsageRatio: der(0.02)},
+		{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: dir(7)},
+	}}
+	if n := testing.AllocsPerRun(100, func() { checkPools(&srv) }); n != 0 {
+		t.Errorf("checkPools allocates %v times per call, want 0", n)
+	}
+	if len(srv.Warnings) != 0 {
+		t.Errorf("warnings %+v, want none", srv.Warnings)
+	}
+}

@@ -180,11 +180,10 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 			rk.UsageRatio = kv.Of(smp.Value)
 		}
 	}
-	srv.Ranks = r.list()
-	srv.Rollup()
+	r.rollup(&srv)
 	srv.CachePools = sglangPools(p)
 	srv.MaxRunning = sgMaxRunning(p)
-	srv.Finished = finishedSizes(p, sgReqPrompt, sgReqGen)
+	srv.Finished = finishedSizes(p, sgReqSizes)
 	for _, s := range p.Samples(sgContextLen) {
 		if expo.Finite(s.Value) {
 			srv.ContextLength = kv.Of(s.Value)
@@ -243,13 +242,8 @@ func sglangPools(p *expo.Page) []kv.CachePool {
 	}
 	// A tier SGLang reports only a zero hit counter for (it writes the
 	// host_hit and storage_hit modes without HiCache too) is no pool.
-	var out []kv.CachePool
-	for _, pl := range ps.list() {
+	return ps.list(func(pl *kv.CachePool) bool {
 		onlyHits := !pl.Capacity.OK() && !pl.Used.OK() && !pl.UsageRatio.OK() && !pl.HitRate.OK()
-		if onlyHits && pl.HitTokens.V == 0 {
-			continue
-		}
-		out = append(out, pl)
-	}
-	return out
+		return !onlyHits || pl.HitTokens.V != 0
+	})
 }

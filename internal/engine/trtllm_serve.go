@@ -109,5 +109,5 @@ func trtllmPools(p *expo.Page) []kv.CachePool {
 		}
 		return poolKey{}, false
 	}, kv.UnitTokens, pfHits, nil, sumf, kv.Of)
-	return ps.list()
+	return ps.list(nil)
 }

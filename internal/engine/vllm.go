@@ -164,11 +164,10 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 			}
 		})
 	}
-	srv.Ranks = r.list()
-	srv.Rollup()
+	r.rollup(&srv)
 	srv.ContextLength = vllmContextLength(p)
 	srv.CachePools = vllmPools(p)
-	srv.Finished = finishedSizes(p, vlReqPrompt, vlReqGen)
+	srv.Finished = finishedSizes(p, vlReqSizes)
 	return srv, nil
 }
 
@@ -241,7 +240,7 @@ func vllmPools(p *expo.Page) []kv.CachePool {
 		}
 	}
 	lmcacheInProcess(p, ps)
-	return ps.list()
+	return ps.list(nil)
 }
 
 // lmcacheInProcess adds LMCache's in-process pools (see vllmPools).

@@ -47,3 +47,19 @@ func TestFieldsOfCoversSignals(t *testing.T) {
 		t.Errorf("reflection found %d Value fields in Signals, want at least the 16 known", len(want))
 	}
 }
+
+// TestFieldsOfRatios: the named places of the ratios are theirs.
+func TestFieldsOfRatios(t *testing.T) {
+	var s Signals
+	f := fieldsOf(&s)
+	for _, c := range []struct {
+		name string
+		j    int
+		want *Value
+	}{{"usage ratio", fieldUsageRatio, &s.UsageRatio}, {"reserved ratio", fieldReservedRatio, &s.ReservedRatio},
+		{"demand ratio", fieldDemandRatio, &s.DemandRatio}} {
+		if f[c.j] != c.want {
+			t.Errorf("fieldsOf(s)[%d] is not the %s", c.j, c.name)
+		}
+	}
+}

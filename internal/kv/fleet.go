@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"sort"
 	"strings"
 	"time"
 )
@@ -75,61 +74,110 @@ type PoolHeadroom struct {
 
 var roleOrder = map[Role]int{RolePrefill: 0, RoleDecode: 1, RoleUnified: 2}
 
+// poolGroup is one pool's key and its items, in the order given.
+type poolGroup[T any] struct {
+	key   PoolKey
+	items []T
+	// next is the index of the caller's items just past this group's
+	// while items is a run of them (a view, not a copy); -1 once copied.
+	next int
+}
+
 // groupPools groups items by their pool key, keys in first-seen order;
-// routers and members of unknown role are in no pool. PoolsOf and
-// PlanPools group the same way through it.
-func groupPools[T any](items []T, key func(T) (PoolKey, *Server)) ([]PoolKey, [][]T) {
-	idx := map[PoolKey]int{}
-	var keys []PoolKey
-	var parts [][]T
-	for _, it := range items {
+// routers and members of unknown role are in no pool. PoolsOf, PlanPools
+// and WithFill group the same way through it. The groups are appended to
+// buf[:0] (a caller's stack buffer: most calls have a pool or two). A
+// group whose items are adjacent in items (one member, or a config that
+// lists a pool's targets together) is a view of items, capacity-limited so
+// that nothing is ever appended into it; only a pool whose items are
+// spread out gets a copy. The groups are the caller's for the call: they
+// may share items' memory, so they must not outlive it. A map indexes the
+// keys past groupsIndexed pools.
+func groupPools[T any](items []T, key func(T) (PoolKey, *Server), buf []poolGroup[T]) []poolGroup[T] {
+	groups := buf[:0]
+	var idx map[PoolKey]int
+	for i, it := range items {
 		k, s := key(it)
 		if !k.Role.HoldsKV() || k.Role == "" || (s != nil && !s.Role.HoldsKV()) {
 			continue
 		}
-		i, ok := idx[k]
-		if !ok {
-			i = len(keys)
-			idx[k] = i
-			keys = append(keys, k)
-			parts = append(parts, nil)
+		g := -1
+		if idx != nil {
+			if j, ok := idx[k]; ok {
+				g = j
+			}
+		} else {
+			for j := range groups {
+				if groups[j].key == k {
+					g = j
+					break
+				}
+			}
 		}
-		parts[i] = append(parts[i], it)
+		if g < 0 {
+			groups = append(groups, poolGroup[T]{key: k, items: items[i : i+1 : i+1], next: i + 1})
+			switch {
+			case idx != nil:
+				idx[k] = len(groups) - 1
+			case len(groups) > groupsIndexed:
+				idx = make(map[PoolKey]int, 2*len(groups))
+				for j := range groups {
+					idx[groups[j].key] = j
+				}
+			}
+			continue
+		}
+		pg := &groups[g]
+		if pg.next == i { // the run goes on: items[i-len(pg.items):i] was it
+			pg.items = items[i-len(pg.items) : i+1 : i+1]
+			pg.next = i + 1
+			continue
+		}
+		pg.items = append(pg.items, it) // a copy the first time (cap == len), then the group's own
+		pg.next = -1
 	}
-	return keys, parts
+	return groups
 }
+
+// groupBuf is how many pools the callers of groupPools hold on their stack.
+const groupBuf = 4
 
 // PoolsOf groups members by pool (routers and members of unknown role are
 // in none) and sums each, with headroom for each of sizes (tokens). Pools
 // are in role order (prefill, decode, unified), then by cluster and pool.
 func PoolsOf(members []Member, sizes []int) []Pool {
-	keys, parts := groupPools(members, func(m Member) (PoolKey, *Server) { return m.Key, m.Server })
-	out := make([]Pool, 0, len(keys))
-	for i, k := range keys {
-		servers := make([]*Server, len(parts[i]))
-		for j, m := range parts[i] {
-			servers[j] = m.Server
+	var gbuf [groupBuf]poolGroup[Member]
+	groups := groupPools(members, func(m Member) (PoolKey, *Server) { return m.Key, m.Server }, gbuf[:0])
+	out := make([]Pool, 0, len(groups))
+	var sbuf [8]*Server
+	for _, g := range groups {
+		servers := sbuf[:0]
+		if len(g.items) > len(sbuf) {
+			servers = make([]*Server, 0, len(g.items))
 		}
-		out = append(out, poolOf(k, servers, sizes))
+		for _, m := range g.items {
+			servers = append(servers, m.Server)
+		}
+		out = append(out, poolOf(g.key, servers, sizes))
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].PoolKey, out[j].PoolKey
-		if roleOrder[a.Role] != roleOrder[b.Role] {
-			return roleOrder[a.Role] < roleOrder[b.Role]
-		}
-		if a.Cluster != b.Cluster {
-			return a.Cluster < b.Cluster
-		}
-		return a.Pool < b.Pool
-	})
+	sortPools(out, func(p *Pool) PoolKey { return p.PoolKey })
 	return out
 }
 
 func poolOf(k PoolKey, servers []*Server, sizes []int) Pool {
 	p := Pool{PoolKey: k, Name: k.String(), Servers: len(servers)}
+	// One column of values, reused by every col call (on the stack for a
+	// few servers).
+	var vbuf [8]Value
+	vals := vbuf[:0]
+	if len(servers) > len(vbuf) {
+		vals = make([]Value, len(servers))
+	} else {
+		vals = vbuf[:len(servers)]
+	}
 	col := func(pick func(*Server) Value) Value {
-		vals := make([]Value, len(servers))
 		for i, s := range servers {
+			vals[i] = Value{}
 			if s != nil {
 				vals[i] = pick(s)
 			}
@@ -166,6 +214,15 @@ func poolOf(k PoolKey, servers []*Server, sizes []int) Pool {
 	p.DemandRatio = demand.Div(capDemand)
 	if p.DemandRatio.OK() && demanders < p.Servers {
 		p.DemandRatio.Prov = Partial
+	}
+	wanted := 0
+	for _, n := range sizes {
+		if n > 0 {
+			wanted++
+		}
+	}
+	if wanted > 0 {
+		p.Headroom = make([]PoolHeadroom, 0, wanted)
 	}
 	for _, n := range sizes {
 		if n <= 0 {

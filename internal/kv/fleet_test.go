@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,5 +129,83 @@ func TestPoolKeys(t *testing.T) {
 	}
 	if Limit(nil) != -1 {
 		t.Errorf("Limit(nil) = %d, want -1", Limit(nil))
+	}
+}
+
+// TestGroupPools: the groups are those of a plain map from key to items
+// (written here, in the test), keys in first-seen order, items in input
+// order: for one member, pools listed together, pools interleaved, routers
+// and unknown roles between them, and more pools than the map-free search
+// handles; and the caller's items are never written.
+func TestGroupPools(t *testing.T) {
+	key := func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server }
+	member := func(role Role, pool string, name string) PlanMember {
+		return PlanMember{Key: PoolKey{Role: role, Pool: pool}, Name: name}
+	}
+	many := func() []PlanMember {
+		var out []PlanMember
+		for i := range 3 * groupsIndexed {
+			out = append(out, member(RoleDecode, fmt.Sprint(i%(groupsIndexed+5)), fmt.Sprint(i)))
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		members []PlanMember
+	}{
+		{"one", []PlanMember{member(RoleDecode, "", "a")}},
+		{"together", []PlanMember{member(RoleDecode, "", "a"), member(RoleDecode, "", "b"), member(RolePrefill, "", "c"), member(RolePrefill, "", "d")}},
+		{"interleaved", []PlanMember{member(RoleDecode, "", "a"), member(RolePrefill, "", "b"), member(RoleDecode, "", "c"), member(RolePrefill, "", "d"), member(RoleDecode, "", "e")}},
+		{"a router between", []PlanMember{member(RoleDecode, "", "a"), member(RoleRouter, "", "r"), member(RoleDecode, "", "b"), member("", "", "u"), member(RoleDecode, "", "c")}},
+		{"many pools", many()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var wantKeys []PoolKey
+			wantItems := map[PoolKey][]string{}
+			for _, m := range tt.members {
+				if m.Key.Role == RoleRouter || m.Key.Role == "" {
+					continue
+				}
+				if _, ok := wantItems[m.Key]; !ok {
+					wantKeys = append(wantKeys, m.Key)
+				}
+				wantItems[m.Key] = append(wantItems[m.Key], m.Name)
+			}
+			before := slices.Clone(tt.members)
+			var buf [groupBuf]poolGroup[PlanMember]
+			groups := groupPools(tt.members, key, buf[:0])
+			if len(groups) != len(wantKeys) {
+				t.Fatalf("%d groups, want %d", len(groups), len(wantKeys))
+			}
+			for i, g := range groups {
+				var names []string
+				for _, m := range g.items {
+					names = append(names, m.Name)
+				}
+				if g.key != wantKeys[i] || !slices.Equal(names, wantItems[g.key]) {
+					t.Errorf("group %d = %v %v, want %v %v", i, g.key, names, wantKeys[i], wantItems[wantKeys[i]])
+				}
+			}
+			if !slices.Equal(before, tt.members) {
+				t.Errorf("groupPools wrote into the caller's items")
+			}
+		})
+	}
+}
+
+// TestPoolsOfOneAllocatesOnce: the per-scrape report of one server (serve
+// tracks each target alone) groups its pool on the stack; PoolsOf
+// allocates its result only, and PlanPools what it returns: the plans,
+// the drain cases, the largest one's copy and the note.
+func TestPoolsOfOneAllocatesOnce(t *testing.T) {
+	s := &Server{Role: RoleDecode, Signals: Signals{Capacity: Of(1000), Used: Of(10), Running: Of(1)}}
+	m := []Member{{PoolKey{Role: RoleDecode}, s}}
+	if n := testing.AllocsPerRun(100, func() { PoolsOf(m, nil) }); n != 1 {
+		t.Errorf("PoolsOf allocates %v times, want 1 (the pools)", n)
+	}
+	pm := []PlanMember{{Key: PoolKey{Role: RoleDecode}, Name: "only", Server: s}}
+	if n := testing.AllocsPerRun(100, func() { PlanPools(pm, 0.9) }); n != 4 {
+		t.Errorf("PlanPools allocates %v times, want 4", n)
 	}
 }

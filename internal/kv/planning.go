@@ -3,7 +3,6 @@ package kv
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,9 +108,10 @@ func (s *Server) FitOf(size Value) Value {
 	if !s.Role.HoldsKV() || !size.OK() || size.V <= 0 {
 		return Value{}
 	}
-	groups := []Signals{s.Signals}
+	var buf [groupsBuf]Signals
+	groups := append(buf[:0], s.Signals)
 	if s.MultiDP() {
-		groups = s.DPGroups()
+		groups, _, _ = s.groups(buf[:0])
 	}
 	var out Value
 	for i := range groups {
@@ -143,9 +143,10 @@ func (s *Server) WorkloadHeadroom(fallback Value) Value {
 		return Value{}
 	}
 	own := perRequest(&s.Signals)
-	groups := []Signals{s.Signals}
+	var buf [groupsBuf]Signals
+	groups := append(buf[:0], s.Signals)
 	if s.MultiDP() {
-		groups = s.DPGroups()
+		groups, _, _ = s.groups(buf[:0])
 	}
 	var out Value
 	for i := range groups {
@@ -333,10 +334,11 @@ type PoolPlan struct {
 // PlanPools groups members by pool (routers in none) and computes each
 // pool's plan against the warning threshold, in the order of PoolsOf.
 func PlanPools(members []PlanMember, warning float64) []PoolPlan {
-	keys, parts := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server })
-	out := make([]PoolPlan, 0, len(keys))
-	for i, k := range keys {
-		out = append(out, planPool(k, parts[i], warning))
+	var gbuf [groupBuf]poolGroup[PlanMember]
+	groups := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server }, gbuf[:0])
+	out := make([]PoolPlan, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, planPool(g.key, g.items, warning))
 	}
 	sortPools(out, func(p *PoolPlan) PoolKey { return p.PoolKey })
 	return out
@@ -407,18 +409,19 @@ func planPool(k PoolKey, ms []PlanMember, warning float64) PoolPlan {
 	return p
 }
 
-// planDrain fills the pool's N−1 answer.
+// planDrain fills the pool's N−1 answer. Its notes are joined, not
+// formatted: fmt boxed each name in an interface, once per scrape.
 func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	var capTotal, load Value
 	demanders := 0
 	for _, m := range ms {
 		s := m.Server
 		if s == nil {
-			p.N1Note = fmt.Sprintf("%s did not answer: no drain answer for the pool", m.Name)
+			p.N1Note = m.Name + " did not answer: no drain answer for the pool"
 			return
 		}
 		if !s.Capacity.Trusted() || !s.Used.Trusted() {
-			p.N1Note = fmt.Sprintf("%s does not report whole KV tokens: no drain answer for the pool", m.Name)
+			p.N1Note = m.Name + " does not report whole KV tokens: no drain answer for the pool"
 			return
 		}
 		capTotal = sumOf(capTotal, s.Capacity)
@@ -435,7 +438,7 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	}
 	w := Value{V: warning, Prov: Derived}
 	largest := -1
-	p.DrainEach = slices.Grow(p.DrainEach, len(ms))
+	p.DrainEach = make([]DrainCase, 0, len(ms)) // at its final size (slices.Grow made a second slice under -race)
 	for i, m := range ms {
 		s := m.Server
 		rest := capTotal.Sub(s.Capacity)
@@ -457,11 +460,11 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	p.N1Safe = d.Safe
 	switch {
 	case len(ms) == 1:
-		p.N1Note = fmt.Sprintf("single server: draining %s leaves no capacity", d.Server)
+		p.N1Note = "single server: draining " + d.Server + " leaves no capacity"
 	case !d.MarginTokens.Trusted():
 		p.N1Note = "demand of some servers unknown: the margin is a bound, not an answer"
 	case !d.Safe:
-		p.N1Note = fmt.Sprintf("N−1 unsafe — draining %s leaves %s of the rest", d.Server, pctOf(d.After.V))
+		p.N1Note = "N−1 unsafe — draining " + d.Server + " leaves " + pctOf(d.After.V) + " of the rest"
 	}
 }
 
@@ -741,10 +744,11 @@ var TrendMinTop = FillTrend{MinSamples: 3, MinSpan: 30 * time.Second}
 // server (failed) or without whole used and capacity tokens leaves its
 // pool unavailable.
 func WithFill(plans []PoolPlan, members []PlanMember, t *UsedTrend, at time.Time, min FillTrend) {
-	keys, parts := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server })
-	for i, k := range keys {
-		fs := make([]FillServer, 0, len(parts[i]))
-		for _, m := range parts[i] {
+	var gbuf [groupBuf]poolGroup[PlanMember]
+	for _, g := range groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server }, gbuf[:0]) {
+		k := g.key
+		fs := make([]FillServer, 0, len(g.items))
+		for _, m := range g.items {
 			f := FillServer{Name: m.Name, Samples: t.Samples(m.Name)}
 			// A server without whole used tokens now is a missing part
 			// (its trend restarts), not a trend still warming up.

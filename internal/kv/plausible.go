@@ -29,8 +29,7 @@ var fieldNames = [nFields]string{"capacity", "used", "evictable", "usage ratio",
 func (s *Server) Check() {
 	for i := range s.Ranks {
 		r := &s.Ranks[i]
-		where := rankWhere(r.RankID)
-		bad := s.checkSignals(&r.Signals, where)
+		bad := s.checkSignals(&r.Signals, r.RankID)
 		// A server total summed from a flagged rank is flagged too.
 		own := fieldsOf(&s.Signals)
 		for j := range bad {
@@ -39,20 +38,22 @@ func (s *Server) Check() {
 			}
 		}
 	}
-	s.checkSignals(&s.Signals, "")
-	s.checkOne(&s.ContextLength, "context length", "")
+	s.checkSignals(&s.Signals, RankID{})
+	s.checkOne(&s.ContextLength, "context length", RankID{})
 	if s.Router != nil {
-		s.checkOne(&s.Router.WorkersHealthy, "healthy workers", "")
-		s.checkOne(&s.Router.WorkersTotal, "workers", "")
+		s.checkOne(&s.Router.WorkersHealthy, "healthy workers", RankID{})
+		s.checkOne(&s.Router.WorkersTotal, "workers", RankID{})
 	}
 	if s.Used.Prov == Implausible || s.Capacity.Prov == Implausible {
 		s.Spread = Value{}
 	}
 }
 
-// checkSignals flags one set of signals; bad[j] is true for fieldsOf's j-th
-// value when it is implausible.
-func (s *Server) checkSignals(g *Signals, where string) [nFields]bool {
+// checkSignals flags one set of signals, of rank id (RankID{}: the
+// server's); bad[j] is true for fieldsOf's j-th value when it is
+// implausible. The rank's words in a warning (rankWhere) are written only
+// when there is a warning: a plausible page allocates nothing here.
+func (s *Server) checkSignals(g *Signals, id RankID) [nFields]bool {
 	f := fieldsOf(g)
 	var bad [nFields]bool
 	for j, v := range f {
@@ -61,7 +62,7 @@ func (s *Server) checkSignals(g *Signals, where string) [nFields]bool {
 			if v.OK() && v.Prov != Implausible && v.V >= 0 && g.Capacity.OK() && g.Capacity.V >= 0 &&
 				g.Capacity.Prov != Implausible && v.V > g.Capacity.V*(1+ratioSlack)+1 {
 				s.Warn(WarnOverCapacity, "used %s tokens above a capacity of %s%s",
-					num(v.V), num(g.Capacity.V), where)
+					num(v.V), num(g.Capacity.V), rankWhere(id))
 				v.Prov = Implausible
 			}
 		case 3, 4, 6: // ratios: computed from a flagged capacity (or used), flagged with it
@@ -71,27 +72,27 @@ func (s *Server) checkSignals(g *Signals, where string) [nFields]bool {
 				continue
 			}
 			if j != 6 && v.OK() && v.Prov != Implausible && v.V > 1+ratioSlack {
-				s.Warn(WarnOverCapacity, "%s %s above 1%s", fieldNames[j], num(v.V), where)
+				s.Warn(WarnOverCapacity, "%s %s above 1%s", fieldNames[j], num(v.V), rankWhere(id))
 				v.Prov = Implausible
 			}
 		}
-		bad[j] = s.checkOne(v, fieldNames[j], where)
+		bad[j] = s.checkOne(v, fieldNames[j], id)
 	}
 	return bad
 }
 
-// checkOne flags a negative value or one beyond 2^53; it reports whether v
-// is implausible.
-func (s *Server) checkOne(v *Value, name, where string) bool {
+// checkOne flags a negative value or one beyond 2^53 of rank id (RankID{}:
+// the server's); it reports whether v is implausible.
+func (s *Server) checkOne(v *Value, name string, id RankID) bool {
 	if !v.OK() || v.Prov == Implausible {
 		return v.Prov == Implausible
 	}
 	switch {
 	case v.V < 0:
-		s.Warn(WarnNegative, "%s is %s%s", name, num(v.V), where)
+		s.Warn(WarnNegative, "%s is %s%s", name, num(v.V), rankWhere(id))
 		v.Prov = Implausible
 	case math.Abs(v.V) > MaxExact:
-		s.Warn(WarnTooLarge, "%s is %s, beyond 2^53%s", name, num(v.V), where)
+		s.Warn(WarnTooLarge, "%s is %s, beyond 2^53%s", name, num(v.V), rankWhere(id))
 		v.Prov = Implausible
 	}
 	return v.Prov == Implausible
@@ -103,6 +104,8 @@ func flag(v *Value) {
 	}
 }
 
+// rankWhere is where a rank's warning is, e.g. " on dp0 tp3"; "" for the
+// server's own values (RankID{}).
 func rankWhere(id RankID) string {
 	out := ""
 	for _, p := range []struct{ k, v string }{{"dp", id.DP}, {"tp", id.TP}, {"pp", id.PP}} {

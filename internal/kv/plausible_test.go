@@ -106,3 +106,34 @@ func TestNumNeverOverflows(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRankWords: a rank's warning says which rank, in the words
+// written by hand here.
+func TestCheckRankWords(t *testing.T) {
+	s := Server{Ranks: []Rank{
+		{RankID{DP: "1", TP: "3"}, Signals{Capacity: Of(1000), Used: Of(-5)}},
+		{RankID{TP: "2", PP: "1"}, Signals{Capacity: Of(1000), Used: Of(1500)}},
+	}}
+	s.Check()
+	var got []string
+	for _, w := range s.Warnings {
+		got = append(got, w.Detail)
+	}
+	want := []string{"used is -5 on dp1 tp3", "used 1500 tokens above a capacity of 1000 on tp2 pp1"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+}
+
+// TestCheckPlausibleAllocatesNothing: the words naming a rank are written
+// only for a warning, so checking a plausible TP=8 server allocates nothing.
+func TestCheckPlausibleAllocatesNothing(t *testing.T) {
+	s := Server{}
+	for _, tp := range []string{"0", "1", "2", "3", "4", "5", "6", "7"} {
+		s.Ranks = append(s.Ranks, Rank{RankID{DP: "0", TP: tp}, Signals{Capacity: Of(1000), Used: Of(10)}})
+	}
+	s.Rollup()
+	if n := testing.AllocsPerRun(100, s.Check); n != 0 {
+		t.Errorf("Check allocates %v times per call, want 0", n)
+	}
+}

@@ -1,8 +1,10 @@
 package kv
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // Role is what a server does in the fleet.
@@ -183,6 +185,13 @@ func sumOf(a, b Value) Value {
 // nFields is how many values fieldsOf returns.
 const nFields = 18
 
+// The places of the ratios in fieldsOf's list.
+const (
+	fieldUsageRatio    = 3
+	fieldReservedRatio = 4
+	fieldDemandRatio   = 6
+)
+
 // fieldsOf lists pointers to every Value of s, in a fixed order (an array:
 // no allocation).
 func fieldsOf(s *Signals) [nFields]*Value {
@@ -216,8 +225,9 @@ func complete(s *Signals) {
 // collapsed by taking the maximum, in DP order. Ranks without a DP label form
 // one group, except the unlabelled entry (no DP, TP or PP label, e.g.
 // SGLang's tokenizer counters) when labelled ranks exist: it is not a rank.
+// The slice is the caller's.
 func (s *Server) DPGroups() []Signals {
-	groups, _ := s.groups()
+	groups, _, _ := s.groups(nil)
 	return groups
 }
 
@@ -239,12 +249,18 @@ func (s *Server) MultiDP() bool {
 	return false
 }
 
-// groups returns the DP groups and the unlabelled filler (nil without one).
-// A server has a few DP groups: they are found by a linear search (a map
-// per call was a twentieth of what a scrape allocated), indexed by a map
-// past groupsIndexed of them, and the groups are allocated once, at their
-// number.
-func (s *Server) groups() ([]Signals, *Signals) {
+// groupsBuf is how many DP groups the callers of groups hold on their
+// stack: a server has a few.
+const groupsBuf = 4
+
+// groups returns the DP groups (see DPGroups) in buf when they fit (else in
+// a new slice; nil when there is none and buf is nil), and the unlabelled
+// filler (hasFiller false without one). A server has a few DP groups: they
+// are found by a linear search (a map per call was a twentieth of what a
+// scrape allocated), indexed by a map past groupsIndexed of them. Callers
+// that keep nothing pass a buffer on their stack, so that a scrape's
+// rollup and headroom allocate nothing here.
+func (s *Server) groups(buf []Signals) (groups []Signals, filler Signals, hasFiller bool) {
 	labelled := false
 	for _, r := range s.Ranks {
 		if r.RankID != (RankID{}) {
@@ -286,20 +302,18 @@ func (s *Server) groups() ([]Signals, *Signals) {
 			}
 		}
 	}
-	var groups []Signals
-	if len(dps) > 0 {
+	if cap(buf) < len(dps) {
 		groups = make([]Signals, len(dps))
+	} else {
+		groups = buf[:len(dps)]
+		clear(groups)
 	}
-	var filler *Signals
 	for _, r := range s.Ranks {
 		rs := r.Signals
 		complete(&rs)
 		var into *Signals
 		if labelled && r.RankID == (RankID{}) {
-			if filler == nil {
-				filler = &Signals{}
-			}
-			into = filler
+			into, hasFiller = &filler, true
 		} else {
 			into = &groups[find(r.DP)]
 		}
@@ -308,7 +322,7 @@ func (s *Server) groups() ([]Signals, *Signals) {
 			*g[j] = maxOf(*g[j], *v)
 		}
 	}
-	return groups, filler
+	return groups, filler, hasFiller
 }
 
 // groupsIndexed is the most DP groups groups finds without a map.
@@ -339,14 +353,15 @@ func strictSum(vals []Value) Value {
 // ratioOf rolls a ratio up over DP groups: weighted by capacity when every
 // group with the ratio knows its capacity, else every group weighs the
 // same. A single group keeps its ratio as read. Partial when some groups
-// lack the ratio; unknown when none has it.
-func ratioOf(groups []Signals, pick func(*Signals) Value) Value {
+// lack the ratio; unknown when none has it. The ratio is fieldsOf's field
+// j (an index, not a func: groups stays on the caller's stack).
+func ratioOf(groups []Signals, j int) Value {
 	var plain, weighted, capSum float64
 	prov := Unavailable
 	n, capsKnown := 0, true
 	var only Value
 	for i := range groups {
-		r := pick(&groups[i])
+		r := *fieldsOf(&groups[i])[j]
 		if !r.OK() {
 			continue
 		}
@@ -385,23 +400,21 @@ func ratioOf(groups []Signals, pick func(*Signals) Value) Value {
 // unlabelled entry only fills fields no rank has. Values the adapter
 // already set at server level are kept.
 func (s *Server) Rollup() {
-	sort.SliceStable(s.Ranks, func(i, j int) bool {
-		a, b := s.Ranks[i].RankID, s.Ranks[j].RankID
-		if a.DP != b.DP {
-			return rankLess(a.DP, b.DP)
-		}
-		if a.PP != b.PP {
-			return rankLess(a.PP, b.PP)
-		}
-		return rankLess(a.TP, b.TP)
-	})
+	slices.SortStableFunc(s.Ranks, compareRanks) // sort.SliceStable's reflection allocated twice a call
 	for i := range s.Ranks {
 		complete(&s.Ranks[i].Signals)
 	}
-	groups, filler := s.groups()
+	var buf [groupsBuf]Signals
+	groups, filler, hasFiller := s.groups(buf[:0])
 	var sum Signals
 	sf := fieldsOf(&sum)
-	col := make([]Value, len(groups))
+	var colBuf [groupsBuf]Value
+	var col []Value
+	if len(groups) > len(colBuf) {
+		col = make([]Value, len(groups))
+	} else {
+		col = colBuf[:len(groups)]
+	}
 	for j := range sf {
 		for i := range groups {
 			col[i] = *fieldsOf(&groups[i])[j]
@@ -409,16 +422,16 @@ func (s *Server) Rollup() {
 		*sf[j] = strictSum(col)
 	}
 	// Ratios are not additive: recompute them.
-	sum.UsageRatio = ratioOf(groups, func(g *Signals) Value { return g.UsageRatio })
-	sum.ReservedRatio = ratioOf(groups, func(g *Signals) Value { return g.ReservedRatio })
-	sum.DemandRatio = ratioOf(groups, func(g *Signals) Value { return g.DemandRatio })
+	sum.UsageRatio = ratioOf(groups, fieldUsageRatio)
+	sum.ReservedRatio = ratioOf(groups, fieldReservedRatio)
+	sum.DemandRatio = ratioOf(groups, fieldDemandRatio)
 	if len(groups) > 1 && sum.Used.OK() && sum.Capacity.OK() && sum.Used.Prov != Partial &&
 		sum.Capacity.Prov != Partial && sum.UsageRatio.Prov != Partial {
 		// Every rank knows its tokens: the ratio of the sums.
 		sum.UsageRatio = sum.Used.Div(sum.Capacity)
 	}
-	if filler != nil {
-		ff := fieldsOf(filler)
+	if hasFiller {
+		ff := fieldsOf(&filler)
 		for j, v := range sf {
 			if !v.OK() {
 				*v = *ff[j]
@@ -469,12 +482,25 @@ func dropUnlabelled(ranks []Rank) []Rank {
 	return out
 }
 
-// rankLess orders rank labels numerically when they are numbers.
-func rankLess(a, b string) bool {
-	if len(a) != len(b) {
-		return len(a) < len(b)
+// compareRanks orders ranks by DP, PP, then TP label (rankCompare).
+func compareRanks(x, y Rank) int {
+	a, b := &x.RankID, &y.RankID
+	if c := rankCompare(a.DP, b.DP); c != 0 {
+		return c
 	}
-	return a < b
+	if c := rankCompare(a.PP, b.PP); c != 0 {
+		return c
+	}
+	return rankCompare(a.TP, b.TP)
+}
+
+// rankCompare orders rank labels numerically when they are numbers: the
+// shorter first, then by text.
+func rankCompare(a, b string) int {
+	if len(a) != len(b) {
+		return cmp.Compare(len(a), len(b))
+	}
+	return strings.Compare(a, b)
 }
 
 // Available is capacity minus used (evictable prefix cache counts as
@@ -502,9 +528,10 @@ func (s *Server) Headroom(n int) Value {
 	if n <= 0 {
 		return Value{}
 	}
-	groups := s.DPGroups()
+	var buf [groupsBuf]Signals
+	groups, _, _ := s.groups(buf[:0])
 	if len(groups) == 0 {
-		groups = []Signals{s.Signals}
+		groups = append(groups, s.Signals)
 	}
 	var out Value
 	for _, g := range groups {
