@@ -9,7 +9,8 @@
 package report
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
@@ -193,25 +194,35 @@ func Headrooms(s *kv.Server, tokens []int) []Headroom {
 	if !s.Role.HoldsKV() {
 		return nil
 	}
-	sizes := map[int]bool{}
+	// One array, filled, sorted and cut down to one entry per size (a
+	// map and a key slice per scrape were the most of what a row
+	// allocated).
+	out := make([]Headroom, 0, len(tokens)+1)
 	for _, n := range tokens {
 		if n > 0 {
-			sizes[n] = sizes[n] || false
+			out = append(out, Headroom{Tokens: n})
 		}
 	}
 	// An implausible context length (negative, beyond 2^53) is no size:
 	// int() of it would overflow.
 	if s.ContextLength.Trusted() && s.ContextLength.V >= 1 && s.ContextLength.V <= kv.MaxExact {
-		sizes[int(s.ContextLength.V)] = true
+		out = append(out, Headroom{Tokens: int(s.ContextLength.V), Context: true})
 	}
-	keys := make([]int, 0, len(sizes))
-	for n := range sizes {
-		keys = append(keys, n)
+	slices.SortFunc(out, func(a, b Headroom) int { return cmp.Compare(a.Tokens, b.Tokens) })
+	// One entry per size; a configured size equal to the context length
+	// is the context's.
+	j := 0
+	for _, h := range out {
+		if j > 0 && out[j-1].Tokens == h.Tokens {
+			out[j-1].Context = out[j-1].Context || h.Context
+			continue
+		}
+		out[j] = h
+		j++
 	}
-	sort.Ints(keys)
-	out := make([]Headroom, 0, len(keys))
-	for _, n := range keys {
-		out = append(out, Headroom{Tokens: n, Context: sizes[n], Requests: s.Headroom(n)})
+	out = out[:j]
+	for i := range out {
+		out[i].Requests = s.Headroom(out[i].Tokens)
 	}
 	return out
 }

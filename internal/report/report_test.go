@@ -135,3 +135,18 @@ func TestTrackerRowIsUpdatesRow(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadroomsSizes: sizes sorted, one entry each, zero and negative
+// sizes dropped, a configured size equal to the context length marked as
+// the context's, in one allocation.
+func TestHeadroomsSizes(t *testing.T) {
+	s := decode(0, 0, 0, 0)
+	hs := Headrooms(s, []int{524288, 0, 4096, -1, 4096})
+	if len(hs) != 2 || hs[0].Tokens != 4096 || hs[0].Context || hs[1].Tokens != 524288 || !hs[1].Context ||
+		hs[0].Requests.V != 627 || hs[1].Requests.V != 4 {
+		t.Errorf("headroom = %+v, want 4,096 (627 requests) and the context's 524,288 (4)", hs)
+	}
+	if n := testing.AllocsPerRun(100, func() { Headrooms(s, []int{8192, 4096}) }); n != 1 {
+		t.Errorf("Headrooms allocates %.0f times, want 1", n)
+	}
+}
