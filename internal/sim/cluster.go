@@ -67,7 +67,16 @@ type Cluster struct {
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	httpSrvs []*http.Server
+
+	// pages counts the metrics pages served whole, by every server of the
+	// cluster (GET /-/sim/pages): a benchmark counts a scraper's scrapes
+	// with it without asking the scraper.
+	pages atomic.Uint64
 }
+
+// PagesServed returns how many metrics pages the cluster's servers have
+// served whole since it started.
+func (c *Cluster) PagesServed() uint64 { return c.pages.Load() }
 
 // server is one simulated endpoint: its ranks, faults and rendered page.
 type server struct {

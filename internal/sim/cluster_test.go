@@ -486,3 +486,38 @@ func TestPDSGLangDecodeDP(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesServedCounts: /-/sim/pages on any server counts the metrics
+// pages every server of the cluster served whole; its own requests, health
+// checks and error answers are not pages.
+func TestPagesServedCounts(t *testing.T) {
+	c := startCluster(t, "mixed")
+	eps := c.Endpoints()
+	if len(eps) < 2 {
+		t.Fatalf("scenario mixed has %d servers, want at least 2", len(eps))
+	}
+	count := func() string {
+		code, b, err := get(t, eps[1].URL+"/-/sim/pages")
+		if err != nil || code != 200 {
+			t.Fatalf("GET /-/sim/pages = %d, %v", code, err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := count(); got != "0" {
+		t.Fatalf("pages before any scrape: %s, want 0", got)
+	}
+	for _, ep := range eps[:2] {
+		for range 3 {
+			if code, _, err := get(t, ep.URL+ep.MetricsPath); err != nil || code != 200 {
+				t.Fatalf("GET %s%s = %d, %v", ep.URL, ep.MetricsPath, code, err)
+			}
+		}
+		get(t, ep.URL+"/health")
+	}
+	if got := count(); got != "6" {
+		t.Errorf("pages after 3 scrapes of each of 2 servers: %s, want 6", got)
+	}
+	if c.PagesServed() != 6 {
+		t.Errorf("PagesServed = %d, want 6", c.PagesServed())
+	}
+}

@@ -46,6 +46,10 @@ func (s *server) handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(s.snap.Load().truth)
 	})
+	mux.HandleFunc("GET /-/sim/pages", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, s.cl.PagesServed())
+	})
 	mux.HandleFunc("POST /-/sim/load", func(w http.ResponseWriter, r *http.Request) {
 		f, err := strconv.ParseFloat(r.FormValue("factor"), 64)
 		if err == nil {
@@ -141,5 +145,7 @@ func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	w.Write(body)
+	if _, err := w.Write(body); err == nil {
+		s.cl.pages.Add(1)
+	}
 }
