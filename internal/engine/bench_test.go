@@ -140,6 +140,9 @@ func TestLargeSGLangPage(t *testing.T) {
 //
 //   - Kvwatch: expo.Parse with the registry's Want, Detect and Normalize;
 //
+//   - KvwatchLayout: the same through a Parser and a Layout, as a scrape
+//     reads a target's page;
+//
 //   - TextparseFull: Prometheus textparse over every entry, labels built;
 //
 //   - Expfmt: prometheus/common expfmt.TextParser into metric families.
@@ -164,6 +167,32 @@ func BenchmarkParse(b *testing.B) {
 			if srv, err = a.Normalize(Input{Page: p}); err != nil {
 				b.Fatal(err)
 			}
+		}
+		if !srv.Used.OK() {
+			b.Fatal("nothing read")
+		}
+	})
+	// KvwatchLayout is Kvwatch with a Parser (label sets shared between
+	// pages) and the page's layout kept from one call to the next, as a
+	// scrape target reads its page.
+	b.Run("KvwatchLayout", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		pr, lay := expo.NewParser(r.ColonPrefixes()...), new(expo.Layout)
+		var srv kv.Server
+		for b.Loop() {
+			p, err := pr.ParseWith(body, "text/plain; version=0.0.4", r.Want, lay)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a, err := r.Detect(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if srv, err = a.Normalize(Input{Page: p}); err != nil {
+				b.Fatal(err)
+			}
+			pr.Release(p)
 		}
 		if !srv.Used.OK() {
 			b.Fatal("nothing read")

@@ -135,6 +135,12 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 // Parse reads body like the package's Parse, sharing label sets with the
 // other pages p has read. A nil p shares nothing.
 func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, error) {
+	return pr.parse(body, contentType, want, nil)
+}
+
+// parse reads body; when lay is not nil and fastText reads the page, lay
+// becomes its layout (see ParseWith).
+func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout) (*Page, error) {
 	sc := getScratch()
 	// Nothing the page keeps points into the scratch space or body: type
 	// names are copied, and label sets are built into buffers of their own.
@@ -145,7 +151,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	}
 	p := pr.newPage()
 	p.Families, p.Example = fams, example
-	om := strings.Contains(contentType, "application/openmetrics-text")
+	om := isOpenMetrics(contentType)
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
 	}
@@ -156,8 +162,14 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 		)
 		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, p.all[:0], nseries, &p.shape); ok {
 			p.all = all
+			if lay != nil {
+				lay.build(body, filtered, p) // before byName sorts all
+			}
 			p.samples = byName(all, p.samples)
 			return p, nil
+		}
+		if lay != nil {
+			lay.reset() // the text parser's pages have no layout
 		}
 		clear(p.types) // the text parser reads the page again, from the start
 		p.shape = LabelShape{}
@@ -406,16 +418,8 @@ func yoloString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len
 // rejects bodies that are clearly not expositions (HTML, JSON, binary) and
 // lines whose metric name is malformed, with the line number.
 func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, families int, example []string, series int, err error) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 {
-		switch trimmed[0] {
-		case '<':
-			return nil, 0, nil, 0, fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
-		case '{', '[':
-			if json.Valid(trimmed) {
-				return nil, 0, nil, 0, fmt.Errorf("%w; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrJSON)
-			}
-		}
+	if err := notMetrics(body); err != nil {
+		return nil, 0, nil, 0, err
 	}
 	if want == nil {
 		out = body
@@ -539,6 +543,28 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 		families = len(example)
 	}
 	return out, max(families, len(seen)), example, series, nil
+}
+
+// notMetrics returns an error for a body that is clearly not an
+// exposition: HTML or JSON.
+func notMetrics(body []byte) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 {
+		switch trimmed[0] {
+		case '<':
+			return fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
+		case '{', '[':
+			if json.Valid(trimmed) {
+				return fmt.Errorf("%w; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrJSON)
+			}
+		}
+	}
+	return nil
+}
+
+// isOpenMetrics reports whether a Content-Type is OpenMetrics'.
+func isOpenMetrics(contentType string) bool {
+	return strings.Contains(contentType, "application/openmetrics-text")
 }
 
 // metaFields is fields3 for a comment line, quicker for the usual

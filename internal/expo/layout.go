@@ -1,0 +1,323 @@
+package expo
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/prometheus/common/model"
+)
+
+// Layout is the structure of the last text-format page read through it: a
+// server writes the same lines in the same order scrape after scrape, and
+// only the values change. ParseWith reads a page that has its layout's
+// structure in one walk over the body, without the filtered copy, the
+// per-name decisions or the series cache, and returns exactly what Parse
+// returns for it. Any other page is read by Parse's path, and its
+// structure becomes the layout's.
+//
+// The zero Layout is empty and ready to use. A Layout belongs to one
+// scrape target and is used by one ParseWith call at a time (it is not
+// safe for concurrent use); it keeps copies of what it needs, never the
+// body. It serves one Parser and one Want: a Layout given to another
+// Parser starts again, and the caller promises that want is the same
+// function (answering the same for each name) at every call with a given
+// Layout.
+type Layout struct {
+	// parser is the Parser the layout was built by.
+	parser *Parser
+	// valid: lines describe the last page read.
+	valid bool
+	lines []layoutLine
+	// text holds the bytes lines refer to.
+	text []byte
+	// samples are the page's samples in page order; a keepLine's value
+	// is read from the new line.
+	samples []Sample
+	// What the page gave besides its samples.
+	types    []layoutType
+	families int
+	example  []string
+	shape    LabelShape
+	// misses counts the pages in a row that did not fit the layout; wait
+	// is the number of pages still to read without trying it.
+	misses, wait int
+}
+
+// layoutLine is one line of a laid-out page and the check a line of a new
+// page at its place must pass.
+type layoutLine struct {
+	// off, n: the line's bytes in Layout.text (see kind).
+	off, n uint32
+	kind   lineKind
+	// sample indexes Layout.samples, or is -1.
+	sample int32
+}
+
+type lineKind uint8
+
+const (
+	// exactLine: a line the new page must have byte for byte (text is the
+	// whole line, its '\n' included when it had one); it gives its stored
+	// sample, if any, value included. Comments, HELP and TYPE lines, and
+	// sample lines not of the keepLine shape.
+	exactLine lineKind = iota
+	// keepLine: a wanted sample line of a simple series (see
+	// simpleSeries): text is the series, which must be followed by one
+	// blank and a value fastValue reads (no timestamp).
+	keepLine
+	// skipLine: a sample line of a family that is not wanted: text is the
+	// metric name, which must be followed by '{', or by blanks and
+	// something that starts a value (filter's check for such a line).
+	skipLine
+)
+
+type layoutType struct {
+	family string
+	typ    model.MetricType
+}
+
+// Bounds of a Layout, so that a huge page does not stay resident once per
+// target: a page over either is read without a layout. The pages kvwatch
+// reads have hundreds to a few thousand lines; a SGLang TP=8 page's layout
+// holds about 40 KB of text.
+const (
+	maxLayoutLines = 1 << 14
+	maxLayoutText  = 256 << 10
+)
+
+// Misses before ParseWith stops trying a layout for a while (a page whose
+// structure changes at every scrape), and the longest such pause, in pages.
+const (
+	layoutMissesBeforeWait = 3
+	maxLayoutWait          = 64
+)
+
+// ParseWith reads body like Parse, through lay: when body has the
+// structure of the page lay was last built from (the same lines, values
+// aside), it is read in one walk over the body; otherwise it is read like
+// Parse, and lay is rebuilt from it when it parses. The result is exactly
+// what Parse returns, error included. OpenMetrics pages, a nil want, a nil
+// Parser or a nil lay do not use a layout. See Layout for who may use lay
+// and when.
+func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Layout) (*Page, error) {
+	if lay == nil || pr == nil || want == nil || isOpenMetrics(contentType) {
+		return pr.parse(body, contentType, want, nil)
+	}
+	if lay.parser != pr {
+		lay.reset()
+		lay.parser, lay.misses, lay.wait = pr, 0, 0
+	}
+	if lay.wait > 0 {
+		lay.wait--
+		return pr.parse(body, contentType, want, nil)
+	}
+	if lay.valid {
+		if p, ok := pr.readLaidOut(body, lay); ok {
+			lay.misses = 0
+			return p, nil
+		}
+		if lay.misses++; lay.misses >= layoutMissesBeforeWait {
+			lay.wait = min(1<<(lay.misses-layoutMissesBeforeWait), maxLayoutWait)
+		}
+	}
+	return pr.parse(body, contentType, want, lay)
+}
+
+// readLaidOut reads body through lay, or reports false at the first line
+// that does not fit it (no page is returned then).
+func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
+	if notMetrics(body) != nil {
+		return nil, false
+	}
+	p := pr.newPage()
+	all := slices.Grow(p.all[:0], len(lay.samples))
+	rest := body
+	ok := true
+	for _, ln := range lay.lines {
+		t := lay.text[ln.off : ln.off+ln.n]
+		n := len(t)
+		switch ln.kind {
+		case exactLine:
+			if !bytes.HasPrefix(rest, t) || (t[n-1] != '\n' && len(rest) != n) {
+				ok = false
+			} else if rest = rest[n:]; ln.sample >= 0 {
+				all = append(all, lay.samples[ln.sample])
+			}
+		case keepLine:
+			if len(rest) <= n+1 || rest[n] != ' ' || !bytes.Equal(rest[:n], t) {
+				ok = false
+				break
+			}
+			val := rest[n+1:]
+			if i := bytes.IndexByte(val, '\n'); i >= 0 {
+				val, rest = val[:i], val[i+1:]
+			} else {
+				rest = nil
+			}
+			// A value fastValue reads starts with a byte valueStart
+			// accepts: filter keeps the line as it kept the laid-out one.
+			v, fast := fastValue(val)
+			if !fast {
+				ok = false
+				break
+			}
+			smp := lay.samples[ln.sample]
+			smp.Value = v
+			all = append(all, smp)
+		case skipLine:
+			if len(rest) <= n || !bytes.Equal(rest[:n], t) {
+				ok = false
+				break
+			}
+			if c := rest[n]; c != '{' && ((c != ' ' && c != '\t') || !valueStart(rest[n:])) {
+				ok = false
+				break
+			}
+			if i := bytes.IndexByte(rest[n:], '\n'); i >= 0 {
+				rest = rest[n+i+1:]
+			} else {
+				rest = nil
+			}
+		}
+		if !ok {
+			break
+		}
+	}
+	p.all = all
+	if !ok || len(rest) > 0 {
+		pr.Release(p)
+		return nil, false
+	}
+	for _, t := range lay.types {
+		p.types[t.family] = t.typ
+	}
+	p.Families, p.Example, p.shape = lay.families, lay.example, lay.shape
+	p.samples = byName(all, p.samples)
+	return p, true
+}
+
+// build makes lay the layout of body, which Parse read into p with the
+// filter's copy filtered and fastText (a page the text parser read has no
+// layout); p.all must be in page order still (before byName). It relies on filter's decision for a line depending on the
+// line's bytes alone (and want), so that the kept lines are found again by
+// walking body and filtered side by side; fastText's each kept sample line
+// gives exactly one of p's samples, in order, or the page gets no layout.
+func (lay *Layout) build(body, filtered []byte, p *Page) {
+	lay.reset()
+	var ls simpleSeries
+	k := 0
+	for rest := body; len(rest) > 0; {
+		var line []byte
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			line, rest = rest, nil
+		}
+		kept := false
+		if i := bytes.IndexByte(filtered, '\n'); i >= 0 {
+			// filter ends its copy with '\n', also after a last line
+			// without one.
+			if next := filtered[:i+1]; bytes.Equal(line, next) || (len(rest) == 0 && bytes.Equal(line, next[:i])) {
+				kept, filtered = true, filtered[i+1:]
+			}
+		}
+		switch {
+		case kept && line[0] != '#': // one of fastText's sample lines
+			if k == len(p.all) {
+				lay.reset()
+				return
+			}
+			smp := p.all[k]
+			if series, ok := keepable(line, smp, &ls); ok {
+				lay.add(keepLine, series, len(lay.samples))
+			} else {
+				lay.add(exactLine, line, len(lay.samples))
+			}
+			lay.samples = append(lay.samples, smp)
+			k++
+		case !kept:
+			if name, ok := skippable(line); ok {
+				lay.add(skipLine, name, -1)
+				break
+			}
+			fallthrough
+		default:
+			lay.add(exactLine, line, -1)
+		}
+		if len(lay.lines) > maxLayoutLines || len(lay.text) > maxLayoutText {
+			lay.drop()
+			return
+		}
+	}
+	if len(filtered) > 0 || k != len(p.all) {
+		lay.reset()
+		return
+	}
+	for f, t := range p.types {
+		lay.types = append(lay.types, layoutType{f, t})
+	}
+	lay.families, lay.example, lay.shape = p.Families, slices.Clip(p.Example), p.shape
+	lay.valid = true
+}
+
+// keepable returns the series of a kept sample line when fastText reads
+// any line of that series followed by one blank and a value without the
+// series cache as well as with it (see fastText's reading of a series it
+// has not seen). smp is the sample fastText made of the line: its value
+// and name are checked against the line's.
+func keepable(line []byte, smp Sample, ls *simpleSeries) ([]byte, bool) {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	sp := bytes.LastIndexByte(line, ' ')
+	if sp <= 0 || seriesEnd(line) != sp {
+		return nil, false
+	}
+	series := line[:sp]
+	v, fast := fastValue(line[sp+1:])
+	if !fast || math.Float64bits(v) != math.Float64bits(smp.Value) || !utf8.Valid(series) || !ls.read(series) ||
+		smp.Labels.Get(model.MetricNameLabel) != string(ls.name) {
+		return nil, false
+	}
+	return series, true
+}
+
+// skippable returns the metric name of a sample line that filter dropped
+// when any line that starts with that name and passes the same check is
+// dropped the same way: the name, then '{', or blanks and a value.
+func skippable(line []byte) ([]byte, bool) {
+	end := nameEnd(line)
+	if end <= 0 || !validName(line[:end]) {
+		return nil, false
+	}
+	if c := line[end]; c != '{' && !valueStart(line[end:]) {
+		return nil, false
+	}
+	return line[:end], true
+}
+
+// add appends a line whose check is text; a skipLine of the same name as
+// the line before shares its text.
+func (lay *Layout) add(kind lineKind, text []byte, sample int) {
+	if n := len(lay.lines); kind == skipLine && n > 0 {
+		if prev := lay.lines[n-1]; prev.kind == skipLine && bytes.Equal(lay.text[prev.off:prev.off+prev.n], text) {
+			lay.lines = append(lay.lines, prev)
+			return
+		}
+	}
+	lay.lines = append(lay.lines, layoutLine{off: uint32(len(lay.text)), n: uint32(len(text)), kind: kind, sample: int32(sample)})
+	lay.text = append(lay.text, text...)
+}
+
+// reset empties lay, keeping its room for the next page.
+func (lay *Layout) reset() {
+	clear(lay.samples) // the label sets are not pinned
+	lay.valid, lay.lines, lay.text, lay.samples = false, lay.lines[:0], lay.text[:0], lay.samples[:0]
+	lay.types, lay.families, lay.example, lay.shape = lay.types[:0], 0, nil, LabelShape{}
+}
+
+// drop empties lay and lets its room go: the page was too big for one.
+func (lay *Layout) drop() {
+	lay.reset()
+	lay.lines, lay.text, lay.samples, lay.types = nil, nil, nil, nil
+}
