@@ -228,8 +228,9 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					memo = new(seriesMemo)
-					pr.series.put(series, internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo})
+					text := string(series)
+					memo = &seriesMemo{text: text}
+					pr.series.put(text, internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo})
 				}
 			} else {
 				parser.Labels(&lset)

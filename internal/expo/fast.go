@@ -115,8 +115,9 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					memo = new(seriesMemo)
-					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo}})
+					text := string(line[:end])
+					memo = &seriesMemo{text: text}
+					puts = append(puts, pendingSeries{text, internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo}})
 				}
 			} else {
 				fast = false
@@ -155,7 +156,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 
 // pendingSeries is a series fastText adds to the cache after its pass.
 type pendingSeries struct {
-	key []byte
+	key string
 	is  internedSeries
 }
 

@@ -40,14 +40,15 @@ func (c *internCache[V]) get(key []byte) (V, bool) {
 	return v, ok
 }
 
-func (c *internCache[V]) put(key []byte, v V) {
+// put adds key (kept as given: a value may share it) and v.
+func (c *internCache[V]) put(key string, v V) {
 	size := 2*len(key) + 64
 	if size > maxInternedBytes {
 		return // would never fit: built every time
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[string(key)]; ok {
+	if _, ok := c.m[key]; ok {
 		return
 	}
 	if c.m == nil || len(c.m) >= maxInterned || c.bytes+size > maxInternedBytes {
@@ -56,7 +57,7 @@ func (c *internCache[V]) put(key []byte, v V) {
 		}
 		c.m, c.bytes = map[string]V{}, 0
 	}
-	c.m[string(key)] = v
+	c.m[key] = v
 	c.bytes += size
 }
 
@@ -198,6 +199,6 @@ func (p *Parser) canonicalTypeName(name []byte) string {
 		return c
 	}
 	c := p.Canonical(string(name))
-	p.types.put(name, c)
+	p.types.put(string(name), c)
 	return c
 }

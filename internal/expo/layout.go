@@ -51,8 +51,9 @@ type layoutLine struct {
 	// off, n: the line's bytes in Layout.text (see kind).
 	off, n uint32
 	kind   lineKind
-	// sample indexes Layout.samples, or is -1.
-	sample int32
+	// arg is the line's sample in Layout.samples (-1: none) or, for a
+	// skipLine, how many lines in a row it stands for.
+	arg int32
 }
 
 type lineKind uint8
@@ -64,8 +65,10 @@ const (
 	// sample lines not of the keepLine shape.
 	exactLine lineKind = iota
 	// keepLine: a wanted sample line of a simple series (see
-	// simpleSeries): text is the series, which must be followed by one
-	// blank and a value fastValue reads (no timestamp).
+	// simpleSeries): its sample's memo holds the series text (shared with
+	// the series cache and other targets' layouts, not kept in text),
+	// which must be followed by one blank and a value fastValue reads (no
+	// timestamp).
 	keepLine
 	// skipLine: a sample line of a family that is not wanted: text is the
 	// metric name, which must be followed by '{', or by blanks and
@@ -142,11 +145,14 @@ func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
 		case exactLine:
 			if !bytes.HasPrefix(rest, t) || (t[n-1] != '\n' && len(rest) != n) {
 				ok = false
-			} else if rest = rest[n:]; ln.sample >= 0 {
-				all = append(all, lay.samples[ln.sample])
+			} else if rest = rest[n:]; ln.arg >= 0 {
+				all = append(all, lay.samples[ln.arg])
 			}
 		case keepLine:
-			if len(rest) <= n+1 || rest[n] != ' ' || !bytes.Equal(rest[:n], t) {
+			smp := lay.samples[ln.arg]
+			series := smp.memo.text
+			n = len(series)
+			if len(rest) <= n+1 || rest[n] != ' ' || string(rest[:n]) != series {
 				ok = false
 				break
 			}
@@ -163,22 +169,23 @@ func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
 				ok = false
 				break
 			}
-			smp := lay.samples[ln.sample]
 			smp.Value = v
 			all = append(all, smp)
 		case skipLine:
-			if len(rest) <= n || !bytes.Equal(rest[:n], t) {
-				ok = false
-				break
-			}
-			if c := rest[n]; c != '{' && ((c != ' ' && c != '\t') || !valueStart(rest[n:])) {
-				ok = false
-				break
-			}
-			if i := bytes.IndexByte(rest[n:], '\n'); i >= 0 {
-				rest = rest[n+i+1:]
-			} else {
-				rest = nil
+			for range ln.arg {
+				if len(rest) <= n || !bytes.Equal(rest[:n], t) {
+					ok = false
+					break
+				}
+				if c := rest[n]; c != '{' && ((c != ' ' && c != '\t') || !valueStart(rest[n:])) {
+					ok = false
+					break
+				}
+				if i := bytes.IndexByte(rest[n:], '\n'); i >= 0 {
+					rest = rest[n+i+1:]
+				} else {
+					rest = nil
+				}
 			}
 		}
 		if !ok {
@@ -230,8 +237,8 @@ func (lay *Layout) build(body, filtered []byte, p *Page) {
 				return
 			}
 			smp := p.all[k]
-			if series, ok := keepable(line, smp, &ls); ok {
-				lay.add(keepLine, series, len(lay.samples))
+			if keepable(line, smp, &ls) {
+				lay.add(keepLine, nil, len(lay.samples))
 			} else {
 				lay.add(exactLine, line, len(lay.samples))
 			}
@@ -239,7 +246,7 @@ func (lay *Layout) build(body, filtered []byte, p *Page) {
 			k++
 		case !kept:
 			if name, ok := skippable(line); ok {
-				lay.add(skipLine, name, -1)
+				lay.add(skipLine, name, 1)
 				break
 			}
 			fallthrough
@@ -262,24 +269,21 @@ func (lay *Layout) build(body, filtered []byte, p *Page) {
 	lay.valid = true
 }
 
-// keepable returns the series of a kept sample line when fastText reads
-// any line of that series followed by one blank and a value without the
-// series cache as well as with it (see fastText's reading of a series it
-// has not seen). smp is the sample fastText made of the line: its value
-// and name are checked against the line's.
-func keepable(line []byte, smp Sample, ls *simpleSeries) ([]byte, bool) {
+// keepable reports whether fastText reads any line of a kept line's
+// series followed by one blank and a value without the series cache as
+// well as with it (see fastText's reading of a series it has not seen).
+// smp is the sample fastText made of the line: its value and name are
+// checked against the line's, and its memo must hold the series text.
+func keepable(line []byte, smp Sample, ls *simpleSeries) bool {
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	sp := bytes.LastIndexByte(line, ' ')
 	if sp <= 0 || seriesEnd(line) != sp {
-		return nil, false
+		return false
 	}
 	series := line[:sp]
 	v, fast := fastValue(line[sp+1:])
-	if !fast || math.Float64bits(v) != math.Float64bits(smp.Value) || !utf8.Valid(series) || !ls.read(series) ||
-		smp.Labels.Get(model.MetricNameLabel) != string(ls.name) {
-		return nil, false
-	}
-	return series, true
+	return fast && math.Float64bits(v) == math.Float64bits(smp.Value) && utf8.Valid(series) && ls.read(series) &&
+		smp.Labels.Get(model.MetricNameLabel) == string(ls.name) && smp.memo != nil && smp.memo.text == string(series)
 }
 
 // skippable returns the metric name of a sample line that filter dropped
@@ -296,16 +300,16 @@ func skippable(line []byte) ([]byte, bool) {
 	return line[:end], true
 }
 
-// add appends a line whose check is text; a skipLine of the same name as
-// the line before shares its text.
-func (lay *Layout) add(kind lineKind, text []byte, sample int) {
+// add appends a line whose check is text (see layoutLine for arg); a
+// skipLine of the same name as the line before counts one more line of it.
+func (lay *Layout) add(kind lineKind, text []byte, arg int) {
 	if n := len(lay.lines); kind == skipLine && n > 0 {
-		if prev := lay.lines[n-1]; prev.kind == skipLine && bytes.Equal(lay.text[prev.off:prev.off+prev.n], text) {
-			lay.lines = append(lay.lines, prev)
+		if prev := &lay.lines[n-1]; prev.kind == skipLine && bytes.Equal(lay.text[prev.off:prev.off+prev.n], text) {
+			prev.arg++
 			return
 		}
 	}
-	lay.lines = append(lay.lines, layoutLine{off: uint32(len(lay.text)), n: uint32(len(text)), kind: kind, sample: int32(sample)})
+	lay.lines = append(lay.lines, layoutLine{off: uint32(len(lay.text)), n: uint32(len(text)), kind: kind, arg: int32(arg)})
 	lay.text = append(lay.text, text...)
 }
 
