@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -134,6 +140,64 @@ func TestLargeSGLangPage(t *testing.T) {
 	if s.Used != s2.Used || s.Capacity != s2.Capacity || s.Running != s2.Running || s.Counters != s2.Counters {
 		t.Errorf("filtered and unfiltered reads differ: %+v vs %+v", s.Signals, s2.Signals)
 	}
+}
+
+// sampleValue is a text-format sample line's value (without timestamp).
+var sampleValue = regexp.MustCompile(`(?m)^([^#\n][^\n]* )[0-9.e+-]+$`)
+
+// With the registry's Want, the benchmark's page and the captures are read
+// through the layout of their page before (no want call at all: the
+// layout made every decision), and give what Parse gives.
+func TestLayoutWithRegistryWant(t *testing.T) {
+	r := NewRegistry()
+	pages := map[string][]byte{"benchmark": benchPage()}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fixtures", "*.prom"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages[filepath.Base(f)] = b
+	}
+	laidOut, read := 0, 0
+	for name, page1 := range pages {
+		page2 := sampleValue.ReplaceAll(page1, []byte("${1}7.25"))
+		pr, lay := expo.NewParser(r.ColonPrefixes()...), new(expo.Layout)
+		calls := 0
+		want := func(n string) bool { calls++; return r.Want(n) }
+		if _, err := pr.ParseWith(page1, "", want, lay); err != nil {
+			continue // a capture kvwatch does not read as text
+		}
+		read++
+		calls = 0
+		got, err := pr.ParseWith(page2, "", want, lay)
+		ref, rerr := expo.Parse(page2, "", r.Want)
+		if err != nil || rerr != nil {
+			t.Fatalf("%s: %v, Parse: %v", name, err, rerr)
+		}
+		if calls == 0 {
+			laidOut++
+		} else if name == "benchmark" || strings.HasPrefix(name, "sglang-") || strings.HasPrefix(name, "vllm-docs-") || strings.HasPrefix(name, "llamacpp-real") {
+			t.Errorf("%s: the page with new values was not read through the layout (%d want calls)", name, calls)
+		}
+		if diff := cmp.Diff(dump(ref), dump(got)); diff != "" {
+			t.Errorf("%s: ParseWith differs from Parse (-Parse +ParseWith):\n%s", name, diff)
+		}
+	}
+	t.Logf("%d of the %d pages read as text read through a layout", laidOut, read)
+}
+
+// dump renders what a page's accessors return.
+func dump(p *expo.Page) []string {
+	out := []string{fmt.Sprintf("families=%d example=%q len=%d shape=%+v", p.Families, p.Example, p.Len(), p.Shape())}
+	for _, n := range p.Names() {
+		out = append(out, fmt.Sprintf("type %q %s", n, p.Type(n)))
+		for _, s := range p.Samples(n) {
+			out = append(out, fmt.Sprintf("%q %s %x %x", s.Name, s.Labels, math.Float64bits(s.Value), s.SeriesKey()))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // BenchmarkParse compares, on the same ~500 KB SGLang TP=8 page:
