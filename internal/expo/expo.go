@@ -3,8 +3,10 @@
 // Before parsing it drops every family the caller does not want, which is
 // most of an engine's page (histogram buckets above all), so reading a page
 // costs a fraction of a full parse. Label sets met on earlier pages are
-// shared from bounded caches rather than built again. It does not fetch
-// anything and knows no engine; callers say which sample names they need.
+// shared from bounded caches rather than built again, and a page with the
+// structure of the one before it (a Layout) is read in one walk. It does
+// not fetch anything and knows no engine; callers say which sample names
+// they need.
 package expo
 
 import (
@@ -138,8 +140,9 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	return pr.parse(body, contentType, want, nil)
 }
 
-// parse reads body; when lay is not nil and fastText reads the page, lay
-// becomes its layout (see ParseWith).
+// parse reads body. When lay is not nil, a page fastText reads becomes its
+// layout, a page the text parser reads leaves it empty, and a page that
+// fails leaves it as it was (see ParseWith).
 func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout) (*Page, error) {
 	sc := getScratch()
 	// Nothing the page keeps points into the scratch space or body: type
@@ -167,9 +170,6 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 			}
 			p.samples = byName(all, p.samples)
 			return p, nil
-		}
-		if lay != nil {
-			lay.reset() // the text parser's pages have no layout
 		}
 		clear(p.types) // the text parser reads the page again, from the start
 		p.shape = LabelShape{}
@@ -247,6 +247,9 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 	}
 	p.all = all
 	p.samples = byName(all, p.samples)
+	if lay != nil {
+		lay.reset() // a page the text parser reads has no layout
+	}
 	return p, nil
 }
 

@@ -40,8 +40,9 @@ type Layout struct {
 	families int
 	example  []string
 	shape    LabelShape
-	// misses counts the pages in a row that did not fit the layout; wait
-	// is the number of pages still to read without trying it.
+	// misses counts the pages in a row that parsed but did not fit the
+	// layout (another structure, or one that has no layout); wait is the
+	// number of pages still to read without trying it.
 	misses, wait int
 }
 
@@ -121,11 +122,17 @@ func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Lay
 			lay.misses = 0
 			return p, nil
 		}
+	}
+	p, err := pr.parse(body, contentType, want, lay)
+	// A page that fails leaves the layout as it was (the page after is
+	// likely the usual one again) and is no miss: trtllm-serve's JSON
+	// page comes before every page read through the layout.
+	if err == nil {
 		if lay.misses++; lay.misses >= layoutMissesBeforeWait {
 			lay.wait = min(1<<(lay.misses-layoutMissesBeforeWait), maxLayoutWait)
 		}
 	}
-	return pr.parse(body, contentType, want, lay)
+	return p, err
 }
 
 // readLaidOut reads body through lay, or reports false at the first line

@@ -335,6 +335,16 @@ func TestLayoutWaitsAfterMisses(t *testing.T) {
 	if lay.misses != 0 || !fits(pr, lay, []byte("sglang:x{a=\"z\"} 7\n")) {
 		t.Errorf("after 100 pages of one structure, misses = %d and the page does not fit", lay.misses)
 	}
+	// Pages that fail (a JSON page before each retried one, a cut body)
+	// are no misses and leave the layout.
+	for i := range 10 {
+		checkSame(t, pr, lay, []byte(`{"a": 1}`), "", gauges)
+		checkSame(t, pr, lay, []byte("sglang:x{a=\"z\"} 1\nsglang:x{"), "", gauges)
+		if !fits(pr, lay, []byte(fmt.Sprintf("sglang:x{a=\"z\"} %d\n", i))) || lay.wait != 0 {
+			t.Fatalf("after %d failed pages, the layout is gone or waits %d", 2*(i+1), lay.wait)
+		}
+		checkSame(t, pr, lay, []byte(fmt.Sprintf("sglang:x{a=\"z\"} %d\n", i)), "", gauges)
+	}
 }
 
 // A Layout given to another Parser (another Canonical) starts again; the
