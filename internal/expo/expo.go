@@ -166,7 +166,7 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, p.all[:0], nseries, &p.shape); ok {
 			p.all = all
 			if lay != nil {
-				lay.build(body, filtered, p) // before byName sorts all
+				lay.build(pr, body, filtered, p) // before byName sorts all
 			}
 			p.samples = byName(all, p.samples)
 			return p, nil
@@ -205,7 +205,7 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 			series, _, v := parser.Series()
 			var (
 				name   string
-				is     internedSeries
+				is     *internedSeries
 				sh     LabelShape
 				key    uint64
 				memo   *seriesMemo
@@ -216,7 +216,7 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
-				lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, is.memo
+				lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, &is.memo
 			} else if !om && ls.read(series) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
@@ -228,9 +228,9 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					text := string(series)
-					memo = &seriesMemo{text: text}
-					pr.series.put(text, internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo})
+					is = &internedSeries{text: string(series), labels: lset, name: name, shape: sh, key: key}
+					memo = &is.memo
+					pr.series.put(is.text, is)
 				}
 			} else {
 				parser.Labels(&lset)

@@ -68,13 +68,17 @@ func (c *internCache[V]) stats() (entries, bytes int, resets uint64) {
 }
 
 // internedSeries is a simple text-format series' label set and canonical
-// sample name (a substring of the set, or of Canonical's result).
+// sample name (a substring of the set, or of Canonical's result), shared
+// by the pages that have the series: with what Memoized keeps of it, and
+// its text, the series cache's key for it, which a Layout checks a line's
+// series against.
 type internedSeries struct {
+	text   string
 	labels labels.Labels
 	name   string
 	shape  LabelShape
 	key    uint64
-	memo   *seriesMemo
+	memo   seriesMemo
 }
 
 // LabelShape is what label limits are checked against, of one label set
@@ -123,7 +127,7 @@ type Parser struct {
 	colon []string
 	// series maps the text of a simple series (see simpleSeries) to what
 	// Parse makes of it.
-	series internCache[internedSeries]
+	series internCache[*internedSeries]
 	// types maps a TYPE line's family name to its canonical form.
 	types internCache[string]
 	// pages are pages handed back with Release, for Parse to reuse.

@@ -32,9 +32,10 @@ type Layout struct {
 	lines []layoutLine
 	// text holds the bytes lines refer to.
 	text []byte
-	// samples are the page's samples in page order; a keepLine's value
-	// is read from the new line.
+	// samples are the samples of the exactLines that give one; series
+	// are the keepLines' (shared with the series cache).
 	samples []Sample
+	series  []*internedSeries
 	// What the page gave besides its samples.
 	types    []layoutType
 	families int
@@ -52,8 +53,9 @@ type layoutLine struct {
 	// off, n: the line's bytes in Layout.text (see kind).
 	off, n uint32
 	kind   lineKind
-	// arg is the line's sample in Layout.samples (-1: none) or, for a
-	// skipLine, how many lines in a row it stands for.
+	// arg is an exactLine's sample in Layout.samples (-1: none), a
+	// keepLine's series in Layout.series, or the number of lines in a row
+	// a skipLine stands for.
 	arg int32
 }
 
@@ -66,10 +68,9 @@ const (
 	// sample lines not of the keepLine shape.
 	exactLine lineKind = iota
 	// keepLine: a wanted sample line of a simple series (see
-	// simpleSeries): its sample's memo holds the series text (shared with
-	// the series cache and other targets' layouts, not kept in text),
-	// which must be followed by one blank and a value fastValue reads (no
-	// timestamp).
+	// simpleSeries), whose label set the series cache shares: the series
+	// text (internedSeries.text, not kept in Layout.text) must be
+	// followed by one blank and a value fastValue reads (no timestamp).
 	keepLine
 	// skipLine: a sample line of a family that is not wanted: text is the
 	// metric name, which must be followed by '{', or by blanks and
@@ -142,7 +143,7 @@ func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
 		return nil, false
 	}
 	p := pr.newPage()
-	all := slices.Grow(p.all[:0], len(lay.samples))
+	all := slices.Grow(p.all[:0], len(lay.samples)+len(lay.series))
 	rest := body
 	ok := true
 	for _, ln := range lay.lines {
@@ -156,10 +157,9 @@ func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
 				all = append(all, lay.samples[ln.arg])
 			}
 		case keepLine:
-			smp := lay.samples[ln.arg]
-			series := smp.memo.text
-			n = len(series)
-			if len(rest) <= n+1 || rest[n] != ' ' || string(rest[:n]) != series {
+			is := lay.series[ln.arg]
+			n = len(is.text)
+			if len(rest) <= n+1 || rest[n] != ' ' || string(rest[:n]) != is.text {
 				ok = false
 				break
 			}
@@ -176,8 +176,7 @@ func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
 				ok = false
 				break
 			}
-			smp.Value = v
-			all = append(all, smp)
+			all = append(all, Sample{Name: is.name, Labels: is.labels, Value: v, key: is.key, memo: &is.memo})
 		case skipLine:
 			for range ln.arg {
 				if len(rest) <= n || !bytes.Equal(rest[:n], t) {
@@ -218,7 +217,7 @@ func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
 // line's bytes alone (and want), so that the kept lines are found again by
 // walking body and filtered side by side; fastText's each kept sample line
 // gives exactly one of p's samples, in order, or the page gets no layout.
-func (lay *Layout) build(body, filtered []byte, p *Page) {
+func (lay *Layout) build(pr *Parser, body, filtered []byte, p *Page) {
 	lay.reset()
 	var ls simpleSeries
 	k := 0
@@ -244,13 +243,14 @@ func (lay *Layout) build(body, filtered []byte, p *Page) {
 				return
 			}
 			smp := p.all[k]
-			if keepable(line, smp, &ls) {
-				lay.add(keepLine, nil, len(lay.samples))
-			} else {
-				lay.add(exactLine, line, len(lay.samples))
-			}
-			lay.samples = append(lay.samples, smp)
 			k++
+			if is := keepable(pr, line, smp, &ls); is != nil {
+				lay.add(keepLine, nil, len(lay.series))
+				lay.series = append(lay.series, is)
+				break
+			}
+			lay.add(exactLine, line, len(lay.samples))
+			lay.samples = append(lay.samples, smp)
 		case !kept:
 			if name, ok := skippable(line); ok {
 				lay.add(skipLine, name, 1)
@@ -276,21 +276,28 @@ func (lay *Layout) build(body, filtered []byte, p *Page) {
 	lay.valid = true
 }
 
-// keepable reports whether fastText reads any line of a kept line's
-// series followed by one blank and a value without the series cache as
-// well as with it (see fastText's reading of a series it has not seen).
-// smp is the sample fastText made of the line: its value and name are
-// checked against the line's, and its memo must hold the series text.
-func keepable(line []byte, smp Sample, ls *simpleSeries) bool {
+// keepable returns the shared series of a kept line when fastText reads
+// any line of that series followed by one blank and a value without the
+// series cache as well as with it (see fastText's reading of a series it
+// has not seen), or nil. smp is the sample fastText made of the line: its
+// value and label set are checked against the line's.
+func keepable(pr *Parser, line []byte, smp Sample, ls *simpleSeries) *internedSeries {
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	sp := bytes.LastIndexByte(line, ' ')
 	if sp <= 0 || seriesEnd(line) != sp {
-		return false
+		return nil
 	}
 	series := line[:sp]
 	v, fast := fastValue(line[sp+1:])
-	return fast && math.Float64bits(v) == math.Float64bits(smp.Value) && utf8.Valid(series) && ls.read(series) &&
-		smp.Labels.Get(model.MetricNameLabel) == string(ls.name) && smp.memo != nil && smp.memo.text == string(series)
+	if !fast || math.Float64bits(v) != math.Float64bits(smp.Value) || !utf8.Valid(series) || !ls.read(series) {
+		return nil
+	}
+	// The series cache may have been emptied since fastText read the
+	// line: then the line is an exactLine.
+	if is, ok := pr.series.get(series); ok && &is.memo == smp.memo {
+		return is
+	}
+	return nil
 }
 
 // skippable returns the metric name of a sample line that filter dropped
@@ -323,12 +330,13 @@ func (lay *Layout) add(kind lineKind, text []byte, arg int) {
 // reset empties lay, keeping its room for the next page.
 func (lay *Layout) reset() {
 	clear(lay.samples) // the label sets are not pinned
-	lay.valid, lay.lines, lay.text, lay.samples = false, lay.lines[:0], lay.text[:0], lay.samples[:0]
+	clear(lay.series)
+	lay.valid, lay.lines, lay.text, lay.samples, lay.series = false, lay.lines[:0], lay.text[:0], lay.samples[:0], lay.series[:0]
 	lay.types, lay.families, lay.example, lay.shape = lay.types[:0], 0, nil, LabelShape{}
 }
 
 // drop empties lay and lets its room go: the page was too big for one.
 func (lay *Layout) drop() {
 	lay.reset()
-	lay.lines, lay.text, lay.samples, lay.types = nil, nil, nil, nil
+	lay.lines, lay.text, lay.samples, lay.series, lay.types = nil, nil, nil, nil, nil
 }

@@ -205,7 +205,7 @@ func TestLayoutRealPages(t *testing.T) {
 	if len(lay.text) > len(sp[0])/8 || len(lay.lines) > 500 {
 		t.Errorf("the layout of a %d-byte page of %d lines holds %d bytes of text in %d entries", len(sp[0]), bytes.Count(sp[0], []byte("\n")), len(lay.text), len(lay.lines))
 	}
-	t.Logf("the layout of a %d-byte page of %d lines holds %d bytes of text in %d entries, %d samples", len(sp[0]), bytes.Count(sp[0], []byte("\n")), len(lay.text), len(lay.lines), len(lay.samples))
+	t.Logf("the layout of a %d-byte page of %d lines holds %d bytes of text in %d entries, %d series and %d samples", len(sp[0]), bytes.Count(sp[0], []byte("\n")), len(lay.text), len(lay.lines), len(lay.series), len(lay.samples))
 	for _, f := range []string{"sglang-docs-production_metrics.prom", "vllm-docs-design-metrics-http_filtered.prom", "llamacpp-real-load.prom"} {
 		pr, lay := NewParser(testColon...), new(Layout)
 		checkSame(t, pr, lay, pages[f][0], "", gauges)

@@ -13,9 +13,6 @@ type MemoKey struct{ _ byte }
 // seriesMemo holds what Memoized computed from one shared label set: a
 // short list, replaced whole on each addition, so readers take no lock.
 type seriesMemo struct {
-	// text is the series text the label set was built from, the series
-	// cache's key for it: a Layout checks a line's series against it.
-	text    string
 	entries atomic.Pointer[[]memoEntry]
 }
 
