@@ -58,7 +58,8 @@ type Page struct {
 	// not, counted from TYPE lines (pages without them count at most five).
 	Families int
 	// Example holds up to five family names of the body, to tell a user what
-	// a page they did not expect contains.
+	// a page they did not expect contains. It is read-only: the pages read
+	// through one Layout share it.
 	Example []string
 	// all is the array the samples' slices share.
 	all []Sample

@@ -43,7 +43,8 @@ type Layout struct {
 	shape    LabelShape
 	// misses counts the pages in a row that parsed but did not fit the
 	// layout (another structure, or one that has no layout); wait is the
-	// number of pages still to read without trying it.
+	// number of pages still to read without trying it (the last of them
+	// rebuilds it).
 	misses, wait int
 }
 
@@ -86,17 +87,19 @@ type layoutType struct {
 // Bounds of a Layout, so that a huge page does not stay resident once per
 // target: a page over either is read without a layout. The pages kvwatch
 // reads have hundreds to a few thousand lines; a SGLang TP=8 page's layout
-// holds about 40 KB of text.
+// holds about 7 KB of text (its HELP and TYPE lines: the kept series' text
+// is the series cache's).
 const (
 	maxLayoutLines = 1 << 14
 	maxLayoutText  = 256 << 10
 )
 
-// Misses before ParseWith stops trying a layout for a while (a page whose
-// structure changes at every scrape), and the longest such pause, in pages.
+// Misses in a row before ParseWith stops trying a layout for a while (a
+// page whose structure changes at every scrape): after the n-th, it waits
+// 2^(n-layoutMissesBeforeWait) pages, at most 64 (maxLayoutMisses).
 const (
 	layoutMissesBeforeWait = 3
-	maxLayoutWait          = 64
+	maxLayoutMisses        = layoutMissesBeforeWait + 6
 )
 
 // ParseWith reads body like Parse, through lay: when body has the
@@ -115,8 +118,12 @@ func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Lay
 		lay.parser, lay.misses, lay.wait = pr, 0, 0
 	}
 	if lay.wait > 0 {
-		lay.wait--
-		return pr.parse(body, contentType, want, nil)
+		// The last page of the wait is the one the next page is tried
+		// against.
+		if lay.wait--; lay.wait > 0 {
+			return pr.parse(body, contentType, want, nil)
+		}
+		return pr.parse(body, contentType, want, lay)
 	}
 	if lay.valid {
 		if p, ok := pr.readLaidOut(body, lay); ok {
@@ -129,8 +136,8 @@ func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Lay
 	// likely the usual one again) and is no miss: trtllm-serve's JSON
 	// page comes before every page read through the layout.
 	if err == nil {
-		if lay.misses++; lay.misses >= layoutMissesBeforeWait {
-			lay.wait = min(1<<(lay.misses-layoutMissesBeforeWait), maxLayoutWait)
+		if lay.misses = min(lay.misses+1, maxLayoutMisses); lay.misses >= layoutMissesBeforeWait {
+			lay.wait = 1 << (lay.misses - layoutMissesBeforeWait)
 		}
 	}
 	return p, err

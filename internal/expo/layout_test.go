@@ -322,12 +322,16 @@ process_open_fds 12
 // while, and is read right all along.
 func TestLayoutWaitsAfterMisses(t *testing.T) {
 	pr, lay := NewParser(testColon...), new(Layout)
-	for i := range 20 {
+	waits := map[int]bool{}
+	for i := range 1000 {
 		body := fmt.Sprintf("sglang:x{a=\"%d\"} 1\n", i)
 		checkSame(t, pr, lay, []byte(body), "", gauges)
+		if i >= 900 {
+			waits[lay.wait] = true
+		}
 	}
-	if lay.wait == 0 {
-		t.Errorf("after 20 misses, wait = 0")
+	if !waits[64] || len(waits) != 65 {
+		t.Errorf("waits in the last 100 of 1,000 pages of other structures: %v; want 64 down to 0", waits)
 	}
 	for i := range 100 {
 		checkSame(t, pr, lay, []byte(fmt.Sprintf("sglang:x{a=\"z\"} %d\n", i)), "", gauges)
