@@ -118,7 +118,7 @@ func bump(body []byte, step int) []byte {
 
 // simulatedPages returns n pages of a simulated SGLang TP=8 server, 5 s of
 // simulated time apart.
-func simulatedPages(t *testing.T, n int) [][]byte {
+func simulatedPages(t testing.TB, n int) [][]byte {
 	t.Helper()
 	sc, err := sim.GeneratedScenario(1, sim.EngineSGLang, 8)
 	if err != nil {
@@ -452,4 +452,32 @@ func TestLayoutInterleavedNames(t *testing.T) {
 		t.Error("the second page does not fit the layout")
 	}
 	checkSame(t, pr, lay, page2, "", gauges)
+}
+
+// BenchmarkParseWith reads the simulator's 96 KB SGLang TP=8 page (its
+// values changing between two pages) with a Parser, without a layout and
+// through one.
+//
+//	go test ./internal/expo -run '^$' -bench BenchmarkParseWith -benchmem -count 5
+func BenchmarkParseWith(b *testing.B) {
+	pages := simulatedPages(b, 2)
+	for _, bb := range []struct {
+		name string
+		lay  *Layout
+	}{{"Parse", nil}, {"Layout", new(Layout)}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.SetBytes(int64(len(pages[0])))
+			b.ReportAllocs()
+			pr := NewParser(testColon...)
+			i := 0
+			for b.Loop() {
+				p, err := pr.ParseWith(pages[i%2], "text/plain; version=0.0.4", gauges, bb.lay)
+				if err != nil || p.Len() == 0 {
+					b.Fatal(err)
+				}
+				pr.Release(p)
+				i++
+			}
+		})
+	}
 }
