@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -136,9 +142,70 @@ func TestLargeSGLangPage(t *testing.T) {
 	}
 }
 
+// sampleValue is a text-format sample line's value (without timestamp).
+var sampleValue = regexp.MustCompile(`(?m)^([^#\n][^\n]* )[0-9.e+-]+$`)
+
+// With the registry's Want, the benchmark's page and the captures are read
+// through the layout of their page before (no want call at all: the
+// layout made every decision), and give what Parse gives.
+func TestLayoutWithRegistryWant(t *testing.T) {
+	r := NewRegistry()
+	pages := map[string][]byte{"benchmark": benchPage()}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fixtures", "*.prom"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages[filepath.Base(f)] = b
+	}
+	laidOut, read := 0, 0
+	for name, page1 := range pages {
+		page2 := sampleValue.ReplaceAll(page1, []byte("${1}7.25"))
+		pr, lay := expo.NewParser(r.ColonPrefixes()...), new(expo.Layout)
+		calls := 0
+		want := func(n string) bool { calls++; return r.Want(n) }
+		if _, err := pr.ParseWith(page1, "", want, lay); err != nil {
+			continue // a capture kvwatch does not read as text
+		}
+		read++
+		calls = 0
+		got, err := pr.ParseWith(page2, "", want, lay)
+		ref, rerr := expo.Parse(page2, "", r.Want)
+		if err != nil || rerr != nil {
+			t.Fatalf("%s: %v, Parse: %v", name, err, rerr)
+		}
+		if calls == 0 {
+			laidOut++
+		} else if name == "benchmark" || strings.HasPrefix(name, "sglang-") || strings.HasPrefix(name, "vllm-docs-") || strings.HasPrefix(name, "llamacpp-real") {
+			t.Errorf("%s: the page with new values was not read through the layout (%d want calls)", name, calls)
+		}
+		if diff := cmp.Diff(dump(ref), dump(got)); diff != "" {
+			t.Errorf("%s: ParseWith differs from Parse (-Parse +ParseWith):\n%s", name, diff)
+		}
+	}
+	t.Logf("%d of the %d pages read as text read through a layout", laidOut, read)
+}
+
+// dump renders what a page's accessors return.
+func dump(p *expo.Page) []string {
+	out := []string{fmt.Sprintf("families=%d example=%q len=%d shape=%+v", p.Families, p.Example, p.Len(), p.Shape())}
+	for _, n := range p.Names() {
+		out = append(out, fmt.Sprintf("type %q %s", n, p.Type(n)))
+		for _, s := range p.Samples(n) {
+			out = append(out, fmt.Sprintf("%q %s %x %x", s.Name, s.Labels, math.Float64bits(s.Value), s.SeriesKey()))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // BenchmarkParse compares, on the same ~500 KB SGLang TP=8 page:
 //
 //   - Kvwatch: expo.Parse with the registry's Want, Detect and Normalize;
+//
+//   - KvwatchLayout: the same through a Parser and a Layout, as a scrape
+//     reads a target's page;
 //
 //   - TextparseFull: Prometheus textparse over every entry, labels built;
 //
@@ -164,6 +231,32 @@ func BenchmarkParse(b *testing.B) {
 			if srv, err = a.Normalize(Input{Page: p}); err != nil {
 				b.Fatal(err)
 			}
+		}
+		if !srv.Used.OK() {
+			b.Fatal("nothing read")
+		}
+	})
+	// KvwatchLayout is Kvwatch with a Parser (label sets shared between
+	// pages) and the page's layout kept from one call to the next, as a
+	// scrape target reads its page.
+	b.Run("KvwatchLayout", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		pr, lay := expo.NewParser(r.ColonPrefixes()...), new(expo.Layout)
+		var srv kv.Server
+		for b.Loop() {
+			p, err := pr.ParseWith(body, "text/plain; version=0.0.4", r.Want, lay)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a, err := r.Detect(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if srv, err = a.Normalize(Input{Page: p}); err != nil {
+				b.Fatal(err)
+			}
+			pr.Release(p)
 		}
 		if !srv.Used.OK() {
 			b.Fatal("nothing read")

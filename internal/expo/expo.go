@@ -3,8 +3,10 @@
 // Before parsing it drops every family the caller does not want, which is
 // most of an engine's page (histogram buckets above all), so reading a page
 // costs a fraction of a full parse. Label sets met on earlier pages are
-// shared from bounded caches rather than built again. It does not fetch
-// anything and knows no engine; callers say which sample names they need.
+// shared from bounded caches rather than built again, and a page with the
+// structure of the one before it (a Layout) is read in one walk. It does
+// not fetch anything and knows no engine; callers say which sample names
+// they need.
 package expo
 
 import (
@@ -56,7 +58,8 @@ type Page struct {
 	// not, counted from TYPE lines (pages without them count at most five).
 	Families int
 	// Example holds up to five family names of the body, to tell a user what
-	// a page they did not expect contains.
+	// a page they did not expect contains. It is read-only: the pages read
+	// through one Layout share it.
 	Example []string
 	// all is the array the samples' slices share.
 	all []Sample
@@ -135,6 +138,13 @@ func Parse(body []byte, contentType string, want Want) (*Page, error) {
 // Parse reads body like the package's Parse, sharing label sets with the
 // other pages p has read. A nil p shares nothing.
 func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, error) {
+	return pr.parse(body, contentType, want, nil)
+}
+
+// parse reads body. When lay is not nil, a page fastText reads becomes its
+// layout, a page the text parser reads leaves it empty, and a page that
+// fails leaves it as it was (see ParseWith).
+func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout) (*Page, error) {
 	sc := getScratch()
 	// Nothing the page keeps points into the scratch space or body: type
 	// names are copied, and label sets are built into buffers of their own.
@@ -145,7 +155,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	}
 	p := pr.newPage()
 	p.Families, p.Example = fams, example
-	om := strings.Contains(contentType, "application/openmetrics-text")
+	om := isOpenMetrics(contentType)
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
 	}
@@ -156,6 +166,9 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 		)
 		if all, ok := pr.fastText(filtered, want, p.types, &sb, &ls, p.all[:0], nseries, &p.shape); ok {
 			p.all = all
+			if lay != nil {
+				lay.build(pr, body, filtered, p) // before byName sorts all
+			}
 			p.samples = byName(all, p.samples)
 			return p, nil
 		}
@@ -193,7 +206,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			series, _, v := parser.Series()
 			var (
 				name   string
-				is     internedSeries
+				is     *internedSeries
 				sh     LabelShape
 				key    uint64
 				memo   *seriesMemo
@@ -204,7 +217,7 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
-				lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, is.memo
+				lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, &is.memo
 			} else if !om && ls.read(series) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
@@ -216,8 +229,9 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					memo = new(seriesMemo)
-					pr.series.put(series, internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo})
+					is = &internedSeries{text: string(series), labels: lset, name: name, shape: sh, key: key}
+					memo = &is.memo
+					pr.series.put(is.text, is)
 				}
 			} else {
 				parser.Labels(&lset)
@@ -234,6 +248,9 @@ func (pr *Parser) Parse(body []byte, contentType string, want Want) (*Page, erro
 	}
 	p.all = all
 	p.samples = byName(all, p.samples)
+	if lay != nil {
+		lay.reset() // a page the text parser reads has no layout
+	}
 	return p, nil
 }
 
@@ -406,16 +423,8 @@ func yoloString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len
 // rejects bodies that are clearly not expositions (HTML, JSON, binary) and
 // lines whose metric name is malformed, with the line number.
 func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, families int, example []string, series int, err error) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 {
-		switch trimmed[0] {
-		case '<':
-			return nil, 0, nil, 0, fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
-		case '{', '[':
-			if json.Valid(trimmed) {
-				return nil, 0, nil, 0, fmt.Errorf("%w; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrJSON)
-			}
-		}
+	if err := notMetrics(body); err != nil {
+		return nil, 0, nil, 0, err
 	}
 	if want == nil {
 		out = body
@@ -539,6 +548,28 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 		families = len(example)
 	}
 	return out, max(families, len(seen)), example, series, nil
+}
+
+// notMetrics returns an error for a body that is clearly not an
+// exposition: HTML or JSON.
+func notMetrics(body []byte) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 {
+		switch trimmed[0] {
+		case '<':
+			return fmt.Errorf("%w: the body is HTML; is the URL the engine's metrics endpoint?", ErrNotMetrics)
+		case '{', '[':
+			if json.Valid(trimmed) {
+				return fmt.Errorf("%w; point kvwatch at the Prometheus endpoint (trtllm-serve: /prometheus/metrics)", ErrJSON)
+			}
+		}
+	}
+	return nil
+}
+
+// isOpenMetrics reports whether a Content-Type is OpenMetrics'.
+func isOpenMetrics(contentType string) bool {
+	return strings.Contains(contentType, "application/openmetrics-text")
 }
 
 // metaFields is fields3 for a comment line, quicker for the usual

@@ -43,7 +43,7 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		slowBuf  []byte
 		// The series cache is read under one read lock for the page (not
 		// one a line); what the page adds is put once the lock is let go.
-		puts []pendingSeries
+		puts []*internedSeries
 		// lastName, lastWant: want's answer for the previous sample's
 		// name (a family's samples come in a run).
 		lastName string
@@ -53,8 +53,8 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		pr.series.mu.RLock()
 		defer func() {
 			pr.series.mu.RUnlock()
-			for _, p := range puts {
-				pr.series.put(p.key, p.is)
+			for _, is := range puts {
+				pr.series.put(is.text, is)
 			}
 		}()
 	}
@@ -93,10 +93,10 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		// checked when it was built, so finding it checks the line's
 		// series text.
 		if sp := bytes.LastIndexByte(line, ' '); sp > 0 {
-			var is internedSeries
+			var is *internedSeries
 			if is, found = pr.cachedSeriesRLocked(line[:sp]); found {
 				if v, fast = fastValue(line[sp+1:]); fast {
-					lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, is.memo
+					lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, &is.memo
 				}
 			}
 		}
@@ -115,8 +115,9 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 				name = pr.Canonical(lset.Get(model.MetricNameLabel))
 				sh, key = shapeOf(lset), keyOf(lset)
 				if pr != nil {
-					memo = new(seriesMemo)
-					puts = append(puts, pendingSeries{line[:end], internedSeries{labels: lset, name: name, shape: sh, key: key, memo: memo}})
+					is := &internedSeries{text: string(line[:end]), labels: lset, name: name, shape: sh, key: key}
+					memo = &is.memo
+					puts = append(puts, is)
 				}
 			} else {
 				fast = false
@@ -151,12 +152,6 @@ func (pr *Parser) fastText(lines []byte, want Want, types map[string]model.Metri
 		shape.widen(sh)
 	}
 	return all, true
-}
-
-// pendingSeries is a series fastText adds to the cache after its pass.
-type pendingSeries struct {
-	key []byte
-	is  internedSeries
 }
 
 // fastValue parses a sample value the way the text parser does, when it is
@@ -217,9 +212,9 @@ func (pr *Parser) slowLine(lines []byte, typed bool, want Want, st **labels.Symb
 
 // cachedSeriesRLocked looks a series text up in the cache; the caller
 // holds its read lock.
-func (pr *Parser) cachedSeriesRLocked(series []byte) (internedSeries, bool) {
+func (pr *Parser) cachedSeriesRLocked(series []byte) (*internedSeries, bool) {
 	if pr == nil {
-		return internedSeries{}, false
+		return nil, false
 	}
 	v, ok := pr.series.m[string(series)]
 	return v, ok

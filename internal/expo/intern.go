@@ -40,14 +40,15 @@ func (c *internCache[V]) get(key []byte) (V, bool) {
 	return v, ok
 }
 
-func (c *internCache[V]) put(key []byte, v V) {
+// put adds key (kept as given: a value may share it) and v.
+func (c *internCache[V]) put(key string, v V) {
 	size := 2*len(key) + 64
 	if size > maxInternedBytes {
 		return // would never fit: built every time
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[string(key)]; ok {
+	if _, ok := c.m[key]; ok {
 		return
 	}
 	if c.m == nil || len(c.m) >= maxInterned || c.bytes+size > maxInternedBytes {
@@ -56,7 +57,7 @@ func (c *internCache[V]) put(key []byte, v V) {
 		}
 		c.m, c.bytes = map[string]V{}, 0
 	}
-	c.m[string(key)] = v
+	c.m[key] = v
 	c.bytes += size
 }
 
@@ -67,13 +68,17 @@ func (c *internCache[V]) stats() (entries, bytes int, resets uint64) {
 }
 
 // internedSeries is a simple text-format series' label set and canonical
-// sample name (a substring of the set, or of Canonical's result).
+// sample name (a substring of the set, or of Canonical's result), shared
+// by the pages that have the series: with what Memoized keeps of it, and
+// its text, the series cache's key for it, which a Layout checks a line's
+// series against.
 type internedSeries struct {
+	text   string
 	labels labels.Labels
 	name   string
 	shape  LabelShape
 	key    uint64
-	memo   *seriesMemo
+	memo   seriesMemo
 }
 
 // LabelShape is what label limits are checked against, of one label set
@@ -122,7 +127,7 @@ type Parser struct {
 	colon []string
 	// series maps the text of a simple series (see simpleSeries) to what
 	// Parse makes of it.
-	series internCache[internedSeries]
+	series internCache[*internedSeries]
 	// types maps a TYPE line's family name to its canonical form.
 	types internCache[string]
 	// pages are pages handed back with Release, for Parse to reuse.
@@ -198,6 +203,6 @@ func (p *Parser) canonicalTypeName(name []byte) string {
 		return c
 	}
 	c := p.Canonical(string(name))
-	p.types.put(name, c)
+	p.types.put(string(name), c)
 	return c
 }

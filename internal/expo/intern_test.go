@@ -13,7 +13,7 @@ func TestInternCacheResetsWhenFull(t *testing.T) {
 	var c internCache[string]
 	key := func(i int) []byte { return []byte("sglang:num_running_reqs{tp_rank=\"" + strconv.Itoa(i) + "\"}") }
 	for i := range maxInterned + 10 {
-		c.put(key(i), string(key(i)))
+		c.put(string(key(i)), string(key(i)))
 	}
 	entries, size, resets := c.stats()
 	if entries != 10 || resets != 1 || size != 10*(2*len(key(maxInterned))+64) {
@@ -28,7 +28,7 @@ func TestInternCacheResetsWhenFull(t *testing.T) {
 
 	var big internCache[int]
 	huge := bytes.Repeat([]byte("x"), maxInternedBytes)
-	big.put(huge, 1)
+	big.put(string(huge), 1)
 	if _, ok := big.get(huge); ok || big.bytes != 0 {
 		t.Errorf("a %d-byte key was kept (cache bytes %d); want it refused", len(huge), big.bytes)
 	}

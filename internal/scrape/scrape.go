@@ -22,6 +22,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,6 +82,11 @@ type Target struct {
 	// direct: the target is read by the Scraper's direct client
 	// (direct.go), not client.
 	direct bool
+	// layout is the structure of the target's last page, which makes
+	// reading the next one cheaper (expo.Layout). A scrape takes it for
+	// its parse and puts it back: one that finds none (another scrape of
+	// the target, by /probe or status, holds it) reads with a new one.
+	layout atomic.Pointer[expo.Layout]
 }
 
 // Result is the outcome of one scrape.
@@ -304,19 +310,25 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		res.fail(reason, err)
 		return
 	}
-	page, err := s.parser.Parse(body, ctype, s.reg.Want)
+	lay := t.layout.Swap(nil)
+	if lay == nil {
+		lay = new(expo.Layout)
+	}
+	page, err := s.parser.ParseWith(body, ctype, s.reg.Want, lay)
 	if errors.Is(err, expo.ErrJSON) && t.DefaultPath && forced == nil {
 		// trtllm-serve answers /metrics with JSON and serves Prometheus
-		// metrics at /prometheus/metrics.
+		// metrics at /prometheus/metrics. A page that fails keeps the
+		// layout, so this page is the one it describes.
 		alt := u
 		alt.Path = "/prometheus/metrics"
 		buf.Reset()
 		if b2, ct2, _, err2 := s.fetch(ctx, t, &alt, forced, buf); err2 == nil {
-			if p2, err3 := s.parser.Parse(b2, ct2, s.reg.Want); err3 == nil {
+			if p2, err3 := s.parser.ParseWith(b2, ct2, s.reg.Want, lay); err3 == nil {
 				page, err, u, res.BodyBytes, res.URL = p2, nil, alt, int64(len(b2)), t.redact(&alt)
 			}
 		}
 	}
+	t.layout.Store(lay)
 	// The page holds copies of what it keeps: the body is no longer used.
 	s.putBuffer(buf)
 	// Nothing keeps the page once its adapter has read it (kv.Server holds

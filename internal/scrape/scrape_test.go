@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -11,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
@@ -281,4 +284,87 @@ func TestCompressionInherited(t *testing.T) {
 	if ts, _ = Targets(cfg); ts[0].Compression {
 		t.Error("compression on without enable_compression")
 	}
+}
+
+// A target scraped again and again reads its page through the layout of
+// the one before; every result is what a fresh target (no layout) gets
+// from the same page, through pages of changed values and structure,
+// cut bodies and the trtllm-serve fallback.
+func TestScrapeThroughLayout(t *testing.T) {
+	var page, alt atomic.Pointer[string]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			fmt.Fprint(w, *page.Load())
+		case "/prometheus/metrics":
+			fmt.Fprint(w, *alt.Load())
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	values := func(used string) string {
+		return strings.Replace(sglangPage, "25000.0", used, 1) + "# HELP sglang:x_seconds Histogram.\n# TYPE sglang:x_seconds histogram\n" +
+			`sglang:x_seconds_bucket{le="1",model_name="m"} ` + used + "\nsglang:x_seconds_count{model_name=\"m\"} 3\n"
+	}
+	jsonPage := `[{"gpuMemUsage": 1, "iter": 3}]`
+	pages := []struct{ page, alt string }{
+		{values("25000.0"), ""},
+		{values("26000.0"), ""},
+		{values("27000.0"), ""},
+		{strings.Replace(values("27000.0"), `tp_rank="0"} 27000.0`, `tp_rank="0"} 27000.0`+"\nsglang:kv_used_tokens{engine_type=\"decode\",model_name=\"m\",tp_rank=\"1\"} 5.0", 1), ""},
+		{values("28000.0")[:len(values("28000.0"))-30], ""},
+		{values("29000.0") + "garbage!\n", ""},
+		{values("30000.0"), ""},
+		{"", ""},
+		{values("31000.0"), ""},
+		{jsonPage, values("1000.0")},
+		{jsonPage, values("2000.0")},
+		{jsonPage, values("3000.0")},
+		{values("32000.0"), ""},
+	}
+	s := New(engine.NewRegistry(), 1<<20)
+	tg := target(t, config.Target{URL: srv.URL})
+	result := func(res Result) string {
+		b, err := json.Marshal(res.Server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("url=%s bytes=%d reason=%s err=%v server=%s", res.URL, res.BodyBytes, res.Reason, res.Err, b)
+	}
+	for i, p := range pages {
+		page.Store(&p.page)
+		alt.Store(&p.alt)
+		got := s.Scrape(context.Background(), tg)
+		want := s.Scrape(context.Background(), target(t, config.Target{URL: srv.URL}))
+		if diff := cmp.Diff(result(want), result(got)); diff != "" {
+			t.Errorf("page %d: the target with a layout differs from a fresh one (-fresh +layout):\n%s", i, diff)
+		}
+		if tg.layout.Load() == nil {
+			t.Errorf("page %d: the target has no layout after its scrape", i)
+		}
+	}
+}
+
+// Scrapes of one target at once (serve, /probe, status) each read with a
+// layout of their own or the target's.
+func TestScrapeLayoutConcurrent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, sglangPage)
+	}))
+	defer srv.Close()
+	s := New(engine.NewRegistry(), 1<<20)
+	tg := target(t, config.Target{URL: srv.URL})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				if res := s.Scrape(context.Background(), tg); !res.OK() || res.Server.Used.V != 25000 {
+					t.Errorf("scrape: %v, %+v", res.Err, res.Server)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

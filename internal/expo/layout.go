@@ -1,0 +1,349 @@
+package expo
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/prometheus/common/model"
+)
+
+// Layout is the structure of the last text-format page read through it: a
+// server writes the same lines in the same order scrape after scrape, and
+// only the values change. ParseWith reads a page that has its layout's
+// structure in one walk over the body, without the filtered copy, the
+// per-name decisions or the series cache, and returns exactly what Parse
+// returns for it. Any other page is read by Parse's path, and its
+// structure becomes the layout's.
+//
+// The zero Layout is empty and ready to use. A Layout belongs to one
+// scrape target and is used by one ParseWith call at a time (it is not
+// safe for concurrent use); it keeps copies of what it needs, never the
+// body. It serves one Parser and one Want: a Layout given to another
+// Parser starts again, and the caller promises that want is the same
+// function (answering the same for each name) at every call with a given
+// Layout.
+type Layout struct {
+	// parser is the Parser the layout was built by.
+	parser *Parser
+	// valid: lines describe the last page read.
+	valid bool
+	lines []layoutLine
+	// text holds the bytes lines refer to.
+	text []byte
+	// samples are the samples of the exactLines that give one; series
+	// are the keepLines' (shared with the series cache).
+	samples []Sample
+	series  []*internedSeries
+	// What the page gave besides its samples.
+	types    []layoutType
+	families int
+	example  []string
+	shape    LabelShape
+	// misses counts the pages in a row that parsed but did not fit the
+	// layout (another structure, or one that has no layout); wait is the
+	// number of pages still to read without trying it (the last of them
+	// rebuilds it).
+	misses, wait int
+}
+
+// layoutLine is one line of a laid-out page and the check a line of a new
+// page at its place must pass.
+type layoutLine struct {
+	// off, n: the line's bytes in Layout.text (see kind).
+	off, n uint32
+	kind   lineKind
+	// arg is an exactLine's sample in Layout.samples (-1: none), a
+	// keepLine's series in Layout.series, or the number of lines in a row
+	// a skipLine stands for.
+	arg int32
+}
+
+type lineKind uint8
+
+const (
+	// exactLine: a line the new page must have byte for byte (text is the
+	// whole line, its '\n' included when it had one); it gives its stored
+	// sample, if any, value included. Comments, HELP and TYPE lines, and
+	// sample lines not of the keepLine shape.
+	exactLine lineKind = iota
+	// keepLine: a wanted sample line of a simple series (see
+	// simpleSeries), whose label set the series cache shares: the series
+	// text (internedSeries.text, not kept in Layout.text) must be
+	// followed by one blank and a value fastValue reads (no timestamp).
+	keepLine
+	// skipLine: a sample line of a family that is not wanted: text is the
+	// metric name, which must be followed by '{', or by blanks and
+	// something that starts a value (filter's check for such a line).
+	skipLine
+)
+
+type layoutType struct {
+	family string
+	typ    model.MetricType
+}
+
+// Bounds of a Layout, so that a huge page does not stay resident once per
+// target: a page over either is read without a layout. The pages kvwatch
+// reads have hundreds to a few thousand lines; a SGLang TP=8 page's layout
+// holds about 7 KB of text (its HELP and TYPE lines: the kept series' text
+// is the series cache's).
+const (
+	maxLayoutLines = 1 << 14
+	maxLayoutText  = 256 << 10
+)
+
+// Misses in a row before ParseWith stops trying a layout for a while (a
+// page whose structure changes at every scrape): after the n-th, it waits
+// 2^(n-layoutMissesBeforeWait) pages, at most 64 (maxLayoutMisses).
+const (
+	layoutMissesBeforeWait = 3
+	maxLayoutMisses        = layoutMissesBeforeWait + 6
+)
+
+// ParseWith reads body like Parse, through lay: when body has the
+// structure of the page lay was last built from (the same lines, values
+// aside), it is read in one walk over the body; otherwise it is read like
+// Parse, and lay is rebuilt from it when it parses. The result is exactly
+// what Parse returns, error included. OpenMetrics pages, a nil want, a nil
+// Parser or a nil lay do not use a layout. See Layout for who may use lay
+// and when.
+func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Layout) (*Page, error) {
+	if lay == nil || pr == nil || want == nil || isOpenMetrics(contentType) {
+		return pr.parse(body, contentType, want, nil)
+	}
+	if lay.parser != pr {
+		lay.reset()
+		lay.parser, lay.misses, lay.wait = pr, 0, 0
+	}
+	if lay.wait > 0 {
+		// The last page of the wait is the one the next page is tried
+		// against.
+		if lay.wait--; lay.wait > 0 {
+			return pr.parse(body, contentType, want, nil)
+		}
+		return pr.parse(body, contentType, want, lay)
+	}
+	if lay.valid {
+		if p, ok := pr.readLaidOut(body, lay); ok {
+			lay.misses = 0
+			return p, nil
+		}
+	}
+	p, err := pr.parse(body, contentType, want, lay)
+	// A page that fails leaves the layout as it was (the page after is
+	// likely the usual one again) and is no miss: trtllm-serve's JSON
+	// page comes before every page read through the layout.
+	if err == nil {
+		if lay.misses = min(lay.misses+1, maxLayoutMisses); lay.misses >= layoutMissesBeforeWait {
+			lay.wait = 1 << (lay.misses - layoutMissesBeforeWait)
+		}
+	}
+	return p, err
+}
+
+// readLaidOut reads body through lay, or reports false at the first line
+// that does not fit it (no page is returned then).
+func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
+	if notMetrics(body) != nil {
+		return nil, false
+	}
+	p := pr.newPage()
+	all := slices.Grow(p.all[:0], len(lay.samples)+len(lay.series))
+	rest := body
+	ok := true
+	for _, ln := range lay.lines {
+		t := lay.text[ln.off : ln.off+ln.n]
+		n := len(t)
+		switch ln.kind {
+		case exactLine:
+			if !bytes.HasPrefix(rest, t) || (t[n-1] != '\n' && len(rest) != n) {
+				ok = false
+			} else if rest = rest[n:]; ln.arg >= 0 {
+				all = append(all, lay.samples[ln.arg])
+			}
+		case keepLine:
+			is := lay.series[ln.arg]
+			n = len(is.text)
+			if len(rest) <= n+1 || rest[n] != ' ' || string(rest[:n]) != is.text {
+				ok = false
+				break
+			}
+			val := rest[n+1:]
+			if i := bytes.IndexByte(val, '\n'); i >= 0 {
+				val, rest = val[:i], val[i+1:]
+			} else {
+				rest = nil
+			}
+			// A value fastValue reads starts with a byte valueStart
+			// accepts: filter keeps the line as it kept the laid-out one.
+			v, fast := fastValue(val)
+			if !fast {
+				ok = false
+				break
+			}
+			all = append(all, Sample{Name: is.name, Labels: is.labels, Value: v, key: is.key, memo: &is.memo})
+		case skipLine:
+			for range ln.arg {
+				if len(rest) <= n || !bytes.Equal(rest[:n], t) {
+					ok = false
+					break
+				}
+				if c := rest[n]; c != '{' && ((c != ' ' && c != '\t') || !valueStart(rest[n:])) {
+					ok = false
+					break
+				}
+				if i := bytes.IndexByte(rest[n:], '\n'); i >= 0 {
+					rest = rest[n+i+1:]
+				} else {
+					rest = nil
+				}
+			}
+		}
+		if !ok {
+			break
+		}
+	}
+	p.all = all
+	if !ok || len(rest) > 0 {
+		pr.Release(p)
+		return nil, false
+	}
+	for _, t := range lay.types {
+		p.types[t.family] = t.typ
+	}
+	p.Families, p.Example, p.shape = lay.families, lay.example, lay.shape
+	p.samples = byName(all, p.samples)
+	return p, true
+}
+
+// build makes lay the layout of body, which Parse read into p with the
+// filter's copy filtered and fastText (a page the text parser read has no
+// layout); p.all must be in page order still (before byName). It relies on filter's decision for a line depending on the
+// line's bytes alone (and want), so that the kept lines are found again by
+// walking body and filtered side by side; fastText's each kept sample line
+// gives exactly one of p's samples, in order, or the page gets no layout.
+func (lay *Layout) build(pr *Parser, body, filtered []byte, p *Page) {
+	lay.reset()
+	var ls simpleSeries
+	k := 0
+	for rest := body; len(rest) > 0; {
+		var line []byte
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			line, rest = rest, nil
+		}
+		kept := false
+		if i := bytes.IndexByte(filtered, '\n'); i >= 0 {
+			// filter ends its copy with '\n', also after a last line
+			// without one.
+			if next := filtered[:i+1]; bytes.Equal(line, next) || (len(rest) == 0 && bytes.Equal(line, next[:i])) {
+				kept, filtered = true, filtered[i+1:]
+			}
+		}
+		switch {
+		case kept && line[0] != '#': // one of fastText's sample lines
+			if k == len(p.all) {
+				lay.reset()
+				return
+			}
+			smp := p.all[k]
+			k++
+			if is := keepable(pr, line, smp, &ls); is != nil {
+				lay.add(keepLine, nil, len(lay.series))
+				lay.series = append(lay.series, is)
+				break
+			}
+			lay.add(exactLine, line, len(lay.samples))
+			lay.samples = append(lay.samples, smp)
+		case !kept:
+			if name, ok := skippable(line); ok {
+				lay.add(skipLine, name, 1)
+				break
+			}
+			fallthrough
+		default:
+			lay.add(exactLine, line, -1)
+		}
+		if len(lay.lines) > maxLayoutLines || len(lay.text) > maxLayoutText {
+			lay.drop()
+			return
+		}
+	}
+	if len(filtered) > 0 || k != len(p.all) {
+		lay.reset()
+		return
+	}
+	for f, t := range p.types {
+		lay.types = append(lay.types, layoutType{f, t})
+	}
+	lay.families, lay.example, lay.shape = p.Families, slices.Clip(p.Example), p.shape
+	lay.valid = true
+}
+
+// keepable returns the shared series of a kept line when fastText reads
+// any line of that series followed by one blank and a value without the
+// series cache as well as with it (see fastText's reading of a series it
+// has not seen), or nil. smp is the sample fastText made of the line: its
+// value and label set are checked against the line's.
+func keepable(pr *Parser, line []byte, smp Sample, ls *simpleSeries) *internedSeries {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	sp := bytes.LastIndexByte(line, ' ')
+	if sp <= 0 || seriesEnd(line) != sp {
+		return nil
+	}
+	series := line[:sp]
+	v, fast := fastValue(line[sp+1:])
+	if !fast || math.Float64bits(v) != math.Float64bits(smp.Value) || !utf8.Valid(series) || !ls.read(series) {
+		return nil
+	}
+	// The series cache may have been emptied since fastText read the
+	// line: then the line is an exactLine.
+	if is, ok := pr.series.get(series); ok && &is.memo == smp.memo {
+		return is
+	}
+	return nil
+}
+
+// skippable returns the metric name of a sample line that filter dropped
+// when any line that starts with that name and passes the same check is
+// dropped the same way: the name, then '{', or blanks and a value.
+func skippable(line []byte) ([]byte, bool) {
+	end := nameEnd(line)
+	if end <= 0 || !validName(line[:end]) {
+		return nil, false
+	}
+	if c := line[end]; c != '{' && !valueStart(line[end:]) {
+		return nil, false
+	}
+	return line[:end], true
+}
+
+// add appends a line whose check is text (see layoutLine for arg); a
+// skipLine of the same name as the line before counts one more line of it.
+func (lay *Layout) add(kind lineKind, text []byte, arg int) {
+	if n := len(lay.lines); kind == skipLine && n > 0 {
+		if prev := &lay.lines[n-1]; prev.kind == skipLine && bytes.Equal(lay.text[prev.off:prev.off+prev.n], text) {
+			prev.arg++
+			return
+		}
+	}
+	lay.lines = append(lay.lines, layoutLine{off: uint32(len(lay.text)), n: uint32(len(text)), kind: kind, arg: int32(arg)})
+	lay.text = append(lay.text, text...)
+}
+
+// reset empties lay, keeping its room for the next page.
+func (lay *Layout) reset() {
+	clear(lay.samples) // the label sets are not pinned
+	clear(lay.series)
+	lay.valid, lay.lines, lay.text, lay.samples, lay.series = false, lay.lines[:0], lay.text[:0], lay.samples[:0], lay.series[:0]
+	lay.types, lay.families, lay.example, lay.shape = lay.types[:0], 0, nil, LabelShape{}
+}
+
+// drop empties lay and lets its room go: the page was too big for one.
+func (lay *Layout) drop() {
+	lay.reset()
+	lay.lines, lay.text, lay.samples, lay.series, lay.types = nil, nil, nil, nil, nil
+}
