@@ -249,7 +249,7 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 	p.all = all
 	p.samples = byName(all, p.samples)
 	if lay != nil {
-		lay.reset() // a page the text parser reads has no layout
+		lay.cur = nil // a page the text parser reads has no layout
 	}
 	return p, nil
 }

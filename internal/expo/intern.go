@@ -132,6 +132,8 @@ type Parser struct {
 	types internCache[string]
 	// pages are pages handed back with Release, for Parse to reuse.
 	pages sync.Pool
+	// shapes are the page structures its Layouts share.
+	shapes shapeCache
 }
 
 // maxPooledSamples is the largest sample array a released page keeps:

@@ -2,11 +2,17 @@ package expo
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // Layout is the structure of the last text-format page read through it: a
@@ -27,8 +33,23 @@ import (
 type Layout struct {
 	// parser is the Parser the layout was built by.
 	parser *Parser
-	// valid: lines describe the last page read.
-	valid bool
+	// cur is the structure of the last page read, nil when there is none.
+	// It is read-only: targets whose pages have the same structure share
+	// one (the Parser's shapes), so that a fleet of servers of one kind
+	// keeps one, not one per target.
+	cur *layoutShape
+	// room is this Layout's own shape to build the next one in, when the
+	// last one it built turned out to be shared already.
+	room *layoutShape
+	// misses counts the pages in a row that parsed but did not fit the
+	// layout (another structure, or one that has no layout); wait is the
+	// number of pages still to read without trying it (the last of them
+	// rebuilds it).
+	misses, wait int
+}
+
+// layoutShape is a page's structure as a Layout keeps it.
+type layoutShape struct {
 	lines []layoutLine
 	// text holds the bytes lines refer to.
 	text []byte
@@ -36,16 +57,11 @@ type Layout struct {
 	// are the keepLines' (shared with the series cache).
 	samples []Sample
 	series  []*internedSeries
-	// What the page gave besides its samples.
+	// What the page gave besides its samples (types sorted by family).
 	types    []layoutType
 	families int
 	example  []string
 	shape    LabelShape
-	// misses counts the pages in a row that parsed but did not fit the
-	// layout (another structure, or one that has no layout); wait is the
-	// number of pages still to read without trying it (the last of them
-	// rebuilds it).
-	misses, wait int
 }
 
 // layoutLine is one line of a laid-out page and the check a line of a new
@@ -114,7 +130,7 @@ func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Lay
 		return pr.parse(body, contentType, want, nil)
 	}
 	if lay.parser != pr {
-		lay.reset()
+		lay.cur = nil
 		lay.parser, lay.misses, lay.wait = pr, 0, 0
 	}
 	if lay.wait > 0 {
@@ -125,8 +141,8 @@ func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Lay
 		}
 		return pr.parse(body, contentType, want, lay)
 	}
-	if lay.valid {
-		if p, ok := pr.readLaidOut(body, lay); ok {
+	if lay.cur != nil {
+		if p, ok := pr.readLaidOut(body, lay.cur); ok {
 			lay.misses = 0
 			return p, nil
 		}
@@ -145,7 +161,7 @@ func (pr *Parser) ParseWith(body []byte, contentType string, want Want, lay *Lay
 
 // readLaidOut reads body through lay, or reports false at the first line
 // that does not fit it (no page is returned then).
-func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
+func (pr *Parser) readLaidOut(body []byte, lay *layoutShape) (*Page, bool) {
 	if notMetrics(body) != nil {
 		return nil, false
 	}
@@ -218,14 +234,40 @@ func (pr *Parser) readLaidOut(body []byte, lay *Layout) (*Page, bool) {
 	return p, true
 }
 
-// build makes lay the layout of body, which Parse read into p with the
+// build makes the structure of body lay's, which Parse read into p with the
 // filter's copy filtered and fastText (a page the text parser read has no
-// layout); p.all must be in page order still (before byName). It relies on filter's decision for a line depending on the
-// line's bytes alone (and want), so that the kept lines are found again by
-// walking body and filtered side by side; fastText's each kept sample line
-// gives exactly one of p's samples, in order, or the page gets no layout.
+// layout); p.all must be in page order still (before byName). It relies on
+// filter's decision for a line depending on the line's bytes alone (and
+// want), so that the kept lines are found again by walking body and
+// filtered side by side; fastText's each kept sample line gives exactly
+// one of p's samples, in order, or the page gets no layout. A structure
+// another Layout of the Parser has already is shared (Parser.shapes).
 func (lay *Layout) build(pr *Parser, body, filtered []byte, p *Page) {
-	lay.reset()
+	lay.cur = nil
+	sh := lay.room
+	if sh == nil {
+		sh = new(layoutShape)
+	}
+	sh.reset()
+	if !sh.build(pr, body, filtered, p) {
+		if cap(sh.text) > 0 || cap(sh.lines) > 0 {
+			lay.room = sh
+		}
+		return
+	}
+	shared := pr.shapes.share(sh)
+	lay.cur = shared
+	if shared == sh {
+		lay.room = nil // sh is read-only from now on
+	} else {
+		sh.reset()
+		lay.room = sh
+	}
+}
+
+// build makes sh the structure of body (see Layout.build); false when the
+// page gets no layout.
+func (sh *layoutShape) build(pr *Parser, body, filtered []byte, p *Page) bool {
 	var ls simpleSeries
 	k := 0
 	for rest := body; len(rest) > 0; {
@@ -246,41 +288,42 @@ func (lay *Layout) build(pr *Parser, body, filtered []byte, p *Page) {
 		switch {
 		case kept && line[0] != '#': // one of fastText's sample lines
 			if k == len(p.all) {
-				lay.reset()
-				return
+				sh.reset()
+				return false
 			}
 			smp := p.all[k]
 			k++
 			if is := keepable(pr, line, smp, &ls); is != nil {
-				lay.add(keepLine, nil, len(lay.series))
-				lay.series = append(lay.series, is)
+				sh.add(keepLine, nil, len(sh.series))
+				sh.series = append(sh.series, is)
 				break
 			}
-			lay.add(exactLine, line, len(lay.samples))
-			lay.samples = append(lay.samples, smp)
+			sh.add(exactLine, line, len(sh.samples))
+			sh.samples = append(sh.samples, smp)
 		case !kept:
 			if name, ok := skippable(line); ok {
-				lay.add(skipLine, name, 1)
+				sh.add(skipLine, name, 1)
 				break
 			}
 			fallthrough
 		default:
-			lay.add(exactLine, line, -1)
+			sh.add(exactLine, line, -1)
 		}
-		if len(lay.lines) > maxLayoutLines || len(lay.text) > maxLayoutText {
-			lay.drop()
-			return
+		if len(sh.lines) > maxLayoutLines || len(sh.text) > maxLayoutText {
+			sh.drop()
+			return false
 		}
 	}
 	if len(filtered) > 0 || k != len(p.all) {
-		lay.reset()
-		return
+		sh.reset()
+		return false
 	}
 	for f, t := range p.types {
-		lay.types = append(lay.types, layoutType{f, t})
+		sh.types = append(sh.types, layoutType{f, t})
 	}
-	lay.families, lay.example, lay.shape = p.Families, slices.Clip(p.Example), p.shape
-	lay.valid = true
+	slices.SortFunc(sh.types, func(a, b layoutType) int { return strings.Compare(a.family, b.family) })
+	sh.families, sh.example, sh.shape = p.Families, slices.Clip(p.Example), p.shape
+	return true
 }
 
 // keepable returns the shared series of a kept line when fastText reads
@@ -323,27 +366,124 @@ func skippable(line []byte) ([]byte, bool) {
 
 // add appends a line whose check is text (see layoutLine for arg); a
 // skipLine of the same name as the line before counts one more line of it.
-func (lay *Layout) add(kind lineKind, text []byte, arg int) {
-	if n := len(lay.lines); kind == skipLine && n > 0 {
-		if prev := &lay.lines[n-1]; prev.kind == skipLine && bytes.Equal(lay.text[prev.off:prev.off+prev.n], text) {
+func (sh *layoutShape) add(kind lineKind, text []byte, arg int) {
+	if n := len(sh.lines); kind == skipLine && n > 0 {
+		if prev := &sh.lines[n-1]; prev.kind == skipLine && bytes.Equal(sh.text[prev.off:prev.off+prev.n], text) {
 			prev.arg++
 			return
 		}
 	}
-	lay.lines = append(lay.lines, layoutLine{off: uint32(len(lay.text)), n: uint32(len(text)), kind: kind, arg: int32(arg)})
-	lay.text = append(lay.text, text...)
+	sh.lines = append(sh.lines, layoutLine{off: uint32(len(sh.text)), n: uint32(len(text)), kind: kind, arg: int32(arg)})
+	sh.text = append(sh.text, text...)
 }
 
-// reset empties lay, keeping its room for the next page.
-func (lay *Layout) reset() {
-	clear(lay.samples) // the label sets are not pinned
-	clear(lay.series)
-	lay.valid, lay.lines, lay.text, lay.samples, lay.series = false, lay.lines[:0], lay.text[:0], lay.samples[:0], lay.series[:0]
-	lay.types, lay.families, lay.example, lay.shape = lay.types[:0], 0, nil, LabelShape{}
+// reset empties sh, keeping its room for the next page. Only a shape no
+// Layout reads (not shared) is reset.
+func (sh *layoutShape) reset() {
+	clear(sh.samples) // the label sets are not pinned
+	clear(sh.series)
+	sh.lines, sh.text, sh.samples, sh.series = sh.lines[:0], sh.text[:0], sh.samples[:0], sh.series[:0]
+	sh.types, sh.families, sh.example, sh.shape = sh.types[:0], 0, nil, LabelShape{}
 }
 
-// drop empties lay and lets its room go: the page was too big for one.
-func (lay *Layout) drop() {
-	lay.reset()
-	lay.lines, lay.text, lay.samples, lay.series, lay.types = nil, nil, nil, nil, nil
+// drop empties sh and lets its room go: the page was too big for one.
+func (sh *layoutShape) drop() {
+	sh.reset()
+	sh.lines, sh.text, sh.samples, sh.series, sh.types = nil, nil, nil, nil, nil
+}
+
+// equal reports whether sh and b are the same structure: the same checks
+// and the same results for a page that passes them.
+func (sh *layoutShape) equal(b *layoutShape) bool {
+	if sh.families != b.families || sh.shape != b.shape || !bytes.Equal(sh.text, b.text) ||
+		!slices.Equal(sh.lines, b.lines) || !slices.Equal(sh.series, b.series) ||
+		!slices.Equal(sh.types, b.types) || !slices.Equal(sh.example, b.example) {
+		return false
+	}
+	return slices.EqualFunc(sh.samples, b.samples, func(x, y Sample) bool {
+		return x.Name == y.Name && math.Float64bits(x.Value) == math.Float64bits(y.Value) &&
+			x.key == y.key && x.memo == y.memo && labels.Equal(x.Labels, y.Labels)
+	})
+}
+
+// hash is a hash of what equal compares.
+func (sh *layoutShape) hash(seed maphash.Seed) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.Write(sh.text)
+	var b [8]byte
+	put := func(v uint64) { binary.LittleEndian.PutUint64(b[:], v); h.Write(b[:]) }
+	for _, ln := range sh.lines {
+		put(uint64(ln.off)<<32 | uint64(ln.n))
+		put(uint64(ln.kind)<<32 | uint64(uint32(ln.arg)))
+	}
+	for _, is := range sh.series {
+		put(uint64(uintptr(unsafe.Pointer(is))))
+	}
+	for _, smp := range sh.samples {
+		h.WriteString(smp.Name)
+		put(math.Float64bits(smp.Value))
+		put(smp.key)
+	}
+	for _, t := range sh.types {
+		h.WriteString(t.family)
+		h.WriteString(string(t.typ))
+	}
+	put(uint64(sh.families))
+	return h.Sum64()
+}
+
+// size estimates the bytes sh holds.
+func (sh *layoutShape) size() int {
+	return len(sh.text) + 16*len(sh.lines) + 8*len(sh.series) + 64*len(sh.samples) + 32*len(sh.types) + 128
+}
+
+// shapeCache holds the structures the Parser's Layouts have built, so
+// that Layouts of pages of one structure share one. It is bounded like
+// the series cache: when a new structure would not fit, it is emptied (the
+// Layouts keep theirs; the next of each kind is shared again).
+type shapeCache struct {
+	mu     sync.Mutex
+	seed   maphash.Seed
+	m      map[uint64][]*layoutShape
+	n      int
+	bytes  int
+	resets uint64
+}
+
+// Bounds of a Parser's shape cache: the structures of a fleet's kinds of
+// server (engine, version, model, parallelism), a few KB to a few tens of
+// KB each.
+const (
+	maxShapes      = 256
+	maxShapesBytes = 8 << 20
+)
+
+// share returns the shape equal to sh that the cache holds, or files sh
+// and returns it.
+func (c *shapeCache) share(sh *layoutShape) *layoutShape {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.seed = maphash.MakeSeed()
+		c.m = map[uint64][]*layoutShape{}
+	}
+	h := sh.hash(c.seed)
+	for _, x := range c.m[h] {
+		if x.equal(sh) {
+			return x
+		}
+	}
+	size := sh.size()
+	if size > maxShapesBytes {
+		return sh
+	}
+	if c.n >= maxShapes || c.bytes+size > maxShapesBytes {
+		c.m, c.n, c.bytes = map[uint64][]*layoutShape{}, 0, 0
+		c.resets++
+	}
+	c.m[h] = append(c.m[h], sh)
+	c.n++
+	c.bytes += size
+	return sh
 }

@@ -78,10 +78,10 @@ func checkSame(t *testing.T, pr *Parser, lay *Layout, body []byte, contentType s
 // fits reports whether body has lay's structure (ParseWith reads it in one
 // walk), without changing lay.
 func fits(pr *Parser, lay *Layout, body []byte) bool {
-	if !lay.valid {
+	if lay.cur == nil {
 		return false
 	}
-	p, ok := pr.readLaidOut(body, lay)
+	p, ok := pr.readLaidOut(body, lay.cur)
 	pr.Release(p)
 	return ok
 }
@@ -202,10 +202,11 @@ func TestLayoutRealPages(t *testing.T) {
 	}
 	// Kept series texts are shared with the series cache, runs of skipped
 	// lines are one entry: the layout is a fraction of the page.
-	if len(lay.text) > len(sp[0])/8 || len(lay.lines) > 500 {
-		t.Errorf("the layout of a %d-byte page of %d lines holds %d bytes of text in %d entries", len(sp[0]), bytes.Count(sp[0], []byte("\n")), len(lay.text), len(lay.lines))
+	sh := lay.cur
+	if len(sh.text) > len(sp[0])/8 || len(sh.lines) > 500 {
+		t.Errorf("the layout of a %d-byte page of %d lines holds %d bytes of text in %d entries", len(sp[0]), bytes.Count(sp[0], []byte("\n")), len(sh.text), len(sh.lines))
 	}
-	t.Logf("the layout of a %d-byte page of %d lines holds %d bytes of text in %d entries, %d series and %d samples", len(sp[0]), bytes.Count(sp[0], []byte("\n")), len(lay.text), len(lay.lines), len(lay.series), len(lay.samples))
+	t.Logf("the layout of a %d-byte page of %d lines holds %d bytes of text in %d entries, %d series and %d samples", len(sp[0]), bytes.Count(sp[0], []byte("\n")), len(sh.text), len(sh.lines), len(sh.series), len(sh.samples))
 	for _, f := range []string{"sglang-docs-production_metrics.prom", "vllm-docs-design-metrics-http_filtered.prom", "llamacpp-real-load.prom"} {
 		pr, lay := NewParser(testColon...), new(Layout)
 		checkSame(t, pr, lay, pages[f][0], "", gauges)
@@ -391,13 +392,13 @@ func TestLayoutBounded(t *testing.T) {
 	}
 	pr, lay := NewParser(testColon...), new(Layout)
 	checkSame(t, pr, lay, b.Bytes(), "", gauges)
-	if lay.valid || cap(lay.text) != 0 {
-		t.Errorf("a page of %d lines has a layout (%d bytes)", maxLayoutLines+1, cap(lay.text))
+	if lay.cur != nil || (lay.room != nil && cap(lay.room.text)+cap(lay.room.lines) != 0) {
+		t.Errorf("a page of %d lines has a layout, or room for one kept", maxLayoutLines+1)
 	}
 	b.Reset()
 	fmt.Fprintf(&b, "# HELP sglang:x %s\nsglang:x 1\n", strings.Repeat("h", maxLayoutText))
 	checkSame(t, pr, lay, b.Bytes(), "", gauges)
-	if lay.valid {
+	if lay.cur != nil {
 		t.Errorf("a page of %d bytes of text has a layout", b.Len())
 	}
 }
@@ -479,5 +480,73 @@ func BenchmarkParseWith(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// TestLayoutsShareShapes: the Layouts of targets whose pages have one
+// structure share one shape; a target whose page changes builds a shape of
+// its own and leaves the shared one as it was, which still reads the other
+// targets' pages exactly as Parse does.
+func TestLayoutsShareShapes(t *testing.T) {
+	sp := simulatedPages(t, 2)
+	pr := NewParser(testColon...)
+	lays := make([]*Layout, 5)
+	for i := range lays {
+		lays[i] = new(Layout)
+		checkSame(t, pr, lays[i], bump(sp[0], i), "", gauges)
+		if lays[i].cur == nil {
+			t.Fatalf("target %d has no layout", i)
+		}
+		if lays[i].cur != lays[0].cur {
+			t.Errorf("target %d's layout is not the shape target 0's page built", i)
+		}
+	}
+	shared := lays[0].cur
+	text, lines := slices.Clone(shared.text), slices.Clone(shared.lines)
+	// Target 1's page gains a line: it builds a shape of its own.
+	other := append(append([]byte(nil), sp[1]...), "sglang:num_running_reqs{engine_type=\"unified\",tp_rank=\"9\"} 3\n"...)
+	checkSame(t, pr, lays[1], other, "", gauges)
+	checkSame(t, pr, lays[1], other, "", gauges) // built on the miss before
+	if lays[1].cur == nil || lays[1].cur == shared {
+		t.Fatalf("target 1's changed page did not get a shape of its own")
+	}
+	if !bytes.Equal(shared.text, text) || !slices.Equal(shared.lines, lines) {
+		t.Fatal("building target 1's shape changed the shared one")
+	}
+	for i, lay := range lays {
+		if i == 1 {
+			continue
+		}
+		if !fits(pr, lay, sp[1]) {
+			t.Errorf("target %d's next page does not fit the shared shape", i)
+		}
+		checkSame(t, pr, lay, bump(sp[1], 10+i), "", gauges)
+	}
+	// Back to the usual page: target 1 shares the first shape again.
+	checkSame(t, pr, lays[1], sp[1], "", gauges)
+	checkSame(t, pr, lays[1], sp[1], "", gauges)
+	if lays[1].cur != shared {
+		t.Errorf("target 1's usual page again: its shape is not the shared one")
+	}
+}
+
+// TestShapeCacheBounded: more structures than the cache holds empty it
+// (counted); every Layout still reads its pages as Parse does.
+func TestShapeCacheBounded(t *testing.T) {
+	pr := NewParser(testColon...)
+	lays := make([]*Layout, maxShapes+10)
+	body := func(i int) []byte { return []byte(fmt.Sprintf("sglang:x{target=\"%d\"} 1\nsglang:y 2\n", i)) }
+	for i := range lays {
+		lays[i] = new(Layout)
+		checkSame(t, pr, lays[i], body(i), "", gauges)
+	}
+	if pr.shapes.resets == 0 || pr.shapes.n > maxShapes {
+		t.Errorf("%d structures: %d resets, %d kept; want a reset and at most %d", len(lays), pr.shapes.resets, pr.shapes.n, maxShapes)
+	}
+	for i, lay := range lays {
+		if !fits(pr, lay, body(i)) {
+			t.Fatalf("target %d's page does not fit its layout", i)
+		}
+		checkSame(t, pr, lay, bytes.Replace(body(i), []byte("} 1"), []byte("} 5"), 1), "", gauges)
 	}
 }
