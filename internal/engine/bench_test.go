@@ -224,13 +224,7 @@ func BenchmarkParse(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a, err := r.Detect(p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if srv, err = a.Normalize(Input{Page: p}); err != nil {
-				b.Fatal(err)
-			}
+			srv = detectNormalize(b, r, p)
 		}
 		if !srv.Used.OK() {
 			b.Fatal("nothing read")
@@ -249,13 +243,7 @@ func BenchmarkParse(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a, err := r.Detect(p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if srv, err = a.Normalize(Input{Page: p}); err != nil {
-				b.Fatal(err)
-			}
+			srv = detectNormalize(b, r, p)
 			pr.Release(p)
 		}
 		if !srv.Used.OK() {
@@ -324,15 +312,24 @@ func BenchmarkNormalize(b *testing.B) {
 	b.ReportAllocs()
 	var srv kv.Server
 	for b.Loop() {
-		a, err := r.Detect(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if srv, err = a.Normalize(Input{Page: p}); err != nil {
-			b.Fatal(err)
-		}
+		srv = detectNormalize(b, r, p)
 	}
 	if !srv.Used.OK() {
 		b.Fatal("nothing read")
 	}
+}
+
+// detectNormalize is what a scrape does with a parsed page: the adapter
+// that detects it normalizes it.
+func detectNormalize(b *testing.B, r *Registry, p *expo.Page) kv.Server {
+	b.Helper()
+	a, err := r.Detect(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := a.Normalize(Input{Page: p})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv
 }

@@ -467,11 +467,7 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 	for rest := body; len(rest) > 0; {
 		lineNo++
 		var line []byte
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			line, rest = rest, nil
-		}
+		line, rest = nextLine(rest)
 		t := line
 		for len(t) > 0 && (t[0] == ' ' || t[0] == '\t') {
 			t = t[1:]
@@ -570,6 +566,15 @@ func notMetrics(body []byte) error {
 // isOpenMetrics reports whether a Content-Type is OpenMetrics'.
 func isOpenMetrics(contentType string) bool {
 	return strings.Contains(contentType, "application/openmetrics-text")
+}
+
+// nextLine splits off the first line of b, its '\n' included when it has
+// one.
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i+1], b[i+1:]
+	}
+	return b, nil
 }
 
 // metaFields is fields3 for a comment line, quicker for the usual

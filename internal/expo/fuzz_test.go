@@ -18,12 +18,7 @@ import (
 //
 //	go test ./internal/expo -run '^$' -fuzz FuzzParse -fuzztime 60s -fuzzminimizetime 3s
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "engine", "testdata", "fixtures", "*.prom"))
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range fixturePages(f) {
 		f.Add(b, "")
 		f.Add(append(b, "# EOF\n"...), "application/openmetrics-text; version=1.0.0")
 	}
@@ -70,12 +65,7 @@ func FuzzParse(f *testing.F) {
 //
 //	go test ./internal/expo -run '^$' -fuzz FuzzParseMatchesReference -fuzztime 60s -fuzzminimizetime 3s
 func FuzzParseMatchesReference(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "engine", "testdata", "fixtures", "*.prom"))
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range fixturePages(f) {
 		f.Add(b, "")
 		f.Add(append(b, "# EOF\n"...), "application/openmetrics-text; version=1.0.0")
 	}
@@ -153,5 +143,24 @@ func dumpPage(p *Page) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// fixturePages returns the real /metrics pages of the engine fixtures
+// (internal/engine/testdata/fixtures), by file name.
+func fixturePages(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join("..", "engine", "testdata", "fixtures", "*.prom"))
+	if len(files) == 0 {
+		tb.Fatal("no fixtures")
+	}
+	out := map[string][]byte{}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[filepath.Base(name)] = b
+	}
 	return out
 }

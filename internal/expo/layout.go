@@ -260,11 +260,7 @@ func (sh *layoutShape) build(pr *Parser, body, filtered []byte, p *Page) bool {
 	k := 0
 	for rest := body; len(rest) > 0; {
 		var line []byte
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			line, rest = rest, nil
-		}
+		line, rest = nextLine(rest)
 		kept := false
 		if i := bytes.IndexByte(filtered, '\n'); i >= 0 {
 			// filter ends its copy with '\n', also after a last line

@@ -8,8 +8,6 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,12 +90,8 @@ func fits(pr *Parser, lay *Layout, body []byte) bool {
 func bump(body []byte, step int) []byte {
 	var out []byte
 	for n, rest := 0, body; len(rest) > 0; n++ {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			rest = nil
-		}
+		var line []byte
+		line, rest = nextLine(rest)
 		core := bytes.TrimSuffix(line, []byte("\n"))
 		sp := bytes.LastIndexByte(core, ' ')
 		if len(core) == 0 || core[0] == '#' || sp < 0 {
@@ -160,16 +154,8 @@ func TestLayoutRealPages(t *testing.T) {
 	if bytes.Equal(pages["sim-sglang-tp8"][0], pages["sim-sglang-tp8"][1]) {
 		t.Fatal("the simulator's pages do not change")
 	}
-	files, _ := filepath.Glob(filepath.Join("..", "engine", "testdata", "fixtures", "*.prom"))
-	if len(files) == 0 {
-		t.Fatal("no fixtures")
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages[filepath.Base(f)] = [][]byte{b, bump(b, 1), bump(b, 2)}
+	for name, b := range fixturePages(t) {
+		pages[name] = [][]byte{b, bump(b, 1), bump(b, 2)}
 	}
 	prefix := func(n string) bool {
 		return strings.HasPrefix(n, "sglang:") || strings.HasPrefix(n, "vllm:") || strings.HasPrefix(n, "llamacpp:")
@@ -410,12 +396,7 @@ func TestLayoutBounded(t *testing.T) {
 //
 //	go test ./internal/expo -run '^$' -fuzz FuzzParseWithMatchesParse -fuzztime 60s -fuzzminimizetime 3s
 func FuzzParseWithMatchesParse(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "engine", "testdata", "fixtures", "*.prom"))
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range fixturePages(f) {
 		f.Add(b, bump(b, 1), "")
 		f.Add(b, b[:len(b)/2], "")
 	}

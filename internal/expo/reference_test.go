@@ -100,11 +100,7 @@ func filterReference(body []byte, want Want) (out []byte, families int, example 
 	for rest := body; len(rest) > 0; {
 		lineNo++
 		var line []byte
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			line, rest = rest, nil
-		}
+		line, rest = nextLine(rest)
 		t := line
 		for len(t) > 0 && (t[0] == ' ' || t[0] == '\t') {
 			t = t[1:]
