@@ -253,8 +253,8 @@ func (lay *Layout) build(pr *Parser, body, filtered []byte, p *Page) {
 	}
 }
 
-// build makes sh the structure of body (see Layout.build); false when the
-// page gets no layout.
+// build makes sh, a new shape, the structure of body (see Layout.build);
+// false when the page gets no layout (then sh is dropped).
 func (sh *layoutShape) build(pr *Parser, body, filtered []byte, p *Page) bool {
 	var ls simpleSeries
 	k := 0
@@ -272,7 +272,6 @@ func (sh *layoutShape) build(pr *Parser, body, filtered []byte, p *Page) bool {
 		switch {
 		case kept && line[0] != '#': // one of fastText's sample lines
 			if k == len(p.all) {
-				sh.reset()
 				return false
 			}
 			smp := p.all[k]
@@ -294,12 +293,10 @@ func (sh *layoutShape) build(pr *Parser, body, filtered []byte, p *Page) bool {
 			sh.add(exactLine, line, -1)
 		}
 		if len(sh.lines) > maxLayoutLines || len(sh.text) > maxLayoutText {
-			sh.drop()
 			return false
 		}
 	}
 	if len(filtered) > 0 || k != len(p.all) {
-		sh.reset()
 		return false
 	}
 	for f, t := range p.types {
@@ -359,21 +356,6 @@ func (sh *layoutShape) add(kind lineKind, text []byte, arg int) {
 	}
 	sh.lines = append(sh.lines, layoutLine{off: uint32(len(sh.text)), n: uint32(len(text)), kind: kind, arg: int32(arg)})
 	sh.text = append(sh.text, text...)
-}
-
-// reset empties sh, keeping its room for the next page. Only a shape no
-// Layout reads (not shared) is reset.
-func (sh *layoutShape) reset() {
-	clear(sh.samples) // the label sets are not pinned
-	clear(sh.series)
-	sh.lines, sh.text, sh.samples, sh.series = sh.lines[:0], sh.text[:0], sh.samples[:0], sh.series[:0]
-	sh.types, sh.families, sh.example, sh.shape = sh.types[:0], 0, nil, LabelShape{}
-}
-
-// drop empties sh and lets its room go: the page was too big for one.
-func (sh *layoutShape) drop() {
-	sh.reset()
-	sh.lines, sh.text, sh.samples, sh.series, sh.types = nil, nil, nil, nil, nil
 }
 
 // equal reports whether sh and b are the same structure: the same checks
