@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/lookup"
 )
 
 // poolKey names one pool of a server.
@@ -97,43 +98,9 @@ func (ps *pools) setNote(k poolKey, note string) {
 }
 
 // slot returns the index in vals of a pool's field on a rank, or -1.
-func (ps *pools) slot(sl poolSlot) int { return placeOf(ps.vals, ps.index, sl, slotOf) }
+func (ps *pools) slot(sl poolSlot) int { return lookup.Place(ps.vals, ps.index, sl, slotOf) }
 
 func slotOf(v *poolVal) poolSlot { return v.poolSlot }
-
-// placeOf returns the place in list of the element whose key is k, or -1:
-// a linear search while by is nil, else by's answer (see indexed).
-func placeOf[T any, K comparable](list []T, by map[K]int, k K, key func(*T) K) int {
-	if by != nil {
-		if i, ok := by[k]; ok {
-			return i
-		}
-		return -1
-	}
-	for i := range list {
-		if key(&list[i]) == k {
-			return i
-		}
-	}
-	return -1
-}
-
-// indexed returns the index of list (nil while it has at most
-// poolsIndexed elements) after its last element was appended: by with
-// that element added, or a new index of the whole list.
-func indexed[T any, K comparable](list []T, by map[K]int, key func(*T) K) map[K]int {
-	n := len(list)
-	switch {
-	case by != nil:
-		by[key(&list[n-1])] = n - 1
-	case n > poolsIndexed:
-		by = make(map[K]int, 2*n)
-		for i := range list {
-			by[key(&list[i])] = i
-		}
-	}
-	return by
-}
 
 // value returns a pool's field on a rank.
 func (ps *pools) value(pool, field int, rank kv.RankID) (kv.Value, bool) {
@@ -155,7 +122,7 @@ func (ps *pools) set(k poolKey, unit string, field int, rank kv.RankID, v kv.Val
 		return
 	}
 	ps.vals = append(ps.vals, poolVal{sl, v})
-	ps.index = indexed(ps.vals, ps.index, slotOf)
+	ps.index = lookup.Appended(ps.vals, ps.index, slotOf, poolsIndexed)
 }
 
 // drop forgets a field of a pool on every rank.
@@ -163,7 +130,7 @@ func (ps *pools) drop(pool, field int) {
 	ps.vals = slices.DeleteFunc(ps.vals, func(pv poolVal) bool { return pv.pool == pool && pv.field == field })
 	ps.index = nil
 	for i := range ps.vals { // as if appended one by one
-		ps.index = indexed(ps.vals[:i+1], ps.index, slotOf)
+		ps.index = lookup.Appended(ps.vals[:i+1], ps.index, slotOf, poolsIndexed)
 	}
 }
 
@@ -243,29 +210,16 @@ func (ps *pools) release() {
 func (ps *pools) groups(pool int) []string {
 	var (
 		out  = ps.dps[:0]
-		seen map[string]bool // past poolsIndexed groups
+		seen map[string]int // past poolsIndexed groups
 	)
 	for _, f := range poolFields {
 		for _, pv := range ps.vals {
 			if pv.pool != pool || pv.field != f {
 				continue
 			}
-			dp := pv.rank.DP
-			if seen != nil {
-				if !seen[dp] {
-					seen[dp] = true
-					out = append(out, dp)
-				}
-				continue
-			}
-			if !slices.Contains(out, dp) {
+			if dp := pv.rank.DP; lookup.Place(out, seen, dp, lookup.Self[string]) < 0 {
 				out = append(out, dp)
-				if len(out) > poolsIndexed {
-					seen = make(map[string]bool, 2*len(out))
-					for _, g := range out {
-						seen[g] = true
-					}
-				}
+				seen = lookup.Appended(out, seen, lookup.Self[string], poolsIndexed)
 			}
 		}
 	}
@@ -308,11 +262,11 @@ type groupValues struct {
 	by   map[string]int
 }
 
-func (g *groupValues) find(dp string) int { return placeOf(g.list, g.by, dp, dpOf) }
+func (g *groupValues) find(dp string) int { return lookup.Place(g.list, g.by, dp, dpOf) }
 
 func (g *groupValues) add(v dpValue) {
 	g.list = append(g.list, v)
-	g.by = indexed(g.list, g.by, dpOf)
+	g.by = lookup.Appended(g.list, g.by, dpOf, poolsIndexed)
 }
 
 func dpOf(v *dpValue) string { return v.dp }

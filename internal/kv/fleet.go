@@ -101,6 +101,9 @@ func groupPools[T any](items []T, key func(T) (PoolKey, *Server), buf []poolGrou
 		if !k.Role.HoldsKV() || k.Role == "" || (s != nil && !s.Role.HoldsKV()) {
 			continue
 		}
+		// Written out, not lookup.Place, like Server.groups: through a
+		// generic function with a key function, the caller's buf would
+		// move to the heap.
 		g := -1
 		if idx != nil {
 			if j, ok := idx[k]; ok {

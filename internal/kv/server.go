@@ -273,6 +273,9 @@ func (s *Server) groups(buf []Signals) (groups []Signals, filler Signals, hasFil
 		dps   = small[:0] // each group's DP, in order first seen
 		idx   map[string]int
 	)
+	// The search is written out, not lookup.Place: handed to a generic
+	// function with a key function, small would move to the heap, and
+	// Rollup and Headroom would allocate on every scrape.
 	find := func(dp string) int {
 		if idx != nil {
 			if i, ok := idx[dp]; ok {
