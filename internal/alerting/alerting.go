@@ -146,11 +146,26 @@ type Group struct {
 
 // Manager evaluates rule groups. It is safe for concurrent use.
 type Manager struct {
-	opts     Options
-	mu       sync.RWMutex
+	opts Options
+	mu   sync.RWMutex
+	// groups, expander and opts' Groups, Interval and Notifiers change
+	// on ApplyConfig, under mu.
 	groups   []*Group
 	ext      *url.URL
 	expander *Expander
+	// reset tells Run that the groups changed: it restarts its rounds.
+	reset chan struct{}
+}
+
+// Config is what a reload may change in a running manager.
+type Config struct {
+	// Groups are the rule groups to evaluate.
+	Groups []rulefmt.RuleGroup
+	// Interval is the evaluation interval of groups that set none; must
+	// be positive.
+	Interval time.Duration
+	// Notifiers receive firing and resolved alerts.
+	Notifiers []Notifier
 }
 
 // New checks every rule's expression and returns a manager for them.
@@ -174,7 +189,7 @@ func New(opts Options) (*Manager, error) {
 		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute,
 			LookbackDelta: 5 * time.Minute, Logger: opts.Logger})
 	}
-	m := &Manager{opts: opts}
+	m := &Manager{opts: opts, reset: make(chan struct{}, 1)}
 	if opts.ExternalURL != "" {
 		u, err := url.Parse(opts.ExternalURL)
 		if err != nil {
@@ -182,13 +197,25 @@ func New(opts Options) (*Manager, error) {
 		}
 		m.ext = u
 	}
+	groups, expander, err := m.compile(opts.Groups, opts.Interval)
+	if err != nil {
+		return nil, err
+	}
+	m.groups, m.expander = groups, expander
+	return m, nil
+}
+
+// compile parses the groups' rules; a group without an interval gets
+// interval.
+func (m *Manager) compile(rgs []rulefmt.RuleGroup, interval time.Duration) ([]*Group, *Expander, error) {
 	p := parser.NewParser(parser.Options{})
 	var errs []error
 	var recs []RecordingRule
-	for _, g := range opts.Groups {
+	var groups []*Group
+	for _, g := range rgs {
 		grp := &Group{Name: g.Name, File: "", interval: time.Duration(g.Interval)}
 		if grp.interval <= 0 {
-			grp.interval = opts.Interval
+			grp.interval = interval
 		}
 		grp.Interval = grp.interval.Seconds()
 		for _, r := range g.Rules {
@@ -212,38 +239,129 @@ func New(opts Options) (*Manager, error) {
 			}
 			grp.Rules = append(grp.Rules, rule)
 		}
-		m.groups = append(m.groups, grp)
+		groups = append(groups, grp)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	if !opts.StoreAllRules {
-		m.expander = NewExpander(recs)
+	var expander *Expander
+	if !m.opts.StoreAllRules {
+		expander = NewExpander(recs)
 	}
-	for _, g := range m.groups {
+	for _, g := range groups {
 		for _, r := range g.Rules {
-			if r.Type == "recording" && m.expander.OnDemand(r.Name) {
+			if r.Type == "recording" && expander.OnDemand(r.Name) {
 				r.OnDemand, r.Health = true, "ok"
 				continue
 			}
-			q, err := m.expander.ExpandString(r.Query)
+			q, err := expander.ExpandString(r.Query)
 			if err != nil {
-				return nil, fmt.Errorf("group %q, rule %q: expand on-demand rules: %w", g.Name, r.Name, err)
+				return nil, nil, fmt.Errorf("group %q, rule %q: expand on-demand rules: %w", g.Name, r.Name, err)
 			}
 			r.evalQuery = q
 		}
 	}
-	return m, nil
+	return groups, expander, nil
+}
+
+// Prepare checks c and returns what makes it the manager's: the rules
+// are replaced, each keeping the state (pending and firing alerts, the
+// series it wrote, its health) of the rule of the same group, name, type
+// and labels before it, as Prometheus does on a reload; the series of
+// rules that went get staleness markers, and Run restarts its rounds at
+// the new intervals. Nothing changes until apply is called, so a runtime
+// can check every component before it changes any.
+func (m *Manager) Prepare(c Config) (apply func(), err error) {
+	if c.Interval <= 0 {
+		return nil, fmt.Errorf("alerting: evaluation interval %s is not positive", c.Interval)
+	}
+	groups, expander, err := m.compile(c.Groups, c.Interval)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		m.mu.Lock()
+		old := m.groups
+		kept := map[*Rule]bool{}
+		for _, g := range groups {
+			for _, r := range g.Rules {
+				if o := findRule(old, g.Name, r); o != nil {
+					r.active, r.prevSeries, r.State = o.active, o.prevSeries, o.State
+					if !r.OnDemand {
+						r.Health, r.LastError, r.LastEval, r.EvalTime = o.Health, o.LastError, o.LastEval, o.EvalTime
+					}
+					kept[o] = true
+				}
+			}
+		}
+		t := m.opts.Now().UnixMilli()
+		for _, g := range old {
+			for _, r := range g.Rules {
+				if !kept[r] {
+					m.staleMissing(r.prevSeries, nil, t)
+				}
+			}
+		}
+		m.groups, m.expander = groups, expander
+		m.opts.Groups, m.opts.Interval, m.opts.Notifiers = c.Groups, c.Interval, c.Notifiers
+		m.mu.Unlock()
+		select {
+		case m.reset <- struct{}{}:
+		default: // a restart is already due
+		}
+	}, nil
+}
+
+// ApplyConfig makes c the manager's config (Prepare, then apply).
+func (m *Manager) ApplyConfig(c Config) error {
+	apply, err := m.Prepare(c)
+	if err != nil {
+		return err
+	}
+	apply()
+	return nil
+}
+
+// Config returns the manager's config in effect.
+func (m *Manager) Config() Config {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return Config{Groups: m.opts.Groups, Interval: m.opts.Interval, Notifiers: m.opts.Notifiers}
+}
+
+// findRule returns the rule of groups that r continues: same group name,
+// rule name, type and labels; nil when there is none.
+func findRule(groups []*Group, group string, r *Rule) *Rule {
+	for _, g := range groups {
+		if g.Name != group {
+			continue
+		}
+		for _, o := range g.Rules {
+			if o.Name == r.Name && o.Type == r.Type && labels.Equal(o.Labels, r.Labels) {
+				return o
+			}
+		}
+	}
+	return nil
 }
 
 // Expand returns q with the names of on-demand recording rules replaced by
 // their expressions (see Expander.Expand), ready for the promql engine; q
 // itself when it names none. The error is q's parse error.
-func (m *Manager) Expand(q string) (string, error) { return m.expander.ExpandString(q) }
+func (m *Manager) Expand(q string) (string, error) {
+	m.mu.RLock()
+	e := m.expander
+	m.mu.RUnlock()
+	return e.ExpandString(q)
+}
 
 // OnDemandNames returns the names of the on-demand recording rules, sorted:
 // they have no stored series, but queries that name them get results.
-func (m *Manager) OnDemandNames() []string { return m.expander.Names() }
+func (m *Manager) OnDemandNames() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.expander.Names()
+}
 
 func mergeMaps(a, b map[string]string) map[string]string {
 	out := map[string]string{}
@@ -275,39 +393,60 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.notify(ctx, batch)
 		}
 	}()
-	var rounds sync.WaitGroup
-	for _, gs := range byInterval(m.groups) {
-		rounds.Add(1)
-		go func() {
-			defer rounds.Done()
-			t := time.NewTicker(gs[0].interval)
-			defer t.Stop()
-			for {
-				ts := m.opts.Now()
-				for _, g := range gs {
-					if ctx.Err() != nil {
-						return
-					}
-					if batch := m.evalGroup(ctx, g, ts); len(batch) > 0 {
-						select {
-						case out <- batch:
-						default:
-							m.opts.Logger.Warn("alert notifications are backing up; dropped a batch", "group", g.Name)
-						}
-					}
-				}
+	defer func() {
+		close(out)
+		<-sent
+	}()
+	for {
+		rctx, cancel := context.WithCancel(ctx)
+		var rounds sync.WaitGroup
+		m.mu.RLock()
+		sets := byInterval(m.groups)
+		m.mu.RUnlock()
+		for _, gs := range sets {
+			rounds.Add(1)
+			go func() {
+				defer rounds.Done()
+				m.rounds(rctx, gs, out)
+			}()
+		}
+		select {
+		case <-ctx.Done():
+		case <-m.reset: // ApplyConfig: new groups, new intervals
+		}
+		cancel()
+		rounds.Wait() // every round returns once rctx ends
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// rounds evaluates gs, groups of one interval, every interval until ctx
+// ends, and queues the alerts due on out.
+func (m *Manager) rounds(ctx context.Context, gs []*Group, out chan<- []Alert) {
+	t := time.NewTicker(gs[0].interval)
+	defer t.Stop()
+	for {
+		ts := m.opts.Now()
+		for _, g := range gs {
+			if ctx.Err() != nil {
+				return
+			}
+			if batch := m.evalGroup(ctx, g, ts); len(batch) > 0 {
 				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
+				case out <- batch:
+				default:
+					m.opts.Logger.Warn("alert notifications are backing up; dropped a batch", "group", g.Name)
 				}
 			}
-		}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
-	rounds.Wait() // every round returns once ctx ends
-	close(out)
-	<-sent
-	return nil
 }
 
 // byInterval splits groups by interval, each list in the groups' order,
@@ -328,7 +467,10 @@ func byInterval(groups []*Group) [][]*Group {
 // EvalAt evaluates every group once at ts and sends what is due to the
 // notifiers synchronously. Tests and `kvwatch demo` drive time with it.
 func (m *Manager) EvalAt(ctx context.Context, ts time.Time) {
-	for _, g := range m.groups {
+	m.mu.RLock()
+	groups := m.groups
+	m.mu.RUnlock()
+	for _, g := range groups {
 		if batch := m.evalGroup(ctx, g, ts); len(batch) > 0 {
 			m.notify(ctx, batch)
 		}

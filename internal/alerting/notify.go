@@ -49,10 +49,13 @@ func (m *Manager) batch(due []Alert) Batch {
 		gen = m.ext.JoinPath("alerts").String()
 	}
 	now := m.opts.Now()
+	m.mu.RLock()
+	interval := m.opts.Interval
+	m.mu.RUnlock()
 	for _, a := range due {
 		n := Notification{Alert: a, GeneratorURL: gen, EndsAt: a.ResolvedAt}
 		if a.State != StateInactive {
-			n.EndsAt = now.Add(4 * max(m.opts.ResendDelay, m.opts.Interval))
+			n.EndsAt = now.Add(4 * max(m.opts.ResendDelay, interval))
 		}
 		b.Alerts = append(b.Alerts, n)
 	}
@@ -62,7 +65,10 @@ func (m *Manager) batch(due []Alert) Batch {
 // notify sends the alerts due to every notifier, logging failures.
 func (m *Manager) notify(ctx context.Context, due []Alert) {
 	b := m.batch(due)
-	for _, n := range m.opts.Notifiers {
+	m.mu.RLock()
+	notifiers := m.opts.Notifiers
+	m.mu.RUnlock()
+	for _, n := range notifiers {
 		if err := n.Notify(ctx, b); err != nil {
 			m.opts.Logger.Error("send alerts", "err", err)
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 )
 
 func addCheck(app *kingpin.Application, r registry) {
@@ -22,7 +22,7 @@ func addCheck(app *kingpin.Application, r registry) {
 func runCheckConfig(e *env, files []string) int {
 	code := exitOK
 	for _, f := range files {
-		s, err := serve.LoadSetupFrom(config.Sources{File: f})
+		s, err := pipeline.Load(config.Sources{File: f}, nil)
 		if err != nil {
 			fmt.Fprintf(e.Stderr, "%v\n", err)
 			code = exitUsage

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/querycheck"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 )
@@ -138,7 +138,13 @@ func (o *checkQueriesOptions) store(ctx context.Context) (querycheck.Store, erro
 		}
 		return &querycheck.API{Base: apis[0], Client: client, Window: o.window, Limit: o.limit}, nil
 	}
-	s := scrape.New(engine.NewRegistry(), 0)
+	// The engine pages are read by the pipeline of the default config
+	// (its body limit, the engines' adapters), as status reads them.
+	pl, err := pipeline.Load(config.Sources{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := pl.Scraper()
 	st := &querycheck.Pages{}
 	for _, p := range pages {
 		t, err := scrape.NewTarget(&config.Target{URL: p, HTTPClientConfig: hc})

@@ -11,8 +11,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
+	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -59,25 +59,24 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 		return err
 	}
 	defer c.Close()
-	d, emb, err := demoDaemon(e, c, nil, o.listen, o.embedded)
+	srv, err := demoServe(e, c, nil, o.listen, o.embedded)
 	if err != nil {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- emb.run(ctx, e, d) }()
-	url := externalURL(d)
-	printDemo(e.Stdout, sc.Name, c.Endpoints(), url)
-	statusLoop(ctx, e, d, emb, done)
+	go func() { done <- srv.Run(ctx) }()
+	printDemo(e.Stdout, sc.Name, c.Endpoints(), srv.Daemon().URL())
+	statusLoop(ctx, e, srv, done)
 	cancel()
 	return <-done
 }
 
-// demoDaemon assembles serve, exactly as `kvwatch serve` is assembled
-// (assembleServe), for the simulated endpoints; cfg nil means
+// demoServe assembles serve with package app, exactly as `kvwatch serve`
+// is assembled, for the simulated endpoints; cfg nil means
 // config.Default().
-func demoDaemon(e *env, c *sim.Cluster, cfg *config.Config, listen string, f embeddedFlags) (*serve.Daemon, *embedded, error) {
+func demoServe(e *env, c *sim.Cluster, cfg *config.Config, listen string, f embeddedFlags) (*app.Serve, error) {
 	if host, _, err := net.SplitHostPort(listen); err == nil && host != "127.0.0.1" && host != "localhost" && host != "::1" {
-		return nil, nil, usageError{fmt.Errorf("--web.listen-address %s: the demo listens on loopback only", listen)}
+		return nil, usageError{fmt.Errorf("--web.listen-address %s: the demo listens on loopback only", listen)}
 	}
 	var targets []config.Target
 	for _, ep := range c.Endpoints() {
@@ -86,14 +85,21 @@ func demoDaemon(e *env, c *sim.Cluster, cfg *config.Config, listen string, f emb
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	return assembleServe(e, serve.Options{Config: cfg, Targets: targets, Engines: engine.NewRegistry(),
-		ListenAddresses: []string{listen}, Logger: e.Logger}, f)
+	o := app.Options{Sources: config.Sources{Config: cfg, Extra: targets}, ListenAddresses: []string{listen}, Logger: e.Logger}
+	if err := f.apply(&o); err != nil {
+		return nil, err
+	}
+	srv, err := app.New(o)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return srv, nil
 }
 
 // statusLoop prints a status line from the report until ctx ends or the
 // daemon stops: rewritten in place on a terminal, one line every 5s
 // otherwise.
-func statusLoop(ctx context.Context, e *env, d *serve.Daemon, emb *embedded, done chan error) {
+func statusLoop(ctx context.Context, e *env, srv *app.Serve, done chan error) {
 	every := 5 * time.Second
 	if e.Interactive {
 		every = time.Second
@@ -111,7 +117,7 @@ func statusLoop(ctx context.Context, e *env, d *serve.Daemon, emb *embedded, don
 			done <- err
 			return
 		case <-t.C:
-			line := statusLine(d.Report(), emb)
+			line := statusLine(srv.Daemon().Report(), srv.Rules())
 			if e.Interactive {
 				fmt.Fprintf(e.Stdout, "\r\033[K%s", line)
 			} else {
@@ -122,7 +128,7 @@ func statusLoop(ctx context.Context, e *env, d *serve.Daemon, emb *embedded, don
 }
 
 // statusLine summarizes the fleet: usage per KV server, then alerts.
-func statusLine(r report.Report, emb *embedded) string {
+func statusLine(r report.Report, rules *alerting.Manager) string {
 	var parts []string
 	for _, s := range r.Servers {
 		if !s.Role.HoldsKV() {
@@ -147,9 +153,9 @@ func statusLine(r report.Report, emb *embedded) string {
 		parts = append(parts, "limit: "+r.Pools[f.LimitIndex].Name+" pool KV "+percent(r.Pools[f.LimitIndex].UsageRatio))
 	}
 	line := time.Now().Format("15:04:05") + "  " + strings.Join(parts, " | ")
-	if emb.rules != nil {
+	if rules != nil {
 		firing, pending := 0, 0
-		for _, a := range emb.rules.Alerts() {
+		for _, a := range rules.Alerts() {
 			if a.State == alerting.StateFiring {
 				firing++
 			} else {

@@ -71,7 +71,7 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time,
 	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
 	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
 	t.Cleanup(func() { cancel(); c.Close() }) // after serve's (cleanups run last first)
-	d, emb := runDemoServe(ctx, t, c, cfg, os.Stdout, true)
+	d, srv := runDemoServe(ctx, t, c, cfg, os.Stdout, true)
 	// feed moves the simulated clock on, waits until every target was
 	// scraped after that, and appends what serve exports to the history
 	// at ts (and evaluates the rules there).
@@ -93,11 +93,11 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time,
 		if err != nil {
 			t.Fatal(err)
 		}
-		emb.store.AppendFamilies(ts, mfs)
-		emb.rules.EvalAt(ctx, ts)
+		srv.History().AppendFamilies(ts, mfs)
+		srv.Rules().EvalAt(ctx, ts)
 		return mfs
 	}
-	return externalURL(d), d, feed
+	return d.URL(), d, feed
 }
 
 // counterOf sums the counter samples of family name with server=server.
@@ -498,7 +498,7 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 	cfg.Alerts.KVUsageWarningFor = model.Duration(time.Minute)
 	cfg.Alerting.Webhooks = []string{hook.URL}
 	// Only the daemon runs in real time; the test feeds history and rules.
-	d, emb := runDemoServe(ctx, t, c, cfg, os.Stdout, false)
+	d, srv := runDemoServe(ctx, t, c, cfg, os.Stdout, false)
 
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	var states []string // KVCacheUsageHigh state of decode after each step
@@ -523,10 +523,10 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 			t.Fatal(err)
 		}
 		ts := base.Add(time.Duration(i) * 15 * time.Second)
-		emb.store.AppendFamilies(ts, mfs)
-		emb.rules.EvalAt(ctx, ts)
+		srv.History().AppendFamilies(ts, mfs)
+		srv.Rules().EvalAt(ctx, ts)
 		st := "inactive"
-		for _, a := range emb.rules.Alerts() {
+		for _, a := range srv.Rules().Alerts() {
 			if a.Labels.Get("alertname") == stack.AlertKVHigh && a.Labels.Get("server") == "decode" {
 				st = a.State
 			}
@@ -545,7 +545,7 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	n := emb.store.Stats().Series
+	n := srv.History().Stats().Series
 	if n == 0 {
 		t.Fatal("the history holds no series after 40 gathers")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -19,19 +20,20 @@ import (
 // (history and the built-in rules on), until ctx ends or the test does;
 // the test fails if serve returns an error. With ready it returns once
 // serve has scraped every target.
-func runDemoServe(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *config.Config, stdout io.Writer, ready bool) (*serve.Daemon, *embedded) {
+func runDemoServe(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *config.Config, stdout io.Writer, ready bool) (*serve.Daemon, *app.Serve) {
 	t.Helper()
 	return runDemoServeFlags(ctx, t, c, cfg, stdout, ready, embeddedFlags{history: "1h"})
 }
 
 // runDemoServeFlags is runDemoServe with serve's embedded flags f.
-func runDemoServeFlags(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *config.Config, stdout io.Writer, ready bool, f embeddedFlags) (*serve.Daemon, *embedded) {
+func runDemoServeFlags(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *config.Config, stdout io.Writer, ready bool, f embeddedFlags) (*serve.Daemon, *app.Serve) {
 	t.Helper()
 	e := &env{Streams: Streams{Stdout: stdout, Stderr: os.Stderr}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err := demoDaemon(e, c, cfg, "127.0.0.1:0", f)
+	srv, err := demoServe(e, c, cfg, "127.0.0.1:0", f)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := srv.Daemon()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -47,7 +49,7 @@ func runDemoServeFlags(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *c
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return d, emb
+	return d, srv
 }
 
 // headless starts the Chromium at path, headless with a w×h window and no

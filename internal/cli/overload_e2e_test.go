@@ -87,7 +87,7 @@ func TestOverloadOneTruth(t *testing.T) {
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(500 * time.Millisecond)
 	cfg.Global.ScrapeTimeout = model.Duration(500 * time.Millisecond)
-	d, emb := runDemoServe(ctx, t, c, cfg, io.Discard, true)
+	d, srv := runDemoServe(ctx, t, c, cfg, io.Discard, true)
 	// The clock is manual: the pages hold still from here on. Two samples
 	// in the history, the rules evaluated at the second.
 	now := time.Now().Truncate(time.Second)
@@ -111,10 +111,10 @@ func TestOverloadOneTruth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		emb.store.AppendFamilies(ts, mfs)
-		emb.rules.EvalAt(ctx, ts)
+		srv.History().AppendFamilies(ts, mfs)
+		srv.Rules().EvalAt(ctx, ts)
 	}
-	base := externalURL(d)
+	base := d.URL()
 
 	// 1. status -o json: the reference.
 	code, out, errs := run(t, append([]string{"status", "-o", "json"}, targets...)...)

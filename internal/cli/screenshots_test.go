@@ -57,7 +57,7 @@ func TestWebUIScreenshots(t *testing.T) {
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
 	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
-	d, emb := runDemoServe(ctx, t, c, cfg, io.Discard, true)
+	d, srv := runDemoServe(ctx, t, c, cfg, io.Discard, true)
 	post := func(ep, path string) {
 		t.Helper()
 		for _, x := range c.Endpoints() {
@@ -108,19 +108,19 @@ func TestWebUIScreenshots(t *testing.T) {
 			t.Fatal(err)
 		}
 		ts := t0.Add(time.Duration(i+1) * step)
-		emb.store.AppendFamilies(ts, mfs)
-		emb.rules.EvalAt(ctx, ts)
+		srv.History().AppendFamilies(ts, mfs)
+		srv.Rules().EvalAt(ctx, ts)
 	}
 	firing := 0
-	for _, a := range emb.rules.Alerts() {
+	for _, a := range srv.Rules().Alerts() {
 		if a.State == "firing" {
 			firing++
 		}
 	}
 	if firing == 0 {
-		t.Fatalf("no alert fires after 14 minutes of overload: %+v", emb.rules.Alerts())
+		t.Fatalf("no alert fires after 14 minutes of overload: %+v", srv.Rules().Alerts())
 	}
-	base := externalURL(d)
+	base := d.URL()
 
 	bctx := headless(t, chromium, shotW, shotH, 0,
 		chromedp.Flag("hide-scrollbars", true), chromedp.Flag("force-device-scale-factor", "1"))

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	ossignal "os/signal"
-	"runtime/debug"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -16,18 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/version"
-	"github.com/prometheus/prometheus/model/rulefmt"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
+	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/engine"
-	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/promapi"
 	"github.com/kvwatch/kvwatch/internal/serve"
-	"github.com/kvwatch/kvwatch/internal/stack"
-	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // queryFlags bound the query API (/api/v1/query, query_range).
@@ -86,7 +78,6 @@ func addServe(app *kingpin.Application, r registry) {
 }
 
 func runServe(ctx context.Context, e *env, o *serveOpts) error {
-	// Build the config.
 	var extra []config.Target
 	for _, a := range o.targets {
 		t, err := parseTargetArg(a)
@@ -102,24 +93,22 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 	own.MustRegister(collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector("kvwatch"))
-
-	// Build the daemon with its history, rules and UI.
-	d, emb, err := assembleServe(e, serve.Options{
-		ConfigFile:           o.configFile,
-		Targets:              extra,
-		Engines:              engine.NewRegistry(),
+	ao := app.Options{
+		Sources:              config.Sources{File: o.configFile, Extra: extra},
 		ListenAddresses:      o.listen,
 		WebConfigFile:        o.webConfigFile,
 		InsecureListen:       o.insecureListen,
 		Registry:             own,
 		Logger:               e.Logger,
 		MaxConcurrentScrapes: o.maxScrapes,
-		Shard:                o.fleet.shard,
-	}, o.embedded)
-	if err != nil {
+	}
+	if err := o.fleet.apply(&ao); err != nil {
+		return usageError{err}
+	}
+	if err := o.embedded.apply(&ao); err != nil {
 		return err
 	}
-	rw, err := o.fleet.remoteWriter(e, d, o.configFile)
+	srv, err := app.New(ao)
 	if err != nil {
 		return usageError{err}
 	}
@@ -136,11 +125,11 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_ = d.Reload(ctx) // logged by the daemon; the old config keeps running
+				_ = srv.Reload(ctx) // logged by the runtime; the old config keeps running
 			}
 		}
 	}()
-	return o.fleet.run(ctx, rw, func(ctx context.Context) error { return emb.run(ctx, e, d) })
+	return srv.Run(ctx)
 }
 
 // embeddedFlags are serve's flags for the embedded history, rules and UI.
@@ -164,171 +153,36 @@ func (f *embeddedFlags) register(c *kingpin.CmdClause) {
 	f.query.register(c)
 }
 
-// embedded is the history, rule manager and UI attached to a daemon.
-type embedded struct {
-	store *history.Store
-	rules *alerting.Manager
-}
-
-// historyGCPercent is the garbage collector's target (GOGC) while serve
-// keeps history, unless the GOGC environment variable sets one. The
-// history's closed chunks live outside the Go heap; what stays on it is
-// mostly long-lived bookkeeping (series, chunk lists, open chunks,
-// connections), and Go's default (100) lets the process grow to twice
-// that before collecting (Prometheus lowered its default to 75 for the
-// same reason). Measured in docs/benchmarks.md ("serve with history"):
-// 1,000 endpoints over 24h at 234–263 MiB resident (peak 265 MiB) with 35
-// against 252–288 (peak 301) with 50, for the same CPU. GOMEMLIMIT, when
-// set, is honoured as well.
-const historyGCPercent = 35
-
-// setHistoryGC sets the collector's target for the run of a serve that
-// keeps history and returns what restores the previous one. GOGC is the
-// process's: only the run that owns the process (Run, below) sets it, never
-// the assembly, so building a serve (as tests do) leaves it alone.
-func setHistoryGC(e *env) (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	old := debug.SetGCPercent(historyGCPercent)
-	e.Logger.Debug("history is on: garbage collector target set", "GOGC", historyGCPercent)
-	return func() { debug.SetGCPercent(old) }
-}
-
-// assembleServe builds `kvwatch serve` (and `kvwatch demo`'s serve): the
-// daemon, then the history, rules, notifiers, query API and web UI from the
-// flags and the daemon's config, with their routes on the daemon.
-func assembleServe(e *env, o serve.Options, f embeddedFlags) (*serve.Daemon, *embedded, error) {
-	d, err := serve.New(o)
-	if err != nil {
-		return nil, nil, usageError{err}
-	}
-	emb, err := attachEmbedded(e, d, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	return d, emb, nil
-}
-
-// attachEmbedded builds the history, rules, query API and web UI from the
-// flags and the daemon's config, and registers their routes on d.
-func attachEmbedded(e *env, d *serve.Daemon, f embeddedFlags) (*embedded, error) {
-	cfg := d.Setup().Config
-	if cfg == nil {
-		cfg = config.Default()
-	}
-	h := cfg.History
+// apply sets the history, rules and query options of o from the flags.
+func (f *embeddedFlags) apply(o *app.Options) error {
 	if f.history != "" {
 		r, err := parseDuration(f.history)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--history: %w", err)}
+			return usageError{fmt.Errorf("--history: %w", err)}
 		}
-		h.Retention = r
+		d := time.Duration(r)
+		o.History = &d
 	}
-	if f.snapshotFile != "" {
-		h.SnapshotFile = f.snapshotFile
-	}
-	var tiers [2]time.Duration
-	for i, fl := range []struct{ name, val string }{{"--history.full-resolution", f.fullRes}, {"--history.downsample-step", f.downStep}} {
+	o.SnapshotFile = f.snapshotFile
+	for _, fl := range []struct {
+		name, val string
+		to        *time.Duration
+	}{{"--history.full-resolution", f.fullRes, &o.FullResolution}, {"--history.downsample-step", f.downStep, &o.DownsampleStep}} {
 		if fl.val != "" {
 			d, err := parseDuration(fl.val)
 			if err != nil {
-				return nil, usageError{fmt.Errorf("%s: %w", fl.name, err)}
+				return usageError{fmt.Errorf("%s: %w", fl.name, err)}
 			}
-			tiers[i] = time.Duration(d)
+			*fl.to = time.Duration(d)
 		}
 	}
-	emb := &embedded{}
-	interval := time.Duration(cfg.Global.ScrapeInterval)
-	if h.Retention > 0 {
-		emb.store = history.New(history.Options{Retention: time.Duration(h.Retention), Interval: interval,
-			FullResolution: tiers[0], DownsampleStep: tiers[1],
-			SnapshotFile: h.SnapshotFile, SnapshotInterval: time.Duration(h.SnapshotInterval), Logger: e.Logger})
-		if err := emb.store.Restore(time.Now()); err != nil && !errors.Is(err, history.ErrNoSnapshot) {
-			return nil, err
+	o.RuleFiles = f.ruleFiles
+	for _, u := range f.alertmanagers {
+		if _, err := alerting.NewAlertmanager(u, nil); err != nil {
+			return usageError{fmt.Errorf("--alertmanager.url: %w", err)}
 		}
-		if err := d.RegisterOwn(emb.store.Collector()); err != nil {
-			return nil, fmt.Errorf("history metrics: %w", err)
-		}
-		groups, err := ruleGroups(f.ruleFiles, cfg)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		var notifiers []alerting.Notifier
-		for _, u := range append(append([]string{}, cfg.Alerting.Alertmanagers...), f.alertmanagers...) {
-			am, err := alerting.NewAlertmanager(u, nil)
-			if err != nil {
-				return nil, usageError{fmt.Errorf("--alertmanager.url: %w", err)}
-			}
-			notifiers = append(notifiers, am)
-		}
-		for _, u := range cfg.Alerting.Webhooks {
-			wh, err := alerting.NewWebhook(u, nil)
-			if err != nil {
-				return nil, usageError{fmt.Errorf("alerting.webhooks: %w", err)}
-			}
-			notifiers = append(notifiers, wh)
-		}
-		emb.rules, err = alerting.New(alerting.Options{Groups: groups, Interval: time.Duration(cfg.Global.EvaluationInterval), Storage: emb.store,
-			Notifiers: notifiers, ExternalURL: externalURL(d), Logger: e.Logger})
-		if err != nil {
-			return nil, usageError{fmt.Errorf("rules: %w", err)}
-		}
-		api := promapi.Options{Queryable: emb.store, Logger: e.Logger, Version: version.Version,
-			Revision: version.Revision, Branch: version.Branch, BuildDate: version.BuildDate, Rules: emb.rules}
-		f.query.apply(&api)
-		promapi.New(api).Register(d)
 	}
-	web.Register(d, web.Options{Report: d.Report, Warning: cfg.Alerts.KVUsageWarning, Critical: cfg.Alerts.KVUsageCritical,
-		HistorySeconds: time.Duration(h.Retention).Seconds(), HistoryEnabled: emb.store != nil, AlertsEnabled: emb.rules != nil,
-		ScrapeIntervalSeconds: interval.Seconds(), FullResolutionSeconds: tiers[0].Seconds(), DownsampleStepSeconds: tiers[1].Seconds()})
-	if err := web.CheckAssets(); err != nil {
-		e.Logger.Warn("web UI unavailable", "err", err)
-	}
-	return emb, nil
+	o.Alertmanagers = f.alertmanagers
+	f.query.apply(&o.Query)
+	return nil
 }
-
-// ruleGroups reads the rule files, or returns the stack's generated rules
-// (the same groups `kvwatch stack generate` writes) when there are none.
-func ruleGroups(files []string, cfg *config.Config) ([]rulefmt.RuleGroup, error) {
-	if len(files) > 0 {
-		return alerting.LoadFiles(files)
-	}
-	o := stack.Options{Config: cfg}
-	return stack.ServeRules(o), nil
-}
-
-// externalURL is the UI's URL on the daemon's first address.
-func externalURL(d *serve.Daemon) string {
-	for _, a := range d.Addrs() {
-		return "http://" + a.String() + "/"
-	}
-	return ""
-}
-
-// run runs the daemon with the history and rules until ctx ends.
-func (emb *embedded) run(ctx context.Context, e *env, d *serve.Daemon) error {
-	if emb.store == nil {
-		return d.Run(ctx)
-	}
-	defer setHistoryGC(e)()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var histErr error
-	wg.Add(2)
-	go func() { defer wg.Done(); histErr = emb.store.Run(ctx, daemonFeeder{d}) }()
-	go func() { defer wg.Done(); emb.rules.Run(ctx) }()
-	err := d.Run(ctx)
-	cancel()
-	wg.Wait()
-	return errors.Join(err, histErr)
-}
-
-// daemonFeeder lets the history record the daemon's samples straight from
-// its latest scrapes (history.Feeder) instead of gathering metric
-// families every interval.
-type daemonFeeder struct{ d *serve.Daemon }
-
-func (f daemonFeeder) Gather() ([]*dto.MetricFamily, error) { return f.d.Gatherer().Gather() }
-func (f daemonFeeder) Feed(b *history.Batch)                { f.d.Walk(b.Add) }

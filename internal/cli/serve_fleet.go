@@ -1,18 +1,14 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/alecthomas/kingpin/v2"
 	promcfg "github.com/prometheus/common/config"
 
+	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/serve"
 )
@@ -99,6 +95,8 @@ func (f *fleetFlags) remotes(cfg *config.Config) ([]config.RemoteWrite, error) {
 			rw.SendInterval = d
 		}
 		rw.QueueConfig.Capacity = f.rwCapacity
+		// Flag-given files are relative to the working directory.
+		rw.HTTPClientConfig.SetDirectory(mustAbs("."))
 		h := &rw.HTTPClientConfig
 		h.BearerTokenFile = f.rwBearerFile
 		if f.rwUser != "" || f.rwPasswordFile != "" {
@@ -126,43 +124,17 @@ func (f *fleetFlags) remotes(cfg *config.Config) ([]config.RemoteWrite, error) {
 	return out, nil
 }
 
-// remoteWriter builds the daemon's remote writer; nil when none is set.
-func (f *fleetFlags) remoteWriter(e *env, d *serve.Daemon, configFile string) (*serve.RemoteWriter, error) {
-	rws, err := f.remotes(d.Setup().Config)
-	if err != nil || len(rws) == 0 {
-		return nil, err
+// apply sets the shard and the remote writes of o from the flags: the
+// flag-given stores with the config's (read again on every reload), the
+// external labels on each.
+func (f *fleetFlags) apply(o *app.Options) error {
+	if _, err := f.remotes(config.Default()); err != nil { // the flags' own mistakes, before anything starts
+		return err
 	}
-	instance := f.rwInstance
-	if instance == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "localhost"
-		}
-		port := "9477"
-		if addrs := d.Addrs(); len(addrs) > 0 {
-			if _, p, err := net.SplitHostPort(addrs[0].String()); err == nil {
-				port = p
-			}
-		}
-		instance = net.JoinHostPort(host, port)
-	}
-	dir := ""
-	if configFile != "" {
-		dir = filepath.Dir(configFile)
-	}
-	for i := range rws {
-		if i >= len(f.rwURLs) {
-			break
-		}
-		// Flag-given files are relative to the working directory.
-		rws[i].HTTPClientConfig.SetDirectory(mustAbs("."))
-	}
-	w, err := serve.NewRemoteWriter(d, serve.RemoteWriteOptions{Remotes: rws, Dir: dir, Job: f.rwJob, Instance: instance, Logger: e.Logger})
-	if err != nil {
-		return nil, err
-	}
-	e.Logger.Info("remote write", "remotes", len(rws), "instance", instance)
-	return w, nil
+	o.Shard = f.shard
+	o.RemoteWrite = f.remotes
+	o.RemoteWriteJob, o.RemoteWriteInstance = f.rwJob, f.rwInstance
+	return nil
 }
 
 func mustAbs(p string) string {
@@ -171,21 +143,4 @@ func mustAbs(p string) string {
 		return p
 	}
 	return a
-}
-
-// run runs f with the remote writer (if any) beside it; the writer stops
-// (flushing its queue) once f has returned.
-func (f *fleetFlags) run(ctx context.Context, w *serve.RemoteWriter, body func(context.Context) error) error {
-	if w == nil {
-		return body(ctx)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var werr error
-	wg.Add(1)
-	go func() { defer wg.Done(); werr = w.Run(wctx) }()
-	err := body(ctx)
-	cancel()
-	wg.Wait()
-	return errors.Join(err, werr)
 }

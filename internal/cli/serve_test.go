@@ -4,20 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
@@ -136,38 +132,4 @@ func gogc() int64 {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
 	return int64(s[0].Value.Uint64())
-}
-
-// Assembling serve (as demo and tests do) leaves the process's GOGC alone;
-// only the run sets it, and restores it when it returns (before, building
-// the history set it for the whole process, for good).
-func TestServeSetsGOGCOnlyWhileRunning(t *testing.T) {
-	if os.Getenv("GOGC") != "" {
-		t.Skip("GOGC is set in the environment: serve leaves it alone")
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(77))
-	e := &env{Streams: Streams{Stdout: io.Discard, Stderr: io.Discard}, Logger: slog.New(slog.DiscardHandler)}
-	d, emb, err := assembleServe(e, serve.Options{Targets: []config.Target{{URL: "http://127.0.0.1:1"}},
-		ListenAddresses: []string{"127.0.0.1:0"}}, embeddedFlags{history: "1h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := gogc(); got != 77 {
-		t.Fatalf("GOGC after assembling serve = %d, want 77 (unchanged)", got)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- emb.run(ctx, e, d) }()
-	for deadline := time.Now().Add(10 * time.Second); gogc() != historyGCPercent; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC while serve runs with history = %d, want %d", gogc(), historyGCPercent)
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got := gogc(); got != 77 {
-		t.Errorf("GOGC after serve returned = %d, want 77 (restored)", got)
-	}
 }

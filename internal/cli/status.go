@@ -14,7 +14,6 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -74,8 +73,7 @@ func addStatus(app *kingpin.Application, r registry) {
 }
 
 func (o *statusOptions) run(ctx context.Context, e *env) int {
-	reg := engine.NewRegistry()
-	cfg, targets, err := o.targets.load(reg)
+	p, err := o.targets.load()
 	if err != nil {
 		return exitCode(e, err)
 	}
@@ -88,9 +86,7 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 	if o.trend > 0 && o.watch > 0 {
 		return exitCode(e, usageError{fmt.Errorf("--trend and --watch cannot be combined: use --trend for one answer with the time to full, or kvwatch top, which shows it live")})
 	}
-	s := scrape.New(reg, cfg.Global.BodySizeLimitBytes)
-	tr := report.NewTracker(cfg.Global.HeadroomTokens)
-	tr.SetPlanning(report.PlanOptionsOf(cfg))
+	cfg, targets, s, tr := p.Config, p.Targets, p.Scraper(), p.NewTracker()
 	code := exitOK
 	if o.trend > 0 {
 		return o.runTrend(ctx, e, s, tr, targets, cfg.Global.HeadroomTokens)

@@ -11,8 +11,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/kv"
-	"github.com/kvwatch/kvwatch/internal/scrape"
-	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 )
 
 // targetFlags are the target-selection flags shared by status and top.
@@ -33,46 +32,47 @@ func (f *targetFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("scrape.timeout", "Timeout of one scrape (default: the config's, else 4s).").PlaceHolder("4s").StringVar(&f.timeout)
 }
 
-// load builds the config and the scrape targets from the flags, with
-// config.LoadTargets like serve and `check config` (file_sd files
-// included). Errors are usage errors (exit code 2).
-func (f *targetFlags) load(reg *engine.Registry) (*config.Config, []*scrape.Target, error) {
-	src := config.Sources{File: f.configFile, Engines: serve.EngineNames(reg)}
+// load builds the pipeline (config, targets, scraper, trackers) from the
+// flags with package pipeline, as serve and `check config` do (file_sd
+// files included). Errors are usage errors (exit code 2).
+func (f *targetFlags) load() (*pipeline.Pipeline, error) {
+	reg := engine.NewRegistry()
+	src := config.Sources{File: f.configFile, Engines: pipeline.EngineNames(reg)}
 	for _, a := range f.args {
 		t, err := parseTargetArg(a)
 		if err != nil {
-			return nil, nil, usageError{err}
+			return nil, usageError{err}
 		}
 		src.Extra = append(src.Extra, t)
 	}
 	if f.engine != "" {
 		if err := src.Engines(f.engine); err != nil {
-			return nil, nil, usageError{fmt.Errorf("--engine: %w", err)}
+			return nil, usageError{fmt.Errorf("--engine: %w", err)}
 		}
 		src.Engine = f.engine
 	}
 	if f.timeout != "" {
 		d, err := parseDuration(f.timeout)
 		if err != nil || d <= 0 {
-			return nil, nil, usageError{fmt.Errorf("--scrape.timeout: %q is not a positive duration; write e.g. 5s or 2m", f.timeout)}
+			return nil, usageError{fmt.Errorf("--scrape.timeout: %q is not a positive duration; write e.g. 5s or 2m", f.timeout)}
 		}
 		src.ScrapeTimeout = time.Duration(d)
 	}
 	if f.headroom != "" {
 		sizes, err := parseSizes(f.headroom)
 		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("--headroom: %w", err)}
+			return nil, usageError{fmt.Errorf("--headroom: %w", err)}
 		}
 		src.HeadroomTokens = sizes
 	}
-	s, err := serve.LoadSetupFrom(src)
+	p, err := pipeline.Load(src, reg)
 	if err != nil {
-		return nil, nil, usageError{err}
+		return nil, usageError{err}
 	}
-	if len(s.Targets) == 0 {
-		return nil, nil, usageError{fmt.Errorf("no targets: give URLs (e.g. http://127.0.0.1:30000) or --config.file")}
+	if len(p.Targets) == 0 {
+		return nil, usageError{fmt.Errorf("no targets: give URLs (e.g. http://127.0.0.1:30000) or --config.file")}
 	}
-	return s.Config, s.Targets, nil
+	return p, nil
 }
 
 // parseTargetArg reads [ROLE=]URL, NAME=URL or ROLE:NAME=URL. A prefix

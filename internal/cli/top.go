@@ -12,8 +12,6 @@ import (
 	"github.com/charmbracelet/x/term"
 
 	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/engine"
-	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/tui"
 )
 
@@ -65,15 +63,14 @@ func runTop(ctx context.Context, e *env, o *topOpts) int {
 		}
 		src, title = rs, "serve "+o.serveURL
 	} else {
-		reg := engine.NewRegistry()
-		c, targets, err := o.targets.load(reg)
+		p, err := o.targets.load()
 		if err != nil {
 			return exitCode(e, err)
 		}
-		cfg = c
-		src = tui.NewScrapeSource(scrape.New(reg, 0), targets, cfg.Global.HeadroomTokens)
-		title = fmt.Sprintf("%d targets", len(targets))
-		if len(targets) == 1 {
+		cfg = p.Config
+		src = tui.NewScrapeSource(p)
+		title = fmt.Sprintf("%d targets", len(p.Targets))
+		if len(p.Targets) == 1 {
 			title = "1 target"
 		}
 	}

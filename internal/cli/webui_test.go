@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/model"
 
+	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -57,7 +58,7 @@ servers:
 	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, false)
 	bctx := headless(t, chromium, 1280, 1000, time.Minute)
 	start := time.Now()
-	if err := chromedp.Do(bctx, chromedp.Navigate(externalURL(d)), chromedp.WaitVisible(chromedp.CSS(`body[data-rendered], #main p.error`))); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(d.URL()), chromedp.WaitVisible(chromedp.CSS(`body[data-rendered], #main p.error`))); err != nil {
 		t.Fatalf("overview: %v", err)
 	}
 	main, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("main").textContent`))
@@ -94,11 +95,11 @@ func TestWebUIServerPageUnderQueryLimit(t *testing.T) {
 	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
 	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
 	f := embeddedFlags{history: "1h", query: queryFlags{maxConcurrency: 1, maxQueued: 0, queuedGiven: true}}
-	d, emb := runDemoServeFlags(ctx, t, c, cfg, io.Discard, true, f)
+	d, srv := runDemoServeFlags(ctx, t, c, cfg, io.Discard, true, f)
 	// The history records what serve scrapes, as serve's run does.
 	hctx, hcancel := context.WithCancel(ctx)
 	hdone := make(chan error, 1)
-	go func() { hdone <- emb.store.Run(hctx, daemonFeeder{d}) }()
+	go func() { hdone <- srv.History().Run(hctx, app.Feeder(d)) }()
 	t.Cleanup(func() {
 		hcancel()
 		if err := <-hdone; err != nil {
@@ -109,7 +110,7 @@ func TestWebUIServerPageUnderQueryLimit(t *testing.T) {
 
 	// The browser reaches serve through a proxy that counts serve's
 	// refusals.
-	target, err := url.Parse(externalURL(d))
+	target, err := url.Parse(d.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestWebUIServerPageUnderQueryLimit(t *testing.T) {
 					return
 				default:
 				}
-				resp, err := http.Get(externalURL(d) + "api/v1/query_range?" + flood.Encode())
+				resp, err := http.Get(d.URL() + "api/v1/query_range?" + flood.Encode())
 				if err != nil {
 					return
 				}
@@ -210,7 +211,7 @@ func TestWebUICacheServer(t *testing.T) {
 	cfg.Global.ScrapeTimeout = model.Duration(time.Second)
 	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, true)
 	bctx := headless(t, chromium, 1280, 1000, time.Minute)
-	if err := chromedp.Do(bctx, chromedp.Navigate(externalURL(d)),
+	if err := chromedp.Do(bctx, chromedp.Navigate(d.URL()),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-server="lmcache"] [data-field="tiers"]`))); err != nil {
 		t.Fatalf("overview: %v", err)
 	}
@@ -243,7 +244,7 @@ func TestWebUICacheServer(t *testing.T) {
 	}
 	// Its own page and the planner show it without a script error.
 	for route, ready := range map[string]string{"#/server/lmcache": `#cache-pools`, "#/planner": `#plan-servers tr[data-server="vllm"]`} {
-		if err := chromedp.Do(bctx, chromedp.Navigate(externalURL(d)+route),
+		if err := chromedp.Do(bctx, chromedp.Navigate(d.URL()+route),
 			chromedp.WaitVisible(chromedp.CSS(ready+`, #main p.error`))); err != nil {
 			t.Fatalf("%s: %v", route, err)
 		}
@@ -262,7 +263,7 @@ func TestWebUICacheServer(t *testing.T) {
 	}
 	// The exporter labels it so, which the recording rules leave out of
 	// the pool counts (stack's countRuleTests).
-	resp, err := http.Get(externalURL(d) + "metrics")
+	resp, err := http.Get(d.URL() + "metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

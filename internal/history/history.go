@@ -16,6 +16,7 @@ package history
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -123,6 +124,8 @@ type Store struct {
 	// slabs accounts for their memory.
 	rawArena, coarseArena arena
 	slabs                 *slabStats
+	// reset tells Run that its intervals changed (Reconfigure).
+	reset chan struct{}
 }
 
 // New returns an empty store.
@@ -136,14 +139,74 @@ func New(opts Options) *Store {
 		slabs:       slabs,
 		rawArena:    newArena(slabs),
 		coarseArena: newArena(slabs),
+		reset:       make(chan struct{}, 1),
 	}
 }
 
 // Retention returns the window the store keeps.
-func (s *Store) Retention() time.Duration { return s.opts.Retention }
+func (s *Store) Retention() time.Duration {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.opts.Retention
+}
 
 // Interval returns how often Run gathers.
-func (s *Store) Interval() time.Duration { return s.opts.Interval }
+func (s *Store) Interval() time.Duration {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.opts.Interval
+}
+
+// Settings are the options a running store may change (a config reload).
+type Settings struct {
+	Retention        time.Duration
+	Interval         time.Duration
+	SnapshotFile     string
+	SnapshotInterval time.Duration
+}
+
+// Settings returns the store's current settings.
+func (s *Store) Settings() Settings {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return Settings{Retention: s.opts.Retention, Interval: s.opts.Interval,
+		SnapshotFile: s.opts.SnapshotFile, SnapshotInterval: s.opts.SnapshotInterval}
+}
+
+// CheckSettings says what is wrong with n, naming the config key.
+func CheckSettings(n Settings) error {
+	switch {
+	case n.Retention <= 0:
+		return fmt.Errorf("history.retention %s: a running history cannot be turned off; restart serve without history", n.Retention)
+	case n.Interval <= 0:
+		return fmt.Errorf("global.scrape_interval %s is not positive", n.Interval)
+	case n.SnapshotFile != "" && n.SnapshotInterval <= 0:
+		return fmt.Errorf("history.snapshot_interval %s is not positive", n.SnapshotInterval)
+	}
+	return nil
+}
+
+// Reconfigure changes the running store's settings: a shorter retention
+// drops what falls out of it at the next sweep, a longer one keeps more
+// from now on; Run gathers at the new interval and writes the snapshot
+// file it names from now on (the next write; Restore is only at start).
+func (s *Store) Reconfigure(n Settings) error {
+	if err := CheckSettings(n); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.opts.Retention, s.opts.Interval = n.Retention, n.Interval
+	s.opts.SnapshotFile, s.opts.SnapshotInterval = n.SnapshotFile, n.SnapshotInterval
+	for i := range s.sweep { // the due times depend on the retention
+		s.sweep[i].due = s.sweepDue(s.sweep[i].ms)
+	}
+	s.mu.Unlock()
+	select {
+	case s.reset <- struct{}{}:
+	default: // Run resets already
+	}
+	return nil
+}
 
 // trimSteps is how many downsampling steps older than the window the
 // coarse tier may keep before its oldest chunk is re-encoded without them;
@@ -601,28 +664,41 @@ func (s *Store) Stats() Stats {
 // snapshot file (when set) every SnapshotInterval and once more before
 // returning. It returns the error of that last snapshot write, if any.
 func (s *Store) Run(ctx context.Context, g Gatherer) error {
-	tick := time.NewTicker(s.opts.Interval)
-	defer tick.Stop()
-	var snap <-chan time.Time
-	if s.opts.SnapshotFile != "" {
-		st := time.NewTicker(s.opts.SnapshotInterval)
-		defer st.Stop()
-		snap = st.C
-	}
 	s.gatherOnce(g)
 	for {
-		select {
-		case <-ctx.Done():
-			if s.opts.SnapshotFile == "" {
-				return nil
+		n := s.Settings()
+		tick := time.NewTicker(n.Interval)
+		var snap <-chan time.Time
+		var st *time.Ticker
+		if n.SnapshotFile != "" {
+			st = time.NewTicker(n.SnapshotInterval)
+			snap = st.C
+		}
+		reset := false
+		for !reset {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				if st != nil {
+					st.Stop()
+				}
+				if n = s.Settings(); n.SnapshotFile == "" {
+					return nil
+				}
+				return s.WriteSnapshot(n.SnapshotFile)
+			case <-tick.C:
+				s.gatherOnce(g)
+			case <-snap:
+				if err := s.WriteSnapshot(n.SnapshotFile); err != nil {
+					s.opts.Logger.Error("history snapshot", "err", err)
+				}
+			case <-s.reset:
+				reset = true
 			}
-			return s.WriteSnapshot(s.opts.SnapshotFile)
-		case <-tick.C:
-			s.gatherOnce(g)
-		case <-snap:
-			if err := s.WriteSnapshot(s.opts.SnapshotFile); err != nil {
-				s.opts.Logger.Error("history snapshot", "err", err)
-			}
+		}
+		tick.Stop()
+		if st != nil {
+			st.Stop()
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/sim"
 )
@@ -28,7 +29,7 @@ func BenchmarkScrapeSGLangTP8(b *testing.B) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 
-	d, err := New(Options{Config: configWith(b, url), ListenAddresses: []string{"127.0.0.1:0"}})
+	d, err := New(Options{Pipeline: pipe(b, config.Sources{Config: configWith(b, url)}), ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func scraped2000(b *testing.B) *Daemon {
 	for i := range urls {
 		urls[i] = ep.URL + ep.MetricsPath
 	}
-	d, err := New(Options{Config: configWith(b, urls...), ListenAddresses: []string{"127.0.0.1:0"}})
+	d, err := New(Options{Pipeline: pipe(b, config.Sources{Config: configWith(b, urls...)}), ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,13 +20,7 @@ func (c *collector) addPlanning() {
 }
 
 // planWarning is the warning threshold of the running config.
-func (d *Daemon) planWarning() float64 {
-	var o report.PlanOptions
-	if st := d.setup.Load(); st != nil {
-		o = report.PlanOptionsOf(st.Config)
-	}
-	return o.Threshold()
-}
+func (d *Daemon) planWarning() float64 { return d.setup.Load().PlanOptions().Threshold() }
 
 // collectPlanning exports the planning families of the entries: each
 // server's plan (computed with its row) and each pool's, the pool being

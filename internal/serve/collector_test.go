@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/kvwatch/kvwatch/internal/config"
 	"slices"
 	"strings"
 	"testing"
@@ -159,7 +160,7 @@ func TestCollectorRankSeriesPerDPRank(t *testing.T) {
 // from either is the same).
 func TestWalkEqualsGather(t *testing.T) {
 	a := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
-	d := start(t, Options{Config: configWith(t, a.URL, "http://127.0.0.1:1/metrics")})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, a.URL, "http://127.0.0.1:1/metrics")})})
 	waitFor(t, "the first round", d.Ready)
 	type sample struct {
 		name    string

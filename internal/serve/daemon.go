@@ -6,7 +6,9 @@
 // /api/kvwatch/v1/report, health, readiness and reload endpoints behind the
 // exporter-toolkit's TLS and basic auth. Other packages add routes with
 // Handle. It keeps no history and evaluates no rules: those attach through
-// Gatherer and Report. It handles no OS signals; the CLI calls Reload.
+// Gatherer and Report. It reads no config file and handles no OS signals:
+// it is built from a pipeline.Pipeline, and the runtime that owns it
+// (package app) hands it the next one with ApplyConfig on a reload.
 package serve
 
 import (
@@ -25,9 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/kv"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -40,15 +41,13 @@ const DefaultListenAddress = "127.0.0.1:9477"
 
 // Options configure a Daemon.
 type Options struct {
-	// ConfigFile is the kvwatch config file, re-read on Reload. Empty: use
-	// Config (or no config file at all when Config is nil too).
-	ConfigFile string
-	// Config is a config built in code, used when ConfigFile is empty.
-	Config *config.Config
-	// Targets are added to the config's (e.g. from the command line).
-	Targets []config.Target
-	// Engines are the adapters; nil means engine.NewRegistry().
-	Engines *engine.Registry
+	// Pipeline is the validated config, its targets, scraper and
+	// trackers (package pipeline); required.
+	Pipeline *pipeline.Pipeline
+	// Reload re-reads the config of the runtime that owns the daemon and
+	// applies it to every component; POST /-/reload calls it. nil: the
+	// route answers that reloading is not available.
+	Reload func(ctx context.Context) error
 
 	// ListenAddresses are the addresses to serve on; default
 	// DefaultListenAddress. Ports may be 0 (see Addrs).
@@ -77,7 +76,6 @@ type Options struct {
 type Daemon struct {
 	opts      Options
 	log       *slog.Logger
-	engines   *engine.Registry
 	own       *prometheus.Registry
 	kvReg     *prometheus.Registry
 	coll      *collector
@@ -94,16 +92,15 @@ type Daemon struct {
 	deadlineMisses prometheus.Counter
 	targetCount    prometheus.Gauge
 
-	// setup and scraper are replaced on reload; read with the accessors.
-	setup   atomic.Pointer[Setup]
-	scraper atomic.Pointer[scrape.Scraper]
+	// setup is replaced on reload; read with Setup.
+	setup atomic.Pointer[pipeline.Pipeline]
 
 	mu     sync.RWMutex
 	states map[string]*targetState
 	order  []string // target names in config order
 	ready  atomic.Bool
 
-	reloadCh chan chan error
+	reloadCh chan *pipeline.Pipeline
 	sdCh     chan struct{}
 	running  atomic.Bool
 	started  atomic.Bool
@@ -124,8 +121,8 @@ type targetState struct {
 // New checks the options and the config, and binds the listen addresses
 // (so a port in use is an error here, not later). Call Run to start.
 func New(opts Options) (*Daemon, error) {
-	if opts.Engines == nil {
-		opts.Engines = engine.NewRegistry()
+	if opts.Pipeline == nil {
+		return nil, errors.New("serve: no pipeline")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -144,17 +141,12 @@ func New(opts Options) (*Daemon, error) {
 	if err := checkListen(opts, opts.Logger); err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, engines: opts.Engines, own: opts.Registry,
+	d := &Daemon{opts: opts, log: opts.Logger, own: opts.Registry,
 		kvReg: prometheus.NewRegistry(), mux: http.NewServeMux(), handled: map[string]bool{},
 		sem: make(chan struct{}, opts.MaxConcurrentScrapes), workers: newWorkerPool(workerIdleTimeout), states: map[string]*targetState{},
-		reloadCh: make(chan chan error), sdCh: make(chan struct{}, 1)}
+		reloadCh: make(chan *pipeline.Pipeline), sdCh: make(chan struct{}, 1)}
 	d.probes = newProbeCache(1024)
-	s, err := d.load()
-	if err != nil {
-		return nil, err
-	}
-	d.setup.Store(s)
-	d.scraper.Store(scrape.New(opts.Engines, s.Config.Global.BodySizeLimitBytes))
+	d.setup.Store(opts.Shard.apply(opts.Pipeline))
 
 	gauge := func(m signal.Metric) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: m.Name, Help: m.Help})
@@ -197,6 +189,14 @@ func (m multiCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// Close releases the listen addresses of a daemon that will not Run (its
+// assembly failed); Run closes them itself.
+func (d *Daemon) Close() {
+	if !d.started.Load() {
+		d.closeListeners()
+	}
+}
+
 func (d *Daemon) closeListeners() {
 	for _, l := range d.listeners {
 		l.Close()
@@ -216,15 +216,6 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// load reads the configured setup.
-func (d *Daemon) load() (*Setup, error) {
-	src := config.Sources{File: d.opts.ConfigFile, Extra: d.opts.Targets, Engines: EngineNames(d.engines)}
-	if src.File == "" {
-		src.Config = d.opts.Config
-	}
-	return LoadSetupFrom(src)
-}
-
 // Addrs returns the addresses the daemon listens on (with real ports when
 // the options asked for port 0).
 func (d *Daemon) Addrs() []net.Addr {
@@ -233,6 +224,15 @@ func (d *Daemon) Addrs() []net.Addr {
 		out[i] = l.Addr()
 	}
 	return out
+}
+
+// URL is the base URL of the daemon's first listen address
+// (http://host:port/), e.g. for the UI's links in alerts; "" when it has none.
+func (d *Daemon) URL() string {
+	for _, a := range d.Addrs() {
+		return "http://" + a.String() + "/"
+	}
+	return ""
 }
 
 // Handle adds a route (e.g. the web UI at "/", a query API under
@@ -268,8 +268,9 @@ func (d *Daemon) Walk(fn func(name string, counter bool, v float64, pairs ...str
 // Ready reports whether every target has been scraped once since Run.
 func (d *Daemon) Ready() bool { return d.ready.Load() }
 
-// Setup returns the configuration in effect.
-func (d *Daemon) Setup() *Setup { return d.setup.Load() }
+// Setup returns the pipeline in effect (this instance's shard of the
+// targets).
+func (d *Daemon) Setup() *pipeline.Pipeline { return d.setup.Load() }
 
 // Run starts scraping and serving, and returns after ctx is canceled and
 // the server has shut down (or when serving fails).
@@ -331,49 +332,40 @@ func (d *Daemon) Run(ctx context.Context) error {
 				return nil
 			}
 			return fmt.Errorf("serve http: %w", err)
-		case reply := <-d.reloadCh:
-			reply <- d.reload(ctx)
+		case p := <-d.reloadCh:
+			d.apply(ctx, p)
 		case <-d.sdCh:
 			d.refreshFileSD(ctx)
 		}
 	}
 }
 
-// Reload re-reads the config file (or re-checks Options.Config) and the
-// file_sd files. On a bad config
-// the old one keeps running, kvwatch_config_last_reload_successful is 0 and
-// the error says what is wrong. Only valid while Run is running.
-func (d *Daemon) Reload(ctx context.Context) error {
+// ApplyConfig makes p the daemon's pipeline: loops of removed or changed
+// targets stop, new ones start, /probe and the report use p's settings.
+// Before Run it only replaces the pipeline Run starts with. It cannot fail:
+// p is validated; the error is ctx's when it ends first.
+func (d *Daemon) ApplyConfig(ctx context.Context, p *pipeline.Pipeline) error {
 	if !d.running.Load() {
-		return errors.New("serve: Reload called while not running")
-	}
-	reply := make(chan error, 1)
-	select {
-	case d.reloadCh <- reply:
-	case <-ctx.Done():
-		return ctx.Err()
+		d.setup.Store(d.opts.Shard.apply(p))
+		return nil
 	}
 	select {
-	case err := <-reply:
-		return err
+	case d.reloadCh <- p:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// reload runs on Run's goroutine.
-func (d *Daemon) reload(ctx context.Context) error {
-	s, err := d.load()
+// RecordReload sets kvwatch_config_last_reload_successful (and, on
+// success, its timestamp) for a reload of the runtime's config.
+func (d *Daemon) RecordReload(err error) {
 	if err != nil {
 		d.reloadOK.Set(0)
-		d.log.Error("config reload failed; the previous config keeps running", "err", err)
-		return err
+		return
 	}
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
-	d.apply(ctx, s)
-	d.log.Info("config reloaded", "targets", len(s.Targets))
-	return nil
 }
 
 // watchFileSD re-reads file_sd files when they change, polling every
@@ -397,7 +389,7 @@ func (d *Daemon) watchFileSD(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if len(s.Config.FileSD) == 0 || !s.sdChanged() {
+		if len(s.Config.FileSD) == 0 || !s.FileSDChanged() {
 			continue
 		}
 		select {
@@ -409,32 +401,29 @@ func (d *Daemon) watchFileSD(ctx context.Context) {
 
 // refreshFileSD runs on Run's goroutine when file_sd files changed.
 func (d *Daemon) refreshFileSD(ctx context.Context) {
-	ns, err := d.setup.Load().refreshFileSD()
+	ns, err := d.setup.Load().RefreshFileSD()
+	d.RecordReload(err)
 	if err != nil {
-		d.reloadOK.Set(0)
 		d.log.Error("file_sd files changed but are wrong; keeping the previous targets", "err", err)
 		return
 	}
-	d.reloadOK.Set(1)
-	d.reloadTime.SetToCurrentTime()
 	d.apply(ctx, ns)
 	d.log.Info("file_sd targets changed", "targets", len(ns.Targets))
 }
 
 // fingerprint identifies a target's effective settings; a target whose
 // fingerprint is unchanged keeps its loop over a reload.
-func fingerprint(t *scrape.Target, s *Setup) string {
-	return fmt.Sprintf("%s|%s|%s|%v|%s|%s|%v|%d|%v|%v", t.Name, t.URL.String(), t.Role, t.Labels, t.Engine,
-		t.Interval, t.Timeout, s.Config.Global.BodySizeLimitBytes, s.Config.Global.HeadroomTokens, t.Compression)
+func fingerprint(t *scrape.Target, s *pipeline.Pipeline) string {
+	return fmt.Sprintf("%s|%s|%s|%v|%s|%s|%v|%d|%v|%v|%v|%v|%d", t.Name, t.URL.String(), t.Role, t.Labels, t.Engine,
+		t.Interval, t.Timeout, s.Config.Global.BodySizeLimitBytes, s.Config.Global.HeadroomTokens, s.PlanOptions(), t.Compression, t.Limits, t.MaxRunning)
 }
 
 // apply makes s the running setup: loops of removed or changed targets
 // stop, new ones start; counters carry over by name. It runs on Run's
 // goroutine only.
-func (d *Daemon) apply(ctx context.Context, s *Setup) {
+func (d *Daemon) apply(ctx context.Context, s *pipeline.Pipeline) {
 	s = d.opts.Shard.apply(s)
 	d.setup.Store(s)
-	d.scraper.Store(scrape.New(d.engines, s.Config.Global.BodySizeLimitBytes))
 	keys := make(map[string]string, len(s.Targets))
 	var stop []*targetState
 	d.mu.RLock()
@@ -461,9 +450,7 @@ func (d *Daemon) apply(ctx context.Context, s *Setup) {
 		if old != nil && old.key == keys[t.Name] {
 			continue
 		}
-		st := &targetState{key: keys[t.Name], target: t, done: make(chan struct{}),
-			tracker: report.NewTracker(s.Config.Global.HeadroomTokens)}
-		st.tracker.SetPlanning(report.PlanOptionsOf(s.Config))
+		st := &targetState{key: keys[t.Name], target: t, done: make(chan struct{}), tracker: s.NewTracker()}
 		st.e = entry{target: t, role: t.Role}
 		if st.e.role == "" {
 			st.e.role = kv.RoleUnified
@@ -588,7 +575,7 @@ func (d *Daemon) scrapeAndRecord(ctx context.Context, st *targetState) bool {
 	defer func() { <-d.sem }()
 	ok := false
 	d.workers.run(func() {
-		res := d.scraper.Load().Scrape(ctx, st.target)
+		res := d.setup.Load().Scraper().Scrape(ctx, st.target)
 		if ok = ctx.Err() == nil; ok {
 			d.record(st, res)
 		}
@@ -604,7 +591,7 @@ func (d *Daemon) scrapeOnce(ctx context.Context, t *scrape.Target) (scrape.Resul
 	case <-ctx.Done():
 		return scrape.Result{}, false
 	}
-	res := d.scraper.Load().Scrape(ctx, t)
+	res := d.setup.Load().Scraper().Scrape(ctx, t)
 	<-d.sem
 	if ctx.Err() != nil {
 		return res, false
@@ -662,13 +649,6 @@ func (d *Daemon) Report() report.Report {
 		}
 		r.Servers = append(r.Servers, e.row)
 	}
-	var sizes []int
-	var plan report.PlanOptions
-	if st := d.setup.Load(); st != nil {
-		sizes = st.Config.Global.HeadroomTokens
-		plan = report.PlanOptionsOf(st.Config)
-	}
-	r.Summarize(sizes)
-	r.PlanPools(plan)
+	d.setup.Load().Summarize(&r)
 	return r
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
@@ -33,7 +34,7 @@ targets:
   - name: dead
     url: http://%s
 `, good.URL, dead))
-	d := start(t, Options{ConfigFile: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg})})
 	waitFor(t, "the first round", d.Ready)
 
 	g := d.Gatherer()
@@ -157,46 +158,6 @@ targets:
 	}
 }
 
-func TestReloadKeepsOldConfigOnError(t *testing.T) {
-	a := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
-	b := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
-	dir := t.TempDir()
-	cfg := writeFile(t, dir, "kvwatch.yml", fmt.Sprintf("targets:\n  - {name: a, url: %q}\n", a.URL))
-	d := start(t, Options{ConfigFile: cfg})
-	waitFor(t, "the first round", d.Ready)
-	own := d.opts.Registry
-
-	writeFile(t, dir, "kvwatch.yml", "targets:\n  - {name: a, url: 'ftp://x'}\n  - {nmae: b}\n")
-	resp, err := http.Post(d.base+PathReload, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusInternalServerError {
-		t.Errorf("reload of a bad config = %d, want 500", resp.StatusCode)
-	}
-	if got := one(t, own, signal.ConfigReloadSuccess.Name, nil); got != 0 {
-		t.Errorf("%s = %g after a bad reload, want 0", signal.ConfigReloadSuccess.Name, got)
-	}
-	if got := one(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a"}); got != 1 {
-		t.Errorf("target a up = %g after a bad reload, want 1 (old config keeps running)", got)
-	}
-
-	writeFile(t, dir, "kvwatch.yml", fmt.Sprintf("targets:\n  - {name: a, url: %q}\n  - {name: b, url: %q}\n", a.URL, b.URL))
-	if err := d.Reload(context.Background()); err != nil {
-		t.Fatalf("Reload: %v", err)
-	}
-	if got := one(t, own, signal.ConfigReloadSuccess.Name, nil); got != 1 {
-		t.Errorf("%s = %g after a good reload, want 1", signal.ConfigReloadSuccess.Name, got)
-	}
-	waitFor(t, "target b to be scraped", func() bool {
-		return len(series(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"server": "b"})) == 1
-	})
-	if got := one(t, own, signal.Targets.Name, nil); got != 2 {
-		t.Errorf("%s = %g, want 2", signal.Targets.Name, got)
-	}
-}
-
 func TestFileSD(t *testing.T) {
 	a := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
 	b := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
@@ -204,7 +165,7 @@ func TestFileSD(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "engines.json", fmt.Sprintf(`[{"targets": [%q], "labels": {"role": "prefill", "cluster": "east", "engine": "sglang", "job": "ignored"}}]`, host(a.URL)))
 	cfg := writeFile(t, dir, "kvwatch.yml", "file_sd_configs:\n  - files: ['*.json', '*.yml.sd']\n    refresh_interval: 1s\n")
-	d := start(t, Options{ConfigFile: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg})})
 	waitFor(t, "the first round", d.Ready)
 	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"server": host(a.URL), "role": "prefill", "cluster": "east"}); got != 750 {
 		t.Errorf("file_sd target used = %g, want 750", got)
@@ -224,31 +185,6 @@ func TestFileSD(t *testing.T) {
 	}
 }
 
-func TestLoadSetupProblems(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, dir, "sd.yml", "- targets: ['h:1', 'x/y']\n  labels: {role: chef}\n- targets: ['h:2']\n  lables: {}\n")
-	cfg := writeFile(t, dir, "kvwatch.yml", `targets:
-  - url: http://h:1
-    engine: nope
-file_sd_configs:
-  - files: [sd.yml, missing.json]
-`)
-	_, err := LoadSetup(cfg, nil, nil)
-	if err == nil {
-		t.Fatal("LoadSetup accepted a bad setup")
-	}
-	for _, want := range []string{
-		`line 3: targets[0].engine: unknown engine "nope"`,
-		`sd.yml: line 2: unknown role "chef"`,
-		`sd.yml: line 4: unknown key "lables"`,
-		`missing.json does not exist`,
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("LoadSetup error lacks %q:\n%v", want, err)
-		}
-	}
-}
-
 func TestNonLoopbackNeedsWebConfig(t *testing.T) {
 	for _, c := range []struct {
 		addr string
@@ -261,7 +197,7 @@ func TestNonLoopbackNeedsWebConfig(t *testing.T) {
 			t.Errorf("isLoopback(%q) = %v, want %v", c.addr, got, c.want)
 		}
 	}
-	_, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"0.0.0.0:0"}})
+	_, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"0.0.0.0:0"}})
 	if err == nil || !strings.Contains(err.Error(), "--web.config.file") || !strings.Contains(err.Error(), "--web.insecure-listen") {
 		t.Errorf("New on 0.0.0.0 without web config: err = %v, want one naming --web.config.file and --web.insecure-listen", err)
 	}
@@ -314,7 +250,7 @@ func TestNonLoopbackWebConfigNeedsTLSAndAuth(t *testing.T) {
 	}
 	// Through New, before anything binds.
 	f := writeFile(t, dir, "empty.yml", "{}\n")
-	if _, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"0.0.0.0:0"}, WebConfigFile: f}); err == nil ||
+	if _, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"0.0.0.0:0"}, WebConfigFile: f}); err == nil ||
 		!strings.Contains(err.Error(), "no TLS") {
 		t.Errorf("New on 0.0.0.0 with web config {}: err = %v, want a refusal", err)
 	}
@@ -330,7 +266,7 @@ func TestReadyAfterFirstRound(t *testing.T) {
 		}
 		w.Write(page(t, "sglang-dp2.prom"))
 	})
-	d := start(t, Options{Config: configWith(t, slow.URL)})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, slow.URL)})})
 	if code, _ := get(t, nil, d.base+PathReady); code != http.StatusServiceUnavailable {
 		t.Errorf("/-/ready before the first scrape = %d, want 503", code)
 	}
@@ -345,8 +281,8 @@ func TestNoSecretsInLogsMetricsOrReport(t *testing.T) {
 	dead := testenv.FreeAddr(t)
 	var logs testenv.Buffer
 	d := start(t, Options{
-		Config: configWith(t, "http://kvwatch:hunter2@"+dead+"/metrics"),
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Pipeline: pipe(t, config.Sources{Config: configWith(t, "http://kvwatch:hunter2@"+dead+"/metrics")}),
+		Logger:   slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	waitFor(t, "the first round", d.Ready)
 	_, metrics := get(t, nil, d.base+PathMetrics)
@@ -362,7 +298,7 @@ func TestNoSecretsInLogsMetricsOrReport(t *testing.T) {
 }
 
 func TestHandleAddsRoutesBehindTheSameServer(t *testing.T) {
-	opts := Options{Config: emptyConfig(), ListenAddresses: []string{"127.0.0.1:0"}, Logger: testLogger(t)}
+	opts := Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"127.0.0.1:0"}, Logger: testLogger(t)}
 	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
@@ -94,7 +95,7 @@ func TestFaultsAreBoundedAndIsolated(t *testing.T) {
 		fmt.Fprintf(&b, "  - {name: %s, url: %q}\n", n, urls[n])
 	}
 	cfg := writeFile(t, t.TempDir(), "kvwatch.yml", b.String())
-	d := start(t, Options{ConfigFile: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg})})
 	g := d.Gatherer()
 
 	failures := func(name, reason string) float64 {
@@ -166,7 +167,7 @@ func TestNoGrowthAfterManyFailedScrapes(t *testing.T) {
 	}
 	urls := faultServers(t)
 	c := configWith(t, urls["error500"], urls["garbage"], urls["midbody"], "http://"+testenv.FreeAddr(t))
-	d, err := New(Options{Config: c, ListenAddresses: []string{"127.0.0.1:0"}})
+	d, err := New(Options{Pipeline: pipe(t, config.Sources{Config: c}), ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestProbeManyURLsFDsFlat(t *testing.T) {
 		servers = append(servers, testenv.EngineServer(t, "", body).URL)
 	}
 	cfg := writeFile(t, t.TempDir(), "kvwatch.yml", "probe:\n  allow: [127.0.0.0/8]\n")
-	d := start(t, Options{ConfigFile: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg})})
 	probe := func(i int) {
 		target := fmt.Sprintf("%s/metrics?i=%d", servers[i%len(servers)], i)
 		rec := httptest.NewRecorder()

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 )
 
 // page returns the bytes of a testdata file.
@@ -191,4 +192,14 @@ func configWith(t testing.TB, urls ...string) *config.Config {
 		c.Targets = append(c.Targets, config.Target{Name: fmt.Sprintf("t%d", i), URL: u})
 	}
 	return c
+}
+
+// pipe builds the pipeline of src, as package app does for serve.
+func pipe(t testing.TB, src config.Sources) *pipeline.Pipeline {
+	t.Helper()
+	p, err := pipeline.Load(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -51,7 +51,11 @@ func (d *Daemon) routes() {
 			http.Error(w, "reload with POST "+PathReload, http.StatusMethodNotAllowed)
 			return
 		}
-		if err := d.Reload(r.Context()); err != nil {
+		if d.opts.Reload == nil {
+			http.Error(w, "this kvwatch has no config to reload", http.StatusNotImplemented)
+			return
+		}
+		if err := d.opts.Reload(r.Context()); err != nil {
 			http.Error(w, fmt.Sprintf("reload failed, the previous config keeps running: %v", err), http.StatusInternalServerError)
 			return
 		}

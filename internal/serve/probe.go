@@ -165,13 +165,13 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 	}
 	eng, role := q.Get("engine"), q.Get("role")
 	if eng != "" {
-		if _, err := d.engines.ByName(eng); err != nil {
+		if _, err := d.setup.Load().Engines.ByName(eng); err != nil {
 			http.Error(w, "probe: engine: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 	}
-	if role != "" && !slices.Contains(sdRoles, role) {
-		http.Error(w, fmt.Sprintf("probe: unknown role %q; want one of %s", role, strings.Join(sdRoles, ", ")), http.StatusBadRequest)
+	if role != "" && !slices.Contains(config.Roles, role) {
+		http.Error(w, fmt.Sprintf("probe: unknown role %q; want one of %s", role, strings.Join(config.Roles, ", ")), http.StatusBadRequest)
 		return
 	}
 	s := d.setup.Load()
@@ -214,7 +214,7 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 			return nil, err
 		}
 		t.SecretParams = s.Config.Global.SecretQueryParams
-		return &probeTarget{target: t, tracker: report.NewTracker(s.Config.Global.HeadroomTokens)}, nil
+		return &probeTarget{target: t, tracker: s.NewTracker()}, nil
 	})
 	if err != nil {
 		http.Error(w, "probe: "+err.Error(), http.StatusBadRequest)
@@ -246,7 +246,9 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 		d.log.Debug("probe failed", "target", shown, "reason", res.Reason, "err", res.Err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(func() []entry { return []entry{snap} }))
+	coll := newCollector(func() []entry { return []entry{snap} })
+	coll.planWarning = d.planWarning // the config's threshold, as the target loops'
+	reg.MustRegister(coll)
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
@@ -67,7 +68,7 @@ func TestProbe(t *testing.T) {
 	u, _ := url.Parse(good.URL)
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "kvwatch.yml", "global:\n  headroom_tokens: [100]\nprobe:\n  allow: [127.0.0.0/8, localhost]\n")
-	d := start(t, Options{ConfigFile: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg})})
 
 	probe := func(q string) (int, string) { return get(t, nil, d.base+PathProbe+"?"+q) }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -53,8 +54,13 @@ type RemoteWriteOptions struct {
 type RemoteWriter struct {
 	d   *Daemon
 	log *slog.Logger
-	qs  []*rwQueue
 	m   rwMetrics
+	o   RemoteWriteOptions
+
+	mu         sync.Mutex
+	qs         []*rwQueue // the queues wanted; Run starts and stops queues to match
+	registered bool       // m is registered with the daemon's own registry
+	changed    chan struct{}
 }
 
 // rwMetrics are the remote writes' own metrics (package signal names them).
@@ -104,20 +110,9 @@ type rwQueue struct {
 // NewRemoteWriter checks the remotes and registers their metrics with the
 // daemon's own registry. Call Run to start pushing.
 func NewRemoteWriter(d *Daemon, o RemoteWriteOptions) (*RemoteWriter, error) {
-	w := &RemoteWriter{d: d, log: o.Logger}
+	w := &RemoteWriter{d: d, log: o.Logger, o: o, changed: make(chan struct{}, 1)}
 	if w.log == nil {
 		w.log = d.log
-	}
-	iv := d.Setup().Config.Global.ScrapeInterval
-	rws := slices.Clone(o.Remotes)
-	for i := range rws {
-		rws[i].SetDefaults(iv)
-		if o.Dir != "" {
-			rws[i].HTTPClientConfig.SetDirectory(o.Dir)
-		}
-	}
-	if err := config.CheckRemoteWrites(rws, "remote write"); err != nil {
-		return nil, err
 	}
 	l := []string{signal.LabelRemote}
 	counter := func(m signal.Metric) *prometheus.CounterVec {
@@ -131,26 +126,87 @@ func NewRemoteWriter(d *Daemon, o RemoteWriteOptions) (*RemoteWriter, error) {
 		bytes: counter(signal.RemoteWriteSentBytes), queued: gauge(signal.RemoteWriteQueueSamples),
 		capacity: gauge(signal.RemoteWriteQueueCapacity), queueBytes: gauge(signal.RemoteWriteQueueBytes),
 		highest: gauge(signal.RemoteWriteHighestSent)}
+	apply, err := w.Prepare(o.Remotes, d.Setup().Config.Global.ScrapeInterval)
+	if err != nil {
+		return nil, err
+	}
+	if err := apply(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Prepare checks remotes (zero fields take config.RemoteWrite.SetDefaults',
+// send_interval the scrape interval iv) and returns what makes them the
+// writer's: a remote whose settings did not change keeps its queue; Run
+// stops the queues of the others (sending what they hold for at most their
+// flush_deadline) and starts the new ones. Nothing changes until apply.
+func (w *RemoteWriter) Prepare(remotes []config.RemoteWrite, iv model.Duration) (apply func() error, err error) {
+	rws := slices.Clone(remotes)
+	for i := range rws {
+		rws[i].SetDefaults(iv)
+		if w.o.Dir != "" {
+			rws[i].HTTPClientConfig.SetDirectory(w.o.Dir)
+		}
+	}
+	if err := config.CheckRemoteWrites(rws, "remote write"); err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	old := w.qs
+	w.mu.Unlock()
+	qs := make([]*rwQueue, 0, len(rws))
 	for _, rw := range rws {
-		q, err := newRWQueue(w, rw, o.Job, o.Instance)
+		i := slices.IndexFunc(old, func(q *rwQueue) bool { return reflect.DeepEqual(q.cfg, rw) })
+		if i >= 0 {
+			qs = append(qs, old[i])
+			continue
+		}
+		q, err := newRWQueue(w, rw, w.o.Job, w.o.Instance)
 		if err != nil {
 			return nil, err
 		}
-		w.qs = append(w.qs, q)
-		// Every series exists from the start (0, not absent).
-		for _, v := range []*prometheus.CounterVec{w.m.sent, w.m.failed, w.m.retried, w.m.dropped, w.m.bytes} {
-			v.WithLabelValues(q.name)
-		}
-		w.m.queued.WithLabelValues(q.name).Set(0)
-		w.m.queueBytes.WithLabelValues(q.name).Set(0)
-		w.m.capacity.WithLabelValues(q.name).Set(float64(rw.QueueConfig.Capacity))
+		qs = append(qs, q)
 	}
-	if len(w.qs) > 0 {
-		if err := d.RegisterOwn(w.m.collectors()); err != nil {
-			return nil, fmt.Errorf("register the remote-write metrics: %w", err)
+	return func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(qs) > 0 && !w.registered {
+			if err := w.d.RegisterOwn(w.m.collectors()); err != nil {
+				return fmt.Errorf("register the remote-write metrics: %w", err)
+			}
+			w.registered = true
 		}
+		for _, q := range qs {
+			if slices.Contains(old, q) {
+				continue
+			}
+			// Every series exists from the start (0, not absent).
+			for _, v := range []*prometheus.CounterVec{w.m.sent, w.m.failed, w.m.retried, w.m.dropped, w.m.bytes} {
+				v.WithLabelValues(q.name)
+			}
+			w.m.queued.WithLabelValues(q.name).Set(0)
+			w.m.queueBytes.WithLabelValues(q.name).Set(0)
+			w.m.capacity.WithLabelValues(q.name).Set(float64(q.cfg.QueueConfig.Capacity))
+		}
+		w.qs = qs
+		select {
+		case w.changed <- struct{}{}:
+		default: // Run has a change to pick up already
+		}
+		return nil
+	}, nil
+}
+
+// Remotes returns the remotes the writer pushes to, with defaults applied.
+func (w *RemoteWriter) Remotes() []config.RemoteWrite {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]config.RemoteWrite, len(w.qs))
+	for i, q := range w.qs {
+		out[i] = q.cfg
 	}
-	return w, nil
+	return out
 }
 
 func newRWQueue(w *RemoteWriter, rw config.RemoteWrite, job, instance string) (*rwQueue, error) {
@@ -211,33 +267,88 @@ func (h headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Run samples and sends until ctx ends, then sends what is queued for at
-// most each remote's flush_deadline and drops (and counts) the rest.
+// most each remote's flush_deadline and drops (and counts) the rest. After
+// a Prepare's apply it stops the queues no longer wanted (the same way) and
+// starts the new ones.
 func (w *RemoteWriter) Run(ctx context.Context) error {
-	if len(w.qs) == 0 {
-		<-ctx.Done()
-		return nil
+	running := map[*rwQueue]func(){}
+	stop := func(q *rwQueue) {
+		running[q]()
+		delete(running, q)
 	}
+	defer func() {
+		var wg sync.WaitGroup
+		for q, s := range running {
+			wg.Add(1)
+			go func() { defer wg.Done(); s() }()
+			delete(running, q)
+		}
+		wg.Wait()
+	}()
+	for {
+		w.mu.Lock()
+		want := slices.Clone(w.qs)
+		w.mu.Unlock()
+		for q := range running {
+			if !slices.Contains(want, q) {
+				stop(q)
+				w.forget(q)
+			}
+		}
+		for _, q := range want {
+			if running[q] == nil {
+				running[q] = q.start(ctx)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.changed:
+		}
+	}
+}
+
+// forget drops the metric series of a queue that went, unless a wanted
+// queue has its name.
+func (w *RemoteWriter) forget(q *rwQueue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if slices.ContainsFunc(w.qs, func(o *rwQueue) bool { return o.name == q.name }) {
+		return
+	}
+	for _, c := range w.m.collectors() {
+		if v, ok := c.(interface{ DeleteLabelValues(...string) bool }); ok {
+			v.DeleteLabelValues(q.name)
+		}
+	}
+}
+
+// start runs q's sampler and sender until ctx ends or the returned stop is
+// called; stop returns once q has sent what it holds (for at most its
+// flush_deadline).
+func (q *rwQueue) start(ctx context.Context) (stop func()) {
+	sampleCtx, cancelSample := context.WithCancel(ctx)
+	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	stopping := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, q := range w.qs {
-		sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
-		stopping := make(chan struct{})
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			q.send(sendCtx, stopping)
-		}()
-		go func() {
-			defer wg.Done()
-			q.sampleLoop(ctx)
-			close(stopping)
-			t := time.AfterFunc(time.Duration(q.cfg.QueueConfig.FlushDeadline), cancelSend)
-			<-q.drained(sendCtx)
-			t.Stop()
-			cancelSend()
-		}()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		q.send(sendCtx, stopping)
+	}()
+	go func() {
+		defer wg.Done()
+		q.sampleLoop(sampleCtx)
+		close(stopping)
+		t := time.AfterFunc(time.Duration(q.cfg.QueueConfig.FlushDeadline), cancelSend)
+		<-q.drained(sendCtx)
+		t.Stop()
+		cancelSend()
+	}()
+	return func() {
+		cancelSample()
+		wg.Wait()
 	}
-	wg.Wait()
-	return nil
 }
 
 // drained returns a channel closed when the queue is empty or ctx ends.

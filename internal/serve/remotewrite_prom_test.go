@@ -68,7 +68,7 @@ func TestRemoteWritePrometheusReceiver(t *testing.T) {
 	testenv.WaitOK(ctx, t, prom+"/-/ready")
 
 	eng := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
-	d := start(t, Options{Config: configWith(t, eng.URL)})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, eng.URL)})})
 	waitFor(t, "the first scrape", d.Ready)
 	rw := config.RemoteWrite{URL: prom + "/api/v1/write", Name: "prom", SendInterval: model.Duration(200 * time.Millisecond)}
 	startRW(t, d, RemoteWriteOptions{Remotes: []config.RemoteWrite{rw}, Job: "kvwatch", Instance: "box:9477"})

@@ -158,7 +158,7 @@ func TestRemoteWriteRequests(t *testing.T) {
 
 	cfg := configWith(t, eng.URL)
 	cfg.Targets[0].Labels = map[string]string{"cluster": "c1"}
-	d := start(t, Options{Config: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: cfg})})
 	waitFor(t, "the first scrape", d.Ready)
 
 	rw := config.RemoteWrite{URL: store.URL + "/api/v1/write", Name: "central",
@@ -243,7 +243,7 @@ func TestRemoteWriteQueueBounds(t *testing.T) {
 	status.Store(http.StatusServiceUnavailable)
 	got, h := receiver(t, func() int { return int(status.Load()) })
 	store := engineServerFunc(t, h)
-	d := start(t, Options{Config: configWith(t, eng.URL)})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, eng.URL)})})
 	waitFor(t, "the first scrape", d.Ready)
 	const capacity = 200
 	rw := config.RemoteWrite{URL: store.URL, Name: "s", SendInterval: model.Duration(100 * time.Millisecond),
@@ -343,7 +343,7 @@ func TestRemoteWriteConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := start(t, Options{Config: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: cfg})})
 	w, err := NewRemoteWriter(d.Daemon, RemoteWriteOptions{Remotes: cfg.RemoteWrite, Dir: filepath.Dir(p)})
 	if err != nil {
 		t.Fatal(err)

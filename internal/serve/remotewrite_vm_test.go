@@ -112,7 +112,7 @@ func TestRemoteWriteOutage(t *testing.T) {
 	vm := startVM(t, addr, dir)
 
 	eng := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
-	d := start(t, Options{Config: configWith(t, eng.URL)})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, eng.URL)})})
 	waitFor(t, "the first scrape", d.Ready)
 	const every = 250 * time.Millisecond
 	rw := config.RemoteWrite{URL: "http://" + addr + "/api/v1/write", Name: "vm",

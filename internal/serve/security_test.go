@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,6 +22,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -72,7 +75,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	}
 	webCfg := writeFile(t, dir, "web.yml", fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  prom: %s\n", certFile, keyFile, hash))
 	good := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
-	d := start(t, Options{Config: configWith(t, good.URL), WebConfigFile: webCfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, good.URL)}), WebConfigFile: webCfg})
 	base := strings.Replace(d.base, "http://", "https://", 1)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -118,7 +121,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 
 	// A bad web config file is refused at start with its problem.
 	bad := writeFile(t, dir, "bad.yml", "tls_server_config:\n  cert_file: /nonexistent.pem\n")
-	if _, err := New(Options{Config: emptyConfig(), WebConfigFile: bad, ListenAddresses: []string{"127.0.0.1:0"}}); err == nil {
+	if _, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), WebConfigFile: bad, ListenAddresses: []string{"127.0.0.1:0"}}); err == nil {
 		t.Errorf("New accepted a web config with a missing key file")
 	}
 }
@@ -155,7 +158,7 @@ func TestFileSDTLSAndAuth(t *testing.T) {
   - files: [plain.json]
     tls_config: {ca_file: ca.pem}
 `)
-	d := start(t, Options{ConfigFile: cfg})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg})})
 	waitFor(t, "the first round", d.Ready)
 	for _, c := range []struct {
 		cluster string
@@ -240,7 +243,17 @@ func TestServeHostileTargets(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := writeFile(t, dir, "kvwatch.yml", b.String())
 	var logs testenv.Buffer
-	d := start(t, Options{ConfigFile: cfgFile, Logger: slog.New(safetext.Handler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))})
+	// The reload route calls what the runtime gives it (package app's
+	// Reload): here the config file loaded into a pipeline for the daemon.
+	var d *running
+	reloadFn := func(ctx context.Context) error {
+		p, err := pipeline.Load(config.Sources{File: cfgFile}, nil)
+		if err != nil {
+			return err
+		}
+		return d.ApplyConfig(ctx, p)
+	}
+	d = start(t, Options{Pipeline: pipe(t, config.Sources{File: cfgFile}), Reload: reloadFn, Logger: slog.New(safetext.Handler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))})
 	g := d.Gatherer()
 	for name, reason := range wantReason {
 		waitFor(t, name+" to fail with "+reason, func() bool {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 )
 
@@ -83,7 +84,7 @@ func (s Shard) Keeps(t *scrape.Target) bool {
 
 // apply returns setup with only the shard's targets (setup itself when the
 // shard keeps everything).
-func (s Shard) apply(setup *Setup) *Setup {
+func (s Shard) apply(setup *pipeline.Pipeline) *pipeline.Pipeline {
 	if s.Count <= 1 || setup == nil {
 		return setup
 	}

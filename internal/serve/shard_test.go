@@ -12,6 +12,9 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 )
 
 func TestParseShard(t *testing.T) {
@@ -136,7 +139,7 @@ file_sd_configs:
 	const count = 3
 	var ds []*running
 	for i := 0; i < count; i++ {
-		ds = append(ds, start(t, Options{ConfigFile: cfg, Shard: Shard{Index: i, Count: count}}))
+		ds = append(ds, start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg}), Shard: Shard{Index: i, Count: count}}))
 	}
 	check := func(want int) bool {
 		seen := map[string]int{}
@@ -194,7 +197,7 @@ file_sd_configs:
 }
 
 func TestShardApplyUnsharded(t *testing.T) {
-	s := &Setup{}
+	s := &pipeline.Pipeline{}
 	if got := (Shard{}).apply(s); got != s {
 		t.Error("the zero Shard must keep the setup as it is")
 	}

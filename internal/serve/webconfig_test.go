@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
@@ -54,7 +55,7 @@ func TestNonLoopbackNeedsTLSAndAuth(t *testing.T) {
 				file = writeFile(t, t.TempDir(), "web.yml", c.web)
 			}
 			var logs testenv.Buffer
-			_, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"192.0.2.1:0"},
+			_, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"192.0.2.1:0"},
 				WebConfigFile: file, InsecureListen: c.insecure, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err == nil {
 				t.Fatalf("New bound 192.0.2.1, which this test assumes no interface has")
@@ -83,7 +84,7 @@ func TestNonLoopbackNeedsTLSAndAuth(t *testing.T) {
 		if web != "" {
 			file = writeFile(t, t.TempDir(), "web.yml", web)
 		}
-		d, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"127.0.0.1:0"}, WebConfigFile: file})
+		d, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"127.0.0.1:0"}, WebConfigFile: file})
 		if err != nil {
 			t.Errorf("New on loopback with web config %q: %v", web, err)
 			continue
@@ -91,7 +92,7 @@ func TestNonLoopbackNeedsTLSAndAuth(t *testing.T) {
 		d.closeListeners()
 	}
 	bad := writeFile(t, t.TempDir(), "web.yml", "basic_auth_users:\n  prom: not-a-bcrypt-hash\n")
-	if _, err := New(Options{Config: emptyConfig(), ListenAddresses: []string{"127.0.0.1:0"}, WebConfigFile: bad}); err == nil {
+	if _, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"127.0.0.1:0"}, WebConfigFile: bad}); err == nil {
 		t.Errorf("New accepted a web config whose password is not a bcrypt hash")
 	}
 }

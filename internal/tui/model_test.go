@@ -17,9 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
-	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/report"
-	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
@@ -259,14 +258,12 @@ func TestScrapeSource(t *testing.T) {
 	for _, ep := range c.Endpoints() {
 		cfg.Targets = append(cfg.Targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath})
 	}
-	if err := cfg.Check("test"); err != nil {
-		t.Fatal(err)
-	}
-	targets, err := scrape.Targets(cfg)
+	cfg.Global.HeadroomTokens = []int{8192}
+	p, err := pipeline.Load(config.Sources{Config: cfg}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := NewScrapeSource(scrape.New(engine.NewRegistry(), 0), targets, []int{8192})
+	src := NewScrapeSource(p)
 	if _, err := src.Fetch(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -318,14 +315,12 @@ func TestSlowTargetDoesNotStall(t *testing.T) {
 	for _, u := range []string{fast.URL, slow.URL} {
 		cfg.Targets = append(cfg.Targets, config.Target{URL: u + "/metrics"})
 	}
-	if err := cfg.Check("test"); err != nil {
-		t.Fatal(err)
-	}
-	targets, err := scrape.Targets(cfg)
+	cfg.Global.HeadroomTokens = []int{8}
+	p, err := pipeline.Load(config.Sources{Config: cfg}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := NewScrapeSource(scrape.New(engine.NewRegistry(), 0), targets, []int{8})
+	src := NewScrapeSource(p)
 	src.Budget = 200 * time.Millisecond
 	r1, err := src.Fetch(context.Background())
 	if err != nil || len(r1.Servers) != 2 || !r1.Servers[0].OK || !r1.Servers[1].OK {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 )
@@ -42,10 +43,11 @@ type ScrapeSource struct {
 	inflight map[*scrape.Target]chan struct{}
 }
 
-// NewScrapeSource returns a source that scrapes targets with s and computes
-// headroom for the request sizes headroomTokens (in tokens).
-func NewScrapeSource(s *scrape.Scraper, targets []*scrape.Target, headroomTokens []int) *ScrapeSource {
-	return &ScrapeSource{scraper: s, targets: targets, now: time.Now, tracker: report.NewTracker(headroomTokens),
+// NewScrapeSource returns a source that scrapes p's targets with p's
+// scraper and builds its reports with p's tracker (headroom sizes,
+// planning threshold).
+func NewScrapeSource(p *pipeline.Pipeline) *ScrapeSource {
+	return &ScrapeSource{scraper: p.Scraper(), targets: p.Targets, now: time.Now, tracker: p.NewTracker(),
 		Budget: 1500 * time.Millisecond, last: map[*scrape.Target]scrape.Result{}, inflight: map[*scrape.Target]chan struct{}{}}
 }
 

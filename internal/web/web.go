@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/kvwatch/kvwatch/internal/report"
 )
@@ -77,21 +78,18 @@ type Handler interface {
 	Handle(pattern string, h http.Handler)
 }
 
+// UI is the registered web UI; its settings follow the config in effect
+// (ApplyConfig).
+type UI struct {
+	mu sync.RWMutex
+	o  Options
+}
+
 // Register adds the UI at "/", its static files under /static/ and its
 // JSON endpoints.
-func Register(mux Handler, o Options) {
-	if o.RefreshSeconds <= 0 {
-		o.RefreshSeconds = 5
-	}
-	if o.ScrapeIntervalSeconds <= 0 {
-		o.ScrapeIntervalSeconds = 15
-	}
-	if o.FullResolutionSeconds <= 0 {
-		o.FullResolutionSeconds = 3600
-	}
-	if o.DownsampleStepSeconds <= 0 {
-		o.DownsampleStepSeconds = 60
-	}
+func Register(mux Handler, o Options) *UI {
+	ui := &UI{}
+	ui.ApplyConfig(o)
 	sub, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(sub)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", noAssets(files)))
@@ -106,6 +104,7 @@ func Register(mux Handler, o Options) {
 		w.Write(b)
 	}))
 	mux.Handle("GET "+PathSettings, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o := ui.Options()
 		writeJSON(w, map[string]any{
 			"kv_usage_warning": o.Warning, "kv_usage_critical": o.Critical,
 			"refresh_seconds": o.RefreshSeconds, "history_seconds": o.HistorySeconds,
@@ -121,8 +120,36 @@ func Register(mux Handler, o Options) {
 			http.Error(w, "tokens must be a positive integer: the request size in tokens (prompt + output)", http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, report.Plan(o.Report(), n))
+		writeJSON(w, report.Plan(ui.Options().Report(), n))
 	}))
+	return ui
+}
+
+// Options returns the UI's options in effect.
+func (ui *UI) Options() Options {
+	ui.mu.RLock()
+	defer ui.mu.RUnlock()
+	return ui.o
+}
+
+// ApplyConfig replaces the UI's options (a config reload: thresholds,
+// history window, scrape interval); zero fields take their defaults.
+func (ui *UI) ApplyConfig(o Options) {
+	if o.RefreshSeconds <= 0 {
+		o.RefreshSeconds = 5
+	}
+	if o.ScrapeIntervalSeconds <= 0 {
+		o.ScrapeIntervalSeconds = 15
+	}
+	if o.FullResolutionSeconds <= 0 {
+		o.FullResolutionSeconds = 3600
+	}
+	if o.DownsampleStepSeconds <= 0 {
+		o.DownsampleStepSeconds = 60
+	}
+	ui.mu.Lock()
+	ui.o = o
+	ui.mu.Unlock()
 }
 
 func noAssets(h http.Handler) http.Handler {
