@@ -21,9 +21,6 @@ func checkBasePort(base, n int) error {
 	return nil
 }
 
-// statusRoles are the roles `kvwatch status ROLE=URL` accepts.
-var statusRoles = map[string]bool{"prefill": true, "decode": true, "unified": true, "router": true, "cache": true}
-
 // printDemo tells the user what the demo started: every simulated server
 // with its role and URL (so status, top, curl or their own Prometheus can
 // read it), the simulator's control endpoints, a status command to paste,
@@ -39,7 +36,7 @@ func printDemo(w io.Writer, scenario string, eps []sim.Endpoint, url string) {
 		if ep.MetricsPath != "/metrics" {
 			a += ep.MetricsPath
 		}
-		if statusRoles[ep.Role] {
+		if isRole(ep.Role) { // what `kvwatch status ROLE=URL` accepts
 			a = ep.Role + "=" + a
 		}
 		args = append(args, a)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
-	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/pipeline"
 )
 
@@ -98,13 +98,8 @@ func parseTargetArg(a string) (config.Target, error) {
 	return t, nil
 }
 
-func isRole(s string) bool {
-	switch kv.Role(s) {
-	case kv.RolePrefill, kv.RoleDecode, kv.RoleUnified, kv.RoleRouter, kv.RoleCache:
-		return true
-	}
-	return false
-}
+// isRole reports whether s is a role a target may have (config.Roles).
+func isRole(s string) bool { return slices.Contains(config.Roles, s) }
 
 // parseSizes reads "4096,8192,32k" into token counts.
 func parseSizes(s string) ([]int, error) {
