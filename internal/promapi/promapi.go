@@ -86,6 +86,10 @@ type Options struct {
 	Now func() time.Time
 }
 
+// defaultSubqueryStep is the step of a subquery that names none
+// (`x[1h:]`): Prometheus' default evaluation interval.
+const defaultSubqueryStep = time.Minute
+
 // Defaults of the query bounds, sized for one box running serve beside
 // inference servers (Prometheus: 50,000,000 samples, 2m, 20 at once, no
 // length limit). The largest query kvwatch's dashboards send over 24h of
@@ -132,7 +136,8 @@ func New(opts Options) *API {
 	}
 	if opts.Engine == nil {
 		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: opts.MaxSamples, Timeout: opts.Timeout,
-			LookbackDelta: 5 * time.Minute, Logger: opts.Logger})
+			LookbackDelta: 5 * time.Minute, Logger: opts.Logger,
+			NoStepSubqueryIntervalFn: func(int64) int64 { return defaultSubqueryStep.Milliseconds() }})
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -429,17 +434,17 @@ func (a *API) checkSteps(qs string, points int64) *apiError {
 		if bad != nil || n == nil {
 			return
 		}
-		if sq, ok := n.(*parser.SubqueryExpr); ok && sq.Step > 0 {
-			steps := int64(sq.Range / sq.Step)
+		if sq, ok := n.(*parser.SubqueryExpr); ok {
+			steps := int64(subquerySteps(sq))
 			switch {
 			case steps > maxPoints:
 				bad = badData("invalid parameter \"query\": subquery %s takes %d steps, over the %d per subquery; use a larger step", sq.String(), steps, maxPoints)
 				return
-			case outer*max(steps, 1) > maxEvalSteps:
+			case outer*steps > maxEvalSteps:
 				bad = badData("invalid parameter \"query\": the query takes over %d evaluation steps (points times nested subquery steps); use larger steps or a shorter range", maxEvalSteps)
 				return
 			}
-			outer *= max(steps, 1)
+			outer *= steps
 		}
 		for _, c := range parser.Children(n) {
 			walk(c, outer)
@@ -447,6 +452,15 @@ func (a *API) checkSteps(qs string, points int64) *apiError {
 	}
 	walk(expr, max(points, 1))
 	return bad
+}
+
+// subquerySteps is the evaluation steps of one run of sq's expression.
+func subquerySteps(sq *parser.SubqueryExpr) float64 {
+	step := sq.Step
+	if step <= 0 {
+		step = defaultSubqueryStep
+	}
+	return max(float64(sq.Range/step), 1)
 }
 
 func (a *API) queryRange(r *http.Request) (any, *apiError) {
