@@ -73,6 +73,7 @@ type Options struct {
 	MaxQueued      int
 	// MaxQueryLength bounds a query expression, in bytes
 	// (DefaultMaxQueryLength when 0); a longer one is refused with 400.
+	// An expression nested deeper than MaxNesting is refused too.
 	MaxQueryLength int
 	// Rules, when set, answers /api/v1/rules and /api/v1/alerts and
 	// expands on-demand recording rules in queries; without it they answer
@@ -393,13 +394,26 @@ func (a *API) query(r *http.Request) (any, *apiError) {
 	return a.runQuery(ctx, q)
 }
 
+// queryParam returns the request's query, refused when it is longer than
+// MaxQueryLength or nests deeper than MaxNesting.
+func (a *API) queryParam(r *http.Request) (string, *apiError) {
+	q := r.Form.Get("query")
+	if len(q) > a.opts.MaxQueryLength {
+		return "", badData("invalid parameter \"query\": the expression is %d bytes, over the %d-byte limit (query.max-length)", len(q), a.opts.MaxQueryLength)
+	}
+	if aerr := checkNesting(q); aerr != nil {
+		return "", aerr
+	}
+	return q, nil
+}
+
 // expand returns the request's query with on-demand recording rules
 // expanded. The engine then parses the expansion's text again: it has no
 // entry point that takes a parsed expression.
 func (a *API) expand(r *http.Request) (string, *apiError) {
-	q := r.Form.Get("query")
-	if len(q) > a.opts.MaxQueryLength {
-		return "", badData("invalid parameter \"query\": the expression is %d bytes, over the %d-byte limit (query.max-length)", len(q), a.opts.MaxQueryLength)
+	q, aerr := a.queryParam(r)
+	if aerr != nil {
+		return "", aerr
 	}
 	if a.opts.Rules == nil {
 		return q, nil
@@ -759,10 +773,33 @@ func (a *API) buildinfo(*http.Request) (any, *apiError) {
 	}, nil
 }
 
+// formatQuery is bounded as queries are: length, nesting, a query slot,
+// the timeout. Neither parsing nor formatting can be stopped once begun;
+// the nesting bound keeps each short, and a request whose client has gone
+// or whose time is up is not begun.
 func (a *API) formatQuery(r *http.Request) (any, *apiError) {
-	expr, err := a.parser.ParseExpr(r.Form.Get("query"))
+	ctx, cancel, aerr := a.ctx(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer cancel()
+	qs, aerr := a.queryParam(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := a.acquire(ctx); aerr != nil {
+		return nil, aerr
+	}
+	defer a.release()
+	if err := ctx.Err(); err != nil {
+		return nil, queryError(err)
+	}
+	expr, err := a.parser.ParseExpr(qs)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, queryError(err)
 	}
 	return expr.Pretty(0), nil
 }
