@@ -125,7 +125,7 @@ func TestQueryTimeoutDefaultAndCap(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("a hung query took %s with a 200ms timeout", took)
 	}
-	if a := New(Options{}); a.opts.Timeout != 30*time.Second || a.opts.MaxSamples != 5_000_000 || a.opts.MaxConcurrency != 4 || a.opts.MaxQueryLength != 16384 {
+	if a := New(Options{}); a.opts.Timeout != 30*time.Second || a.opts.MaxSamples != 5_000_000 || a.opts.MaxConcurrency != 4 || a.opts.MaxQueryLength != 16384 || a.opts.MaxLabelBytes != 256<<20 {
 		t.Errorf("defaults = %+v", a.opts)
 	}
 }

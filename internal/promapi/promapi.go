@@ -75,6 +75,11 @@ type Options struct {
 	// (DefaultMaxQueryLength when 0); a longer one is refused with 400.
 	// An expression nested deeper than MaxNesting is refused too.
 	MaxQueryLength int
+	// MaxLabelBytes bounds the bytes of the label sets that one query's
+	// label_join and label_replace calls may build, as bounded from the
+	// series they read before the query runs (DefaultMaxLabelBytes when
+	// 0); over it the query is refused with 422.
+	MaxLabelBytes int
 	// Rules, when set, answers /api/v1/rules and /api/v1/alerts and
 	// expands on-demand recording rules in queries; without it they answer
 	// with no groups and no alerts, and queries run as written.
@@ -134,6 +139,9 @@ func New(opts Options) *API {
 	}
 	if opts.MaxQueryLength <= 0 {
 		opts.MaxQueryLength = DefaultMaxQueryLength
+	}
+	if opts.MaxLabelBytes <= 0 {
+		opts.MaxLabelBytes = DefaultMaxLabelBytes
 	}
 	if opts.Engine == nil {
 		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: opts.MaxSamples, Timeout: opts.Timeout,
@@ -319,12 +327,17 @@ type queryData struct {
 	Result     parser.Value     `json:"result"`
 }
 
-func (a *API) runQuery(ctx context.Context, q promql.Query) (any, *apiError) {
+// runQuery runs q, the query of expr with points evaluation steps, in a
+// query slot.
+func (a *API) runQuery(ctx context.Context, q promql.Query, expr parser.Expr, points int64) (any, *apiError) {
 	defer q.Close()
 	if aerr := a.acquire(ctx); aerr != nil {
 		return nil, aerr
 	}
 	defer a.release()
+	if aerr := a.checkLabelBytes(ctx, expr, points); aerr != nil {
+		return nil, aerr
+	}
 	res := q.Exec(ctx)
 	if res.Err != nil {
 		return nil, queryError(res.Err)
@@ -384,14 +397,15 @@ func (a *API) query(r *http.Request) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := a.checkSteps(qs, 1); aerr != nil {
+	expr, aerr := a.checkSteps(qs, 1)
+	if aerr != nil {
 		return nil, aerr
 	}
 	q, err := a.opts.Engine.NewInstantQuery(ctx, a.opts.Queryable, nil, qs, ts)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return a.runQuery(ctx, q)
+	return a.runQuery(ctx, q, expr, 1)
 }
 
 // queryParam returns the request's query, refused when it is longer than
@@ -434,13 +448,14 @@ const maxPoints = 11000
 // dashboard's 24h at 15s with a [5m:30s] subquery takes 57,600.
 const maxEvalSteps = 2_000_000
 
-// checkSteps refuses a query whose subqueries take more steps than
-// maxPoints each, or maxEvalSteps nested and times points (the engine
-// allocates per step: `[24h:1ms]` is 86 million steps).
-func (a *API) checkSteps(qs string, points int64) *apiError {
+// checkSteps parses qs and refuses it when its subqueries take more steps
+// than maxPoints each, or maxEvalSteps nested and times points (the engine
+// allocates per step: `[24h:1ms]` is 86 million steps). The expression is
+// nil when qs does not parse: the engine reports that.
+func (a *API) checkSteps(qs string, points int64) (parser.Expr, *apiError) {
 	expr, err := a.parser.ParseExpr(qs)
 	if err != nil {
-		return nil // the engine reports it
+		return nil, nil
 	}
 	var bad *apiError
 	var walk func(n parser.Node, outer int64)
@@ -465,7 +480,7 @@ func (a *API) checkSteps(qs string, points int64) *apiError {
 		}
 	}
 	walk(expr, max(points, 1))
-	return bad
+	return expr, bad
 }
 
 // subquerySteps is the evaluation steps of one run of sq's expression.
@@ -513,14 +528,16 @@ func (a *API) queryRange(r *http.Request) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := a.checkSteps(qs, int64(end.Sub(start)/step)+1); aerr != nil {
+	points := int64(end.Sub(start)/step) + 1
+	expr, aerr := a.checkSteps(qs, points)
+	if aerr != nil {
 		return nil, aerr
 	}
 	q, err := a.opts.Engine.NewRangeQuery(ctx, a.opts.Queryable, nil, qs, start, end, step)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return a.runQuery(ctx, q)
+	return a.runQuery(ctx, q, expr, points)
 }
 
 // window returns start and end of series and label queries: the whole
