@@ -23,11 +23,11 @@ func TestQueryFlags(t *testing.T) {
 		return o
 	}
 	o := parse()
-	if o.Timeout != 30*time.Second || o.MaxSamples != 5000000 || o.MaxConcurrency != 4 || o.MaxQueued != 16 || o.MaxQueryLength != 16384 {
+	if o.Timeout != 30*time.Second || o.MaxSamples != 5000000 || o.MaxConcurrency != 4 || o.MaxQueued != 16 || o.MaxQueryLength != 16384 || o.MaxLabelBytes != 268435456 {
 		t.Errorf("defaults = %+v", o)
 	}
-	o = parse("--query.timeout=5s", "--query.max-samples=100", "--query.max-concurrency=2", "--query.max-queued=0", "--query.max-length=50")
-	if o.Timeout != 5*time.Second || o.MaxSamples != 100 || o.MaxConcurrency != 2 || o.MaxQueued != -1 || o.MaxQueryLength != 50 {
+	o = parse("--query.timeout=5s", "--query.max-samples=100", "--query.max-concurrency=2", "--query.max-queued=0", "--query.max-length=50", "--query.max-label-bytes=1000")
+	if o.Timeout != 5*time.Second || o.MaxSamples != 100 || o.MaxConcurrency != 2 || o.MaxQueued != -1 || o.MaxQueryLength != 50 || o.MaxLabelBytes != 1000 {
 		t.Errorf("set = %+v", o)
 	}
 	// A queryFlags nobody parsed (demo's serve built in code, tests) gets

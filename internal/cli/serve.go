@@ -29,6 +29,7 @@ type queryFlags struct {
 	maxConcurrency int
 	maxQueued      int
 	maxLength      int
+	maxLabelBytes  int
 	// queuedGiven: --query.max-queued was on the command line, so its 0
 	// means none; a queryFlags nobody parsed (its zero value) means the
 	// defaults, as promapi.Options' zero value does.
@@ -41,11 +42,13 @@ func (f *queryFlags) register(c *kingpin.CmdClause) {
 	c.Flag("query.max-concurrency", "Queries that run at once; more wait for a slot (see --query.max-queued).").Default(strconv.Itoa(promapi.DefaultMaxConcurrency)).IntVar(&f.maxConcurrency)
 	c.Flag("query.max-queued", "Queries that may wait for a slot; beyond them a query is answered 503 at once; 0 for none.").Default(strconv.Itoa(promapi.DefaultMaxQueued)).IsSetByUser(&f.queuedGiven).IntVar(&f.maxQueued)
 	c.Flag("query.max-length", "Longest query expression accepted, in bytes.").Default(strconv.Itoa(promapi.DefaultMaxQueryLength)).IntVar(&f.maxLength)
+	c.Flag("query.max-label-bytes", "Most bytes of label sets one query's label_join and label_replace calls may build.").Default(strconv.Itoa(promapi.DefaultMaxLabelBytes)).IntVar(&f.maxLabelBytes)
 }
 
 // apply sets the bounds in o.
 func (f *queryFlags) apply(o *promapi.Options) {
 	o.Timeout, o.MaxSamples, o.MaxConcurrency, o.MaxQueued, o.MaxQueryLength = f.timeout, f.maxSamples, f.maxConcurrency, f.maxQueued, f.maxLength
+	o.MaxLabelBytes = f.maxLabelBytes
 	if f.maxQueued == 0 && f.queuedGiven {
 		o.MaxQueued = -1 // none (promapi reads 0 as its default)
 	}

@@ -125,7 +125,7 @@ func TestQueryTimeoutDefaultAndCap(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("a hung query took %s with a 200ms timeout", took)
 	}
-	if a := New(Options{}); a.opts.Timeout != 30*time.Second || a.opts.MaxSamples != 5_000_000 || a.opts.MaxConcurrency != 4 || a.opts.MaxQueryLength != 16384 {
+	if a := New(Options{}); a.opts.Timeout != 30*time.Second || a.opts.MaxSamples != 5_000_000 || a.opts.MaxConcurrency != 4 || a.opts.MaxQueryLength != 16384 || a.opts.MaxLabelBytes != 256<<20 {
 		t.Errorf("defaults = %+v", a.opts)
 	}
 }
@@ -156,6 +156,10 @@ func TestSubquerySteps(t *testing.T) {
 		{`max_over_time(kvwatch_kv_used_tokens[20m:1s])`, 200, ""},                 // 1,200 steps
 		{`max_over_time(kvwatch_kv_used_tokens[4h:1s])`, 400, "takes 14400 steps"}, // over 11,000
 		{`max_over_time(max_over_time(kvwatch_kv_used_tokens[1h:1s])[3h:1s])`, 400, "evaluation steps"},
+		// Without a step, the default 1m (the engine dereferenced a nil
+		// function for it).
+		{`max_over_time(kvwatch_kv_used_tokens{server="d1"}[5m:])`, 200, ""},
+		{`max_over_time(kvwatch_kv_used_tokens[2w:])`, 400, "takes 20160 steps"},
 	} {
 		code, r := call(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {c.q}})
 		if code != c.code || !strings.Contains(r.Error, c.msg) {

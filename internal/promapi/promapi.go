@@ -73,7 +73,13 @@ type Options struct {
 	MaxQueued      int
 	// MaxQueryLength bounds a query expression, in bytes
 	// (DefaultMaxQueryLength when 0); a longer one is refused with 400.
+	// An expression nested deeper than MaxNesting is refused too.
 	MaxQueryLength int
+	// MaxLabelBytes bounds the bytes of the label sets that one query's
+	// label_join and label_replace calls may build, as bounded from the
+	// series they read before the query runs (DefaultMaxLabelBytes when
+	// 0); over it the query is refused with 422.
+	MaxLabelBytes int
 	// Rules, when set, answers /api/v1/rules and /api/v1/alerts and
 	// expands on-demand recording rules in queries; without it they answer
 	// with no groups and no alerts, and queries run as written.
@@ -85,6 +91,10 @@ type Options struct {
 	// Now is the clock for queries without a time (default time.Now).
 	Now func() time.Time
 }
+
+// defaultSubqueryStep is the step of a subquery that names none
+// (`x[1h:]`): Prometheus' default evaluation interval.
+const defaultSubqueryStep = time.Minute
 
 // Defaults of the query bounds, sized for one box running serve beside
 // inference servers (Prometheus: 50,000,000 samples, 2m, 20 at once, no
@@ -130,9 +140,13 @@ func New(opts Options) *API {
 	if opts.MaxQueryLength <= 0 {
 		opts.MaxQueryLength = DefaultMaxQueryLength
 	}
+	if opts.MaxLabelBytes <= 0 {
+		opts.MaxLabelBytes = DefaultMaxLabelBytes
+	}
 	if opts.Engine == nil {
 		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: opts.MaxSamples, Timeout: opts.Timeout,
-			LookbackDelta: 5 * time.Minute, Logger: opts.Logger})
+			LookbackDelta: 5 * time.Minute, Logger: opts.Logger,
+			NoStepSubqueryIntervalFn: func(int64) int64 { return defaultSubqueryStep.Milliseconds() }})
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -313,12 +327,17 @@ type queryData struct {
 	Result     parser.Value     `json:"result"`
 }
 
-func (a *API) runQuery(ctx context.Context, q promql.Query) (any, *apiError) {
+// runQuery runs q, the query of expr with points evaluation steps, in a
+// query slot.
+func (a *API) runQuery(ctx context.Context, q promql.Query, expr parser.Expr, points int64) (any, *apiError) {
 	defer q.Close()
 	if aerr := a.acquire(ctx); aerr != nil {
 		return nil, aerr
 	}
 	defer a.release()
+	if aerr := a.checkLabelBytes(ctx, expr, points); aerr != nil {
+		return nil, aerr
+	}
 	res := q.Exec(ctx)
 	if res.Err != nil {
 		return nil, queryError(res.Err)
@@ -378,23 +397,37 @@ func (a *API) query(r *http.Request) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := a.checkSteps(qs, 1); aerr != nil {
+	expr, aerr := a.checkSteps(qs, 1)
+	if aerr != nil {
 		return nil, aerr
 	}
 	q, err := a.opts.Engine.NewInstantQuery(ctx, a.opts.Queryable, nil, qs, ts)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return a.runQuery(ctx, q)
+	return a.runQuery(ctx, q, expr, 1)
+}
+
+// queryParam returns the request's query, refused when it is longer than
+// MaxQueryLength or nests deeper than MaxNesting.
+func (a *API) queryParam(r *http.Request) (string, *apiError) {
+	q := r.Form.Get("query")
+	if len(q) > a.opts.MaxQueryLength {
+		return "", badData("invalid parameter \"query\": the expression is %d bytes, over the %d-byte limit (query.max-length)", len(q), a.opts.MaxQueryLength)
+	}
+	if aerr := checkNesting(q); aerr != nil {
+		return "", aerr
+	}
+	return q, nil
 }
 
 // expand returns the request's query with on-demand recording rules
 // expanded. The engine then parses the expansion's text again: it has no
 // entry point that takes a parsed expression.
 func (a *API) expand(r *http.Request) (string, *apiError) {
-	q := r.Form.Get("query")
-	if len(q) > a.opts.MaxQueryLength {
-		return "", badData("invalid parameter \"query\": the expression is %d bytes, over the %d-byte limit (query.max-length)", len(q), a.opts.MaxQueryLength)
+	q, aerr := a.queryParam(r)
+	if aerr != nil {
+		return "", aerr
 	}
 	if a.opts.Rules == nil {
 		return q, nil
@@ -415,13 +448,14 @@ const maxPoints = 11000
 // dashboard's 24h at 15s with a [5m:30s] subquery takes 57,600.
 const maxEvalSteps = 2_000_000
 
-// checkSteps refuses a query whose subqueries take more steps than
-// maxPoints each, or maxEvalSteps nested and times points (the engine
-// allocates per step: `[24h:1ms]` is 86 million steps).
-func (a *API) checkSteps(qs string, points int64) *apiError {
+// checkSteps parses qs and refuses it when its subqueries take more steps
+// than maxPoints each, or maxEvalSteps nested and times points (the engine
+// allocates per step: `[24h:1ms]` is 86 million steps). The expression is
+// nil when qs does not parse: the engine reports that.
+func (a *API) checkSteps(qs string, points int64) (parser.Expr, *apiError) {
 	expr, err := a.parser.ParseExpr(qs)
 	if err != nil {
-		return nil // the engine reports it
+		return nil, nil
 	}
 	var bad *apiError
 	var walk func(n parser.Node, outer int64)
@@ -429,24 +463,33 @@ func (a *API) checkSteps(qs string, points int64) *apiError {
 		if bad != nil || n == nil {
 			return
 		}
-		if sq, ok := n.(*parser.SubqueryExpr); ok && sq.Step > 0 {
-			steps := int64(sq.Range / sq.Step)
+		if sq, ok := n.(*parser.SubqueryExpr); ok {
+			steps := int64(subquerySteps(sq))
 			switch {
 			case steps > maxPoints:
 				bad = badData("invalid parameter \"query\": subquery %s takes %d steps, over the %d per subquery; use a larger step", sq.String(), steps, maxPoints)
 				return
-			case outer*max(steps, 1) > maxEvalSteps:
+			case outer*steps > maxEvalSteps:
 				bad = badData("invalid parameter \"query\": the query takes over %d evaluation steps (points times nested subquery steps); use larger steps or a shorter range", maxEvalSteps)
 				return
 			}
-			outer *= max(steps, 1)
+			outer *= steps
 		}
 		for _, c := range parser.Children(n) {
 			walk(c, outer)
 		}
 	}
 	walk(expr, max(points, 1))
-	return bad
+	return expr, bad
+}
+
+// subquerySteps is the evaluation steps of one run of sq's expression.
+func subquerySteps(sq *parser.SubqueryExpr) float64 {
+	step := sq.Step
+	if step <= 0 {
+		step = defaultSubqueryStep
+	}
+	return max(float64(sq.Range/step), 1)
 }
 
 func (a *API) queryRange(r *http.Request) (any, *apiError) {
@@ -485,14 +528,16 @@ func (a *API) queryRange(r *http.Request) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if aerr := a.checkSteps(qs, int64(end.Sub(start)/step)+1); aerr != nil {
+	points := int64(end.Sub(start)/step) + 1
+	expr, aerr := a.checkSteps(qs, points)
+	if aerr != nil {
 		return nil, aerr
 	}
 	q, err := a.opts.Engine.NewRangeQuery(ctx, a.opts.Queryable, nil, qs, start, end, step)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return a.runQuery(ctx, q)
+	return a.runQuery(ctx, q, expr, points)
 }
 
 // window returns start and end of series and label queries: the whole
@@ -745,10 +790,33 @@ func (a *API) buildinfo(*http.Request) (any, *apiError) {
 	}, nil
 }
 
+// formatQuery is bounded as queries are: length, nesting, a query slot,
+// the timeout. Neither parsing nor formatting can be stopped once begun;
+// the nesting bound keeps each short, and a request whose client has gone
+// or whose time is up is not begun.
 func (a *API) formatQuery(r *http.Request) (any, *apiError) {
-	expr, err := a.parser.ParseExpr(r.Form.Get("query"))
+	ctx, cancel, aerr := a.ctx(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer cancel()
+	qs, aerr := a.queryParam(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := a.acquire(ctx); aerr != nil {
+		return nil, aerr
+	}
+	defer a.release()
+	if err := ctx.Err(); err != nil {
+		return nil, queryError(err)
+	}
+	expr, err := a.parser.ParseExpr(qs)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, queryError(err)
 	}
 	return expr.Pretty(0), nil
 }
