@@ -1,5 +1,7 @@
 package sim
 
+import "fmt"
+
 // vLLM's native KV offloading (kv_offloading_backend "native",
 // cpu_offload_tokens per DP rank) runs the same host model: evicted prefix
 // blocks are offloaded to CPU and a quarter of the device misses, at most
@@ -260,4 +262,77 @@ func renderHiCache(gauge, counter func(name, help string, v func(r *RankTruth) f
 	poolCounter("hicache_backup_tokens_total", "The number of tokens backed up from GPU to CPU.", "kv", host(func(h *HostTruth) int64 { return h.BackupTokens }))
 	poolCounter("load_back_tokens_total", "The number of tokens loaded from CPU to GPU.", "kv", host(func(h *HostTruth) int64 { return h.HitTokens }))
 	counter("hicache_dropped_tokens_total", "The number of tokens dropped from the host KV cache when it was full.", host(func(h *HostTruth) int64 { return h.DroppedTokens }))
+}
+
+// validateTiers checks a server's tier keys; servers and names are the
+// scenario's (an lmcache server's worker is one of them).
+func validateTiers(path string, s ServerSpec, servers []ServerSpec, names map[string]int) []problem {
+	var ps []problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, problem{path + "." + key, fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case s.HiCacheTokens < 0:
+		ps = append(ps, problem{path + ".hicache_tokens", fmt.Sprintf("must not be negative, got %d", s.HiCacheTokens)})
+	case s.HiCacheTokens > 0 && s.Engine != EngineSGLang:
+		ps = append(ps, problem{path + ".hicache_tokens", fmt.Sprintf("HiCache is simulated for engine %s only, got %s", EngineSGLang, s.Engine)})
+	}
+	switch {
+	case s.SWAWindow < 0:
+		ps = append(ps, problem{path + ".swa_window", fmt.Sprintf("must not be negative, got %d", s.SWAWindow)})
+	case s.SWAWindow > 0 && s.Engine != EngineSGLang:
+		ps = append(ps, problem{path + ".swa_window", fmt.Sprintf("hybrid models are simulated for engine %s only, got %s", EngineSGLang, s.Engine)})
+	}
+	switch {
+	case s.CPUOffloadTokens < 0:
+		ps = append(ps, problem{path + ".cpu_offload_tokens", fmt.Sprintf("must not be negative, got %d", s.CPUOffloadTokens)})
+	case s.CPUOffloadTokens > 0 && s.Engine != EngineVLLM && s.Engine != EngineTRTLLMServe && s.Engine != EngineKVBM:
+		ps = append(ps, problem{path + ".cpu_offload_tokens", fmt.Sprintf("KV offloading is simulated for engines %s, %s and %s only, got %s", EngineVLLM, EngineTRTLLMServe, EngineKVBM, s.Engine)})
+	case s.CPUOffloadTokens > 0 && s.HiCacheTokens > 0:
+		ps = append(ps, problem{path + ".cpu_offload_tokens", "a server has one host tier; set hicache_tokens or cpu_offload_tokens"})
+	}
+	for _, t := range []struct {
+		key string
+		v   int64
+	}{{"cpu_offload_tokens", s.CPUOffloadTokens}, {"disk_offload_tokens", s.DiskOffloadTokens}, {"lmcache_l1_tokens", s.LMCacheL1Tokens}, {"lmcache_l2_tokens", s.LMCacheL2Tokens}} {
+		if t.v > 0 && s.PageSize > 0 && t.v%s.PageSize != 0 {
+			add(t.key, "must be a multiple of page_size %d, got %d", s.PageSize, t.v)
+		}
+	}
+	switch {
+	case s.DiskOffloadTokens < 0:
+		add("disk_offload_tokens", "must not be negative, got %d", s.DiskOffloadTokens)
+	case s.DiskOffloadTokens > 0 && s.Engine != EngineKVBM:
+		add("disk_offload_tokens", "a disk tier is simulated for engine %s only, got %s", EngineKVBM, s.Engine)
+	case s.DiskOffloadTokens > 0 && s.CPUOffloadTokens <= 0:
+		add("disk_offload_tokens", "the disk tier takes what the host tier drops; set cpu_offload_tokens too")
+	}
+	if s.Engine == EngineKVBM && s.CPUOffloadTokens <= 0 {
+		add("cpu_offload_tokens", "a %s server needs its host tier (G2); set cpu_offload_tokens", EngineKVBM)
+	}
+	switch {
+	case s.LMCacheL1Tokens < 0 || s.LMCacheL2Tokens < 0:
+		add("lmcache_l1_tokens", "must not be negative, got %d and lmcache_l2_tokens %d", s.LMCacheL1Tokens, s.LMCacheL2Tokens)
+	case (s.LMCacheL1Tokens > 0 || s.LMCacheL2Tokens > 0) && s.Engine != EngineVLLM:
+		add("lmcache_l1_tokens", "LMCache is simulated next to engine %s only, got %s", EngineVLLM, s.Engine)
+	case s.LMCacheL2Tokens > 0 && s.LMCacheL1Tokens <= 0:
+		add("lmcache_l2_tokens", "L2 takes what L1 drops; set lmcache_l1_tokens too")
+	case s.LMCacheL1Tokens > 0 && (s.CPUOffloadTokens > 0 || s.HiCacheTokens > 0):
+		add("lmcache_l1_tokens", "a server has one host tier; set lmcache_l1_tokens or cpu_offload_tokens")
+	case s.LMCacheL1Tokens > 0 && s.DP > 1:
+		add("dp", "an LMCache server serves one vLLM engine in the simulator; use dp 1 with lmcache_l1_tokens")
+	}
+	if s.Engine == EngineLMCache {
+		if s.Load.Rate != 0 {
+			add("load.rate", "an lmcache server takes no requests of its own (its vLLM server does); remove the rate")
+		}
+		if len(s.Workers) != 1 {
+			add("workers", "an lmcache server serves exactly one vLLM server; list its name, got %d names", len(s.Workers))
+		} else if i, ok := names[s.Workers[0]]; !ok {
+			add("workers[0]", "unknown server %q", s.Workers[0])
+		} else if w := servers[i]; w.Engine != EngineVLLM || w.LMCacheL1Tokens <= 0 {
+			add("workers[0]", "%q must be a vllm server with lmcache_l1_tokens set", s.Workers[0])
+		}
+	}
+	return ps
 }
