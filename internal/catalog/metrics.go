@@ -196,7 +196,7 @@ func metrics() []Metric {
 	// The running-request limit came back in newer collectors: a startup
 	// constant per scheduler (so per DP rank), labelled cap_source with what
 	// set it (SGLang's test of the startup constants; kvwatch's engine/
-	// sglang_planning.go reads it).
+	// sglang.go reads it).
 	t.add("sglang", Gauge, with(lSGLSched, "cap_source"), "", "", srcSGLang, "sglang:max_running_requests")
 	// SGLang, late 2024 (docs sample, legacy dashboard): label model_name,
 	// first version label name.

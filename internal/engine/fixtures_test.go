@@ -343,3 +343,17 @@ func TestFixturesWithElisionsFail(t *testing.T) {
 		t.Fatalf("expo.Parse(cache_config_info) = %v, want a parse error", err)
 	}
 }
+
+// dropEllipses removes the lines that are only "..." (elisions in the
+// documents the fixtures were copied from; not valid exposition).
+func dropEllipses(body string) string {
+	lines := strings.SplitAfter(body, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "..." {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "")
+}

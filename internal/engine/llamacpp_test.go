@@ -86,3 +86,19 @@ func TestLlamaCppInterfaces(t *testing.T) {
 		t.Errorf("DisabledHint() = %q, want %q", got, want)
 	}
 }
+
+// TestLlamaCppSlotsLimit: the real capture under load has 4 requests in its
+// 4 slots and 12 deferred while its KV (4 × 1024 tokens) has room: batch.
+func TestLlamaCppSlotsLimit(t *testing.T) {
+	s := normalizeBody(t, string(readFixture(t, "llamacpp-real-load-queued.prom")), "", map[string][]byte{
+		PathSlots: readFixture(t, "llamacpp-real-load-queued.slots.json"),
+		PathProps: readFixture(t, "llamacpp-real-props.json"),
+	})
+	if !cmp.Equal(s.MaxRunning, dir(4), valueCmp) {
+		t.Fatalf("MaxRunning = %+v, want 4 (total_slots)", s.MaxRunning)
+	}
+	p := kv.PlanServer(&s, 0, kv.Value{}, 0.9)
+	if p.Limit != kv.FactorBatch || !cmp.Equal(p.BatchHeadroom, der(0), valueCmp) {
+		t.Errorf("limit = %s (%s), batch headroom %+v; want batch with 0 left (usage %+v)", p.Limit, p.Why, p.BatchHeadroom, s.UsageRatio)
+	}
+}

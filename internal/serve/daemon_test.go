@@ -142,7 +142,7 @@ targets:
 		t.Errorf("pools = %+v, want one with 750 used of 2000", rep.Pools)
 	}
 
-	for _, p := range []string{PathHealthy, PathReady} {
+	for _, p := range []string{signal.PathHealthy, signal.PathReady} {
 		if code, body := get(t, nil, d.base+p); code != http.StatusOK {
 			t.Errorf("%s = %d %s, want 200", p, code, body)
 		}
@@ -267,12 +267,12 @@ func TestReadyAfterFirstRound(t *testing.T) {
 		w.Write(page(t, "sglang-dp2.prom"))
 	})
 	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, slow.URL)})})
-	if code, _ := get(t, nil, d.base+PathReady); code != http.StatusServiceUnavailable {
+	if code, _ := get(t, nil, d.base+signal.PathReady); code != http.StatusServiceUnavailable {
 		t.Errorf("/-/ready before the first scrape = %d, want 503", code)
 	}
 	close(release)
 	waitFor(t, "readiness", d.Ready)
-	if code, _ := get(t, nil, d.base+PathReady); code != http.StatusOK {
+	if code, _ := get(t, nil, d.base+signal.PathReady); code != http.StatusOK {
 		t.Errorf("/-/ready after the first scrape = %d, want 200", code)
 	}
 }
@@ -324,7 +324,7 @@ func TestHandleAddsRoutesBehindTheSameServer(t *testing.T) {
 		{"/", 200, "web ui"},
 		{"/api/v1/query", 200, "query api"},
 		{"/nothing-here", 404, ""},
-		{PathHealthy, 200, "healthy"},
+		{signal.PathHealthy, 200, "healthy"},
 	} {
 		code, body := get(t, nil, base+c.path)
 		if code != c.code || !strings.Contains(body, c.body) {

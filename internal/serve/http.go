@@ -10,14 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
-// Paths of serve's own routes.
+// Paths of serve's own routes; its health checks' are signal.PathHealthy
+// and signal.PathReady, which the generated stack probes.
 const (
 	PathMetrics = "/metrics"
 	PathProbe   = "/probe"
-	PathHealthy = "/-/healthy"
-	PathReady   = "/-/ready"
 	PathReload  = "/-/reload"
 	PathReport  = "/api/kvwatch/v1/report"
 	// PathPprof serves Go's runtime profiles (heap, CPU, goroutines), as
@@ -35,10 +36,10 @@ func (d *Daemon) routes() {
 		MaxRequestsInFlight: 4,
 	}))
 	d.mux.HandleFunc("GET "+PathProbe, d.serveProbe)
-	d.mux.HandleFunc("GET "+PathHealthy, func(w http.ResponseWriter, r *http.Request) {
+	d.mux.HandleFunc("GET "+signal.PathHealthy, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "kvwatch is healthy.")
 	})
-	d.mux.HandleFunc("GET "+PathReady, func(w http.ResponseWriter, r *http.Request) {
+	d.mux.HandleFunc("GET "+signal.PathReady, func(w http.ResponseWriter, r *http.Request) {
 		if !d.Ready() {
 			http.Error(w, "kvwatch is not ready: the first round of scrapes is still running.", http.StatusServiceUnavailable)
 			return
@@ -92,7 +93,7 @@ func (d *Daemon) landingPage() http.Handler {
 		Links: []web.LandingLinks{
 			{Address: PathMetrics, Text: "Metrics"},
 			{Address: PathReport, Text: "Report (JSON)"},
-			{Address: PathReady, Text: "Readiness"},
+			{Address: signal.PathReady, Text: "Readiness"},
 		},
 	})
 	if err != nil {

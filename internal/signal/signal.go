@@ -1,8 +1,9 @@
 // Package signal defines every metric kvwatch exports: name, type, help text,
 // unit and labels. It is the single source of truth for the exporter, the
 // generated recording and alert rules, the dashboards and docs/metrics.md, so
-// none of them can drift from another. It defines names only; it does not
-// collect, store or serve anything.
+// none of them can drift from another; and of the paths of serve's health
+// checks, which the generated manifests probe (paths.go). It defines names
+// only; it does not collect, store or serve anything.
 package signal
 
 // Type is the Prometheus metric type of an exported metric.

@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// builtins are the scenarios kvwatch simulate knows by name. Each is YAML so
-// that it goes through the same parser, defaults and validation as a file.
+// builtins are the scenarios kvwatch simulate knows by name, every one of
+// them. Each is YAML so that it goes through the same parser, defaults and
+// validation as a file.
 var builtins = map[string]string{
 	// The default: PD-disaggregated SGLang as kvwatch was made for it: a
 	// model gateway in front of a prefill server (TP=4) and a decode server
@@ -129,6 +130,106 @@ servers:
     role: decode
     tp: 2
     capacity_tokens: 800000
+`,
+	// The capacity-planning scenario (docs/planning.md, docs/simulator.md): a
+	// pool of three unified SGLang servers whose loads do what planning must
+	// see. fill ramps from a fifth of its rate to three times it over four
+	// minutes and stays there: a steady fill that ends KV-limited. drain takes traffic for 2m30s,
+	// then none: its KV drains as its requests finish. batch allows 8 running
+	// requests per DP rank for long generations: its batch is full while its
+	// KV (1,000,000 tokens) is mostly free, so requests queue — batch-limited.
+	"planning": `
+model_name: meta-llama/Llama-3.1-8B-Instruct
+servers:
+  - name: fill
+    engine: sglang
+    capacity_tokens: 200000
+    context_length: 32768
+    load:
+      rate: 4
+      schedule: [{at: 0s, factor: 0.2}, {at: 240s, factor: 3}]
+  - name: drain
+    engine: sglang
+    capacity_tokens: 200000
+    context_length: 32768
+    load:
+      rate: 3
+      schedule: [{at: 150s, factor: 1}, {at: 151s, factor: 0}]
+  - name: batch
+    engine: sglang
+    capacity_tokens: 1000000
+    context_length: 32768
+    max_running_requests: 8
+    load: {rate: 1, output_mean: 1500, output_max: 2000, decode_rate: 20}
+`,
+	// The cache tiers and hybrid pools (tiers.go).
+	//
+	// SGLang with HiCache: a small device pool under shared prefixes, so
+	// the radix cache evicts to the host and prompts are found there; the
+	// host fills within minutes (partly full at 2m, full at 6m).
+	"sglang-hicache": `
+servers:
+  - name: hicache
+    engine: sglang
+    dp: 2
+    tp: 2
+    capacity_tokens: 65536
+    hicache_tokens: 2000000
+    load: {rate: 6, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+`,
+	// A hybrid model on SGLang: sliding-window layers keep the last 6,144
+	// tokens of each request in their own pool.
+	"sglang-hybrid": `
+servers:
+  - name: hybrid
+    engine: sglang
+    tp: 2
+    capacity_tokens: 262144
+    swa_window: 6144
+    load: {rate: 8, prompt_mean: 6000}
+`,
+	// vLLM V1 with native CPU offloading, the same pressure.
+	"vllm-offload": `
+servers:
+  - name: offload
+    engine: vllm
+    dp: 2
+    capacity_tokens: 65536
+    cpu_offload_tokens: 2000000
+    load: {rate: 6, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+`,
+	// vLLM V1 with an LMCache server (multi-process mode) under the same
+	// pressure at a third of the rate (the queue stays short): L1 fills within two minutes and spills to L2.
+	"vllm-lmcache": `
+servers:
+  - name: vllm
+    engine: vllm
+    capacity_tokens: 65536
+    lmcache_l1_tokens: 800000
+    lmcache_l2_tokens: 20000000
+    load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+  - name: lmcache
+    engine: lmcache
+    workers: [vllm]
+`,
+	// trtllm-serve with a host cache below the GPU pool.
+	"trtllm-serve": `
+servers:
+  - name: trtllm
+    engine: trtllm-serve
+    capacity_tokens: 65536
+    cpu_offload_tokens: 1000000
+    load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
+`,
+	// A Dynamo worker's KVBM: host (G2) and disk (G3) tiers.
+	"dynamo-kvbm": `
+servers:
+  - name: kvbm
+    engine: dynamo-kvbm
+    capacity_tokens: 65536
+    cpu_offload_tokens: 300000
+    disk_offload_tokens: 20000000
+    load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
 `,
 }
 

@@ -83,6 +83,7 @@ type server struct {
 	cl      *Cluster
 	idx     int
 	spec    ServerSpec
+	eng     *engine
 	rng     *rand.Rand
 	ranks   []*rank
 	workers []*server
@@ -131,14 +132,18 @@ func NewCluster(sc *Scenario, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{sc: sc, opts: opts, log: opts.Logger, byName: map[string]*server{}}
 	for i, spec := range sc.Servers {
+		eng, ok := engineOf(spec.Engine)
+		if !ok {
+			return nil, fmt.Errorf("new cluster: server %q: unknown engine %q; build the scenario with ParseScenario, LoadScenario or GeneratedScenario, which check it", spec.Name, spec.Engine)
+		}
 		h := fnv.New64a()
 		h.Write([]byte(spec.Name))
 		s := &server{
-			cl: c, idx: i, spec: spec, factor: 1,
+			cl: c, idx: i, spec: spec, eng: eng, factor: 1,
 			rng:        rand.New(rand.NewPCG(opts.Seed, h.Sum64())),
 			cacheOn:    *spec.PrefixCaching,
-			reserveAll: spec.Engine == EngineTGI,
-			preempts:   spec.Engine != EngineTGI && spec.Engine != EngineLlamaCpp,
+			reserveAll: eng.reserves,
+			preempts:   !eng.reserves && !eng.slots,
 		}
 		if k, err := ParseFaultKind(spec.Fault.Kind); err == nil {
 			s.fault = Fault{Kind: k, Delay: spec.Fault.Delay}
@@ -166,11 +171,11 @@ func NewCluster(sc *Scenario, opts Options) (*Cluster, error) {
 // reset empties the server's ranks and counters (start and restart).
 func (s *server) reset() {
 	s.ranks = nil
-	if s.spec.Role != RoleRouter && s.spec.Engine != EngineLMCache {
+	if s.spec.Role != RoleRouter && !s.eng.tierOf {
 		for dp := range s.spec.DP {
 			k := &rank{srv: s, dp: dp, capacity: s.spec.CapacityTokens, page: s.spec.PageSize,
 				maxRunning: s.spec.MaxRunningRequests, groups: make([]group, s.spec.Load.PrefixGroups)}
-			if s.spec.Engine == EngineLlamaCpp {
+			if s.eng.slots {
 				k.slots = make([]slot, s.spec.MaxRunningRequests)
 				for i := range k.slots {
 					k.slots[i].group = -1
@@ -465,7 +470,7 @@ func (c *Cluster) Endpoints() []Endpoint {
 	defer c.mu.Unlock()
 	eps := make([]Endpoint, 0, len(c.servers))
 	for _, s := range c.servers {
-		eps = append(eps, Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: metricsPath(s.spec.Engine)})
+		eps = append(eps, Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: s.eng.path()})
 	}
 	return eps
 }

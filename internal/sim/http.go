@@ -12,16 +12,9 @@ import (
 // endpoints under /-/sim/.
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	if s.spec.Engine == EngineTRTLLMServe {
-		// trtllm-serve's Prometheus registry is mounted at
-		// /prometheus/metrics; its /metrics is JSON iteration stats.
-		mux.HandleFunc("GET "+metricsPath(s.spec.Engine), s.serveMetrics)
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(trtllmIterStats(s.snap.Load()))
-		})
-	} else {
-		mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET "+s.eng.path(), s.serveMetrics)
+	if s.eng.routes != nil {
+		s.eng.routes(s, mux)
 	}
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if !s.snap.Load().truth.Fault.healthy() {
@@ -30,16 +23,6 @@ func (s *server) handler() http.Handler {
 		}
 		fmt.Fprintln(w, "OK")
 	})
-	if s.spec.Engine == EngineLlamaCpp {
-		mux.HandleFunc("GET /slots", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.Write(llamaSlots(s.snap.Load()))
-		})
-		mux.HandleFunc("GET /props", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.Write(llamaProps(s.snap.Load()))
-		})
-	}
 	mux.HandleFunc("GET /-/sim/truth", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -77,30 +60,16 @@ func (s *server) handler() http.Handler {
 	return mux
 }
 
-// metricsPath is where an engine serves its Prometheus page.
-func metricsPath(engine string) string {
-	if engine == EngineTRTLLMServe {
-		return "/prometheus/metrics"
-	}
-	return "/metrics"
-}
-
 func (f Fault) healthy() bool { return f.Kind != FaultError && f.Kind != FaultDrop }
 
-// metricsOffBody is what each engine answers on /metrics with metrics off.
+// metricsOff is what the server's engine answers on its page's path with
+// metrics off.
 func (s *server) metricsOff(w http.ResponseWriter) {
-	switch s.spec.Engine {
-	case EngineLlamaCpp:
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(http.StatusNotImplemented)
-		w.Write([]byte(`{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with ` + "`--metrics`" + `","type":"not_supported_error"}}`))
-	case EngineSGLang, EngineSGLangLegacy, EngineVLLM, EngineVLLMV0:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		w.Write([]byte(`{"detail":"Not Found"}`))
-	default:
-		http.NotFound(w, nil)
+	if s.eng.metricsOff != nil {
+		s.eng.metricsOff(w)
+		return
 	}
+	http.NotFound(w, nil)
 }
 
 func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
@@ -123,11 +92,9 @@ func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body := snap.metrics()
-	switch s.spec.Engine {
-	case EngineLlamaCpp:
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		w.Header().Set("Process-Start-Time-Unix", strconv.FormatInt(int64(snap.truth.At/time.Microsecond)+2007966438, 10))
-	default:
+	if s.eng.header != nil {
+		s.eng.header(w.Header(), snap)
+	} else {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))

@@ -2,9 +2,42 @@ package sim
 
 import (
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// EngineLlamaCpp is the llama.cpp server, current build (/metrics, /slots, /props).
+const EngineLlamaCpp = "llamacpp"
+
+// llamaCppEngine is llama.cpp: a small context split into 4 slots, short
+// requests at its slower rates, /slots and /props besides /metrics, and
+// 501 on /metrics without --metrics.
+var llamaCppEngine = engine{
+	name: EngineLlamaCpp, render: renderLlamaCpp, slots: true,
+	defaults: serverDefaults{contextLength: 4096, maxRunning: 4, promptMean: 400, outputMean: 150, outputMax: 192,
+		decodeRate: 25, prefillRate: 1200},
+	routes: func(s *server, mux *http.ServeMux) {
+		mux.HandleFunc("GET /slots", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.Write(llamaSlots(s.snap.Load()))
+		})
+		mux.HandleFunc("GET /props", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.Write(llamaProps(s.snap.Load()))
+		})
+	},
+	header: func(h http.Header, p *snapshot) {
+		h.Set("Content-Type", "text/plain; version=0.0.4")
+		h.Set("Process-Start-Time-Unix", strconv.FormatInt(int64(p.truth.At/time.Microsecond)+2007966438, 10))
+	},
+	metricsOff: func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusNotImplemented)
+		w.Write([]byte(`{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with ` + "`--metrics`" + `","type":"not_supported_error"}}`))
+	},
+}
 
 // renderLlamaCpp writes a current llama.cpp /metrics page: no labels,
 // integers without ".0", 6 significant digits (as in the real captures;

@@ -1,5 +1,89 @@
 package sim
 
+import "fmt"
+
+// EngineLMCache is an LMCache server in multi-process mode, the cache tier
+// of one vLLM server.
+const EngineLMCache = "lmcache"
+
+// lmcacheEngine is an LMCache server: a cache server next to the one vLLM
+// server it lists in workers, whose L1 and L2 (that server's
+// lmcache_l1_tokens and lmcache_l2_tokens) its page shows; no KV and no
+// requests of its own.
+var lmcacheEngine = engine{
+	name: EngineLMCache, render: renderLMCache, role: RoleCache, tierOf: true,
+	validate: func(s ServerSpec, servers []ServerSpec, names map[string]int, add func(key, format string, args ...any)) {
+		if s.Load.Rate != 0 {
+			add("load.rate", "an lmcache server takes no requests of its own (its vLLM server does); remove the rate")
+		}
+		if len(s.Workers) != 1 {
+			add("workers", "an lmcache server serves exactly one vLLM server; list its name, got %d names", len(s.Workers))
+		} else if i, ok := names[s.Workers[0]]; !ok {
+			add("workers[0]", "unknown server %q", s.Workers[0])
+		} else if w := servers[i]; w.Engine != EngineVLLM || w.LMCacheL1Tokens <= 0 {
+			add("workers[0]", "%q must be a vllm server with lmcache_l1_tokens set", s.Workers[0])
+		}
+	},
+	fleet: func(*ServerSpec) error {
+		return fmt.Errorf("an %s server is the cache tier of one vLLM server, not a fleet; use the vllm-lmcache scenario or a scenario file (docs/simulator.md)", EngineLMCache)
+	},
+	truth: lmcacheTruth,
+}
+
+// lmcacheBytesPerToken is the KV size of one token of the simulated model:
+// Llama-3.1-8B in bf16, 32 layers × 2 (K and V) × 8 KV heads × 128 × 2 bytes.
+const lmcacheBytesPerToken = 131072
+
+// lmcacheL2Name is the simulated L2 adapter (LMCache's l2_name label).
+const lmcacheL2Name = "fs"
+
+// LMCacheTruth is what an LMCache server's page shows: its L1 and L2 in
+// bytes, its lookups in tokens (requested: the prompt tokens its vLLM
+// server's device cache missed; hit = L1 + L2).
+type LMCacheTruth struct {
+	ModelName, L2Name            string
+	L1CapacityBytes, L1UsedBytes int64
+	L2CapacityBytes, L2UsedBytes int64
+	RequestedTokens, HitTokens   int64
+	HitL1Tokens, HitL2Tokens     int64
+	BytesPerToken                int64
+}
+
+// L1UsageRatio is lmcache_mp_l1_usage_ratio: used over total, 0 when total is 0.
+func (l *LMCacheTruth) L1UsageRatio() float64 {
+	if l.L1CapacityBytes == 0 {
+		return 0
+	}
+	return float64(l.L1UsedBytes) / float64(l.L1CapacityBytes)
+}
+
+// lmcacheTruth fills what the page of t shows from its worker's host tiers
+// (lmcacheEngine.truth).
+func lmcacheTruth(s *server, t *Truth) {
+	if len(s.workers) != 1 {
+		return
+	}
+	w := s.workers[0]
+	lt := &LMCacheTruth{ModelName: w.spec.ModelName, L2Name: lmcacheL2Name, BytesPerToken: lmcacheBytesPerToken}
+	for _, k := range w.ranks {
+		h := k.host
+		if h == nil {
+			continue
+		}
+		lt.L1CapacityBytes += h.capacity * lmcacheBytesPerToken
+		lt.L1UsedBytes += h.used * lmcacheBytesPerToken
+		lt.RequestedTokens += h.queried
+		lt.HitL1Tokens += h.hits
+		if b := h.below; b != nil {
+			lt.L2CapacityBytes += b.capacity * lmcacheBytesPerToken
+			lt.L2UsedBytes += b.used * lmcacheBytesPerToken
+			lt.HitL2Tokens += b.hits
+		}
+	}
+	lt.HitTokens = lt.HitL1Tokens + lt.HitL2Tokens
+	t.LMCache = lt
+}
+
 // renderLMCache writes an LMCache server's /metrics in multi-process mode
 // (lmcache server, /metrics on --http-port; LMCache
 // docs/source/mp/observability/metrics.rst and the OTel instruments in

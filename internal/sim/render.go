@@ -155,30 +155,4 @@ func (w *page) histogram(name, lbls string, h *histogram, leFirst bool, created 
 }
 
 // render writes a server's /metrics body from a snapshot.
-func render(p *snapshot) []byte {
-	switch p.srv.spec.Engine {
-	case EngineSGLang, EngineSGLangLegacy:
-		return renderSGLang(p)
-	case EngineVLLM:
-		return renderVLLM(p)
-	case EngineVLLMV0:
-		return renderVLLMV0(p)
-	case EngineLlamaCpp:
-		return renderLlamaCpp(p)
-	case EngineTGI:
-		return renderTGI(p)
-	case EngineTriton:
-		return renderTriton(p)
-	case EngineRouter:
-		return renderRouter(p)
-	case EngineRouterLegacy:
-		return renderRouterLegacy(p)
-	case EngineTRTLLMServe:
-		return renderTRTLLMServe(p)
-	case EngineLMCache:
-		return renderLMCache(p)
-	case EngineKVBM:
-		return renderKVBM(p)
-	}
-	return nil
-}
+func render(p *snapshot) []byte { return p.srv.eng.render(p) }

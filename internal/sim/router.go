@@ -1,5 +1,18 @@
 package sim
 
+// Engine names of SGLang's routers.
+const (
+	EngineRouter       = "sglang-router"        // SGLang model gateway (smg_*)
+	EngineRouterLegacy = "sglang-router-legacy" // SGLang router before the gateway rename (sgl_router_*)
+)
+
+// routerEngine is the SGLang model gateway, routerLegacyEngine the router
+// before it: router servers, no KV of their own.
+var (
+	routerEngine       = engine{name: EngineRouter, render: renderRouter, role: RoleRouter}
+	routerLegacyEngine = engine{name: EngineRouterLegacy, render: renderRouterLegacy, role: RoleRouter}
+)
+
 // renderRouter writes the SGLang model gateway's smg_* families
 // (sgl-model-gateway/src/observability/metrics.rs; engine-metrics.md §2):
 // worker health, pool size and in-flight requests; no KV.

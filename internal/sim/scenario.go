@@ -2,12 +2,14 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,25 +18,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Engine names accepted in a scenario's servers[].engine.
-const (
-	EngineSGLang       = "sglang"               // SGLang, current metric generation (kv_*_tokens, tp_rank, ...)
-	EngineSGLangLegacy = "sglang-legacy"        // SGLang before kv_*_tokens (num_used_tokens, cache_config_info)
-	EngineVLLM         = "vllm"                 // vLLM V1 (kv_cache_usage_perc, engine label, _created)
-	EngineVLLMV0       = "vllm-v0"              // vLLM V0 (gpu_cache_usage_perc, gpu_prefix_cache_hit_rate)
-	EngineLlamaCpp     = "llamacpp"             // llama.cpp server, current build (/metrics, /slots, /props)
-	EngineTGI          = "tgi"                  // HuggingFace text-generation-inference
-	EngineTriton       = "triton"               // Triton Inference Server with the TensorRT-LLM backend
-	EngineRouter       = "sglang-router"        // SGLang model gateway (smg_*)
-	EngineRouterLegacy = "sglang-router-legacy" // SGLang router before the gateway rename (sgl_router_*)
-	EngineTRTLLMServe  = "trtllm-serve"         // TensorRT-LLM's OpenAI server (/prometheus/metrics)
-	EngineLMCache      = "lmcache"              // an LMCache server in multi-process mode, the cache tier of one vLLM server
-	EngineKVBM         = "dynamo-kvbm"          // the KV block manager listener of a Dynamo worker (kvbm_*)
-)
-
-// Engines lists every engine the simulator serves, in the order errors list them.
-var Engines = []string{EngineSGLang, EngineSGLangLegacy, EngineVLLM, EngineVLLMV0, EngineLlamaCpp, EngineTGI, EngineTriton, EngineRouter, EngineRouterLegacy,
-	EngineTRTLLMServe, EngineLMCache, EngineKVBM}
+// Engine names accepted in a scenario's servers[].engine are in the engines'
+// files (EngineSGLang in sglang.go, ...), listed in Engines (engines.go).
 
 // Roles a server can have.
 const (
@@ -285,10 +270,6 @@ func lineOf(root *yaml.Node, path string) int {
 	return line
 }
 
-func isRouterEngine(e string) bool { return e == EngineRouter || e == EngineRouterLegacy }
-func isSGLang(e string) bool       { return e == EngineSGLang || e == EngineSGLangLegacy }
-func isCacheEngine(e string) bool  { return e == EngineLMCache || e == EngineKVBM }
-
 // applyDefaults fills every unset key; see docs/simulator.md for the values.
 func (sc *Scenario) applyDefaults() {
 	if sc.Step == 0 {
@@ -299,20 +280,16 @@ func (sc *Scenario) applyDefaults() {
 	}
 	for i := range sc.Servers {
 		s := &sc.Servers[i]
+		eng, _ := engineOf(s.Engine) // an unknown engine has no defaults of its own; validate reports it
+		d := eng.defaults
 		if s.Role == "" {
-			s.Role = RoleUnified
-			if isRouterEngine(s.Engine) {
-				s.Role = RoleRouter
-			}
-			if isCacheEngine(s.Engine) {
-				s.Role = RoleCache
-			}
+			s.Role = cmp.Or(eng.role, RoleUnified)
 		}
 		if s.ModelName == "" {
 			s.ModelName = sc.ModelName
 		}
-		if s.MetricPrefix == "" && isSGLang(s.Engine) {
-			s.MetricPrefix = "sglang:"
+		if s.MetricPrefix == "" && len(eng.metricPrefixes) > 0 {
+			s.MetricPrefix = eng.metricPrefixes[0]
 		}
 		if s.TP == 0 {
 			s.TP = 1
@@ -321,37 +298,22 @@ func (sc *Scenario) applyDefaults() {
 			s.DP = 1
 		}
 		if s.PageSize == 0 {
-			switch s.Engine {
-			case EngineVLLM, EngineVLLMV0, EngineTGI, EngineKVBM:
-				s.PageSize = 16
-			case EngineTRTLLMServe:
-				s.PageSize = 32
-			case EngineTriton:
-				s.PageSize = 64
-			default:
-				s.PageSize = 1
-			}
+			s.PageSize = cmp.Or(d.pageSize, 1)
 		}
 		if s.ContextLength == 0 {
-			s.ContextLength = 131072
-			if s.Engine == EngineLlamaCpp {
-				s.ContextLength = 4096
-			}
+			s.ContextLength = cmp.Or(d.contextLength, 131072)
 		}
 		if s.CapacityTokens == 0 {
 			s.CapacityTokens = 524288
-			if s.Engine == EngineLlamaCpp {
+			if eng.slots {
 				s.CapacityTokens = s.ContextLength
 			}
 		}
 		if s.MaxRunningRequests == 0 {
-			s.MaxRunningRequests = 256
-			if s.Engine == EngineLlamaCpp {
-				s.MaxRunningRequests = 4
-			}
+			s.MaxRunningRequests = cmp.Or(d.maxRunning, 256)
 		}
 		if s.PrefixCaching == nil {
-			on := s.Engine != EngineTGI
+			on := !d.prefixCachingOff
 			s.PrefixCaching = &on
 		}
 		l := &s.Load
@@ -365,25 +327,19 @@ func (sc *Scenario) applyDefaults() {
 			l.BurstDuration = 10 * time.Second
 		}
 		if l.PromptMean == 0 {
-			l.PromptMean = 2000
-			if s.Engine == EngineLlamaCpp {
-				l.PromptMean = 400
-			}
+			l.PromptMean = cmp.Or(d.promptMean, 2000)
 		}
-		if l.OutputMax == 0 && s.Engine == EngineLlamaCpp {
-			l.OutputMax = 192
+		if l.OutputMax == 0 {
+			l.OutputMax = d.outputMax // the common default follows prompt_max's
 		}
 		if l.PromptMax == 0 {
 			l.PromptMax = min(16000, s.ContextLength/2)
-			if s.Engine == EngineLlamaCpp && s.MaxRunningRequests > 0 {
+			if eng.slots && s.MaxRunningRequests > 0 {
 				l.PromptMax = s.CapacityTokens/int64(s.MaxRunningRequests) - l.OutputMax
 			}
 		}
 		if l.OutputMean == 0 {
-			l.OutputMean = 300
-			if s.Engine == EngineLlamaCpp {
-				l.OutputMean = 150
-			}
+			l.OutputMean = cmp.Or(d.outputMean, 300)
 		}
 		if l.OutputMax == 0 {
 			l.OutputMax = min(2000, s.ContextLength/4)
@@ -398,16 +354,10 @@ func (sc *Scenario) applyDefaults() {
 			l.PrefixShare = 0.6
 		}
 		if l.DecodeRate == 0 {
-			l.DecodeRate = 40
-			if s.Engine == EngineLlamaCpp {
-				l.DecodeRate = 25
-			}
+			l.DecodeRate = cmp.Or(d.decodeRate, 40)
 		}
 		if l.PrefillRate == 0 {
-			l.PrefillRate = 20000
-			if s.Engine == EngineLlamaCpp {
-				l.PrefillRate = 1200
-			}
+			l.PrefillRate = cmp.Or(d.prefillRate, 20000)
 		}
 	}
 }
@@ -443,10 +393,7 @@ func (sc *Scenario) validate() []problem {
 		} else if !nameRE.MatchString(s.Name) {
 			add(p+".name", "%q is not a valid name; use lower-case letters, digits, '.', '_' and '-'", s.Name)
 		}
-		known := false
-		for _, e := range Engines {
-			known = known || e == s.Engine
-		}
+		eng, known := engineOf(s.Engine)
 		if s.Engine == "" {
 			add(p+".engine", "missing; want one of %s", strings.Join(Engines, ", "))
 		} else if !known {
@@ -454,25 +401,25 @@ func (sc *Scenario) validate() []problem {
 		}
 		switch s.Role {
 		case RoleRouter:
-			if known && !isRouterEngine(s.Engine) {
-				add(p+".role", "role router needs engine %s or %s, got %s", EngineRouter, EngineRouterLegacy, s.Engine)
+			if known && eng.role != RoleRouter {
+				add(p+".role", "role router needs engine %s, got %s", listOf(engineNames(isRouter), "or"), s.Engine)
 			}
 		case RolePrefill, RoleDecode:
-			if known && !isSGLang(s.Engine) {
+			if known && !eng.pd {
 				add(p+".role", "role %s is simulated for the SGLang engines only, got %s; use role unified", s.Role, s.Engine)
 			}
 		case RoleUnified:
-			if isRouterEngine(s.Engine) {
+			if eng.role == RoleRouter {
 				add(p+".role", "engine %s is a router; use role router", s.Engine)
 			}
 		case RoleCache:
-			if known && !isCacheEngine(s.Engine) {
-				add(p+".role", "role cache is for the cache servers (engines %s, %s), got %s", EngineLMCache, EngineKVBM, s.Engine)
+			if known && eng.role != RoleCache {
+				add(p+".role", "role cache is for the cache servers (engines %s), got %s", strings.Join(engineNames(isCache), ", "), s.Engine)
 			}
 		default:
 			add(p+".role", "unknown role %q; want one of prefill, decode, unified, router, cache", s.Role)
 		}
-		if isCacheEngine(s.Engine) && s.Role != RoleCache {
+		if eng.role == RoleCache && s.Role != RoleCache {
 			add(p+".role", "engine %s is a cache server (its page holds tiers, no KV pool); use role cache", s.Engine)
 		}
 		if s.Port < 0 || s.Port > 65535 {
@@ -483,9 +430,13 @@ func (sc *Scenario) validate() []problem {
 			}
 			ports[s.Port] = i
 		}
-		if s.MetricPrefix != "" && (!isSGLang(s.Engine) || (s.MetricPrefix != "sglang:" && s.MetricPrefix != "sglang_")) {
-			if isSGLang(s.Engine) {
-				add(p+".metric_prefix", "unknown prefix %q; want \"sglang:\" or \"sglang_\"", s.MetricPrefix)
+		if s.MetricPrefix != "" && !slices.Contains(eng.metricPrefixes, s.MetricPrefix) {
+			if len(eng.metricPrefixes) > 0 {
+				quoted := make([]string, len(eng.metricPrefixes))
+				for i, m := range eng.metricPrefixes {
+					quoted[i] = strconv.Quote(m)
+				}
+				add(p+".metric_prefix", "unknown prefix %q; want %s", s.MetricPrefix, listOf(quoted, "or"))
 			} else {
 				add(p+".metric_prefix", "only the SGLang engines have a metric prefix choice; remove it")
 			}
@@ -496,8 +447,8 @@ func (sc *Scenario) validate() []problem {
 		if s.DP < 1 || s.DP > 64 {
 			add(p+".dp", "must be 1-64, got %d", s.DP)
 		}
-		if s.DP > 1 && s.Engine != EngineSGLang && s.Engine != EngineSGLangLegacy && s.Engine != EngineVLLM {
-			add(p+".dp", "data parallelism is simulated for sglang, sglang-legacy and vllm only, got dp %d for %s", s.DP, s.Engine)
+		if s.DP > 1 && !eng.dp {
+			add(p+".dp", "data parallelism is simulated for %s only, got dp %d for %s", listOf(engineNames(func(e *engine) bool { return e.dp }), "and"), s.DP, s.Engine)
 		}
 		if s.PageSize < 1 {
 			add(p+".page_size", "must be at least 1 token, got %d", s.PageSize)
@@ -511,11 +462,11 @@ func (sc *Scenario) validate() []problem {
 		if s.MaxRunningRequests < 1 {
 			add(p+".max_running_requests", "must be at least 1, got %d", s.MaxRunningRequests)
 		}
-		ps = append(ps, validateTiers(p, s, sc.Servers, names)...)
-		if s.Engine == EngineLlamaCpp && s.CapacityTokens/int64(max(s.MaxRunningRequests, 1)) < 64 {
+		ps = append(ps, validateTiers(p, s, eng, sc.Servers, names)...)
+		if eng.slots && s.CapacityTokens/int64(max(s.MaxRunningRequests, 1)) < 64 {
 			add(p+".capacity_tokens", "llama.cpp splits capacity over %d slots; need at least 64 tokens per slot", s.MaxRunningRequests)
 		}
-		if len(s.Workers) > 0 && s.Role != RoleRouter && s.Engine != EngineLMCache {
+		if len(s.Workers) > 0 && s.Role != RoleRouter && !eng.tierOf {
 			add(p+".workers", "only a router (or an lmcache server) has workers")
 		}
 		if s.Role == RoleRouter {
@@ -560,7 +511,7 @@ func (sc *Scenario) validate() []problem {
 		if l.PromptMax+l.OutputMax > s.ContextLength {
 			add(lp+".prompt_max", "prompt_max %d + output_max %d exceeds context_length %d", l.PromptMax, l.OutputMax, s.ContextLength)
 		}
-		if s.Engine == EngineLlamaCpp && s.MaxRunningRequests > 0 && l.PromptMax+l.OutputMax > s.CapacityTokens/int64(s.MaxRunningRequests) {
+		if eng.slots && s.MaxRunningRequests > 0 && l.PromptMax+l.OutputMax > s.CapacityTokens/int64(s.MaxRunningRequests) {
 			add(lp+".prompt_max", "prompt_max %d + output_max %d exceeds the llama.cpp slot size %d (capacity_tokens / max_running_requests)", l.PromptMax, l.OutputMax, s.CapacityTokens/int64(s.MaxRunningRequests))
 		}
 		if l.PrefixTokens < 0 || l.PrefixTokens >= l.PromptMax {
@@ -613,17 +564,17 @@ func GeneratedScenario(n int, engine string, tp int) (*Scenario, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("generated fleet: --servers must be at least 1, got %d", n)
 	}
-	if engine == EngineLMCache {
-		return nil, fmt.Errorf("generated fleet: an %s server is the cache tier of one vLLM server, not a fleet; use the vllm-lmcache scenario or a scenario file (docs/simulator.md)", EngineLMCache)
-	}
+	eng, _ := engineOf(engine)
 	sc := &Scenario{Name: fmt.Sprintf("generated %d×%s", n, engine)}
 	for i := range n {
 		spec := ServerSpec{
 			Name: fmt.Sprintf("%s-%04d", strings.ReplaceAll(engine, "-", ""), i), Engine: engine, TP: tp,
 			Load: LoadSpec{Rate: 0.5},
 		}
-		if engine == EngineKVBM {
-			spec.CPUOffloadTokens = 2 << 20 // KVBM needs its host tier (G2)
+		if eng.fleet != nil {
+			if err := eng.fleet(&spec); err != nil {
+				return nil, fmt.Errorf("generated fleet: %w", err)
+			}
 		}
 		sc.Servers = append(sc.Servers, spec)
 	}

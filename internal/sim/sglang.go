@@ -5,6 +5,22 @@ import (
 	"strconv"
 )
 
+// Engine names of SGLang's metric generations.
+const (
+	EngineSGLang       = "sglang"        // SGLang, current metric generation (kv_*_tokens, tp_rank, ...)
+	EngineSGLangLegacy = "sglang-legacy" // SGLang before kv_*_tokens (num_used_tokens, cache_config_info)
+)
+
+// sglangEngine is SGLang: prefill and decode servers, DP attention, either
+// metric prefix, HiCache and hybrid models; sglangLegacyEngine the older
+// generation of its metrics.
+var (
+	sglangEngine = engine{name: EngineSGLang, render: renderSGLang, pd: true, dp: true,
+		metricPrefixes: []string{"sglang:", "sglang_"}, tiers: tierKeys{hiCache: true, swa: true}, metricsOff: fastAPINotFound}
+	sglangLegacyEngine = engine{name: EngineSGLangLegacy, render: renderSGLang, pd: true, dp: true,
+		metricPrefixes: []string{"sglang:", "sglang_"}, metricsOff: fastAPINotFound}
+)
+
 // renderSGLang writes an SGLang /metrics page: scheduler families once per
 // (dp_rank, tp_rank) as with --enable-metrics-for-all-schedulers (TP
 // duplicates carry identical values), tokenizer families once per server.

@@ -1,5 +1,13 @@
 package sim
 
+// EngineTGI is HuggingFace text-generation-inference.
+const EngineTGI = "tgi"
+
+// tgiEngine is TGI: blocks of 16 tokens, no prefix cache by default, and
+// admission that reserves each request's prompt and max_new_tokens.
+var tgiEngine = engine{name: EngineTGI, render: renderTGI, reserves: true,
+	defaults: serverDefaults{pageSize: 16, prefixCachingOff: true}}
+
 // renderTGI writes a text-generation-inference page (router/src, Rust
 // metrics-exporter-prometheus; engine-metrics.md §5): counters without
 // _total, no labels except method, reservation semantics for

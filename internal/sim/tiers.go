@@ -1,5 +1,7 @@
 package sim
 
+import "fmt"
+
 // vLLM's native KV offloading (kv_offloading_backend "native",
 // cpu_offload_tokens per DP rank) runs the same host model: evicted prefix
 // blocks are offloaded to CPU and a quarter of the device misses, at most
@@ -22,6 +24,28 @@ package sim
 // a hit does not change its fill. The device's own counters and compute time
 // are left as the device model made them: the simplification is documented in
 // docs/simulator.md.
+
+// The tiers of trtllm-serve, Dynamo KVBM and LMCache's multi-process server
+// run the same host model, with a tier below the host for the last two:
+//
+//   - trtllm-serve's host cache (KvCacheConfig host_cache_size,
+//     cpu_offload_tokens): the host tier; its page shows the host pool's
+//     utilization only (secondaryUsed / secondaryMax blocks).
+//   - Dynamo KVBM (the KV block manager of a Dynamo worker, its own
+//     listener on DYN_KVBM_METRICS_PORT): G2 is the host tier
+//     (cpu_offload_tokens), G3 the disk tier below it (disk_offload_tokens):
+//     what the host drops when full is offloaded to disk. The page shows
+//     transfer counters in blocks and the hit rates of both tiers over
+//     KVBM's sliding window.
+//   - LMCache (multi-process mode, one LMCache server next to one vLLM
+//     server): L1 is host memory (lmcache_l1_tokens), L2 the "fs" adapter
+//     (lmcache_l2_tokens). Its page shows both in bytes and its lookups in
+//     tokens; the vLLM server's page shows the tokens it loaded as
+//     prompt_tokens_by_source{source="external_kv_transfer"}.
+//
+// Of the prompt tokens the device missed in a step, a quarter is found on
+// the host (at most what it holds), and of the rest a quarter on the tier
+// below (at most what it holds).
 
 // hostTier is one DP rank's host pool, and below it (KVBM's disk tier G3,
 // LMCache's L2) the tier that takes what the host drops.
@@ -62,8 +86,8 @@ func (s *server) newHostTier() *hostTier {
 		if sp.DiskOffloadTokens > 0 {
 			h.below = &hostTier{capacity: sp.DiskOffloadTokens}
 		}
-		if sp.Engine == EngineKVBM {
-			h.window = &hitWindow{max: kvbmWindow}
+		if n := s.eng.hitWindow; n > 0 {
+			h.window = &hitWindow{max: n}
 		}
 		return h
 	}
@@ -109,44 +133,6 @@ func (k *rank) stepHost() {
 		p := k.page
 		h.window.add(miss/p, hit/p, low/p)
 	}
-}
-
-// kvbmWindow is KVBM's DEFAULT_MAX_RECENT_REQUESTS: its hit rates are over
-// the last 1,000 lookups.
-const kvbmWindow = 1000
-
-// hitWindow is KVBM's CacheStatsTracker: per lookup the blocks queried
-// from host and disk and the blocks each served; the hit rates are the
-// sums over the last max lookups. The simulator makes one lookup per step
-// of a rank (the step's device misses), not one per request.
-type hitWindow struct {
-	max                          int
-	queried, host, disk          []int64
-	sumQueried, sumHost, sumDisk int64
-}
-
-func (w *hitWindow) add(queried, host, disk int64) {
-	if len(w.queried) == w.max {
-		w.sumQueried -= w.queried[0]
-		w.sumHost -= w.host[0]
-		w.sumDisk -= w.disk[0]
-		w.queried, w.host, w.disk = w.queried[1:], w.host[1:], w.disk[1:]
-	}
-	w.queried = append(w.queried, queried)
-	w.host = append(w.host, host)
-	w.disk = append(w.disk, disk)
-	w.sumQueried += queried
-	w.sumHost += host
-	w.sumDisk += disk
-}
-
-// rates are the host and disk hit rates over the window (0 when nothing
-// was queried, as KVBM reports).
-func (w *hitWindow) rates() (host, disk float64) {
-	if w == nil || w.sumQueried == 0 {
-		return 0, 0
-	}
-	return float64(w.sumHost) / float64(w.sumQueried), float64(w.sumDisk) / float64(w.sumQueried)
 }
 
 func (h *hostTier) truth() *HostTruth {
@@ -207,7 +193,9 @@ func (s *server) hostTruth(t *Truth) {
 			t.Disk = t.Disk.plus(t.Ranks[i].Disk)
 		}
 	}
-	s.tierTruth(t)
+	if s.eng.truth != nil {
+		s.eng.truth(s, t)
+	}
 }
 
 // plus returns a + b, a new value (a may be nil).
@@ -260,4 +248,82 @@ func renderHiCache(gauge, counter func(name, help string, v func(r *RankTruth) f
 	poolCounter("hicache_backup_tokens_total", "The number of tokens backed up from GPU to CPU.", "kv", host(func(h *HostTruth) int64 { return h.BackupTokens }))
 	poolCounter("load_back_tokens_total", "The number of tokens loaded from CPU to GPU.", "kv", host(func(h *HostTruth) int64 { return h.HitTokens }))
 	counter("hicache_dropped_tokens_total", "The number of tokens dropped from the host KV cache when it was full.", host(func(h *HostTruth) int64 { return h.DroppedTokens }))
+}
+
+// tierKeys are the cache-tier keys an engine's servers take; another
+// engine's server that sets one is an error.
+type tierKeys struct {
+	hiCache bool // hicache_tokens: SGLang HiCache's host tier
+	swa     bool // swa_window: a hybrid model's sliding-window pool
+	host    bool // cpu_offload_tokens: a host tier
+	disk    bool // disk_offload_tokens: a disk tier below the host tier
+	lmcache bool // lmcache_l1_tokens, lmcache_l2_tokens: an LMCache server next to it
+	// needsHost names the host tier the engine's servers cannot run
+	// without (KVBM's "G2"); empty when the host tier is optional.
+	needsHost string
+}
+
+// validateTiers checks a server's tier keys against its engine's, then
+// the engine's own checks; servers and names are the scenario's (an
+// lmcache server's worker is one of them).
+func validateTiers(path string, s ServerSpec, eng *engine, servers []ServerSpec, names map[string]int) []problem {
+	var ps []problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, problem{path + "." + key, fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case s.HiCacheTokens < 0:
+		add("hicache_tokens", "must not be negative, got %d", s.HiCacheTokens)
+	case s.HiCacheTokens > 0 && !eng.tiers.hiCache:
+		add("hicache_tokens", "HiCache is simulated for %s only, got %s", enginesWith(func(e *engine) bool { return e.tiers.hiCache }), s.Engine)
+	}
+	switch {
+	case s.SWAWindow < 0:
+		add("swa_window", "must not be negative, got %d", s.SWAWindow)
+	case s.SWAWindow > 0 && !eng.tiers.swa:
+		add("swa_window", "hybrid models are simulated for %s only, got %s", enginesWith(func(e *engine) bool { return e.tiers.swa }), s.Engine)
+	}
+	switch {
+	case s.CPUOffloadTokens < 0:
+		add("cpu_offload_tokens", "must not be negative, got %d", s.CPUOffloadTokens)
+	case s.CPUOffloadTokens > 0 && !eng.tiers.host:
+		add("cpu_offload_tokens", "KV offloading is simulated for %s only, got %s", enginesWith(func(e *engine) bool { return e.tiers.host }), s.Engine)
+	case s.CPUOffloadTokens > 0 && s.HiCacheTokens > 0:
+		add("cpu_offload_tokens", "a server has one host tier; set hicache_tokens or cpu_offload_tokens")
+	}
+	for _, t := range []struct {
+		key string
+		v   int64
+	}{{"cpu_offload_tokens", s.CPUOffloadTokens}, {"disk_offload_tokens", s.DiskOffloadTokens}, {"lmcache_l1_tokens", s.LMCacheL1Tokens}, {"lmcache_l2_tokens", s.LMCacheL2Tokens}} {
+		if t.v > 0 && s.PageSize > 0 && t.v%s.PageSize != 0 {
+			add(t.key, "must be a multiple of page_size %d, got %d", s.PageSize, t.v)
+		}
+	}
+	switch {
+	case s.DiskOffloadTokens < 0:
+		add("disk_offload_tokens", "must not be negative, got %d", s.DiskOffloadTokens)
+	case s.DiskOffloadTokens > 0 && !eng.tiers.disk:
+		add("disk_offload_tokens", "a disk tier is simulated for %s only, got %s", enginesWith(func(e *engine) bool { return e.tiers.disk }), s.Engine)
+	case s.DiskOffloadTokens > 0 && s.CPUOffloadTokens <= 0:
+		add("disk_offload_tokens", "the disk tier takes what the host tier drops; set cpu_offload_tokens too")
+	}
+	if eng.tiers.needsHost != "" && s.CPUOffloadTokens <= 0 {
+		add("cpu_offload_tokens", "a %s server needs its host tier (%s); set cpu_offload_tokens", s.Engine, eng.tiers.needsHost)
+	}
+	switch {
+	case s.LMCacheL1Tokens < 0 || s.LMCacheL2Tokens < 0:
+		add("lmcache_l1_tokens", "must not be negative, got %d and lmcache_l2_tokens %d", s.LMCacheL1Tokens, s.LMCacheL2Tokens)
+	case (s.LMCacheL1Tokens > 0 || s.LMCacheL2Tokens > 0) && !eng.tiers.lmcache:
+		add("lmcache_l1_tokens", "LMCache is simulated next to %s only, got %s", enginesWith(func(e *engine) bool { return e.tiers.lmcache }), s.Engine)
+	case s.LMCacheL2Tokens > 0 && s.LMCacheL1Tokens <= 0:
+		add("lmcache_l2_tokens", "L2 takes what L1 drops; set lmcache_l1_tokens too")
+	case s.LMCacheL1Tokens > 0 && (s.CPUOffloadTokens > 0 || s.HiCacheTokens > 0):
+		add("lmcache_l1_tokens", "a server has one host tier; set lmcache_l1_tokens or cpu_offload_tokens")
+	case s.LMCacheL1Tokens > 0 && s.DP > 1:
+		add("dp", "an LMCache server serves one vLLM engine in the simulator; use dp 1 with lmcache_l1_tokens")
+	}
+	if eng.validate != nil {
+		eng.validate(s, servers, names, add)
+	}
+	return ps
 }

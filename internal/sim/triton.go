@@ -1,5 +1,11 @@
 package sim
 
+// EngineTriton is Triton Inference Server with the TensorRT-LLM backend.
+const EngineTriton = "triton"
+
+// tritonEngine is Triton with TensorRT-LLM: blocks of 64 tokens.
+var tritonEngine = engine{name: EngineTriton, render: renderTriton, defaults: serverDefaults{pageSize: 64}}
+
 // renderTriton writes the Triton TensorRT-LLM backend's custom metrics
 // (custom_metrics_reporter.cc; engine-metrics.md §6.1), labels model and
 // version plus one category label, and the nv_llm token histograms.

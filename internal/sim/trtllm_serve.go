@@ -1,8 +1,26 @@
 package sim
 
 import (
+	"net/http"
 	"strconv"
 )
+
+// EngineTRTLLMServe is TensorRT-LLM's OpenAI server (/prometheus/metrics).
+const EngineTRTLLMServe = "trtllm-serve"
+
+// trtllmServeEngine is trtllm-serve: its Prometheus registry mounted at
+// /prometheus/metrics, its /metrics JSON iteration stats, blocks of 32
+// tokens and a host cache below the GPU pool.
+var trtllmServeEngine = engine{
+	name: EngineTRTLLMServe, render: renderTRTLLMServe, metricsPath: "/prometheus/metrics",
+	defaults: serverDefaults{pageSize: 32}, tiers: tierKeys{host: true},
+	routes: func(s *server, mux *http.ServeMux) {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(trtllmIterStats(s.snap.Load()))
+		})
+	},
+}
 
 // trtllmLabels are the collector's labels (MetricsCollector(labels) in
 // tensorrt_llm/serve/openai_server.py), in declaration order.
@@ -122,4 +140,22 @@ func trtllmIterStats(p *snapshot) []byte {
 	b = strconv.AppendInt(b, block, 10)
 	b = append(b, "}}]\n"...)
 	return b
+}
+
+// stepReuse keeps trtllm-serve's block reuse stats after the rank's step:
+// the prompt blocks found and not found in the device cache at the step's
+// admissions, and the reuse rate of the last step that looked blocks up.
+func (k *rank) stepReuse() {
+	q, h := k.c.prefixQueried-k.lastQueried, k.c.prefixHit-k.lastHit
+	k.lastQueried, k.lastHit = k.c.prefixQueried, k.c.prefixHit
+	if q <= 0 || k.page <= 0 {
+		return
+	}
+	reused := h / k.page
+	missed := (q - h + k.page - 1) / k.page
+	k.c.reusedBlocks += reused
+	k.c.missedBlocks += missed
+	if reused+missed > 0 {
+		k.iterReuse = float64(reused) / float64(reused+missed)
+	}
 }

@@ -65,7 +65,7 @@ type Truth struct {
 	// summed over DP ranks (nil without one).
 	Disk *HostTruth
 	// KVBM is a Dynamo KVBM listener's window and transfer counters
-	// (dynamo-kvbm only; tiers_more.go).
+	// (dynamo-kvbm only; kvbm.go).
 	KVBM *KVBMTruth
 	// LMCache is what an LMCache server's page shows (lmcache only).
 	LMCache *LMCacheTruth

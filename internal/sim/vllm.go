@@ -4,6 +4,20 @@ import (
 	"strconv"
 )
 
+// Engine names of vLLM's engine generations.
+const (
+	EngineVLLM   = "vllm"    // vLLM V1 (kv_cache_usage_perc, engine label, _created)
+	EngineVLLMV0 = "vllm-v0" // vLLM V0 (gpu_cache_usage_perc, gpu_prefix_cache_hit_rate)
+)
+
+// vllmEngine is vLLM V1: DP engines, blocks of 16 tokens, native CPU
+// offloading or an LMCache server next to it; vllmV0Engine is V0.
+var (
+	vllmEngine = engine{name: EngineVLLM, render: renderVLLM, dp: true, defaults: serverDefaults{pageSize: 16},
+		tiers: tierKeys{host: true, lmcache: true}, metricsOff: fastAPINotFound}
+	vllmV0Engine = engine{name: EngineVLLMV0, render: renderVLLMV0, defaults: serverDefaults{pageSize: 16}, metricsOff: fastAPINotFound}
+)
+
 // vllmBlocks is num_gpu_blocks as vLLM reports it: the capacity in blocks
 // plus the null block (newer BlockPool.get_usage divides by num_gpu_blocks−1).
 func vllmBlocks(spec ServerSpec) int64 { return spec.CapacityTokens/spec.PageSize + 1 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
 // Kubernetes labels of the kvwatch objects and of the engine pods the
@@ -136,10 +136,10 @@ func kubernetesFiles(o Options) (Files, error) {
 						// /-/healthy while the process serves: neither
 						// renders the (megabytes of) /metrics.
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: serve.PathReady, Port: intstr.FromString(k8sMetricsPort)}},
+							Path: signal.PathReady, Port: intstr.FromString(k8sMetricsPort)}},
 							PeriodSeconds: 5, FailureThreshold: 3},
 						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: serve.PathHealthy, Port: intstr.FromString(k8sMetricsPort)}},
+							Path: signal.PathHealthy, Port: intstr.FromString(k8sMetricsPort)}},
 							InitialDelaySeconds: 10, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6},
 						Resources: k8sResources(),
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),

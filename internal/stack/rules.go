@@ -29,21 +29,6 @@ const (
 // to hold several scrapes at the default 15s interval.
 const rateWindow = "5m"
 
-// level is an aggregation level of the recording rules. Every level keeps
-// role: prefill and decode KV mean different things and are never summed.
-type level struct {
-	name string
-	by   []string
-}
-
-func levels() []level {
-	return []level{
-		{"pool", []string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}},
-		{"cluster", []string{signal.LabelCluster, signal.LabelRole}},
-		{"fleet", []string{signal.LabelRole}},
-	}
-}
-
 // Recorded series names. They follow level:metric:operations; the metric
 // part is the kvwatch_* family with _total stripped for rates.
 func recSum(l string, m signal.Metric) string { return l + ":" + m.Name + ":sum" }
@@ -113,65 +98,6 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 func rateMetrics() []signal.Metric {
 	return []signal.Metric{signal.PrefixCacheHitTokens, signal.PrefixCacheQueryTokens,
 		signal.Preemptions, signal.PromptTokens, signal.GenerationTokens}
-}
-
-// aggregates appends the rules of level l to g. below is the level under
-// it ("" for pool, the lowest): its series, recorded earlier in g, are
-// what l sums, rather than every server's raw series again. A sum of the
-// lower level's sums is the same sum: every level keeps role and a subset
-// of the lower one's labels, so each lower group falls into exactly one
-// group of l (a series without cluster or pool is a group without that
-// label at every level, as in a direct sum). The pool level sums the raw
-// series, and the server rates.
-//
-// The values are those of the direct sums (internal/alerting's
-// TestAggregatesEqualDirect compares both), token and request counts bit
-// for bit. Rates are not whole numbers, and a sum of sums adds them in
-// another order: they may differ in the last bit of the float64. In
-// serve's history, which stores rates rounded to 21 significant bits, a
-// cluster or fleet rate sums rounded pool or cluster rates: within 4·2^-21
-// of the direct sum's stored value (one or two units of its last kept
-// bit), the hit ratios within 10·2^-21.
-func aggregates(g *rulefmt.RuleGroup, l level, below string) {
-	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
-	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
-	b := by(l.by...)
-	// sum is the level's sum of metric m by labels: from raw when l is the
-	// pool level (m's name, or raw for an expression), else of the lower
-	// level's recorded sum.
-	sum := func(m signal.Metric, raw string, labels ...string) string {
-		if below == "" {
-			return fmt.Sprintf("sum %s (%s)", by(labels...), raw)
-		}
-		return fmt.Sprintf("sum %s (%s)", by(labels...), recSum(below, m))
-	}
-	// Only servers that report both used and capacity count on either
-	// side of the ratio; a zero denominator gives no result.
-	rec(recSum(l.name, signal.KVUsedTokens), sum(signal.KVUsedTokens, u+" and "+c, l.by...))
-	rec(recSum(l.name, signal.KVCapacityTokens), sum(signal.KVCapacityTokens, c+" and "+u, l.by...))
-	rec(RecUsageRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
-		recSum(l.name, signal.KVUsedTokens), recSum(l.name, signal.KVCapacityTokens)))
-	rec(recSum(l.name, signal.KVAvailableTokens), sum(signal.KVAvailableTokens, signal.KVAvailableTokens.Name, l.by...))
-	rec(recSum(l.name, signal.KVDemandTokens), sum(signal.KVDemandTokens, signal.KVDemandTokens.Name, l.by...))
-	// The capacity of the servers that report demand is recorded at no
-	// level: the denominator sums the raw series at every level.
-	rec(RecDemandRatio(l.name), fmt.Sprintf("%s / (sum %s (%s and %s) > 0)",
-		recSum(l.name, signal.KVDemandTokens), b, c, signal.KVDemandTokens.Name))
-	rec(recSum(l.name, signal.KVHeadroomRequests), sum(signal.KVHeadroomRequests, signal.KVHeadroomRequests.Name,
-		append(l.by, signal.LabelRequest)...))
-	rec(recSum(l.name, signal.RequestsRunning), sum(signal.RequestsRunning, signal.RequestsRunning.Name, l.by...))
-	rec(recSum(l.name, signal.RequestsQueued), sum(signal.RequestsQueued, signal.RequestsQueued.Name,
-		append(l.by, signal.LabelQueue)...))
-	lower := below
-	if lower == "" {
-		lower = "server"
-	}
-	for _, m := range rateMetrics() {
-		rec(recRate(l.name, m), fmt.Sprintf("sum %s (%s)", b, recRate(lower, m)))
-	}
-	rec(RecHitRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
-		recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
-	serverCounts(g, l, below)
 }
 
 // Alert names. Each has a section in docs/runbook.md whose anchor is the
@@ -332,4 +258,27 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Always firing while Prometheus evaluates kvwatch's rules and reaches Alertmanager. Route it to a dead man's switch that pages when it stops."),
 	}}
 	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), tierAlerts(o, srvLabels, alert), meta}}
+}
+
+// AlertTargetWarnings fires while kvwatch flags a target's page as
+// implausible (kvwatch_target_warnings{reason} > 0: negative values, used
+// beyond capacity, values beyond 2^53, duplicate series, a page that
+// matches two engines). The values concerned are not exported, so the
+// server's signals are partly unknown, and nothing else says so: the
+// target is up. It has a section in docs/runbook.md.
+const AlertTargetWarnings = "EngineValuesImplausible"
+
+// targetWarningsFor is its hold time: a page with a transient glitch (a
+// counter read mid-update, a restart) is no reason to warn anyone; a
+// warning that stays this long is the engine's or the config's.
+const targetWarningsFor = model.Duration(10 * time.Minute)
+
+// targetWarningsAlert returns the rule of AlertTargetWarnings (in the
+// health group).
+func targetWarningsAlert(alert func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule) rulefmt.Rule {
+	return alert(AlertTargetWarnings, SeverityWarning, targetWarningsFor,
+		signal.TargetWarnings.Name+" > 0",
+		"Engine {{ $labels.server }} reports implausible values ({{ $labels.reason }})",
+		"The last page of {{ $labels.server }} had {{ $value }} {{ $labels.reason }} warnings, and its pages have had some for "+targetWarningsFor.String()+
+			": the values concerned are not exported, so its KV signals are partly unknown. `kvwatch status` shows each warning's text.")
 }

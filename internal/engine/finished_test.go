@@ -9,6 +9,62 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
+func TestFinishedRequestSizes(t *testing.T) {
+	vllm := `# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3
+vllm:num_requests_running{engine="1",model_name="m"} 1
+# TYPE vllm:request_prompt_tokens histogram
+vllm:request_prompt_tokens_bucket{engine="0",le="+Inf",model_name="m"} 100
+vllm:request_prompt_tokens_sum{engine="0",model_name="m"} 180000
+vllm:request_prompt_tokens_count{engine="0",model_name="m"} 100
+vllm:request_prompt_tokens_bucket{engine="1",le="+Inf",model_name="m"} 40
+vllm:request_prompt_tokens_sum{engine="1",model_name="m"} 100000
+vllm:request_prompt_tokens_count{engine="1",model_name="m"} 40
+# TYPE vllm:request_generation_tokens histogram
+vllm:request_generation_tokens_sum{engine="0",model_name="m"} 30000
+vllm:request_generation_tokens_count{engine="0",model_name="m"} 100
+vllm:request_generation_tokens_sum{engine="1",model_name="m"} 12000
+vllm:request_generation_tokens_count{engine="1",model_name="m"} 40
+`
+	sglang := `# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m",tp_rank="0"} 3
+# TYPE sglang:prompt_tokens_histogram histogram
+sglang:prompt_tokens_histogram_sum{model_name="m"} 5000
+sglang:prompt_tokens_histogram_count{model_name="m"} 4
+# TYPE sglang:generation_tokens_histogram histogram
+sglang:generation_tokens_histogram_sum{model_name="m"} 1000
+sglang:generation_tokens_histogram_count{model_name="m"} 4
+`
+	tests := []struct {
+		name    string
+		body    string
+		n, p, g kv.Value
+		mean    kv.Value
+	}{
+		// 140 requests, 280,000 prompt and 42,000 generation tokens over both
+		// engines: (280,000 + 42,000) / 140 = 2,300 each.
+		{"vllm DP", vllm, dir(140), dir(280000), dir(42000), der(2300)},
+		// (5,000 + 1,000) / 4 = 1,500.
+		{"sglang", sglang, dir(4), dir(5000), dir(1000), der(1500)},
+		{"absent", "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 3\n", na, na, na, na},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := normalizeBody(t, tt.body, "text/plain", nil)
+			f := s.Finished
+			for _, c := range []struct {
+				what      string
+				got, want kv.Value
+			}{{"requests", f.Requests, tt.n}, {"prompt", f.PromptTokens, tt.p}, {"generation", f.GenerationTokens, tt.g},
+				{"mean", f.MeanTokens(nil), tt.mean}} {
+				if !cmp.Equal(c.got, c.want, valueCmp) {
+					t.Errorf("%s = %+v, want %+v", c.what, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
 // lmdeployFinishedPage is an LMDeploy page with two DP engines, written from
 // PrometheusStatLogger (lmdeploy/metrics/loggers.py @7c8d16f5): the
 // request_prompt_tokens and request_generation_tokens histograms observed

@@ -1,18 +1,17 @@
 package engine
 
 import (
-	"sort"
 	"sync"
 
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
 
-// Reading helpers shared by the adapters: rank labels, per-rank collection,
-// single-series and summed reads, label lookups.
+// The ranks of a page as the adapters read them: a sample's rank labels,
+// and the per-rank signals collected over a page's families (read),
+// combined within a rank by max or sum.
 
 // rankOfLabels reads the rank labels of a label set.
 func rankOfLabels(l labels.Labels, dp, tp, pp string) kv.RankID {
@@ -165,146 +164,4 @@ func (r *ranks) read(p *expo.Page, name string, rankFn func(expo.Sample) kv.Rank
 		used = true
 	}
 	return used
-}
-
-// firstLabel returns the first non-empty value of label among the samples
-// of the names given, in order.
-func firstLabel(p *expo.Page, label string, names ...string) string {
-	for _, n := range names {
-		for _, s := range p.Samples(n) {
-			if v := s.Labels.Get(label); v != "" {
-				return v
-			}
-		}
-	}
-	return ""
-}
-
-// sortedUnique returns the sorted distinct non-empty values.
-func sortedUnique(vals []string) []string {
-	m := map[string]struct{}{}
-	for _, v := range vals {
-		if v != "" {
-			m[v] = struct{}{}
-		}
-	}
-	out := make([]string, 0, len(m))
-	for v := range m {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// single returns the largest finite sample of name that keep accepts (nil:
-// all): engines without ranks write one series, and duplicates are
-// collapsed, not added.
-func single(p *expo.Page, name string, keep func(expo.Sample) bool, mk func(float64) kv.Value) kv.Value {
-	var out kv.Value
-	for _, s := range p.Samples(name) {
-		if (keep != nil && !keep(s)) || !expo.Finite(s.Value) {
-			continue
-		}
-		if !out.OK() || s.Value > out.V {
-			out = mk(s.Value)
-		}
-	}
-	return out
-}
-
-// summed adds the finite samples of name that keep accepts (nil: all).
-func summed(p *expo.Page, name string, keep func(expo.Sample) bool, mk func(float64) kv.Value) kv.Value {
-	var total float64
-	ok := false
-	for _, s := range p.Samples(name) {
-		if (keep != nil && !keep(s)) || !expo.Finite(s.Value) {
-			continue
-		}
-		total += s.Value
-		ok = true
-	}
-	if !ok {
-		return kv.Value{}
-	}
-	return mk(total)
-}
-
-// duplicates counts the samples of name whose label set (the metric name
-// aside: "sglang:x" and "sglang_x" fold into one canonical name) repeats an
-// earlier sample's. A page must not hold one series twice; the adapters'
-// reads keep one value by their rule, and the caller warns.
-//
-// The samples' series keys (expo.Sample.SeriesKey: the label set's hash
-// without the metric name, kept by the parser with the label sets it
-// shares) find the candidates; only samples with equal keys have their
-// labels compared. A few samples are compared pairwise, more through a
-// map from a pool.
-func duplicates(p *expo.Page, name string) int {
-	ss := p.Samples(name)
-	if len(ss) < 2 {
-		return 0
-	}
-	d := 0
-	if len(ss) <= dupLinear {
-		// The keys side by side: the pairs are compared in a few cache
-		// lines, not across the samples.
-		var keys [dupLinear]uint64
-		for i := range ss {
-			keys[i] = ss[i].SeriesKey()
-		}
-		for i := 1; i < len(ss); i++ {
-			k := keys[i]
-			for j := range i {
-				if keys[j] == k && sameButName(ss[j].Labels, ss[i].Labels) {
-					d++
-					break
-				}
-			}
-		}
-		return d
-	}
-	seen := dupMaps.Get().(map[uint64]int)
-	defer func() { clear(seen); dupMaps.Put(seen) }()
-	var more map[uint64][]int // the rare label sets whose key an earlier, different one has
-	for i, s := range ss {
-		h := s.SeriesKey()
-		j, ok := seen[h]
-		if !ok {
-			seen[h] = i
-			continue
-		}
-		dup := sameButName(ss[j].Labels, s.Labels)
-		for _, k := range more[h] {
-			dup = dup || sameButName(ss[k].Labels, s.Labels)
-		}
-		if dup {
-			d++
-			continue
-		}
-		if more == nil {
-			more = map[uint64][]int{}
-		}
-		more[h] = append(more[h], i)
-	}
-	return d
-}
-
-// dupLinear is the most samples duplicates compares pairwise.
-const dupLinear = 16
-
-var dupMaps = sync.Pool{New: func() any { return map[uint64]int{} }}
-
-// sameButName reports whether a and b hold the same labels, the metric name
-// aside.
-func sameButName(a, b labels.Labels) bool {
-	if labels.Equal(a, b) {
-		return true
-	}
-	if a.Get(model.MetricNameLabel) == b.Get(model.MetricNameLabel) {
-		return false
-	}
-	strip := func(l labels.Labels) labels.Labels {
-		return labels.NewBuilder(l).Del(model.MetricNameLabel).Labels()
-	}
-	return labels.Equal(strip(a), strip(b))
 }

@@ -1,11 +1,141 @@
 package stack
 
 import (
+	"fmt"
 	"sort"
+
+	"github.com/prometheus/prometheus/model/rulefmt"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
+
+// The pool, cluster and fleet aggregates of the recording rules
+// (AggregatesGroup): the levels, their sums, the counts of the servers
+// behind the sums, and the promtool tests of both.
+
+// level is an aggregation level of the recording rules. Every level keeps
+// role: prefill and decode KV mean different things and are never summed.
+type level struct {
+	name string
+	by   []string
+}
+
+func levels() []level {
+	return []level{
+		{"pool", []string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}},
+		{"cluster", []string{signal.LabelCluster, signal.LabelRole}},
+		{"fleet", []string{signal.LabelRole}},
+	}
+}
+
+// aggregates appends the rules of level l to g. below is the level under
+// it ("" for pool, the lowest): its series, recorded earlier in g, are
+// what l sums, rather than every server's raw series again. A sum of the
+// lower level's sums is the same sum: every level keeps role and a subset
+// of the lower one's labels, so each lower group falls into exactly one
+// group of l (a series without cluster or pool is a group without that
+// label at every level, as in a direct sum). The pool level sums the raw
+// series, and the server rates.
+//
+// The values are those of the direct sums (internal/alerting's
+// TestAggregatesEqualDirect compares both), token and request counts bit
+// for bit. Rates are not whole numbers, and a sum of sums adds them in
+// another order: they may differ in the last bit of the float64. In
+// serve's history, which stores rates rounded to 21 significant bits, a
+// cluster or fleet rate sums rounded pool or cluster rates: within 4·2^-21
+// of the direct sum's stored value (one or two units of its last kept
+// bit), the hit ratios within 10·2^-21.
+func aggregates(g *rulefmt.RuleGroup, l level, below string) {
+	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
+	u, c := signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
+	b := by(l.by...)
+	// sum is the level's sum of metric m by labels: from raw when l is the
+	// pool level (m's name, or raw for an expression), else of the lower
+	// level's recorded sum.
+	sum := func(m signal.Metric, raw string, labels ...string) string {
+		if below == "" {
+			return fmt.Sprintf("sum %s (%s)", by(labels...), raw)
+		}
+		return fmt.Sprintf("sum %s (%s)", by(labels...), recSum(below, m))
+	}
+	// Only servers that report both used and capacity count on either
+	// side of the ratio; a zero denominator gives no result.
+	rec(recSum(l.name, signal.KVUsedTokens), sum(signal.KVUsedTokens, u+" and "+c, l.by...))
+	rec(recSum(l.name, signal.KVCapacityTokens), sum(signal.KVCapacityTokens, c+" and "+u, l.by...))
+	rec(RecUsageRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
+		recSum(l.name, signal.KVUsedTokens), recSum(l.name, signal.KVCapacityTokens)))
+	rec(recSum(l.name, signal.KVAvailableTokens), sum(signal.KVAvailableTokens, signal.KVAvailableTokens.Name, l.by...))
+	rec(recSum(l.name, signal.KVDemandTokens), sum(signal.KVDemandTokens, signal.KVDemandTokens.Name, l.by...))
+	// The capacity of the servers that report demand is recorded at no
+	// level: the denominator sums the raw series at every level.
+	rec(RecDemandRatio(l.name), fmt.Sprintf("%s / (sum %s (%s and %s) > 0)",
+		recSum(l.name, signal.KVDemandTokens), b, c, signal.KVDemandTokens.Name))
+	rec(recSum(l.name, signal.KVHeadroomRequests), sum(signal.KVHeadroomRequests, signal.KVHeadroomRequests.Name,
+		append(l.by, signal.LabelRequest)...))
+	rec(recSum(l.name, signal.RequestsRunning), sum(signal.RequestsRunning, signal.RequestsRunning.Name, l.by...))
+	rec(recSum(l.name, signal.RequestsQueued), sum(signal.RequestsQueued, signal.RequestsQueued.Name,
+		append(l.by, signal.LabelQueue)...))
+	lower := below
+	if lower == "" {
+		lower = "server"
+	}
+	for _, m := range rateMetrics() {
+		rec(recRate(l.name, m), fmt.Sprintf("sum %s (%s)", b, recRate(lower, m)))
+	}
+	rec(RecHitRatio(l.name), fmt.Sprintf("%s / (%s > 0)",
+		recRate(l.name, signal.PrefixCacheHitTokens), recRate(l.name, signal.PrefixCacheQueryTokens)))
+	serverCounts(g, l, below)
+}
+
+// The servers behind a level's KV sums. A `<level>:kvwatch_kv_*:sum` adds
+// the servers that report used and capacity; a server that is down or
+// reports neither is left out without a trace, and the sum is then a lower
+// bound, not a total. These series say how many servers a sum covers.
+// Routers and cache servers (role cache: LMCache, KVBM) hold no KV pool
+// and are not counted.
+
+// RecTargets is the number of a level's targets (up or not), routers and
+// cache servers aside.
+func RecTargets(l string) string { return l + ":" + signal.TargetUp.Name + ":count" }
+
+// RecTargetsUp is how many of them kvwatch's last scrape reached.
+func RecTargetsUp(l string) string { return recSum(l, signal.TargetUp) }
+
+// RecReporting is how many servers the level's KV sums cover (those
+// reporting both used and capacity tokens); 0, not absent, when none does.
+func RecReporting(l string) string { return l + ":kvwatch_kv_reporting_servers:count" }
+
+// RecPartial is 1 when the level's KV sums leave out some target (down, or
+// not reporting used and capacity), else 0.
+func RecPartial(l string) string { return l + ":kvwatch_kv_partial_sums:bool" }
+
+// serverCounts appends the counts of level l to g (the aggregates group:
+// the partial marker reads the counts recorded before it, and a level
+// above the pool sums the counts of the level below, recorded earlier in
+// g; below is that level, "" for the pool level, which counts the raw
+// series).
+//
+// A lower level's reporting count is 0, not absent, for every group with a
+// target, so their sum is too: a group of l with a target has a lower
+// group with that target, hence a lower count (0 or more) to add. The
+// "or targets * 0" of the pool level is not needed above it.
+func serverCounts(g *rulefmt.RuleGroup, l level, below string) {
+	rec := func(name, expr string) { g.Rules = append(g.Rules, rulefmt.Rule{Record: name, Expr: expr}) }
+	b := by(l.by...)
+	if below != "" {
+		for _, name := range []func(string) string{RecTargets, RecTargetsUp, RecReporting} {
+			rec(name(l.name), fmt.Sprintf("sum %s (%s)", b, name(below)))
+		}
+	} else {
+		up := fmt.Sprintf(`%s{%s!~"%s|%s"}`, signal.TargetUp.Name, signal.LabelRole, kv.RoleRouter, kv.RoleCache)
+		rec(RecTargets(l.name), fmt.Sprintf("count %s (%s)", b, up))
+		rec(RecTargetsUp(l.name), fmt.Sprintf("sum %s (%s)", b, up))
+		rec(RecReporting(l.name), fmt.Sprintf("count %s (%s and %s) or %s * 0", b,
+			signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name, RecTargets(l.name)))
+	}
+	rec(RecPartial(l.name), fmt.Sprintf("%s > bool %s", RecTargets(l.name), RecReporting(l.name)))
+}
 
 // The cluster and fleet rules sum the level below's recorded series, not
 // every server's raw series again. aggregateRuleTests pins what they
@@ -233,4 +363,60 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// countRuleTests checks the servers behind the KV sums, by hand. Pool p1
+// (decode): decode-0 up with used and capacity, decode-1 up with used
+// only (no capacity: left out of the sums), decode-2 down (no KV series):
+// 3 targets, 2 up, 1 reporting, partial. Pool p2 (prefill): prefill-0 up
+// and reporting: 1, 1, 1, not partial. Pool p3 (decode): decode-3 up with
+// a usage ratio only (as LMDeploy): 1 target, 1 up, 0 reporting (a count
+// of 0, not absent), partial. The router of p1 and the cache server of p2
+// (an LMCache server: up, no KV series) are not counted (no router or
+// cache series at all; p2 is not partial). The fleet's decode level: 4
+// targets, 3 up, 1 reporting, partial.
+func countRuleTests() []ruleTest {
+	const n = 10
+	d0, d1, d2 := server("decode-0", "decode", "p1"), server("decode-1", "decode", "p1"), server("decode-2", "decode", "p1")
+	p0, d3 := server("prefill-0", "prefill", "p2"), server("decode-3", "decode", "p3")
+	rt, lm := server("router-0", "router", "p1"), server("lmcache-0", "cache", "p2")
+	up, used, capa := signal.TargetUp.Name, signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name
+	pool := func(p, role string) string {
+		return renderLabels(map[string]string{signal.LabelCluster: testCluster, signal.LabelPool: p, signal.LabelRole: role})
+	}
+	fleet := renderLabels(map[string]string{signal.LabelRole: "decode"})
+	at := mins(5)
+	var exprs []exprTest
+	check := func(name, labels string, want float64) {
+		exprs = append(exprs, exprTest{Expr: name + labels, EvalTime: at, ExpSamples: []expSample{{name + labels, want}}})
+	}
+	for _, c := range []struct {
+		labels                       string
+		level                        string
+		targets, upN, reporting, prt float64
+	}{
+		{pool("p1", "decode"), "pool", 3, 2, 1, 1},
+		{pool("p2", "prefill"), "pool", 1, 1, 1, 0},
+		{pool("p3", "decode"), "pool", 1, 1, 0, 1},
+		{fleet, "fleet", 4, 3, 1, 1},
+	} {
+		check(RecTargets(c.level), c.labels, c.targets)
+		check(RecTargetsUp(c.level), c.labels, c.upN)
+		check(RecReporting(c.level), c.labels, c.reporting)
+		check(RecPartial(c.level), c.labels, c.prt)
+	}
+	for _, role := range []string{"router", "cache"} {
+		exprs = append(exprs, exprTest{Expr: RecTargets("pool") + `{role="` + role + `"}`, EvalTime: at, ExpSamples: []expSample{}})
+	}
+	return []ruleTest{{Interval: testStep,
+		InputSeries: []inputSeries{
+			{d0.sel(up), constant(1, n)}, {d0.sel(used), constant(500, n)}, {d0.sel(capa), constant(1000, n)},
+			{d1.sel(up), constant(1, n)}, {d1.sel(used), constant(300, n)},
+			{d2.sel(up), constant(0, n)},
+			{p0.sel(up), constant(1, n)}, {p0.sel(used), constant(100, n)}, {p0.sel(capa), constant(4000, n)},
+			{d3.sel(up), constant(1, n)}, {d3.sel(signal.KVUsageRatio.Name), constant(0.4, n)},
+			{rt.sel(up), constant(1, n)},
+			{lm.sel(up), constant(1, n)},
+		},
+		PromqlExprTests: exprs}}
 }
