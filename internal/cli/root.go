@@ -172,8 +172,19 @@ func Run(ctx context.Context, args []string, s Streams) int {
 		fmt.Fprintf(s.Stderr, "kvwatch: no command given; see 'kvwatch --help'\n")
 		return exitUsage
 	}
+	if parsed, ok := ctx.Value(parseOnlyKey{}).(func(app *kingpin.Application, cmd string)); ok {
+		parsed(app, cmd)
+		return exitOK
+	}
 	return run(ctx, e)
 }
+
+// parseOnlyKey is a context key for tests (flags_test.go): a
+// func(app *kingpin.Application, cmd string) under it makes Run stop after
+// the command line is parsed and hand it the parsed application instead of
+// running the command, so that commands which run until stopped (serve,
+// demo, top) have their flags parsed by Run itself.
+type parseOnlyKey struct{}
 
 // usageError marks an error caused by the command line or a config file; it
 // maps to exit code 2.

@@ -5,8 +5,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 func TestStackGenerateThresholdsFromConfig(t *testing.T) {
@@ -47,16 +50,23 @@ func TestStackGenerateThresholdsFromConfig(t *testing.T) {
 }
 
 func TestStackGenerateBadFlags(t *testing.T) {
-	for name, args := range map[string][]string{
-		"bad address":   {"--prometheus.listen-address", "nonsense"},
-		"bad retention": {"--storage.tsdb.retention.time", "forever"},
-		"half e-mail":   {"--alertmanager.email-to", "a@example.com"},
+	for name, c := range map[string]struct {
+		args   []string
+		stderr string // a part of the error
+	}{
+		"bad address":   {[]string{"--prometheus.listen-address", "nonsense"}, `--prometheus.listen-address "nonsense": want host:port, e.g. 127.0.0.1:9090`},
+		"bad retention": {[]string{"--storage.tsdb.retention.time", "forever"}, `--storage.tsdb.retention.time "forever": want a duration such as 15d`},
+		"half e-mail":   {[]string{"--alertmanager.email-to", "a@example.com"}, "e-mail receiver: set --alertmanager.email-to, --alertmanager.email-from and --alertmanager.email-smarthost together"},
+		"label without value": {[]string{"--kubernetes.labels", "release"},
+			`kvwatch: --kubernetes.labels "release": want NAME=VALUE, e.g. release=kube-prometheus-stack; see 'kvwatch --help'`},
+		"bad label key": {[]string{"--kubernetes.labels", "team name=inference"}, `--kubernetes.labels key "team name": name part must consist of alphanumeric characters`},
+		"external label without value": {[]string{"--external-label", "=gpu-box-7"},
+			`kvwatch: --external-label "=gpu-box-7": want NAME=VALUE, e.g. collector=gpu-box-7; see 'kvwatch --help'`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			args := append([]string{"stack", "generate", "--out", t.TempDir()}, args...)
-			if code := Run(context.Background(), args, Streams{Stdout: &stdout, Stderr: &stderr}); code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr %s", code, exitUsage, stderr.String())
+			args := append([]string{"stack", "generate", "--out", t.TempDir()}, c.args...)
+			if code, _, stderr := runCaught(t, context.Background(), args); code != exitUsage || !strings.Contains(stderr, c.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, exitUsage, c.stderr)
 			}
 		})
 	}
@@ -87,5 +97,68 @@ func TestStackGenerateWithoutTheSecrets(t *testing.T) {
 		Streams{Stdout: &stdout, Stderr: &stderr})
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+}
+
+// --kubernetes.labels (once panicking on kingpin's nil map) reaches the
+// labels of every generated Kubernetes object, the Prometheus Operator's
+// ServiceMonitor, PodMonitor and PrometheusRule among them, while the
+// selectors keep the app label alone.
+func TestStackGenerateKubernetesLabels(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "stack")
+	args := []string{"stack", "generate", "--kubernetes.labels", "release=kube-prometheus-stack", "--kubernetes.labels", "team=inference", "--out", out}
+	code, _, stderr := runCaught(t, context.Background(), args)
+	if code != exitOK {
+		t.Fatalf("kvwatch %q: exit %d, stderr %s", args, code, stderr)
+	}
+	type object struct {
+		Kind     string
+		Metadata struct {
+			Name   string
+			Labels map[string]string
+		}
+		Spec struct {
+			Selector map[string]any
+			Template struct {
+				Metadata struct{ Labels map[string]any }
+			}
+		}
+	}
+	appOnly := map[string]any{"app.kubernetes.io/name": "kvwatch"}
+	kinds := map[string]int{}
+	for _, file := range []string{"kvwatch.yaml", "servicemonitor.yaml", "podmonitor.yaml", "prometheusrule.yaml", "dashboards.yaml"} {
+		b, err := os.ReadFile(filepath.Join(out, "kubernetes", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for doc := range strings.SplitSeq(string(b), "\n---\n") {
+			var o object
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			kinds[o.Kind]++
+			if o.Metadata.Labels["release"] != "kube-prometheus-stack" || o.Metadata.Labels["team"] != "inference" || o.Metadata.Labels["app.kubernetes.io/name"] != "kvwatch" {
+				t.Errorf("%s: %s %s has labels %v; want release: kube-prometheus-stack, team: inference and app.kubernetes.io/name: kvwatch", file, o.Kind, o.Metadata.Name, o.Metadata.Labels)
+			}
+			selectors := map[string]any{}
+			switch o.Kind {
+			case "Deployment":
+				selectors["selector"], selectors["pod template labels"] = o.Spec.Selector["matchLabels"], o.Spec.Template.Metadata.Labels
+			case "ServiceMonitor":
+				selectors["selector"] = o.Spec.Selector["matchLabels"]
+			case "Service":
+				selectors["selector"] = o.Spec.Selector
+			}
+			for what, got := range selectors {
+				if !reflect.DeepEqual(got, appOnly) {
+					t.Errorf("%s: %s %s is %v, want %v", file, o.Kind, what, got, appOnly)
+				}
+			}
+		}
+	}
+	for _, k := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "Deployment", "Service", "ConfigMap"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s among the manifests (%v)", k, kinds)
+		}
 	}
 }
