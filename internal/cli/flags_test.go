@@ -69,6 +69,7 @@ var flagCases = map[string]flagCase{
 	"serve --query.max-concurrency":                 {[]string{"--query.max-concurrency", "8"}, "8"},
 	"serve --query.max-queued":                      {[]string{"--query.max-queued", "32"}, "32"},
 	"serve --query.max-length":                      {[]string{"--query.max-length", "65536"}, "65536"},
+	"serve --query.max-label-bytes":                 {[]string{"--query.max-label-bytes", "536870912"}, "536870912"},
 	"serve --shard":                                 {[]string{"--shard", "1/3"}, "1/3"},
 	"serve --remote-write.url":                      {[]string{"--remote-write.url", "http://10.0.0.9:8428/api/v1/write", "--remote-write.url", "https://mimir.example.com/api/v1/push"}, "http://10.0.0.9:8428/api/v1/write,https://mimir.example.com/api/v1/push"},
 	"serve --remote-write.external-label":           {[]string{"--remote-write.external-label", "cluster=eu-west-1", "--remote-write.external-label", "replica=a"}, "cluster=eu-west-1,replica=a"},
@@ -124,6 +125,7 @@ var flagCases = map[string]flagCase{
 	"demo --query.max-concurrency":   {[]string{"--query.max-concurrency", "2"}, "2"},
 	"demo --query.max-queued":        {[]string{"--query.max-queued", "0"}, "0"},
 	"demo --query.max-length":        {[]string{"--query.max-length", "4096"}, "4096"},
+	"demo --query.max-label-bytes":   {[]string{"--query.max-label-bytes", "67108864"}, "67108864"},
 
 	"stack generate --config.file":                    {[]string{"--config.file", "examples/kvwatch.yml"}, "examples/kvwatch.yml"},
 	"stack generate --out":                            {[]string{"--out", "./deploy/stack"}, "./deploy/stack"},
