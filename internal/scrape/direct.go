@@ -44,7 +44,8 @@ import (
 // directIdleTimeout is closed, not reused. A request on a kept connection
 // that the server had closed meanwhile (its keep-alive timeout raced the
 // scrape: uvicorn's is 5 s) fails before any byte of an answer; it is sent
-// once more on a new connection, as net/http does.
+// once more on a new connection, as net/http does (never on another kept
+// one, which idled as long).
 
 // directIdleTimeout is how long an idle connection is kept (net/http's
 // client in prometheus/common keeps one 5 minutes); a variable for tests.
@@ -271,7 +272,10 @@ func (p *directPool) get(ctx context.Context, u *url.URL, h http.Header) (*http.
 	}
 	req := &http.Request{Method: http.MethodGet, URL: u, Header: h, Host: u.Host, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 	for attempt := 0; ; attempt++ {
-		c := p.take(addr, time.Now())
+		var c *directConn
+		if attempt == 0 {
+			c = p.take(addr, time.Now())
+		}
 		reused := c != nil
 		if c == nil {
 			nc, err := p.dial(ctx, "tcp", addr)
@@ -289,7 +293,8 @@ func (p *directPool) get(ctx context.Context, u *url.URL, h http.Header) (*http.
 		c.releaseReader()
 		c.Close()
 		// A kept connection the server closed while it idled: nothing of
-		// an answer came back; try once on a fresh one.
+		// an answer came back; try once on a new one (not on another kept
+		// one: that one idled as long, and is likely closed too).
 		if reused && attempt == 0 && ctx.Err() == nil && closedIdle(err) {
 			continue
 		}
