@@ -45,7 +45,8 @@ import (
 // that the server had closed meanwhile (its keep-alive timeout raced the
 // scrape: uvicorn's is 5 s) fails before any byte of an answer; it is sent
 // once more on a new connection, as net/http does (never on another kept
-// one, which idled as long).
+// one, which idled as long). So is one answered 408 Request Timeout: a
+// server may say that on an idle connection as it closes it.
 
 // directIdleTimeout is how long an idle connection is kept (net/http's
 // client in prometheus/common keeps one 5 minutes); a variable for tests.
@@ -286,6 +287,15 @@ func (p *directPool) get(ctx context.Context, u *url.URL, h http.Header) (*http.
 		}
 		c.takeReader()
 		resp, stop, err := c.roundTrip(ctx, req)
+		if err == nil && reused && attempt == 0 && resp.StatusCode == http.StatusRequestTimeout {
+			// A server may say 408 on a kept connection as it closes it
+			// for idling (net/http's client ignores that too): it is no
+			// answer to this request.
+			stop()
+			c.releaseReader()
+			c.Close()
+			continue
+		}
 		if err == nil {
 			resp.Body = &directBody{ReadCloser: resp.Body, pool: p, addr: addr, conn: c, keep: !resp.Close, stop: stop}
 			return resp, nil
