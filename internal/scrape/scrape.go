@@ -87,6 +87,9 @@ type Target struct {
 	// its parse and puts it back: one that finds none (another scrape of
 	// the target, by /probe or status, holds it) reads with a new one.
 	layout atomic.Pointer[expo.Layout]
+	// engine is the engine of the target's last page read (srv.Engine),
+	// to notice a change.
+	engine atomic.Pointer[string]
 }
 
 // Result is the outcome of one scrape.
@@ -105,6 +108,10 @@ type Result struct {
 	Err error
 	// Reason is a short machine-readable failure class (signal.Reason*).
 	Reason string
+	// PrevEngine is the engine of the target's last page when this page
+	// was read as another one, "" otherwise: the server then carries a
+	// kv.WarnTwoEngines warning saying so.
+	PrevEngine string
 }
 
 // OK reports whether the scrape succeeded.
@@ -391,6 +398,19 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		srv.Role = t.Role
 	case srv.Role == "":
 		srv.Role = kv.RoleUnified
+	}
+	if prev := t.engine.Load(); prev == nil || *prev != srv.Engine {
+		e := srv.Engine
+		t.engine.Store(&e)
+		if prev != nil {
+			res.PrevEngine = *prev
+			whose := "the page's"
+			if t.Role != "" {
+				whose = "the configured one"
+			}
+			srv.Warn(kv.WarnTwoEngines, "the target's engine changed from %s to %s since its last page: two servers behind one address, or a restart with another engine? Its role is %s (%s)",
+				*prev, srv.Engine, srv.Role, whose)
+		}
 	}
 	if m := t.Labels["model"]; m != "" && srv.Model == "" {
 		srv.Model = m

@@ -635,6 +635,10 @@ func (d *Daemon) record(st *targetState, res scrape.Result) {
 	case res.OK() && prev.scraped && !prev.res.OK():
 		d.log.Info("target up again", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...))
 	}
+	if res.PrevEngine != "" {
+		d.log.Warn("target's engine changed", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...),
+			"from", res.PrevEngine, "to", res.Server.Engine, "role", res.Server.Role)
+	}
 }
 
 // entries snapshots every target's latest state, in config order.
