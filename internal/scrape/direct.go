@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -34,12 +35,18 @@ import (
 // line, headers, Content-Length and chunked bodies), with the scrape's
 // deadline on the connection. Any other target keeps net/http's client.
 //
+// The head of an answer (status line and headers) is bounded by
+// maxHeaderBytes (headers.go), and the scrape's deadline bounds it as it
+// bounds the body.
+//
 // A connection is kept for the next scrape only when the response said
 // nothing against it and its body was read to the end; one that idled past
 // directIdleTimeout is closed, not reused. A request on a kept connection
 // that the server had closed meanwhile (its keep-alive timeout raced the
 // scrape: uvicorn's is 5 s) fails before any byte of an answer; it is sent
-// once more on a new connection, as net/http does.
+// once more on a new connection, as net/http does (never on another kept
+// one, which idled as long). So is one answered 408 Request Timeout: a
+// server may say that on an idle connection as it closes it.
 
 // directIdleTimeout is how long an idle connection is kept (net/http's
 // client in prometheus/common keeps one 5 minutes); a variable for tests.
@@ -67,9 +74,19 @@ func plainHTTP(c *promcfg.HTTPClientConfig, u *url.URL) bool {
 // directConn is a kept connection.
 type directConn struct {
 	net.Conn
-	// br reads the connection during a request (from readers, given back
-	// when the body is closed: an idle connection holds no buffer).
-	br   *bufio.Reader
+	// br reads the connection (through Read) during a request (from
+	// readers, given back when the body is closed: an idle connection
+	// holds no buffer).
+	br *bufio.Reader
+	// headLeft is how many more bytes the head of the answer may take;
+	// negative once the head has been read (fetch bounds the body).
+	headLeft int64
+	// cut is the read error that ended the head, when the bound or the
+	// deadline did: a head cut there can end in a partial line, which
+	// http.ReadResponse reports as malformed (bufio.Reader.ReadLine drops
+	// the error of a partial line), and the deadline can pass before the
+	// context says so.
+	cut  error
 	idle time.Time // when it was put back
 	// timer closes it once it has idled directIdleTimeout in the pool (a
 	// target removed by a reload is never scraped again); set by put.
@@ -218,8 +235,23 @@ func (c *directConn) takeReader() {
 			br = bufio.NewReaderSize(nil, readBufferSize)
 		}
 		c.br = br
-		c.br.Reset(c.Conn)
+		c.br.Reset(c)
 	}
+}
+
+// Read reads the connection for c's read buffer, at most headLeft bytes
+// while the head is read: the buffer asks for more only while the head is
+// incomplete, so a head of up to maxHeaderBytes is read whole and a longer
+// one fails with errHeadersTooLarge.
+func (c *directConn) Read(p []byte) (int, error) {
+	n, err := readHead(c.Conn, p, c.headLeft)
+	if c.headLeft > 0 {
+		c.headLeft -= int64(n)
+	}
+	if err != nil && (err == errHeadersTooLarge || errors.Is(err, os.ErrDeadlineExceeded)) {
+		c.cut = err
+	}
+	return n, err
 }
 
 // releaseReader gives c's read buffer back; what it still buffers is lost
@@ -241,7 +273,10 @@ func (p *directPool) get(ctx context.Context, u *url.URL, h http.Header) (*http.
 	}
 	req := &http.Request{Method: http.MethodGet, URL: u, Header: h, Host: u.Host, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 	for attempt := 0; ; attempt++ {
-		c := p.take(addr, time.Now())
+		var c *directConn
+		if attempt == 0 {
+			c = p.take(addr, time.Now())
+		}
 		reused := c != nil
 		if c == nil {
 			nc, err := p.dial(ctx, "tcp", addr)
@@ -252,6 +287,15 @@ func (p *directPool) get(ctx context.Context, u *url.URL, h http.Header) (*http.
 		}
 		c.takeReader()
 		resp, stop, err := c.roundTrip(ctx, req)
+		if err == nil && reused && attempt == 0 && resp.StatusCode == http.StatusRequestTimeout {
+			// A server may say 408 on a kept connection as it closes it
+			// for idling (net/http's client ignores that too): it is no
+			// answer to this request.
+			stop()
+			c.releaseReader()
+			c.Close()
+			continue
+		}
 		if err == nil {
 			resp.Body = &directBody{ReadCloser: resp.Body, pool: p, addr: addr, conn: c, keep: !resp.Close, stop: stop}
 			return resp, nil
@@ -259,7 +303,8 @@ func (p *directPool) get(ctx context.Context, u *url.URL, h http.Header) (*http.
 		c.releaseReader()
 		c.Close()
 		// A kept connection the server closed while it idled: nothing of
-		// an answer came back; try once on a fresh one.
+		// an answer came back; try once on a new one (not on another kept
+		// one: that one idled as long, and is likely closed too).
 		if reused && attempt == 0 && ctx.Err() == nil && closedIdle(err) {
 			continue
 		}
@@ -286,6 +331,9 @@ func (c *directConn) roundTrip(ctx context.Context, req *http.Request) (*http.Re
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	fail := func(err error) (*http.Response, func() bool, error) {
 		stop()
+		if c.cut != nil && !errors.Is(err, c.cut) {
+			err = fmt.Errorf("%w (%w)", c.cut, err)
+		}
 		if ctx.Err() != nil {
 			err = errors.Join(ctx.Err(), err)
 		}
@@ -294,6 +342,7 @@ func (c *directConn) roundTrip(ctx context.Context, req *http.Request) (*http.Re
 	if err := writeGet(c.Conn, req); err != nil {
 		return fail(err)
 	}
+	c.headLeft, c.cut = maxHeaderBytes, nil
 	resp, err := http.ReadResponse(c.br, req)
 	// Informational answers (103 Early Hints) precede the real one, as
 	// net/http's client skips them.
@@ -306,6 +355,7 @@ func (c *directConn) roundTrip(ctx context.Context, req *http.Request) (*http.Re
 	if err != nil {
 		return fail(err)
 	}
+	c.headLeft = -1
 	return resp, stop, nil
 }
 

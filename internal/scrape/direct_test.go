@@ -83,43 +83,35 @@ func TestDirectKeepsConnection(t *testing.T) {
 
 // TestDirectIdleClosedByServer: the server closes every connection after
 // its answer without saying so (no Connection: close), as a server whose
-// keep-alive timeout ran out between two scrapes does. Each next scrape
-// finds the kept connection dead and must succeed on a new one.
+// keep-alive timeout ran out between two scrapes does, or with a 408
+// Request Timeout on the idle connection. Each next scrape finds the kept
+// connection dead and must succeed on a new one.
 func TestDirectIdleClosedByServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
+	for _, tc := range []struct{ name, atClose string }{
+		{"silently", ""},
+		{"with a 408", "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var accepted atomic.Int64
+			url := rawServer(t, func(c net.Conn, _ <-chan struct{}) {
+				accepted.Add(1)
 				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s", len(sglangPage), sglangPage)
 				time.Sleep(20 * time.Millisecond) // closed after the answer, as an idle timeout does
-			}()
-		}
-	}()
-	s := New(engine.NewRegistry(), 1<<20)
-	tg := target(t, config.Target{URL: "http://" + ln.Addr().String()})
-	for i := range 5 {
-		res := s.Scrape(context.Background(), tg)
-		if !res.OK() {
-			t.Fatalf("scrape %d after the server closed the kept connection: %s %v", i, res.Reason, res.Err)
-		}
-		time.Sleep(50 * time.Millisecond) // the server has closed it by now
-	}
-	if n := accepted.Load(); n < 5 {
-		t.Errorf("%d connections for 5 scrapes, each closed by the server; want 5", n)
+				io.WriteString(c, tc.atClose)
+			})
+			s := New(engine.NewRegistry(), 1<<20)
+			tg := target(t, config.Target{URL: url})
+			for i := range 5 {
+				res := s.Scrape(context.Background(), tg)
+				if !res.OK() {
+					t.Fatalf("scrape %d after the server closed the kept connection: %s %v", i, res.Reason, res.Err)
+				}
+				time.Sleep(50 * time.Millisecond) // the server has closed it by now
+			}
+			if n := accepted.Load(); n < 5 {
+				t.Errorf("%d connections for 5 scrapes, each closed by the server; want 5", n)
+			}
+		})
 	}
 }
 
@@ -313,5 +305,73 @@ func TestDirectEndlessBody(t *testing.T) {
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("the scrape took %v of its 30 s: the endless body was drained, not cut", d)
+	}
+}
+
+// TestDirectRetryOnNewConnection: a server closes each connection after
+// its answer without saying so, and two scrapes of targets on it overlap,
+// so that two kept connections wait for the next scrape, both closed by
+// the server. The scrape that finds the first one dead must retry on a new
+// connection, not on the other dead one: no scrape fails.
+func TestDirectRetryOnNewConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The server answers once `want` requests are waiting, then closes
+	// each connection and says so on closed.
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	waiting, want := 0, 0
+	closed := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					c.Close()
+					return
+				}
+				mu.Lock()
+				waiting++
+				cond.Broadcast()
+				for waiting < want {
+					cond.Wait()
+				}
+				mu.Unlock()
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s", len(sglangPage), sglangPage)
+				c.Close()
+				closed <- struct{}{}
+			}()
+		}
+	}()
+	expect := func(n int) {
+		mu.Lock()
+		waiting, want = 0, n
+		mu.Unlock()
+	}
+	s := New(engine.NewRegistry(), 1<<20)
+	base := "http://" + ln.Addr().String()
+	a, b := target(t, config.Target{URL: base + "/a"}), target(t, config.Target{URL: base + "/b"})
+	for round := range 20 {
+		// Two scrapes at once: two connections kept, then closed.
+		expect(2)
+		for _, res := range s.ScrapeAll(context.Background(), []*Target{a, b}, 2) {
+			if !res.OK() {
+				t.Fatalf("round %d, two at once: %s %v", round, res.Reason, res.Err)
+			}
+		}
+		<-closed
+		<-closed
+		// One scrape finds two dead connections.
+		expect(1)
+		if res := s.Scrape(context.Background(), a); !res.OK() {
+			t.Fatalf("round %d, one after two closed connections: %s %v", round, res.Reason, res.Err)
+		}
+		<-closed
 	}
 }

@@ -87,6 +87,9 @@ type Target struct {
 	// its parse and puts it back: one that finds none (another scrape of
 	// the target, by /probe or status, holds it) reads with a new one.
 	layout atomic.Pointer[expo.Layout]
+	// engine is the engine of the target's last page read (srv.Engine),
+	// to notice a change.
+	engine atomic.Pointer[string]
 }
 
 // Result is the outcome of one scrape.
@@ -105,6 +108,10 @@ type Result struct {
 	Err error
 	// Reason is a short machine-readable failure class (signal.Reason*).
 	Reason string
+	// PrevEngine is the engine of the target's last page when this page
+	// was read as another one, "" otherwise: the server then carries a
+	// kv.WarnTwoEngines warning saying so.
+	PrevEngine string
 }
 
 // OK reports whether the scrape succeeded.
@@ -214,7 +221,7 @@ func NewTargetWithClient(ct *config.Target, c *http.Client) (*Target, error) {
 // from the environment.
 func NewPooledClient(maxIdle int) *http.Client {
 	tr := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           headDialer(&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:          maxIdle,
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       30 * time.Second,
@@ -254,7 +261,8 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 	c, ok := clients[string(key)]
 	if !ok {
 		c, err = promcfg.NewClientFromConfig(ct.HTTPClientConfig, "kvwatch",
-			promcfg.WithUserAgent("kvwatch/"+version.Version))
+			promcfg.WithUserAgent("kvwatch/"+version.Version),
+			promcfg.WithDialContextFunc(headDialer(&net.Dialer{Timeout: directDialTimeout, KeepAlive: 30 * time.Second})))
 		if err != nil {
 			return nil, fmt.Errorf("target %s: http client: %w", t.Name, err)
 		}
@@ -391,6 +399,19 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	case srv.Role == "":
 		srv.Role = kv.RoleUnified
 	}
+	if prev := t.engine.Load(); prev == nil || *prev != srv.Engine {
+		e := srv.Engine
+		t.engine.Store(&e)
+		if prev != nil {
+			res.PrevEngine = *prev
+			whose := "the page's"
+			if t.Role != "" {
+				whose = "the configured one"
+			}
+			srv.Warn(kv.WarnTwoEngines, "the target's engine changed from %s to %s since its last page: two servers behind one address, or a restart with another engine? Its role is %s (%s)",
+				*prev, srv.Engine, srv.Role, whose)
+		}
+	}
 	if m := t.Labels["model"]; m != "" && srv.Model == "" {
 		srv.Model = m
 	}
@@ -495,7 +516,9 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 			return nil, "", signal.ReasonOther, fmt.Errorf("scrape %s: %w", where, err)
 		}
 		req.Header = h.Clone() // the client's round trippers may set more
-		resp, err = t.client.Do(req)
+		var heads headGuard
+		resp, err = t.client.Do(req.WithContext(heads.trace(ctx)))
+		err = heads.done(err)
 	}
 	if err != nil {
 		reason, err := classify(ctx, err, t)
@@ -576,6 +599,8 @@ func isGzipError(err error) bool {
 // classify maps a transport error to a reason and a message that says what to do.
 func classify(ctx context.Context, err error, t *Target) (string, error) {
 	switch {
+	case errors.Is(err, errHeadersTooLarge):
+		return signal.ReasonTooLarge, fmt.Errorf("the target sent more than %s of response headers (status line and headers); kvwatch stops reading there: is it a metrics endpoint, or does a proxy in front of it send these headers?", units.Base2Bytes(maxHeaderBytes))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
 		return signal.ReasonTimeout, fmt.Errorf("no complete answer within %s; the server is overloaded or hung (llama.cpp blocks /metrics during decoding): raise scrape_timeout or check the server", t.Timeout)
 	case errors.Is(err, context.Canceled):

@@ -84,8 +84,11 @@ type Daemon struct {
 	handled   map[string]bool // patterns added by Handle
 	listeners []net.Listener
 	sem       chan struct{}
-	workers   *workerPool // the scrapes run here (see workerPool)
-	probes    *probeCache
+	// timedOut bounds the scrapes of targets whose last scrape timed out
+	// to half of sem's slots (scrapeAndRecord).
+	timedOut chan struct{}
+	workers  *workerPool // the scrapes run here (see workerPool)
+	probes   *probeCache
 
 	reloadOK       prometheus.Gauge
 	reloadTime     prometheus.Gauge
@@ -114,6 +117,9 @@ type targetState struct {
 	done   chan struct{}
 	// tracker computes the target's report row; used only by its loop.
 	tracker *report.Tracker
+	// timedOut is true when the target's last scrape timed out; used only
+	// by its loop.
+	timedOut bool
 	// e is the latest state; guarded by Daemon.mu.
 	e entry
 }
@@ -143,7 +149,8 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, own: opts.Registry,
 		kvReg: prometheus.NewRegistry(), mux: http.NewServeMux(), handled: map[string]bool{},
-		sem: make(chan struct{}, opts.MaxConcurrentScrapes), workers: newWorkerPool(workerIdleTimeout), states: map[string]*targetState{},
+		sem: make(chan struct{}, opts.MaxConcurrentScrapes), timedOut: make(chan struct{}, max(1, opts.MaxConcurrentScrapes/2)),
+		workers: newWorkerPool(workerIdleTimeout), states: map[string]*targetState{},
 		reloadCh: make(chan *pipeline.Pipeline), sdCh: make(chan struct{}, 1)}
 	d.probes = newProbeCache(1024)
 	d.setup.Store(opts.Shard.apply(opts.Pipeline))
@@ -566,7 +573,22 @@ const workerIdleTimeout = 30 * time.Second
 // scrapeAndRecord scrapes st's target within the concurrency bound on one
 // of the pool's workers, and records the result; false when ctx ended
 // first.
+//
+// A target whose last scrape timed out (a hanging one) holds its slot for
+// its whole timeout, a healthy one for milliseconds: the slots taken in
+// turn, 900 hanging targets at a 4 s timeout every 5 s would ask for 720
+// of 256 slots, and every target, the healthy ones too, would wait its
+// turn behind them. Such targets first take one of half the slots
+// (timedOut), so the other half stays for the rest.
 func (d *Daemon) scrapeAndRecord(ctx context.Context, st *targetState) bool {
+	if st.timedOut {
+		select {
+		case d.timedOut <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		defer func() { <-d.timedOut }()
+	}
 	select {
 	case d.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -576,6 +598,7 @@ func (d *Daemon) scrapeAndRecord(ctx context.Context, st *targetState) bool {
 	ok := false
 	d.workers.run(func() {
 		res := d.setup.Load().Scraper().Scrape(ctx, st.target)
+		st.timedOut = res.Reason == signal.ReasonTimeout
 		if ok = ctx.Err() == nil; ok {
 			d.record(st, res)
 		}
@@ -621,6 +644,10 @@ func (d *Daemon) record(st *targetState, res scrape.Result) {
 		d.log.Warn("target down", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...), "reason", res.Reason, "err", res.Err)
 	case res.OK() && prev.scraped && !prev.res.OK():
 		d.log.Info("target up again", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...))
+	}
+	if res.PrevEngine != "" {
+		d.log.Warn("target's engine changed", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...),
+			"from", res.PrevEngine, "to", res.Server.Engine, "role", res.Server.Role)
 	}
 }
 

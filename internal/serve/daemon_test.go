@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/prometheus/common/model"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kvwatch/kvwatch/internal/config"
@@ -294,6 +297,44 @@ func TestNoSecretsInLogsMetricsOrReport(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "target down") {
 		t.Errorf("no 'target down' log for the dead target:\n%s", logs.String())
+	}
+}
+
+// TestEngineChangeLogged: a target whose engine changes once (SGLang's
+// pages, then vLLM's) is logged once, at the change, and keeps its
+// configured role.
+func TestEngineChangeLogged(t *testing.T) {
+	sglang := page(t, "sglang-dp2.prom")
+	vllm := "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1.0\n" +
+		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\n"
+	var n atomic.Int64
+	srv := engineServerFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 3 {
+			w.Write(sglang)
+			return
+		}
+		io.WriteString(w, vllm)
+	})
+	cfg := configWith(t, srv.URL)
+	cfg.Global.ScrapeInterval, cfg.Global.ScrapeTimeout = model.Duration(50*time.Millisecond), model.Duration(50*time.Millisecond)
+	cfg.Targets[0].Role = "prefill"
+	var logs testenv.Buffer
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: cfg}), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	g := d.Gatherer()
+	waitFor(t, "six scrapes", func() bool {
+		s := series(t, g, signal.TargetScrapes.Name, map[string]string{"server": "t0"})
+		return len(s) == 1 && one(t, g, signal.TargetScrapes.Name, map[string]string{"server": "t0"}) >= 6
+	})
+	if got := strings.Count(logs.String(), "target's engine changed"); got != 1 {
+		t.Errorf("%d engine change logs, want 1:\n%s", got, logs.String())
+	}
+	for _, w := range []string{"from=sglang to=vllm role=prefill"} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("logs lack %q:\n%s", w, logs.String())
+		}
+	}
+	if got := one(t, g, signal.ServerInfo.Name, map[string]string{"server": "t0", "role": "prefill"}); got != 1 {
+		t.Errorf("server info with role prefill = %g, want 1", got)
 	}
 }
 

@@ -5,14 +5,20 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/signal"
@@ -262,4 +268,90 @@ func TestProbeManyURLsFDsFlat(t *testing.T) {
 	if after > before+probeIdleConns/4 {
 		t.Errorf("open fds grew from %d to %d over 10,000 distinct probed URLs, want flat", before, after)
 	}
+}
+
+// hangingServer accepts connections on loopback and never answers; it
+// returns its address.
+func hangingServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestHangingTargetsDoNotStarveHealthyOnes: 90 of 100 targets hang, and
+// their scrapes at their timeout would take 9 times the slots there are.
+// The 10 healthy targets keep their schedule: each is scraped many times
+// for each scrape of a hanging one. Sharing the slots first come, first
+// served, every target got about the same number of scrapes.
+func TestHangingTargetsDoNotStarveHealthyOnes(t *testing.T) {
+	hang := hangingServer(t)
+	good := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom")).URL
+	var urls []string
+	for i := range 100 {
+		if i%10 == 0 {
+			urls = append(urls, fmt.Sprintf("%s/metrics?healthy=%d", good, i))
+		} else {
+			urls = append(urls, fmt.Sprintf("http://%s/metrics?hanging=%d", hang, i))
+		}
+	}
+	cfg := configWith(t, urls...)
+	cfg.Global.ScrapeInterval, cfg.Global.ScrapeTimeout = model.Duration(100*time.Millisecond), model.Duration(80*time.Millisecond)
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: cfg}), MaxConcurrentScrapes: 8, Logger: slog.New(slog.DiscardHandler)})
+	scrapes := func() (healthy, hanging []uint64) {
+		d.mu.RLock()
+		defer d.mu.RUnlock()
+		for i, name := range d.order {
+			n := d.states[name].e.scrapes
+			if i%10 == 0 {
+				healthy = append(healthy, n)
+			} else {
+				hanging = append(hanging, n)
+			}
+		}
+		return healthy, hanging
+	}
+	// Until the hanging targets have had 2 scrapes each on average: at 8
+	// slots of 80 ms, at least 1.8 s.
+	var healthy, hanging []uint64
+	waitFor(t, "180 scrapes of hanging targets", func() bool {
+		healthy, hanging = scrapes()
+		var sum uint64
+		for _, n := range hanging {
+			sum += n
+		}
+		return sum >= 180
+	})
+	// Meanwhile each healthy target, scheduled every 100 ms, had 18
+	// scrapes or more on schedule; first come, first served it gets about
+	// as many as a hanging one.
+	for i, n := range healthy {
+		if n < 10 {
+			t.Errorf("healthy target t%d: %d scrapes while the hanging ones had 2 each on average; want at least 10", i*10, n)
+		}
+	}
+	t.Logf("scrapes of healthy targets %v, of hanging ones %v", healthy, hanging)
 }
