@@ -27,8 +27,9 @@ const (
 	// WarnDuplicateSeries: the page holds the same series (name and label
 	// set) more than once; the adapter kept one and says which rule.
 	WarnDuplicateSeries = "duplicate_series"
-	// WarnTwoEngines: the page matches more than one engine; the adapter
-	// picked one by the documented rule and says which.
+	// WarnTwoEngines: the page matches more than one engine (the adapter
+	// picked one by the documented rule and says which), or it is read as
+	// another engine than the target's previous page (scrape).
 	WarnTwoEngines = "two_engines"
 )
 

@@ -179,7 +179,9 @@ func (t *Tracker) row(res *scrape.Result) Server {
 	s.Server = res.Server
 	s.Role = res.Server.Role
 	s.Headroom = Headrooms(res.Server, t.headroom)
-	if p, ok := t.prev[res.Target.Name]; ok && res.Time.After(p.Time) {
+	// Rates between pages of two engines compare unrelated counters:
+	// none until the engine's second page.
+	if p, ok := t.prev[res.Target.Name]; ok && res.Time.After(p.Time) && p.Server.Engine == res.Server.Engine {
 		rates := kv.RatesBetween(p.Server.Counters, res.Server.Counters, res.Time.Sub(p.Time))
 		s.Rates = &rates
 	}

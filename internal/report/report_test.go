@@ -150,3 +150,34 @@ func TestHeadroomsSizes(t *testing.T) {
 		t.Errorf("Headrooms allocates %.0f times, want 1", n)
 	}
 }
+
+// A target read as another engine than its previous page (a proxy in
+// front of two engines, an engine swapped under one address) gets no rates
+// from the two pages: their counters are unrelated, and their difference
+// would show as a plausible rate (issue 31: 497k tok/s).
+func TestNoRatesAcrossAnEngineChange(t *testing.T) {
+	tr := NewTracker([]int{8192})
+	t0 := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	dec := target("decode")
+	other := func(prompt float64) *kv.Server {
+		s := decode(prompt, 0, 0, 0)
+		s.Engine = "vllm"
+		return s
+	}
+	steps := []struct {
+		s         *kv.Server
+		wantRates bool
+	}{
+		{decode(1000, 100, 400, 2), false},
+		{other(5_000_000), false}, // another engine: no rates
+		{other(5_002_000), true},  // its second page: rates again
+		{decode(9000, 100, 400, 2), false},
+	}
+	for i, st := range steps {
+		ts := t0.Add(time.Duration(i) * 10 * time.Second)
+		r := tr.Update(ts, []scrape.Result{{Target: dec, Time: ts, Server: st.s}})
+		if got := r.Servers[0].Rates != nil; got != st.wantRates {
+			t.Errorf("page %d (%s): rates %+v, want rates %v", i, st.s.Engine, r.Servers[0].Rates, st.wantRates)
+		}
+	}
+}
