@@ -150,6 +150,24 @@ func expectedRow(s report.Server) map[string]string {
 	return row
 }
 
+// kmg writes a count as docs/status.md says the faces do: exact with
+// thousands separators below 10,000, else three significant digits with
+// k, M or G (written here apart from the faces' code).
+func kmg(x float64) string {
+	if math.Abs(x) < 9999.5 {
+		return commas(int64(math.Round(x)))
+	}
+	for _, u := range []struct {
+		div    float64
+		suffix string
+	}{{1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if math.Abs(x) >= u.div*0.9995 {
+			return strings.TrimSuffix(fmt.Sprintf("%#.3g", x/u.div), ".") + u.suffix
+		}
+	}
+	panic("unreachable")
+}
+
 func commas(n int64) string {
 	s := fmt.Sprint(n)
 	neg := strings.HasPrefix(s, "-")

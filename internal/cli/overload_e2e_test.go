@@ -174,7 +174,7 @@ func TestOverloadOneTruth(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d", code)
 	}
-	if m := regexp.MustCompile(`(?m)^pool +decode +1 server +KV [\d,]+ / [\d,]+ tok \(([\d.]+%)\) +headroom (\d+)×8k .*demand ([\d.]+×) capacity$`).FindStringSubmatch(out); m != nil {
+	if m := regexp.MustCompile(`(?m)^pool +decode +1 server +KV [\d,.]+[kMG]? / [\d,.]+[kMG]? tok \(([\d.]+%)\) +headroom (\d+)×8k .*demand ([\d.]+×) capacity$`).FindStringSubmatch(out); m != nil {
 		faces["status"] = facts{m[1], m[3], m[2]}
 	} else {
 		t.Errorf("status has no decode pool line:\n%s", out)
