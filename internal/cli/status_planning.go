@@ -116,7 +116,7 @@ func signed(v kv.Value) string {
 // fillCell is a pool's time to full: "full in 12m" and, wide, how: the
 // fill rate, the free KV after demand, the floor and the samples.
 func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
-	out := f.Short(trend)
+	out := textfmt.TimeToFull(f, trend)
 	if f.TimeToFullState == kv.FillUnknown && !f.TrendWarming && f.TrendNote != "" {
 		out += " (" + f.TrendNote + ")"
 	}

@@ -210,3 +210,30 @@ func TestTiers(t *testing.T) {
 		t.Errorf("Tiers(none) = %q", got)
 	}
 }
+
+func TestTimeToFull(t *testing.T) {
+	tests := []struct {
+		f    *kv.FillForecast
+		want string
+	}{
+		{nil, "time to full --"},
+		{&kv.FillForecast{TimeToFullState: kv.FillFilling, TimeToFullSeconds: kv.DerivedOf(45)}, "full in 45s"},
+		{&kv.FillForecast{TimeToFullState: kv.FillFilling, TimeToFullSeconds: kv.DerivedOf(59.9)}, "full in 59s"}, // rounded down: sooner, never later
+		{&kv.FillForecast{TimeToFullState: kv.FillFilling, TimeToFullSeconds: kv.DerivedOf(750)}, "full in 12m"},
+		{&kv.FillForecast{TimeToFullState: kv.FillFilling, TimeToFullSeconds: kv.DerivedOf(7530)}, "full in 2h05m"},
+		{&kv.FillForecast{TimeToFullState: kv.FillFilling, TimeToFullSeconds: kv.DerivedOf(3*86400 + 4*3600 + 59)}, "full in 3d04h"},
+		{&kv.FillForecast{TimeToFullState: kv.FillFilling, TimeToFullSeconds: partial(750)}, "~full in 12m?"},
+		{&kv.FillForecast{TimeToFullState: kv.FillFull, TimeToFullSeconds: kv.DerivedOf(0), FullByQueue: true}, "full now (queue)"},
+		{&kv.FillForecast{TimeToFullState: kv.FillFull, TimeToFullSeconds: kv.DerivedOf(0)}, "full now"},
+		{&kv.FillForecast{TimeToFullState: kv.FillNotFilling}, "not filling"},
+		// 30 s of trend asked (top's), 9.5 s held: 20.5 s to go.
+		{&kv.FillForecast{TimeToFullState: kv.FillUnknown, TrendWarming: true, TrendSeconds: 9.5}, "trend after 21s"},
+		{&kv.FillForecast{TimeToFullState: kv.FillUnknown, TrendWarming: true, TrendSeconds: 40}, "trend after the next sample"},
+		{&kv.FillForecast{TimeToFullState: kv.FillUnknown}, "time to full --"},
+	}
+	for _, tt := range tests {
+		if got := TimeToFull(tt.f, kv.TrendMinTop); got != tt.want {
+			t.Errorf("TimeToFull(%+v) = %q, want %q", tt.f, got, tt.want)
+		}
+	}
+}

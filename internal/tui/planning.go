@@ -116,7 +116,7 @@ func (m Model) fillPart(pp *kv.PoolPlan) string {
 	if f == nil {
 		return ""
 	}
-	s := f.Short(kv.TrendMinTop)
+	s := textfmt.TimeToFull(f, kv.TrendMinTop)
 	switch {
 	case f.TimeToFullState == kv.FillFull:
 		return m.st.bad.Render(s)
