@@ -4,8 +4,10 @@
 // and one capacity-weighted line per pool (the servers of one role and,
 // when set, one cluster/pool label: prefill and decode are never summed),
 // with the most constrained pool named as the fleet's limit. Its JSON form is the stable schema of
-// `kvwatch status --output json` and of serve's /api/kvwatch/v1/report. It
-// renders nothing and does no I/O.
+// `kvwatch status --output json` and of serve's /api/kvwatch/v1/report.
+// Each row's and pool's values also come as text (text.go, written by
+// package textfmt as status and top write them) for the web UI, which
+// cannot run that code; laying them out is each face's. It does no I/O.
 package report
 
 import (
