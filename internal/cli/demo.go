@@ -16,6 +16,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
 // demoOpts are the flags of kvwatch demo.
@@ -143,14 +144,15 @@ func statusLine(r report.Report, rules *alerting.Manager) string {
 			continue
 		}
 		v := s.Server
-		part := fmt.Sprintf("%s KV %s %s tok, run=%s queue=%s", name, percent(v.UsageRatio), count(v.Used), count(v.Running), count(v.Queued.QueuedTotal()))
-		if len(s.Headroom) > 0 {
-			part += fmt.Sprintf(", fits %s×%s", count(s.Headroom[0].Requests), tokens(s.Headroom[0].Tokens))
+		part := fmt.Sprintf("%s KV %s %s tok, run=%s queue=%s", name, textfmt.Percent(v.UsageRatio), textfmt.Count(v.Used),
+			textfmt.Count(v.Running), textfmt.Count(v.Queued.QueuedTotal()))
+		if h, ok := s.FirstHeadroom(); ok {
+			part += ", fits " + textfmt.Headroom(h.Requests, h.Tokens)
 		}
 		parts = append(parts, part)
 	}
 	if f := r.Fleet; f.LimitIndex >= 0 {
-		parts = append(parts, "limit: "+r.Pools[f.LimitIndex].Name+" pool KV "+percent(r.Pools[f.LimitIndex].UsageRatio))
+		parts = append(parts, "limit: "+r.Pools[f.LimitIndex].Name+" pool KV "+textfmt.Percent(r.Pools[f.LimitIndex].UsageRatio))
 	}
 	line := time.Now().Format("15:04:05") + "  " + strings.Join(parts, " | ")
 	if rules != nil {

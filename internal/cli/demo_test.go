@@ -120,7 +120,9 @@ func counterOf(mfs []*dto.MetricFamily, name, server string) (float64, bool) {
 	return sum, found
 }
 
-// expectedRow formats a report row the way the UI must show it.
+// expectedRow formats a report row the way the UI must show it: as
+// docs/status.md says status writes it (kmg, one decimal for a ratio, the
+// smallest configured headroom size).
 func expectedRow(s report.Server) map[string]string {
 	str := func(v kv.Value, f func(float64) string) string {
 		if !v.OK() {
@@ -128,7 +130,6 @@ func expectedRow(s report.Server) map[string]string {
 		}
 		return f(v.V)
 	}
-	tok := func(x float64) string { return commas(int64(math.Round(x))) }
 	pct := func(x float64) string { return fmt.Sprintf("%.1f%%", x*100) }
 	row := map[string]string{"role": string(s.Role)}
 	if s.Server == nil {
@@ -137,17 +138,35 @@ func expectedRow(s report.Server) map[string]string {
 	sv := s.Server
 	row["engine"] = sv.Engine
 	row["usage"] = str(sv.UsageRatio, pct)
-	row["used"] = str(sv.Used, tok)
-	row["capacity"] = str(sv.Capacity, tok)
-	row["running"] = str(sv.Running, tok)
-	row["queued"] = str(sv.Queued.QueuedTotal(), tok)
+	row["used"] = str(sv.Used, kmg)
+	row["capacity"] = str(sv.Capacity, kmg)
+	row["running"] = str(sv.Running, kmg)
+	row["queued"] = str(sv.Queued.QueuedTotal(), kmg)
 	for _, h := range s.Headroom {
-		if !h.Context {
-			row["headroom"] = str(h.Requests, tok)
+		if !h.Context && h.Tokens%1024 == 0 {
+			row["headroom"] = str(h.Requests, kmg) + fmt.Sprintf("×%dk", h.Tokens/1024)
 			break
 		}
 	}
 	return row
+}
+
+// kmg writes a count as docs/status.md says the faces do: exact with
+// thousands separators below 10,000, else three significant digits with
+// k, M or G (written here apart from the faces' code).
+func kmg(x float64) string {
+	if math.Abs(x) < 9999.5 {
+		return commas(int64(math.Round(x)))
+	}
+	for _, u := range []struct {
+		div    float64
+		suffix string
+	}{{1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if math.Abs(x) >= u.div*0.9995 {
+			return strings.TrimSuffix(fmt.Sprintf("%#.3g", x/u.div), ".") + u.suffix
+		}
+	}
+	panic("unreachable")
 }
 
 func commas(n int64) string {
@@ -271,8 +290,17 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 			}
 		}
 	}
-	if hit := rows["prefill"]["hit"]; hit.Text != "--" || hit.Title == "" {
-		t.Errorf("prefill prefix hit with one sample and a still clock = %q (title %q), want -- with the reason in its title", hit.Text, hit.Title)
+	// No window yet in the history: the ratio since the engine started,
+	// marked, or -- with the reason when nothing was ever queried.
+	firstHit, wantWhy := "--", "no prefix-cache traffic"
+	for _, s := range rep.Servers {
+		if c := s.Server; s.Name == "prefill" && c != nil && c.Counters.PrefixQueryTokens.V > 0 {
+			firstHit = fmt.Sprintf("%.1f%%†", 100*c.Counters.PrefixHitTokens.V/c.Counters.PrefixQueryTokens.V)
+			wantWhy = "since engine start"
+		}
+	}
+	if hit := rows["prefill"]["hit"]; hit.Text != firstHit || !strings.Contains(hit.Title, wantWhy) {
+		t.Errorf("prefill prefix hit with one sample and a still clock = %q (title %q), want %q (title saying %q)", hit.Text, hit.Title, firstHit, wantWhy)
 	}
 	if ds := dataset("chart-usage"); ds["state"] != "collecting" {
 		t.Errorf("fleet chart with one sample in the history: state %q, want collecting (a lone dot says nothing)", ds["state"])

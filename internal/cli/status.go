@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
 // statusOptions are the flags of `kvwatch status`.
@@ -86,10 +85,10 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 	if o.trend > 0 && o.watch > 0 {
 		return exitCode(e, usageError{fmt.Errorf("--trend and --watch cannot be combined: use --trend for one answer with the time to full, or kvwatch top, which shows it live")})
 	}
-	cfg, targets, s, tr := p.Config, p.Targets, p.Scraper(), p.NewTracker()
+	targets, s, tr := p.Targets, p.Scraper(), p.NewTracker()
 	code := exitOK
 	if o.trend > 0 {
-		return o.runTrend(ctx, e, s, tr, targets, cfg.Global.HeadroomTokens)
+		return o.runTrend(ctx, e, s, tr, targets)
 	}
 	for {
 		results := s.ScrapeAll(ctx, targets, 64)
@@ -106,7 +105,7 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 		if o.watch > 0 && o.output != "json" && e.Interactive {
 			fmt.Fprint(e.Stdout, "\033[H\033[2J")
 		}
-		if err := o.print(e.Stdout, &rep, cfg.Global.HeadroomTokens); err != nil {
+		if err := o.print(e.Stdout, &rep); err != nil {
 			return exitCode(e, err)
 		}
 		if o.watch == 0 {
@@ -127,7 +126,7 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 // o.trend, each round stamped with the clock's time at its start, the
 // used tokens kept per target; the last round is printed with each pool's
 // time to full over the rounds (kv.PoolFill).
-func (o *statusOptions) runTrend(ctx context.Context, e *env, s *scrape.Scraper, tr *report.Tracker, targets []*scrape.Target, sizes []int) int {
+func (o *statusOptions) runTrend(ctx context.Context, e *env, s *scrape.Scraper, tr *report.Tracker, targets []*scrape.Target) int {
 	clock := statusTrendClock
 	trend := kv.NewUsedTrend(kv.FillWindow, int(o.trend/trendStep(o.trend))+2)
 	if e.Interactive {
@@ -160,7 +159,7 @@ func (o *statusOptions) runTrend(ctx context.Context, e *env, s *scrape.Scraper,
 			code = exitFailed
 		}
 	}
-	if err := o.print(e.Stdout, &rep, sizes); err != nil {
+	if err := o.print(e.Stdout, &rep); err != nil {
 		return exitCode(e, err)
 	}
 	return code
@@ -172,7 +171,7 @@ func (o *statusOptions) trendMin() kv.FillTrend {
 	return kv.FillTrend{MinSamples: 3, MinSpan: o.trend / 2}
 }
 
-func (o *statusOptions) print(w io.Writer, rep *report.Report, sizes []int) error {
+func (o *statusOptions) print(w io.Writer, rep *report.Report) error {
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -181,22 +180,26 @@ func (o *statusOptions) print(w io.Writer, rep *report.Report, sizes []int) erro
 		}
 		return enc.Encode(rep)
 	default:
-		renderStatus(w, rep, sizes, o.output == "wide", o.ranks, o.watch > 0, o.trendMin())
+		renderStatus(w, rep, o.output == "wide", o.ranks, o.watch > 0, o.trendMin())
 		return nil
 	}
 }
 
 // renderStatus writes the text table: a line per server, rank rows when
 // asked, errors with their reason, and the fleet line.
-func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, watching bool, trend kv.FillTrend) {
+func renderStatus(w io.Writer, rep *report.Report, wide, ranks, watching bool, trend kv.FillTrend) {
 	tw := tabwriter.NewWriter(&trimWriter{w: w}, 0, 0, 2, ' ', 0)
 	lifetime := false
 	// The demand column is there when any server reports demand (SGLang PD
-	// decode), so that the columns stay aligned.
-	demandCol := false
+	// decode), so that the columns stay aligned. A reservation (TGI) is
+	// marked in its ratios and explained under the table.
+	demandCol, reserved := false, false
 	for _, row := range rep.Servers {
 		if row.Server != nil && row.Server.DemandRatio.OK() {
 			demandCol = true
+		}
+		if row.Server != nil && (row.Server.UsageRatio.Prov == kv.Reserved || row.Server.ReservedRatio.Prov == kv.Reserved) {
+			reserved = true
 		}
 	}
 	if watching {
@@ -214,18 +217,19 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		s := row.Server
 		if s.Role == kv.RoleRouter {
 			line := fmt.Sprintf("%s\t%s\t%s\tworkers %s/%s healthy", s.Role, row.Name, s.Engine,
-				count(s.Router.WorkersHealthy), count(s.Router.WorkersTotal))
+				textfmt.Count(s.Router.WorkersHealthy), textfmt.Count(s.Router.WorkersTotal))
 			if wide {
-				line += fmt.Sprintf("\trun=%s", count(s.Running))
+				line += fmt.Sprintf("\trun=%s", textfmt.Count(s.Running))
 			}
 			fmt.Fprintln(tw, line)
 			continue
 		}
-		hit, life := hitRatio(row)
-		lifetime = lifetime || life
+		ph := row.PrefixHit()
+		hit := textfmt.Hit(ph.Ratio, ph.SinceStart)
+		lifetime = lifetime || ph.SinceStart
 		if s.Role == kv.RoleCache {
 			// Tiers only, no KV pool: its tiers, then as any server's.
-			cols := []string{string(s.Role), row.Name, s.Engine, cacheServerCell(s), "", "", "", "hit " + hit}
+			cols := []string{string(s.Role), row.Name, s.Engine, "tiers " + textfmt.Tiers(s), "", "", "", "hit " + hit}
 			if demandCol {
 				cols = append(cols, "")
 			}
@@ -243,22 +247,22 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		}
 		cols := []string{string(s.Role), row.Name, s.Engine,
 			"KV " + kvCell(s.Used, s.Capacity, s.UsageRatio),
-			"headroom " + headroomCell(row.Headroom, sizes, wide),
-			"run=" + count(s.Running),
+			"headroom " + headroomCell(row, wide),
+			"run=" + textfmt.Count(s.Running),
 			"queued=" + queueCell(s.Queued),
 			"hit " + hit}
 		if demandCol {
-			cols = append(cols, "demand "+times(s.DemandRatio))
+			cols = append(cols, "demand "+textfmt.Times(s.DemandRatio))
 		}
 		if wide {
 			cols = append(cols,
-				"evictable="+count(s.Evictable),
-				"reserved="+percent(s.ReservedRatio),
-				"demand_tokens="+count(s.Demand),
+				"evictable="+textfmt.Count(s.Evictable),
+				"reserved="+textfmt.Percent(s.ReservedRatio),
+				"demand_tokens="+textfmt.Count(s.Demand),
 				"preempt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PreemptionsPerSec }, s.Counters.Preemptions),
 				"prompt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PromptTokensPS }, s.Counters.PromptTokens),
 				"gentok="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.GenTokensPS }, s.Counters.GenerationTokens),
-				"spread="+percent(s.Spread),
+				"spread="+textfmt.Percent(s.Spread),
 				"model="+orDash(s.Model),
 				"names="+s.Generation,
 				fmt.Sprintf("scrape=%.0fms", row.ScrapeSeconds*1000))
@@ -277,7 +281,7 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 			notes = append(notes, fmt.Sprintf("warning\t%s\t%s: %s", row.Name, x.Reason, x.Detail))
 		}
 	}
-	renderPools(tw, rep, sizes)
+	renderPools(tw, rep)
 	tw.Flush()
 	renderPlanning(w, rep, wide, trend)
 	if len(notes) > 0 {
@@ -287,24 +291,23 @@ func renderStatus(w io.Writer, rep *report.Report, sizes []int, wide, ranks, wat
 		}
 		tw.Flush()
 	}
+	if reserved {
+		fmt.Fprintln(w, textfmt.ReservedMark+" "+textfmt.ReservedNote)
+	}
 	if lifetime {
-		note := "* hit ratio since engine start; use --watch for the ratio over each refresh"
+		note := " hit ratio " + textfmt.SinceStart + "; use --watch for the ratio over each refresh"
 		if watching {
-			note = "* hit ratio since engine start (no prefix-cache traffic since the last refresh)"
+			note = " hit ratio " + textfmt.SinceStart + " (no prefix-cache traffic since the last refresh)"
 		}
-		fmt.Fprintln(w, note)
+		fmt.Fprintln(w, textfmt.SinceStartMark+note)
 	}
 }
 
 // renderPools writes one line per pool when there is more than one (prefill
 // and decode are never summed together) and the fleet line: the single
 // pool's totals, or the most constrained pool, named, and the others.
-func renderPools(w io.Writer, rep *report.Report, sizes []int) {
+func renderPools(w io.Writer, rep *report.Report) {
 	f := rep.Fleet
-	first := 0
-	if len(sizes) > 0 {
-		first = sizes[0]
-	}
 	failed := ""
 	if f.Failed > 0 {
 		failed = fmt.Sprintf("\t%d failed", f.Failed)
@@ -314,7 +317,7 @@ func renderPools(w io.Writer, rep *report.Report, sizes []int) {
 		failed += fmt.Sprintf("\t+%s (tiers only)", plural(f.CacheServers, "cache server"))
 	}
 	if len(rep.Pools) <= 1 {
-		var p kv.Pool
+		var p report.Pool
 		if len(rep.Pools) == 1 {
 			p = rep.Pools[0]
 		}
@@ -326,19 +329,19 @@ func renderPools(w io.Writer, rep *report.Report, sizes []int) {
 			line += fmt.Sprintf("\t%d of %d report KV tokens", p.Counted, p.Servers)
 		}
 		if p.DemandRatio.OK() {
-			line += "\tdemand " + times(p.DemandRatio) + " capacity"
+			line += "\tdemand " + textfmt.Times(p.DemandRatio) + " capacity"
 		}
 		fmt.Fprintln(w, line+failed)
 		return
 	}
 	for _, p := range rep.Pools {
 		line := fmt.Sprintf("pool\t%s\t%s\tKV %s\theadroom %s\trun=%s\tqueued=%s", p.Name, plural(p.Servers, "server"),
-			kvCell(p.Used, p.Capacity, p.UsageRatio), poolHeadroom(p, first), count(p.Running), count(p.Queued))
+			kvCell(p.Used, p.Capacity, p.UsageRatio), poolHeadroom(&p), textfmt.Count(p.Running), textfmt.Count(p.Queued))
 		if p.Counted < p.Servers {
 			line += fmt.Sprintf("\t%d of %d report KV tokens", p.Counted, p.Servers)
 		}
 		if p.DemandRatio.OK() {
-			line += "\tdemand " + times(p.DemandRatio) + " capacity"
+			line += "\tdemand " + textfmt.Times(p.DemandRatio) + " capacity"
 		}
 		fmt.Fprintln(w, line)
 	}
@@ -347,12 +350,12 @@ func renderPools(w io.Writer, rep *report.Report, sizes []int) {
 		line += "no pool reports KV usage"
 	} else {
 		p := rep.Pools[f.LimitIndex]
-		line += fmt.Sprintf("%s pool is the limit: %s (%s / %s tok), headroom %s", p.Name, percent(p.UsageRatio),
-			count(p.Used), count(p.Capacity), poolHeadroom(p, first))
+		line += fmt.Sprintf("%s pool is the limit: %s (%s), headroom %s", p.Name, textfmt.Percent(p.UsageRatio),
+			textfmt.UsedOf(p.Used, p.Capacity), poolHeadroom(&p))
 		var others []string
 		for i, o := range rep.Pools {
 			if i != f.LimitIndex {
-				others = append(others, o.Name+" "+percent(o.UsageRatio))
+				others = append(others, o.Name+" "+textfmt.Percent(o.UsageRatio))
 			}
 		}
 		line += "; " + strings.Join(others, ", ")
@@ -360,14 +363,12 @@ func renderPools(w io.Writer, rep *report.Report, sizes []int) {
 	fmt.Fprintln(w, line+failed)
 }
 
-// poolHeadroom is "0×8k" for the first configured size, -- if unknown.
-func poolHeadroom(p kv.Pool, first int) string {
-	for _, h := range p.Headroom {
-		if h.Tokens == first && h.Requests.OK() {
-			return count(h.Requests) + "×" + tokens(h.Tokens)
-		}
+// poolHeadroom is "0×8k" for the smallest configured size, -- if unknown.
+func poolHeadroom(p *report.Pool) string {
+	if h, ok := p.FirstHeadroom(); ok && h.Requests.OK() {
+		return textfmt.Headroom(h.Requests, h.Tokens)
 	}
-	return "--"
+	return textfmt.NA
 }
 
 func plural(n int, what string) string {
@@ -394,7 +395,7 @@ func renderRanks(w io.Writer, s *kv.Server, cells int) {
 	}
 	for _, r := range s.Ranks {
 		line("", "  "+rankName(r.RankID), "", "KV "+kvCell(r.Used, r.Capacity, r.UsageRatio), "",
-			"run="+count(r.Running), "queued="+queueCell(r.Queued))
+			"run="+textfmt.Count(r.Running), "queued="+queueCell(r.Queued))
 	}
 	// Short enough for the KV column: a longer text there would widen it
 	// for the whole table. docs/status.md says what the spread is.
@@ -402,7 +403,7 @@ func renderRanks(w io.Writer, s *kv.Server, cells int) {
 		line("", "  imbalance", "", "none: one DP rank")
 		return
 	}
-	line("", "  imbalance", "", "DP usage spread "+percent(s.Spread))
+	line("", "  imbalance", "", "DP usage spread "+textfmt.Percent(s.Spread))
 }
 
 // trimWriter drops the spaces at the end of each line: tabwriter pads the
@@ -440,33 +441,26 @@ func rankName(id kv.RankID) string {
 	return strings.Join(parts, " ")
 }
 
-// kvCell is "310,112 / 2,581,504 tok (12.0%)", with -- for what is unknown.
+// kvCell is "310k / 2.58M tok (12.0%)", with -- for what is unknown.
 func kvCell(used, capacity, ratio kv.Value) string {
-	out := fmt.Sprintf("%s / %s tok (%s)", count(used), count(capacity), percent(ratio))
-	if used.Prov == kv.Reserved {
-		out += " reserved"
-	}
-	return out
+	return textfmt.UsedOf(used, capacity) + " (" + textfmt.Percent(ratio) + ")"
 }
 
-// headroomCell is "277×8k" for the first size, plus the context-length
-// fit; with all, every size ("554×4k 277×8k 69×32k 4×512k").
-func headroomCell(hs []report.Headroom, sizes []int, all bool) string {
+// headroomCell is "277×8k" for the smallest configured size, plus the
+// context-length fit; with all, every size ("554×4k 277×8k 69×32k 4×512k").
+func headroomCell(row *report.Server, all bool) string {
+	first, _ := row.FirstHeadroom()
 	var parts []string
-	first := 0
-	if len(sizes) > 0 {
-		first = sizes[0]
-	}
-	for _, h := range hs {
+	for _, h := range row.Headroom {
 		if !h.Requests.OK() {
 			continue
 		}
-		if all || h.Tokens == first || h.Context {
-			parts = append(parts, fmt.Sprintf("%s×%s", count(h.Requests), tokens(h.Tokens)))
+		if all || h == first || h.Context {
+			parts = append(parts, textfmt.Headroom(h.Requests, h.Tokens))
 		}
 	}
 	if len(parts) == 0 {
-		return "--"
+		return textfmt.NA
 	}
 	return strings.Join(parts, " ")
 }
@@ -475,7 +469,7 @@ func headroomCell(hs []report.Headroom, sizes []int, all bool) string {
 // "queued" in status, top and the web UI, with the queues that hold
 // requests named when they are PD queues: "3 (prealloc=2 transfer=1)".
 func queueCell(q kv.Queues) string {
-	total := count(q.QueuedTotal())
+	total := textfmt.Count(q.QueuedTotal())
 	var parts []string
 	pd := false
 	for _, p := range []struct {
@@ -483,7 +477,7 @@ func queueCell(q kv.Queues) string {
 		v    kv.Value
 	}{{"waiting", q.Waiting}, {"prealloc", q.Prealloc}, {"bootstrap", q.Bootstrap}, {"transfer", q.Transfer}, {"inflight", q.Inflight}} {
 		if p.v.OK() && p.v.V != 0 {
-			parts = append(parts, fmt.Sprintf("%s=%s", p.name, count(p.v)))
+			parts = append(parts, fmt.Sprintf("%s=%s", p.name, textfmt.Count(p.v)))
 			pd = pd || p.name != "waiting"
 		}
 	}
@@ -493,112 +487,22 @@ func queueCell(q kv.Queues) string {
 	return total + " (" + strings.Join(parts, " ") + ")"
 }
 
-// hitRatio is the windowed hit ratio when rates exist, else the ratio since
-// the engine started (second result true), else --.
-func hitRatio(row *report.Server) (string, bool) {
-	if row.Rates != nil && row.Rates.PrefixHitRatio.OK() {
-		return percent(row.Rates.PrefixHitRatio), false
-	}
-	c := row.Server.Counters
-	if r := c.PrefixHitTokens.Div(c.PrefixQueryTokens); r.OK() && r.V <= 1 {
-		return percent(r) + "*", true
-	}
-	return "--", false
-}
-
 // rateOrTotal shows a per-second rate when known, else the counter total.
 func rateOrTotal(row *report.Server, pick func(*kv.Rates) kv.Value, total kv.Value) string {
 	if row.Rates != nil {
 		if v := pick(row.Rates); v.OK() {
-			return fmt.Sprintf("%.1f/s", v.V)
+			return textfmt.Rate(v) + "/s"
 		}
 	}
 	if total.OK() {
-		return count(total) + " total"
+		return textfmt.Count(total) + " total"
 	}
-	return "--"
-}
-
-// count formats a whole number with thousands separators, -- if unknown,
-// ~900? if partial (a sum with missing parts), !-5,000 if implausible;
-// beyond 2^53 in exponent form, never through an int64 overflow.
-func count(v kv.Value) string {
-	if !v.OK() {
-		return "--"
-	}
-	var n string
-	if math.Abs(v.V) > kv.MaxExact {
-		n = strconv.FormatFloat(v.V, 'g', 3, 64)
-	} else {
-		n = thousands(int64(math.Round(v.V)))
-	}
-	return kv.Mark(v, n)
-}
-
-func thousands(n int64) string {
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	s := fmt.Sprintf("%d", n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
-// percent formats a 0–1 ratio as "12.0%", -- if unknown, ~12.0%? if
-// partial, "implausible" if implausible.
-func percent(v kv.Value) string {
-	if !v.OK() {
-		return "--"
-	}
-	if v.Prov == kv.Implausible {
-		return "implausible" // no plausible-looking percentage: see the warnings
-	}
-	if math.Abs(v.V) > 1e6 {
-		return kv.Mark(v, strconv.FormatFloat(v.V*100, 'g', 3, 64)+"%")
-	}
-	return kv.Mark(v, fmt.Sprintf("%.1f%%", v.V*100))
-}
-
-// times formats a demand ratio (unbounded above) as "17.6×", -- if unknown.
-func times(v kv.Value) string {
-	if !v.OK() {
-		return "--"
-	}
-	var s string
-	switch a := math.Abs(v.V); {
-	case a > 1e6:
-		s = strconv.FormatFloat(v.V, 'g', 3, 64)
-	case a >= 100:
-		s = fmt.Sprintf("%.0f", v.V)
-	case a >= 10:
-		s = fmt.Sprintf("%.1f", v.V)
-	default:
-		s = fmt.Sprintf("%.2f", v.V)
-	}
-	return kv.Mark(v, s+"×")
-}
-
-// tokens formats a request size: 8192 → 8k, 524288 → 512k.
-func tokens(n int) string {
-	if n >= 1024 && n%1024 == 0 {
-		return fmt.Sprintf("%dk", n/1024)
-	}
-	return fmt.Sprintf("%d", n)
+	return textfmt.NA
 }
 
 func orDash(s string) string {
 	if s == "" {
-		return "--"
+		return textfmt.NA
 	}
 	return s
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
 // renderPlanning writes the capacity-planning lines (docs/planning.md): one
@@ -24,14 +25,14 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillT
 		p := &rep.Planning[i]
 		fits := fitsCell(p.WorkloadHeadroom, p.KVPerRequest)
 		if p.FinishedHeadroom.OK() {
-			fits += ", " + count(p.FinishedHeadroom) + " of finished-request size"
+			fits += ", " + textfmt.Count(p.FinishedHeadroom) + " of finished-request size"
 		}
 		fill := ""
 		if p.FillForecast != nil {
 			fill = "\t" + fillCell(p.FillForecast, trend, wide)
 		}
 		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s%s\n", p.Name, plural(p.Servers, "server"),
-			fits, percent(p.Saturation), drainCell(p), limitersCell(p.Limiters), fill)
+			fits, textfmt.Percent(p.Saturation), drainCell(p), limitersCell(p.Limiters), fill)
 	}
 	if !wide {
 		return
@@ -54,20 +55,20 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillT
 		if p.Why != "" {
 			limit += ": " + p.Why
 		}
-		maxRun := count(p.MaxRunning)
+		maxRun := textfmt.Count(p.MaxRunning)
 		if p.MaxRunningSource != "" {
 			maxRun += " (" + p.MaxRunningSource + ")"
 		}
 		drain := "--"
 		if d, ok := drains[row.Name]; ok && d.MarginTokens.OK() {
-			drain = fmt.Sprintf("%s tok (%s of the rest)", signed(d.MarginTokens), percent(d.MarginRatio))
+			drain = fmt.Sprintf("%s tok (%s of the rest)", textfmt.Signed(d.MarginTokens), textfmt.Percent(d.MarginRatio))
 		}
 		finished := "finished=--"
 		if p.FinishedRequestTokens.OK() {
-			finished = fmt.Sprintf("finished=%s×%s tok", count(p.FinishedHeadroom), count(p.FinishedRequestTokens))
+			finished = fmt.Sprintf("finished=%s×%s tok", textfmt.Count(p.FinishedHeadroom), textfmt.Count(p.FinishedRequestTokens))
 		}
 		fmt.Fprintf(w, "plan\t%s\t\tlimit %s\t%s\t%s\tmax_run=%s batch_left=%s\tsaturation %s\tdrain margin %s\n", row.Name, limit,
-			fitsCell(p.WorkloadHeadroom, p.KVPerRequest), finished, maxRun, count(p.BatchHeadroom), percent(p.Saturation), drain)
+			fitsCell(p.WorkloadHeadroom, p.KVPerRequest), finished, maxRun, textfmt.Count(p.BatchHeadroom), textfmt.Percent(p.Saturation), drain)
 	}
 }
 
@@ -77,14 +78,14 @@ func fitsCell(fits, perRequest kv.Value) string {
 	if !perRequest.OK() {
 		return "fits -- (idle: no mix to measure)"
 	}
-	return fmt.Sprintf("fits %s more of today's mix (%s tok each)", count(fits), count(perRequest))
+	return fmt.Sprintf("fits %s more of today's mix (%s tok each)", textfmt.Count(fits), textfmt.Count(perRequest))
 }
 
 // drainCell is the pool's N−1 answer in words.
 func drainCell(p *kv.PoolPlan) string {
 	if p.N1Safe && p.Drain != nil {
 		return fmt.Sprintf("N−1 safe: draining %s leaves %s of the rest (margin %s tok)", p.Drain.Server,
-			percent(p.Drain.After), count(p.Drain.MarginTokens))
+			textfmt.Percent(p.Drain.After), textfmt.Count(p.Drain.MarginTokens))
 	}
 	if p.N1Note != "" {
 		return p.N1Note
@@ -107,15 +108,15 @@ func limitersCell(ls []kv.Limiter) string {
 // signed is count with a + for positive values.
 func signed(v kv.Value) string {
 	if v.OK() && v.V > 0 {
-		return "+" + count(v)
+		return "+" + textfmt.Count(v)
 	}
-	return count(v)
+	return textfmt.Count(v)
 }
 
 // fillCell is a pool's time to full: "full in 12m" and, wide, how: the
 // fill rate, the free KV after demand, the floor and the samples.
 func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
-	out := f.Short(trend)
+	out := textfmt.TimeToFull(f, trend)
 	if f.TimeToFullState == kv.FillUnknown && !f.TrendWarming && f.TrendNote != "" {
 		out += " (" + f.TrendNote + ")"
 	}
@@ -126,6 +127,6 @@ func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
 	if !f.FillDemandCounted {
 		demand = ", no demand reported"
 	}
-	return fmt.Sprintf("%s (fill %.1f tok/s, floor %.1f, %s free after demand%s; %d samples over %.0fs)", out,
-		f.FillRate.V, f.FillFloor.V, count(f.FreeAfterDemand), demand, f.TrendSamples, f.TrendSeconds)
+	return fmt.Sprintf("%s (fill %s tok/s, floor %s, %s free after demand%s; %d samples %s)", out,
+		textfmt.Rate(f.FillRate), textfmt.Rate(f.FillFloor), textfmt.Count(f.FreeAfterDemand), demand, f.TrendSamples, textfmt.Window(f.TrendSeconds))
 }

@@ -49,7 +49,7 @@ func TestStatusCachePoolsAligned(t *testing.T) {
 	}}
 	for _, wide := range []bool{false, true} {
 		var b strings.Builder
-		renderStatus(&b, rep, []int{8192}, wide, !wide, false, kv.FillTrend{})
+		renderStatus(&b, rep, wide, !wide, false, kv.FillTrend{})
 		var rows []string
 		for _, l := range strings.Split(b.String(), "\n") {
 			if strings.HasPrefix(l, "unified  ") {

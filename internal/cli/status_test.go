@@ -457,7 +457,7 @@ func TestStatusImplausible(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{
-		"KV !-5,000 / !-100,000 tok (implausible)",
+		"KV !-5,000 / !-100k tok (implausible)",
 		"negative: capacity is -100000",
 		"negative: used is -5000",
 		"KV 0 / !1e+30 tok (implausible)",
@@ -485,7 +485,7 @@ func TestStatusImplausible(t *testing.T) {
 }
 
 // TestStatusWideAllSizes: -o wide shows headroom for every --headroom size
-// and the context length; text shows the first and the context length.
+// and the context length; text shows the smallest and the context length.
 func TestStatusWideAllSizes(t *testing.T) {
 	cfg := writeConfig(t, pdCluster(t))
 	_, out, _ := run(t, "status", "--config.file", cfg, "-o", "wide", "--headroom", "4096,8192,32768")
@@ -496,7 +496,7 @@ func TestStatusWideAllSizes(t *testing.T) {
 	}
 	_, out, _ = run(t, "status", "--config.file", cfg, "--headroom", "4096,8192,32768")
 	if !strings.Contains(out, "headroom 554×4k 4×512k ") {
-		t.Errorf("text headroom is not the first size and the context length:\n%s", out)
+		t.Errorf("text headroom is not the smallest size and the context length:\n%s", out)
 	}
 }
 

@@ -31,8 +31,8 @@ func TestStatusCacheTiers(t *testing.T) {
 	target := ep.URL + ep.MetricsPath
 	// Worked out from the simulator's truth, in status's formats.
 	line := fmt.Sprintf("host tier  KV %s / %s tok (%.1f%%)  hits %s tok",
-		commas(tr.Host.UsedTokens), commas(tr.Host.CapacityTokens),
-		100*float64(tr.Host.UsedTokens)/float64(tr.Host.CapacityTokens), commas(tr.Host.HitTokens))
+		kmg(float64(tr.Host.UsedTokens)), kmg(float64(tr.Host.CapacityTokens)),
+		100*float64(tr.Host.UsedTokens)/float64(tr.Host.CapacityTokens), kmg(float64(tr.Host.HitTokens)))
 	squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	for _, args := range [][]string{{"-o", "wide"}, {"--ranks"}} {
 		code, out, errs := run(t, append(append([]string{"status"}, args...), target)...)

@@ -153,8 +153,8 @@ func TestStatusTrend(t *testing.T) {
 	t.Logf("status -o wide --trend 30s at %s:\n%s", k.truth[len(k.truth)-1].at, out)
 	state, _, _ = k.expected(t)
 	want := map[kv.FillState]string{kv.FillFilling: "full in ", kv.FillNotFilling: "not filling (fill ", kv.FillFull: "full now"}[state]
-	if !strings.Contains(out, want) || !strings.Contains(out, "7 samples over 30s") {
-		t.Errorf("wide plan line: want %q (ground truth %s) and \"7 samples over 30s\":\n%s", want, state, out)
+	if !strings.Contains(out, want) || !strings.Contains(out, "7 samples over the last 30s") {
+		t.Errorf("wide plan line: want %q (ground truth %s) and \"7 samples over the last 30s\":\n%s", want, state, out)
 	}
 
 	// The drain server stops taking traffic at 2m31s; by 10 minutes its KV

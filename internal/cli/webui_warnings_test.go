@@ -92,12 +92,15 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 			t.Errorf("overview row of neg: warnings %q lack %q", n.Warnings, w)
 		}
 	}
-	if n.Used != "implausible" || n.UsedProv != "implausible" || n.Capacity != "implausible" || strings.Contains(n.Usage, "5.0%") {
-		t.Errorf("overview row of neg = %+v, want used and capacity shown implausible and no 5.0%%", n)
+	// Flagged as status writes them: the engine's numbers marked !, a ratio
+	// never as a plausible percentage.
+	if n.Used != "!-5,000" || n.UsedProv != "implausible" || n.Capacity != "!-100k" || n.Usage != "implausible" {
+		t.Errorf("overview row of neg = %+v, want used !-5,000 and capacity !-100k, usage implausible (no 5.0%%)", n)
 	}
-	// A queue of -3 beside one of 7 is not 4 queued requests.
-	if n.Queued != "implausible" || n.QueuedProv != "implausible" {
-		t.Errorf("overview row of neg: queued %q (%s), want implausible, never -3 + 7 = 4", n.Queued, n.QueuedProv)
+	// A queue of -3 beside one of 7 is not 4 queued requests: the sum is
+	// flagged with its part.
+	if n.Queued != "!4" || n.QueuedProv != "implausible" {
+		t.Errorf("overview row of neg: queued %q (%s), want !4 (implausible), never a plain 4", n.Queued, n.QueuedProv)
 	}
 	h := read(`tr[data-server="half"]`)
 	if h.Used != "~900?" || h.UsedProv != "partial" || h.Capacity != "2,000" || h.Usage != "~90.0%?" || h.UsageProv != "partial" || h.Warnings != "" {

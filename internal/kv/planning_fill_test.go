@@ -173,31 +173,6 @@ func TestUsedTrend(t *testing.T) {
 	}
 }
 
-func TestFillShort(t *testing.T) {
-	tests := []struct {
-		f    *FillForecast
-		want string
-	}{
-		{nil, "time to full --"},
-		{&FillForecast{TimeToFullState: FillFilling, TimeToFullSeconds: DerivedOf(45)}, "full in 45s"},
-		{&FillForecast{TimeToFullState: FillFilling, TimeToFullSeconds: DerivedOf(750)}, "full in 12m"},
-		{&FillForecast{TimeToFullState: FillFilling, TimeToFullSeconds: DerivedOf(7530)}, "full in 2h05m"},
-		{&FillForecast{TimeToFullState: FillFilling, TimeToFullSeconds: DerivedOf(3*86400 + 4*3600 + 59)}, "full in 3d04h"},
-		{&FillForecast{TimeToFullState: FillFilling, TimeToFullSeconds: Value{V: 750, Prov: Partial}}, "~full in 12m?"},
-		{&FillForecast{TimeToFullState: FillFull, TimeToFullSeconds: DerivedOf(0), FullByQueue: true}, "full now (queue)"},
-		{&FillForecast{TimeToFullState: FillFull, TimeToFullSeconds: DerivedOf(0)}, "full now"},
-		{&FillForecast{TimeToFullState: FillNotFilling}, "not filling"},
-		{&FillForecast{TimeToFullState: FillUnknown, TrendWarming: true, TrendSeconds: 9.5}, "trend after 21s"},
-		{&FillForecast{TimeToFullState: FillUnknown, TrendWarming: true, TrendSeconds: 40}, "trend after the next sample"},
-		{&FillForecast{TimeToFullState: FillUnknown}, "time to full --"},
-	}
-	for _, tt := range tests {
-		if got := tt.f.Short(TrendMinTop); got != tt.want {
-			t.Errorf("%+v: %q, want %q", tt.f, got, tt.want)
-		}
-	}
-}
-
 // TestWithFill: pools are forecast from their own members; a member whose
 // used tokens are partial now leaves its pool unavailable (not warming up).
 func TestWithFill(t *testing.T) {

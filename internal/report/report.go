@@ -4,8 +4,10 @@
 // and one capacity-weighted line per pool (the servers of one role and,
 // when set, one cluster/pool label: prefill and decode are never summed),
 // with the most constrained pool named as the fleet's limit. Its JSON form is the stable schema of
-// `kvwatch status --output json` and of serve's /api/kvwatch/v1/report. It
-// renders nothing and does no I/O.
+// `kvwatch status --output json` and of serve's /api/kvwatch/v1/report.
+// Each row's and pool's values also come as text (text.go, written by
+// package textfmt as status and top write them) for the web UI, which
+// cannot run that code; laying them out is each face's. It does no I/O.
 package report
 
 import (
@@ -31,8 +33,8 @@ type Report struct {
 	Servers []Server  `json:"servers"`
 	// Pools are the KV sums per pool, in role order (prefill, decode,
 	// unified), then by cluster and pool label.
-	Pools []kv.Pool `json:"pools"`
-	Fleet Fleet     `json:"fleet"`
+	Pools []Pool `json:"pools"`
+	Fleet Fleet  `json:"fleet"`
 	// Planning is the capacity-planning view per pool (planning.go).
 	Planning []kv.PoolPlan `json:"planning,omitempty"`
 }
@@ -56,7 +58,8 @@ type Fleet struct {
 }
 
 // Summarize computes the pools and the fleet summary from r.Servers, with
-// pool headroom for each of sizes (tokens).
+// pool headroom for each of sizes (tokens), and each row's and pool's
+// totals and text (text.go).
 func (r *Report) Summarize(sizes []int) {
 	members := make([]kv.Member, 0, len(r.Servers))
 	r.Fleet = Fleet{LimitIndex: -1}
@@ -76,10 +79,15 @@ func (r *Report) Summarize(sizes []int) {
 		}
 		members = append(members, kv.Member{Key: PoolKeyOf(row), Server: row.Server})
 	}
-	r.Pools = kv.PoolsOf(members, sizes)
-	if i := kv.Limit(r.Pools); i >= 0 {
-		r.Fleet.Limit, r.Fleet.LimitIndex = r.Pools[i].Name, i
+	pools := kv.PoolsOf(members, sizes)
+	if i := kv.Limit(pools); i >= 0 {
+		r.Fleet.Limit, r.Fleet.LimitIndex = pools[i].Name, i
 	}
+	r.Pools = make([]Pool, len(pools))
+	for i, p := range pools {
+		r.Pools[i].Pool = p
+	}
+	r.describe()
 }
 
 // PoolKeyOf is the pool a row belongs to: its role and its cluster and pool
@@ -111,6 +119,10 @@ type Server struct {
 	Server *kv.Server `json:"server,omitempty"`
 	// Headroom is how many more requests of each size fit.
 	Headroom []Headroom `json:"headroom,omitempty"`
+	// QueuedTotal is every queue of the server summed
+	// (kv.Queues.QueuedTotal); set by Summarize, unavailable for a failed
+	// row.
+	QueuedTotal kv.Value `json:"queued_total"`
 	// Rates since the previous scrape of this target; nil on the first.
 	Rates *kv.Rates `json:"rates,omitempty"`
 	// Late is true when the target's scrape was still running when the
@@ -118,6 +130,53 @@ type Server struct {
 	Late bool `json:"late,omitempty"`
 	// Plan is the server's capacity-planning view (planning.go).
 	Plan *kv.ServerPlan `json:"plan,omitempty"`
+	// Text is the row's values as status and top write them (text.go);
+	// set by Summarize, nil for a failed row.
+	Text *ServerText `json:"text,omitempty"`
+}
+
+// PrefixHit is a row's prefix-cache hit ratio as every face shows it:
+// over the window since the target's previous scrape when that window saw
+// prefix-cache traffic, else since the engine started (SinceStart: no
+// previous scrape yet, or no traffic since), else unavailable (no
+// prefix-cache counters, or no traffic ever).
+type PrefixHit struct {
+	Ratio kv.Value
+	// WindowSeconds is the window of a windowed ratio.
+	WindowSeconds float64
+	SinceStart    bool
+}
+
+// PrefixHit is the row's prefix-cache hit ratio; unavailable for a failed
+// row.
+func (s *Server) PrefixHit() PrefixHit {
+	if s.Server == nil {
+		return PrefixHit{}
+	}
+	if s.Rates != nil && s.Rates.PrefixHitRatio.OK() {
+		return PrefixHit{Ratio: s.Rates.PrefixHitRatio, WindowSeconds: s.Rates.WindowSeconds}
+	}
+	c := s.Server.Counters
+	// A counter pair that says more hits than lookups is no ratio.
+	if r := c.PrefixHitTokens.Div(c.PrefixQueryTokens); r.OK() && r.V <= 1 {
+		return PrefixHit{Ratio: r, SinceStart: true}
+	}
+	return PrefixHit{}
+}
+
+// FirstHeadroom is the headroom the faces show first: the smallest
+// configured request size's (the context length's only when the server
+// has no other); false when the row has none.
+func (s *Server) FirstHeadroom() (Headroom, bool) {
+	for _, h := range s.Headroom {
+		if !h.Context {
+			return h, true
+		}
+	}
+	if len(s.Headroom) > 0 {
+		return s.Headroom[0], true
+	}
+	return Headroom{}, false
 }
 
 // Headroom is how many more requests of Tokens tokens fit.
@@ -155,10 +214,9 @@ func (t *Tracker) Update(now time.Time, results []scrape.Result) Report {
 
 // Row builds the row of one target's result, exactly as Update does for
 // each of its results (and remembers the result for the target's next
-// rates), without the fleet summary and the pool plans: a caller that
-// keeps one row per target (serve, per scrape) summarizes the rows it
-// holds when it reports them. Those summaries read rows and never change
-// them.
+// rates), without the fleet summary, the pool plans and the row's totals
+// and text: a caller that keeps one row per target (serve, per scrape)
+// summarizes the rows it holds when it reports them, in a copy of them.
 func (t *Tracker) Row(res *scrape.Result) Server { return t.row(res) }
 
 // row builds one server's entry and updates the target's previous scrape.

@@ -112,7 +112,8 @@ func TestHeadroomsNeverOverflow(t *testing.T) {
 
 // TestTrackerRowIsUpdatesRow: Row gives, scrape after scrape, the row that
 // Update gives for the same result (rates across a restart, a failure in
-// between, the plan), so serve may keep rows without summarizing each.
+// between, the plan) once summarized (its totals and text), so serve may
+// keep rows without summarizing each.
 func TestTrackerRowIsUpdatesRow(t *testing.T) {
 	byRow, byUpdate := NewTracker([]int{4096}), NewTracker([]int{4096})
 	t0 := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
@@ -125,7 +126,9 @@ func TestTrackerRowIsUpdatesRow(t *testing.T) {
 		{Target: dec, Time: t0.Add(20 * time.Second), Server: decode(450, 10, 40, 1)},
 	}
 	for i := range results {
-		got := byRow.Row(&results[i])
+		rep := Report{Servers: []Server{byRow.Row(&results[i])}}
+		rep.Summarize([]int{4096})
+		got := rep.Servers[0]
 		want := byUpdate.Update(results[i].Time, results[i:i+1]).Servers[0]
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("scrape %d: Row = %+v, Update's row = %+v", i, got, want)

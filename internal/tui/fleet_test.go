@@ -11,6 +11,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
 // t0 is the time of the first test scrape; the fleet is scraped every 2s.
@@ -141,26 +142,26 @@ func TestFleetFixture(t *testing.T) {
 		t.Errorf("headroomCell(decode-0) = %q, want %q", got, "58×8k 2×128k")
 	}
 	// 3,000 hit of 10,000 queried tokens in 2s; (20,000 + 3,000) tokens / 2s.
-	if got := pct(d0.Rates.PrefixHitRatio); got != "30.0%" {
+	if got := textfmt.Percent(d0.Rates.PrefixHitRatio); got != "30.0%" {
 		t.Errorf("decode-0 hit = %q, want 30.0%%", got)
 	}
-	if got := perSec(tokensPerSec(d0.Rates)); got != "11.5k" {
+	if got := textfmt.Rate(tokensPerSec(d0.Rates)); got != "11.5k" {
 		t.Errorf("decode-0 tok/s = %q, want 11.5k", got)
 	}
 	// 4 preemptions per 2s.
-	if got := perSec(byName["vllm-0"].Rates.PreemptionsPerSec); got != "2.00" {
+	if got := textfmt.Rate(byName["vllm-0"].Rates.PreemptionsPerSec); got != "2.00" {
 		t.Errorf("vllm-0 preemptions/s = %q, want 2.00", got)
 	}
 	// TGI has no prompt-token counter: tokens/s is unknown, not 300/2.
-	if got := perSec(tokensPerSec(byName["tgi-0"].Rates)); got != na {
-		t.Errorf("tgi-0 tok/s = %q, want %q", got, na)
+	if got := textfmt.Rate(tokensPerSec(byName["tgi-0"].Rates)); got != textfmt.NA {
+		t.Errorf("tgi-0 tok/s = %q, want %q", got, textfmt.NA)
 	}
 	// Pools, never one blend: decode (810,000 + 2,516,966) / (1,290,752 +
 	// 2,581,504) = 85.9%, the limit; unified (376,832 + 20,480) / (409,600 +
 	// 80,000) = 81.2%, partial since llama-0 is down; prefill 12,800 / 1,048,576.
 	pools := map[string]string{}
 	for _, p := range r.Pools {
-		pools[p.Name] = pct(p.UsageRatio)
+		pools[p.Name] = textfmt.Percent(p.UsageRatio)
 	}
 	want := map[string]string{"decode": "85.9%", "unified": "~81.2%?", "prefill": "1.2%"}
 	if fmt.Sprint(pools) != fmt.Sprint(want) {

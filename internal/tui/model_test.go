@@ -167,34 +167,7 @@ func TestModelIsAValue(t *testing.T) {
 	}
 }
 
-func TestFormat(t *testing.T) {
-	for _, c := range []struct {
-		in   float64
-		want string
-	}{
-		{0, "0"}, {999, "999"}, {1000, "1.00k"}, {12800, "12.8k"}, {810000, "810k"},
-		{2581504, "2.58M"}, {1.5e9, "1.50G"},
-	} {
-		if got := num(c.in); got != c.want {
-			t.Errorf("num(%v) = %q, want %q", c.in, got, c.want)
-		}
-	}
-	for _, c := range []struct {
-		in   int
-		want string
-	}{{8192, "8k"}, {131072, "128k"}, {4000, "4000"}, {100, "100"}} {
-		if got := sizeLabel(c.in); got != c.want {
-			t.Errorf("sizeLabel(%d) = %q, want %q", c.in, got, c.want)
-		}
-	}
-	for _, c := range []struct {
-		in   time.Duration
-		want string
-	}{{-time.Second, "0s"}, {1500 * time.Millisecond, "1s"}, {99 * time.Second, "99s"}, {100 * time.Second, "1m"}, {3 * time.Hour, "3h"}} {
-		if got := ageText(c.in); got != c.want {
-			t.Errorf("ageText(%v) = %q, want %q", c.in, got, c.want)
-		}
-	}
+func TestSpark(t *testing.T) {
 	nan := func() float64 { var z float64; return z / z }()
 	if got, want := spark([]float64{0, 0.5, 1, nan, 2}, 4), "▅█ █"; got != want {
 		t.Errorf("spark = %q, want %q (last 4; unknown blank; above 1 clamped)", got, want)

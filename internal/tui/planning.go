@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
 // limitCol is the LIMIT column: what limits admission on the server now
@@ -13,7 +14,7 @@ import (
 func limitCol() tableCol {
 	return tableCol{numColumns, "LIMIT", 5, false, 7, func(m Model, s report.Server) string {
 		if s.Plan == nil || s.Plan.Limit == kv.FactorUnknown || s.Plan.Limit == "" {
-			return na
+			return textfmt.NA
 		}
 		f := string(s.Plan.Limit)
 		switch s.Plan.Limit {
@@ -40,16 +41,16 @@ func (m Model) planLines(s report.Server, w int) []string {
 	}
 	fits := "fits -- more (idle: no mix to measure)"
 	if p.KVPerRequest.OK() {
-		fits = "fits " + count(p.WorkloadHeadroom) + " more of today's mix (" + tokens(p.KVPerRequest) + " tok each)"
+		fits = "fits " + textfmt.Count(p.WorkloadHeadroom) + " more of today's mix (" + textfmt.Count(p.KVPerRequest) + " tok each)"
 	}
 	if p.FinishedRequestTokens.OK() {
-		fits += ", " + count(p.FinishedHeadroom) + " of finished-request size (" + tokens(p.FinishedRequestTokens) + " tok)"
+		fits += ", " + textfmt.Count(p.FinishedHeadroom) + " of finished-request size (" + textfmt.Count(p.FinishedRequestTokens) + " tok)"
 	}
-	maxRun := "max running " + count(p.MaxRunning)
+	maxRun := "max running " + textfmt.Count(p.MaxRunning)
 	if p.MaxRunningSource != "" {
 		maxRun += " (" + p.MaxRunningSource + ")"
 	}
-	lines := flow([]string{limit, fits, maxRun, "batch left " + count(p.BatchHeadroom), "saturation " + pct(p.Saturation)}, w, "  ")
+	lines := flow([]string{limit, fits, maxRun, "batch left " + textfmt.Count(p.BatchHeadroom), "saturation " + textfmt.Percent(p.Saturation)}, w, "  ")
 	key := report.PoolKeyOf(&s)
 	for _, pp := range m.rep.Planning {
 		if pp.PoolKey != key {
@@ -57,11 +58,11 @@ func (m Model) planLines(s report.Server, w int) []string {
 		}
 		n1 := pp.N1Note
 		if pp.N1Safe && pp.Drain != nil {
-			n1 = fmt.Sprintf("N−1 safe: draining %s leaves %s of the rest", pp.Drain.Server, pct(pp.Drain.After))
+			n1 = fmt.Sprintf("N−1 safe: draining %s leaves %s of the rest", pp.Drain.Server, textfmt.Percent(pp.Drain.After))
 		}
 		for _, d := range pp.DrainEach {
 			if d.Server == s.Name && pp.Servers > 1 {
-				n1 += fmt.Sprintf("; draining %s: margin %s tok", s.Name, tokens(d.MarginTokens))
+				n1 += fmt.Sprintf("; draining %s: margin %s tok", s.Name, textfmt.Signed(d.MarginTokens))
 			}
 		}
 		parts := []string{"pool " + pp.Name}
@@ -88,11 +89,11 @@ func (m Model) poolPlanParts(key kv.PoolKey) []string {
 		case pp.Servers == 1:
 			parts = append(parts, m.st.dim.Render("N−1: single server"))
 		case pp.Drain == nil:
-			parts = append(parts, "N−1 "+na)
+			parts = append(parts, "N−1 "+textfmt.NA)
 		case pp.N1Safe:
-			parts = append(parts, "N−1 safe ("+pct(pp.Drain.After)+" after)")
+			parts = append(parts, "N−1 safe ("+textfmt.Percent(pp.Drain.After)+" after)")
 		default:
-			parts = append(parts, m.st.bad.Render("N−1 unsafe ("+pct(pp.Drain.After)+" after draining "+pp.Drain.Server+")"))
+			parts = append(parts, m.st.bad.Render("N−1 unsafe ("+textfmt.Percent(pp.Drain.After)+" after draining "+pp.Drain.Server+")"))
 		}
 		if len(pp.Limiters) > 0 {
 			ls := make([]string, len(pp.Limiters))
@@ -115,7 +116,7 @@ func (m Model) fillPart(pp *kv.PoolPlan) string {
 	if f == nil {
 		return ""
 	}
-	s := f.Short(kv.TrendMinTop)
+	s := textfmt.TimeToFull(f, kv.TrendMinTop)
 	switch {
 	case f.TimeToFullState == kv.FillFull:
 		return m.st.bad.Render(s)

@@ -18,7 +18,7 @@ func TestPoolLines(t *testing.T) {
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: "vLLM exports no fill"},
 	}}}
 	got := strings.Join(m.cachePoolLines(s, 100), "\n")
-	for _, want := range []string{"POOL / TIER", "host tier", "55.0%", "lmcache-l2 fs??0?x", "3.0 GiB", "fill unavailable: vLLM exports no fill"} {
+	for _, want := range []string{"POOL / TIER", "host tier", "55.0%", "lmcache-l2 tier fs??0?x", "3.0 GiB", "fill unavailable: vLLM exports no fill"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("cachePoolLines lacks %q:\n%s", want, got)
 		}

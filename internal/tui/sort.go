@@ -70,13 +70,13 @@ func numberOf(s report.Server, col column, now time.Time) kv.Value {
 		return sv.Running
 	case colQueued:
 		return sv.Queued.QueuedTotal()
+	case colHit:
+		return s.PrefixHit().Ratio
 	}
 	if s.Rates == nil {
 		return kv.Value{}
 	}
 	switch col {
-	case colHit:
-		return s.Rates.PrefixHitRatio
 	case colPreempt:
 		return s.Rates.PreemptionsPerSec
 	case colTokens:

@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,10 +14,8 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
-
-// na is how an unknown value is shown: never as 0.
-const na = "--"
 
 // styles are the lipgloss styles of one renderer.
 type styles struct {
@@ -134,12 +131,12 @@ func (m Model) lateness() []string {
 	if late > 0 {
 		msg := fmt.Sprintf("%d of %d late", late, len(m.rep.Servers))
 		if oldest > 0 {
-			msg += ", oldest " + ageText(oldest)
+			msg += ", oldest " + textfmt.Duration(oldest.Seconds())
 		}
 		out = append(out, m.st.warn.Render(msg))
 	}
 	if age := m.now.Sub(m.rep.Time); !m.paused && age > 2*m.opts.Refresh {
-		out = append(out, m.st.warn.Render("report "+ageText(age)+" old"))
+		out = append(out, m.st.warn.Render("report "+textfmt.Duration(age.Seconds())+" old"))
 	}
 	return out
 }
@@ -150,7 +147,7 @@ func (m Model) statusLines(w int) []string {
 	if m.err != nil {
 		age := ""
 		if !m.errAt.IsZero() && !m.now.IsZero() {
-			age = " " + ageText(m.now.Sub(m.errAt)) + " ago"
+			age = " " + textfmt.Duration(m.now.Sub(m.errAt).Seconds()) + " ago"
 		}
 		msg := wrap("fetch failed"+age+": "+m.err.Error(), w)
 		if len(msg) > 3 {
@@ -189,49 +186,52 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 		{colRole, "ROLE", 7, false, 2, func(m Model, s report.Server) string { return string(s.Role) }},
 		{colEngine, "ENGINE", 13, false, 9, func(m Model, s report.Server) string {
 			if s.Server == nil {
-				return na
+				return textfmt.NA
 			}
 			return s.Server.Engine
 		}},
 		{colKV, "KV", barW + 8, false, 1, func(m Model, s report.Server) string { return m.kvCell(s, barW) }},
 		{colUsed, "USED/CAP", 13, true, 7, func(m Model, s report.Server) string {
 			if s.Server == nil || (!s.Server.Used.OK() && !s.Server.Capacity.OK()) {
-				return na
+				return textfmt.NA
 			}
-			return tokens(s.Server.Used) + "/" + tokens(s.Server.Capacity)
+			return textfmt.Count(s.Server.Used) + "/" + textfmt.Count(s.Server.Capacity)
 		}},
 		{colHeadroom, "HEADROOM", headW, false, 3, func(m Model, s report.Server) string { return headroomCell(s, full) }},
 		{colRunning, "RUN", 5, true, 4, func(m Model, s report.Server) string {
 			if s.Server == nil {
-				return na
+				return textfmt.NA
 			}
-			return count(s.Server.Running)
+			return textfmt.Count(s.Server.Running)
 		}},
 		{colQueued, "QUEUE", 5, true, 4, func(m Model, s report.Server) string {
 			if s.Server == nil {
-				return na
+				return textfmt.NA
 			}
-			return count(s.Server.Queued.QueuedTotal())
+			return textfmt.Count(s.Server.Queued.QueuedTotal())
 		}},
 		{numColumns, "DEMAND", 6, true, 8, func(m Model, s report.Server) string {
 			if s.Server == nil {
-				return na
+				return textfmt.NA
 			}
-			return times(s.Server.DemandRatio)
+			return textfmt.Times(s.Server.DemandRatio)
 		}},
 		limitCol(),
-		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string { return pct(numberOf(s, colHit, m.now)) }},
-		{colPreempt, "PRE/S", 6, true, 5, func(m Model, s report.Server) string { return perSec(numberOf(s, colPreempt, m.now)) }},
-		{colTokens, "TOK/S", 7, true, 8, func(m Model, s report.Server) string { return perSec(numberOf(s, colTokens, m.now)) }},
+		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string {
+			h := s.PrefixHit()
+			return textfmt.Hit(h.Ratio, h.SinceStart)
+		}},
+		{colPreempt, "PRE/S", 6, true, 5, func(m Model, s report.Server) string { return textfmt.Rate(numberOf(s, colPreempt, m.now)) }},
+		{colTokens, "TOK/S", 7, true, 8, func(m Model, s report.Server) string { return textfmt.Rate(numberOf(s, colTokens, m.now)) }},
 		{colAge, "AGE", 5, true, 4, func(m Model, s report.Server) string {
 			v := numberOf(s, colAge, m.now)
 			if !v.OK() {
-				return na
+				return textfmt.NA
 			}
 			if s.Late { // its scrape is still running: the row is the previous one
-				return m.st.warn.Render(ageText(time.Duration(v.V*float64(time.Second))) + "…")
+				return m.st.warn.Render(textfmt.Duration(v.V) + "…")
 			}
-			return ageText(time.Duration(v.V * float64(time.Second)))
+			return textfmt.Duration(v.V)
 		}},
 		// 15 wide, so that at 160 columns it fits beside DEMAND and LIMIT.
 		{numColumns, "USAGE HISTORY", 15, false, 10, func(m Model, s report.Server) string {
@@ -385,15 +385,15 @@ func (m Model) rowLine(s report.Server, selected bool, cols []tableCol, nameW, w
 // cache server's tiers (it has no KV pool of its own).
 func (m Model) kvCell(s report.Server, barW int) string {
 	if s.Server == nil {
-		return na
+		return textfmt.NA
 	}
 	if r := s.Server.Router; r != nil {
-		return "workers " + count(r.WorkersHealthy) + "/" + count(r.WorkersTotal)
+		return "workers " + textfmt.Count(r.WorkersHealthy) + "/" + textfmt.Count(r.WorkersTotal)
 	}
 	if s.Role == kv.RoleCache {
-		return m.st.dim.Render(cacheTiers(s.Server))
+		return m.st.dim.Render(textfmt.Tiers(s.Server))
 	}
-	return m.bar(s.Server.UsageRatio, barW) + " " + fit(pct(s.Server.UsageRatio), 7, true)
+	return m.bar(s.Server.UsageRatio, barW) + " " + fit(textfmt.Percent(s.Server.UsageRatio), 7, true)
 }
 
 // bar draws a ratio 0–1 in w cells, coloured by the thresholds.
@@ -442,7 +442,7 @@ func (m Model) fleetLines(w int) []string {
 	}
 	pools := m.rep.Pools
 	if len(pools) <= 1 {
-		var p kv.Pool
+		var p report.Pool
 		if len(pools) == 1 {
 			p = pools[0]
 		}
@@ -451,7 +451,7 @@ func (m Model) fleetLines(w int) []string {
 	}
 	if f.LimitIndex >= 0 {
 		l := pools[f.LimitIndex]
-		parts = append(parts, "limit: "+m.st.bold.Render(l.Name)+" pool "+m.level(l.UsageRatio.V).Render(pct(l.UsageRatio)))
+		parts = append(parts, "limit: "+m.st.bold.Render(l.Name)+" pool "+m.level(l.UsageRatio.V).Render(textfmt.Percent(l.UsageRatio)))
 	}
 	out := flow(parts, w, "       ")
 	for _, p := range pools {
@@ -472,43 +472,38 @@ func warnedServers(r report.Report) int {
 }
 
 // poolParts are one pool's KV bar, tokens, headroom, requests and demand.
-func (m Model) poolParts(p kv.Pool) []string {
-	parts := []string{"KV " + m.bar(p.UsageRatio, 10) + " " + pct(p.UsageRatio), tokens(p.Used) + " / " + tokens(p.Capacity) + " tok"}
+func (m Model) poolParts(p report.Pool) []string {
+	parts := []string{"KV " + m.bar(p.UsageRatio, 10) + " " + textfmt.Percent(p.UsageRatio), textfmt.UsedOf(p.Used, p.Capacity)}
 	if p.Counted < p.Servers {
 		parts = append(parts, fmt.Sprintf("(%d of %d report KV)", p.Counted, p.Servers))
 	}
-	if len(p.Headroom) > 0 {
-		parts = append(parts, "headroom "+count(p.Headroom[0].Requests)+"×"+sizeLabel(p.Headroom[0].Tokens))
+	if h, ok := p.FirstHeadroom(); ok {
+		parts = append(parts, "headroom "+textfmt.Headroom(h.Requests, h.Tokens))
 	}
-	parts = append(parts, "running "+count(p.Running), "queued "+count(p.Queued))
+	parts = append(parts, "running "+textfmt.Count(p.Running), "queued "+textfmt.Count(p.Queued))
 	if p.DemandRatio.OK() {
-		parts = append(parts, "demand "+times(p.DemandRatio))
+		parts = append(parts, "demand "+textfmt.Times(p.DemandRatio))
 	}
 	return append(parts, m.poolPlanParts(p.PoolKey)...)
 }
 
-// headroomCell shows how many requests of the first size fit and, in the
-// full layout, how many of the server's context length.
+// headroomCell shows how many requests of the smallest configured size
+// fit and, in the full layout, how many of the server's context length.
 func headroomCell(s report.Server, full bool) string {
-	if len(s.Headroom) == 0 || !s.Headroom[0].Requests.OK() {
-		return na
+	first, ok := s.FirstHeadroom()
+	if !ok || !first.Requests.OK() {
+		return textfmt.NA
 	}
-	first := s.Headroom[0]
-	out := fitText(first)
+	out := textfmt.Headroom(first.Requests, first.Tokens)
 	if !full {
 		return out
 	}
-	for _, h := range s.Headroom[1:] {
-		if h.Context {
-			return out + " " + fitText(h)
+	for _, h := range s.Headroom {
+		if h.Context && h != first {
+			return out + " " + textfmt.Headroom(h.Requests, h.Tokens)
 		}
 	}
 	return out
-}
-
-// fitText is "314×8k": requests × request size.
-func fitText(h report.Headroom) string {
-	return count(h.Requests) + "×" + sizeLabel(h.Tokens)
 }
 
 // ---- drill-down ----
@@ -550,25 +545,21 @@ func (m Model) drillView(w int) []string {
 	if sv.Generation != "" {
 		eng += " (" + sv.Generation + ")"
 	}
-	model := sv.Model
-	if model == "" {
-		model = na
+	ctxLen := textfmt.Count(sv.ContextLength)
+	if c := sv.ContextLength; c.Trusted() && c.V >= 1 && c.V <= kv.MaxExact && c.V == math.Trunc(c.V) {
+		ctxLen = textfmt.Size(int(c.V)) // named as request sizes are: 128k
 	}
-	ctxLen := na
-	if sv.ContextLength.OK() {
-		ctxLen = fmt.Sprintf("%.0f", sv.ContextLength.V)
-	}
-	lines = append(lines, flow([]string{"engine " + eng, "model " + model, "context " + ctxLen + " tok"}, w, "  ")...)
+	lines = append(lines, flow([]string{"engine " + eng, "model " + orNA(sv.Model), "context " + ctxLen + " tok"}, w, "  ")...)
 	if r := sv.Router; r != nil {
-		lines = append(lines, "workers healthy "+count(r.WorkersHealthy)+" of "+count(r.WorkersTotal))
+		lines = append(lines, "workers healthy "+textfmt.Count(r.WorkersHealthy)+" of "+textfmt.Count(r.WorkersTotal))
 	}
 	if s.Role == kv.RoleCache {
 		lines = append(lines, wrap("a cache server: it holds tiers for engines and no KV pool of its own, and is in no pool's KV sums; its tiers are below", w)...)
 	} else {
-		lines = append(lines, flow([]string{"KV " + m.bar(sv.UsageRatio, 20) + " " + pct(sv.UsageRatio),
-			"used " + tokens(sv.Used) + " / " + tokens(sv.Capacity) + " tok", "evictable " + tokens(sv.Evictable),
-			"reserved " + pct(sv.ReservedRatio), "demand " + times(sv.DemandRatio) + " (" + tokens(sv.Demand) + " tok)",
-			"DP spread " + pct(sv.Spread)}, w, "   ")...)
+		lines = append(lines, flow([]string{"KV " + m.bar(sv.UsageRatio, 20) + " " + textfmt.Percent(sv.UsageRatio),
+			"used " + textfmt.UsedOf(sv.Used, sv.Capacity), "evictable " + textfmt.Count(sv.Evictable),
+			"reserved " + textfmt.Percent(sv.ReservedRatio), "demand " + textfmt.Times(sv.DemandRatio) + " (" + textfmt.Count(sv.Demand) + " tok)",
+			"DP spread " + textfmt.Percent(sv.Spread)}, w, "   ")...)
 	}
 	for _, x := range sv.Warnings {
 		for _, l := range wrap("warning "+x.Reason+": "+x.Detail, w) {
@@ -576,35 +567,41 @@ func (m Model) drillView(w int) []string {
 		}
 	}
 	if sv.UsageRatio.Prov == kv.Reserved {
-		lines = append(lines, m.st.dim.Render("   * a reservation made at admission, not KV written"))
+		lines = append(lines, m.st.dim.Render("   "+textfmt.ReservedMark+" "+textfmt.ReservedNote))
 	}
 	hr := []string{"headroom"}
 	for _, h := range s.Headroom {
-		t := fitText(h)
+		t := textfmt.Headroom(h.Requests, h.Tokens)
 		if h.Context {
 			t += " (context length)"
 		}
 		hr = append(hr, t)
 	}
 	if len(hr) == 1 {
-		hr = append(hr, na)
+		hr = append(hr, textfmt.NA)
 	}
 	lines = append(lines, flow(hr, w, "  ")...)
 	lines = append(lines, m.planLines(*s, w)...)
 	q := sv.Queued
-	lines = append(lines, flow([]string{"running " + count(sv.Running), "queued " + count(q.QueuedTotal()) + ":",
-		"waiting " + count(q.Waiting), "prealloc " + count(q.Prealloc), "bootstrap " + count(q.Bootstrap),
-		"transfer " + count(q.Transfer), "inflight " + count(q.Inflight)}, w, "  ")...)
+	lines = append(lines, flow([]string{"running " + textfmt.Count(sv.Running), "queued " + textfmt.Count(q.QueuedTotal()) + ":",
+		"waiting " + textfmt.Count(q.Waiting), "prealloc " + textfmt.Count(q.Prealloc), "bootstrap " + textfmt.Count(q.Bootstrap),
+		"transfer " + textfmt.Count(q.Transfer), "inflight " + textfmt.Count(q.Inflight)}, w, "  ")...)
+	// A windowed hit ratio is over the rates' window, said once at the end.
+	ph := s.PrefixHit()
+	hit := "prefix hit " + textfmt.Hit(ph.Ratio, ph.SinceStart)
+	if ph.SinceStart {
+		hit += " " + textfmt.SinceStart
+	}
 	if r := s.Rates; r != nil {
-		items := []string{"prefix hit " + pct(r.PrefixHitRatio), "preemptions " + perSec(r.PreemptionsPerSec) + "/s",
-			"prompt " + perSec(r.PromptTokensPS) + " tok/s", "generation " + perSec(r.GenTokensPS) + " tok/s",
-			"over " + time.Duration(r.WindowSeconds*float64(time.Second)).Round(time.Millisecond).String()}
+		items := []string{hit, "preemptions " + textfmt.Rate(r.PreemptionsPerSec) + "/s",
+			"prompt " + textfmt.Rate(r.PromptTokensPS) + " tok/s", "generation " + textfmt.Rate(r.GenTokensPS) + " tok/s",
+			"rates " + textfmt.Window(r.WindowSeconds)}
 		if r.Reset {
 			items = append(items, m.st.warn.Render("counters reset: engine restarted"))
 		}
 		lines = append(lines, flow(items, w, "  ")...)
 	} else {
-		lines = append(lines, "prefix hit --  preemptions --  tokens/s --  (rates need two scrapes)")
+		lines = append(lines, flow([]string{hit, "preemptions " + textfmt.NA, "tokens/s " + textfmt.NA, "(rates need two scrapes)"}, w, "  ")...)
 	}
 	lines = append(lines, "usage history "+spark(m.hist[s.Name], min(60, max(10, w-14))))
 	lines = append(lines, "")
@@ -629,9 +626,9 @@ func (m Model) rankLines(s report.Server, w int) []string {
 		if !r.Capacity.OK() && !r.Used.OK() && !r.UsageRatio.OK() && !r.Running.OK() && !r.Queued.QueuedTotal().OK() {
 			continue // a series set without any KV or scheduler value: nothing to show
 		}
-		l := fmt.Sprintf("%-4s %-4s %-4s %10s %10s ", orNA(r.DP), orNA(r.TP), orNA(r.PP), tokens(r.Used), tokens(r.Capacity))
-		l += m.bar(r.UsageRatio, barW) + " " + fit(pct(r.UsageRatio), 7, true)
-		l += fmt.Sprintf(" %5s %5s", count(r.Running), count(r.Queued.QueuedTotal()))
+		l := fmt.Sprintf("%-4s %-4s %-4s %10s %10s ", orNA(r.DP), orNA(r.TP), orNA(r.PP), textfmt.Count(r.Used), textfmt.Count(r.Capacity))
+		l += m.bar(r.UsageRatio, barW) + " " + fit(textfmt.Percent(r.UsageRatio), 7, true)
+		l += fmt.Sprintf(" %5s %5s", textfmt.Count(r.Running), textfmt.Count(r.Queued.QueuedTotal()))
 		if sparkW >= 8 {
 			l += " " + spark(m.rankHist[rankKey(s.Name, r.RankID)], sparkW)
 		}
@@ -643,9 +640,9 @@ func (m Model) rankLines(s report.Server, w int) []string {
 func (m Model) ageOf(s report.Server) string {
 	v := numberOf(s, colAge, m.now)
 	if !v.OK() {
-		return na
+		return textfmt.NA
 	}
-	return ageText(time.Duration(v.V * float64(time.Second)))
+	return textfmt.Duration(v.V)
 }
 
 // ---- help ----
@@ -674,11 +671,11 @@ func (m Model) helpView(w int) []string {
 		}
 	}
 	legend := [][2]string{
-		{"KV", "used / capacity KV tokens, " + m.st.ok.Render("green") + " below " + pctF(m.opts.Warn) + ", " +
-			m.st.warn.Render("yellow") + " from " + pctF(m.opts.Warn) + ", " + m.st.crit.Render("red") + " from " + pctF(m.opts.Crit) +
-			"; * marks a reservation, not KV written"},
-		{"HEADROOM", "requests that still fit, N×size: the first configured size, then the server's context length (as in status)"},
-		{"HIT", "prefix-cache hit ratio since the last refresh (counters)"},
+		{"KV", "used / capacity KV tokens, " + m.st.ok.Render("green") + " below " + textfmt.PercentOf(m.opts.Warn) + ", " +
+			m.st.warn.Render("yellow") + " from " + textfmt.PercentOf(m.opts.Warn) + ", " + m.st.crit.Render("red") + " from " + textfmt.PercentOf(m.opts.Crit) +
+			"; " + textfmt.ReservedMark + " marks " + textfmt.ReservedNote},
+		{"HEADROOM", "requests that still fit, N×size: the smallest configured size, then the server's context length (as in status)"},
+		{"HIT", "prefix-cache hit ratio since the last refresh; " + textfmt.SinceStartMark + " " + textfmt.SinceStart},
 		{"PRE/S", "preemptions (vLLM) or retractions (SGLang) per second"},
 		{"TOK/S", "prompt plus generation tokens per second"},
 		{"AGE", "time since the last scrape of the server; … : its scrape is still running (a slow server), the row is the previous one"},
@@ -699,113 +696,9 @@ func (m Model) helpView(w int) []string {
 
 // ---- formatting ----
 
-// num writes v with three significant digits and k, M, G suffixes.
-func num(v float64) string {
-	a := math.Abs(v)
-	unit, div := "", 1.0
-	switch {
-	case a >= 1e12: // beyond any KV cache: implausible, in exponent form
-		return strconv.FormatFloat(v, 'g', 3, 64)
-	case a >= 1e9:
-		unit, div = "G", 1e9
-	case a >= 1e6:
-		unit, div = "M", 1e6
-	case a >= 1e3:
-		unit, div = "k", 1e3
-	}
-	x := v / div
-	switch {
-	case unit == "":
-		return fmt.Sprintf("%.0f", x)
-	case math.Abs(x) < 10:
-		return fmt.Sprintf("%.2f%s", x, unit)
-	case math.Abs(x) < 100:
-		return fmt.Sprintf("%.1f%s", x, unit)
-	}
-	return fmt.Sprintf("%.0f%s", x, unit)
-}
-
-func tokens(v kv.Value) string {
-	if !v.OK() {
-		return na
-	}
-	return kv.Mark(v, num(v.V))
-}
-
-func count(v kv.Value) string {
-	if !v.OK() {
-		return na
-	}
-	return kv.Mark(v, num(v.V))
-}
-
-// pct writes a ratio 0–1 as a percentage; a reservation is marked with *.
-func pct(v kv.Value) string {
-	if !v.OK() {
-		return na
-	}
-	if v.Prov == kv.Implausible {
-		return "implausible" // never a plausible-looking percentage
-	}
-	s := pctF(v.V)
-	if v.Prov == kv.Reserved {
-		s += "*"
-	}
-	return kv.Mark(v, s)
-}
-
-// times writes a demand ratio (unbounded above): "17.6×".
-func times(v kv.Value) string {
-	if !v.OK() {
-		return na
-	}
-	a := math.Abs(v.V)
-	switch {
-	case a >= 1000:
-		return kv.Mark(v, num(v.V)+"×")
-	case a >= 100:
-		return kv.Mark(v, fmt.Sprintf("%.0f×", v.V))
-	case a >= 10:
-		return kv.Mark(v, fmt.Sprintf("%.1f×", v.V))
-	}
-	return kv.Mark(v, fmt.Sprintf("%.2f×", v.V))
-}
-
-func pctF(r float64) string { return fmt.Sprintf("%.1f%%", r*100) }
-
-func perSec(v kv.Value) string {
-	if !v.OK() {
-		return na
-	}
-	if math.Abs(v.V) < 10 {
-		return fmt.Sprintf("%.2f", v.V)
-	}
-	return num(v.V)
-}
-
-// sizeLabel writes a request size: 8192 is 8k, 131072 is 128k.
-func sizeLabel(n int) string {
-	if n >= 1024 && n%1024 == 0 {
-		return fmt.Sprintf("%dk", n/1024)
-	}
-	return fmt.Sprint(n)
-}
-
-func ageText(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 100*time.Second:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < 100*time.Minute:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	}
-	return fmt.Sprintf("%dh", int(d/time.Hour))
-}
-
 func orNA(s string) string {
 	if s == "" {
-		return na
+		return textfmt.NA
 	}
 	return s
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -200,16 +201,16 @@ func TestUnknownIsNotZero(t *testing.T) {
 		}
 		found = true
 		for _, c := range cols {
-			if got := c.cell(m, s); want[c.col] && got != na {
-				t.Errorf("tgi-0 %s = %q, want %q", c.title, got, na)
+			if got := c.cell(m, s); want[c.col] && got != textfmt.NA {
+				t.Errorf("tgi-0 %s = %q, want %q", c.title, got, textfmt.NA)
 			}
 		}
 	}
 	if !found {
 		t.Fatal("tgi-0 not in the report")
 	}
-	if got := headroomCell(report.Server{Headroom: []report.Headroom{{Tokens: 8192}}}, true); got != na {
-		t.Errorf("headroomCell(unknown requests) = %q, want %q", got, na)
+	if got := headroomCell(report.Server{Headroom: []report.Headroom{{Tokens: 8192}}}, true); got != textfmt.NA {
+		t.Errorf("headroomCell(unknown requests) = %q, want %q", got, textfmt.NA)
 	}
 }
 

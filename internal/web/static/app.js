@@ -1,7 +1,12 @@
 // kvwatch web UI: plain JavaScript, no framework. Pages are rendered from
 // serve's report (/api/kvwatch/v1/report), the Prometheus-compatible API
 // over the in-memory history (/api/v1/...) and /api/kvwatch/v1/capacity.
-// An unavailable value is shown as "--", never as 0.
+// An unavailable value is shown as "--", never as 0. The overview and the
+// pool cards show the report's text (servers[].text, pools[].text): the
+// values as status and top write them, formatted and summed once in Go.
+// The formatting below is for what the report has no text for: chart
+// axes and legends (PromQL), alert values, and the exact values of the
+// server page's signal table and the planner.
 "use strict";
 
 const state = { settings: null, report: null, alerts: [], charts: [], timer: null, page: "", range: 3600, win: null };
@@ -40,11 +45,23 @@ function fmtValue(v) {
 function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
+// fmtDur writes a PromQL duration: 5m, 1h, 90s.
 function fmtDur(sec) {
   if (sec >= 86400 && sec % 86400 === 0) return sec / 86400 + "d";
   if (sec >= 3600 && sec % 3600 === 0) return sec / 3600 + "h";
   if (sec >= 60 && sec % 60 === 0) return sec / 60 + "m";
   return Math.round(sec) + "s";
+}
+// fmtSpan writes a time span from a query as textfmt.Duration writes the
+// report's: at most two units, rounded down (45s, 12m, 2h05m, 3d04h).
+function fmtSpan(sec) {
+  if (!(sec > 0)) return "0s";
+  const two = (n) => String(Math.floor(n)).padStart(2, "0");
+  if (sec < 100) return Math.floor(sec) + "s";
+  if (sec < 6000) return Math.floor(sec / 60) + "m";
+  if (sec < 48 * 3600) return Math.floor(sec / 3600) + "h" + two((sec % 3600) / 60) + "m";
+  const d = Math.floor(sec / 86400);
+  return d >= 1000 ? d + "d" : d + "d" + two((sec % 86400) / 3600) + "h";
 }
 
 // Provenance markers: a reservation is not real use (TGI), a derived value
@@ -78,6 +95,12 @@ function cell(field, v, fmt) {
   const x = val(v);
   return `<span data-field="${esc(field)}" data-provenance="${esc(prov(v))}">${shown(v, fmt)}</span>${x == null ? "" : mark(prov(v))}`;
 }
+// textCell shows a value's text from the report (servers[].text,
+// pools[].text: already marked ~…? when partial, ! when implausible) with
+// the provenance of its value v.
+function textCell(field, v, text) {
+  return `<span data-field="${esc(field)}" data-provenance="${esc(prov(v))}">${esc(text || "--")}</span>${val(v) == null ? "" : mark(prov(v))}`;
+}
 // fmtTimes writes a demand ratio (unbounded above): 17.6×.
 function fmtTimes(x) {
   if (x == null || !isFinite(x)) return "--";
@@ -89,23 +112,6 @@ function warnings(sv) {
   const w = (sv && sv.warnings) || [];
   if (!w.length) return "";
   return `<ul class="warnings">${w.map((x) => `<li class="error" data-warning="${esc(x.reason)}">warning ${esc(x.reason)}: ${esc(x.detail)}</li>`).join("")}</ul>`;
-}
-// provOrder ranks provenances as kv.Provenance does: a sum takes the worst
-// of its parts (an implausible queue makes the total implausible).
-const provOrder = ["unavailable", "direct", "derived", "reserved", "partial", "implausible"];
-// queuedTotal sums a server's queues as kv.Queues.QueuedTotal does, with
-// the worst provenance of the known parts; null when none is known.
-function queuedTotal(q) {
-  if (!q) return null;
-  let sum = null;
-  let p = "unavailable";
-  for (const k of ["waiting", "prealloc", "bootstrap", "transfer", "inflight"]) {
-    const v = val(q[k]);
-    if (v == null) continue;
-    sum = (sum || 0) + v;
-    if (provOrder.indexOf(prov(q[k])) > provOrder.indexOf(p)) p = prov(q[k]);
-  }
-  return sum == null ? null : { value: sum, provenance: p };
 }
 function barClass(r) {
   if (r == null) return "unknown";
@@ -127,11 +133,12 @@ function bar(v) {
     `<span class="tick" style="left:${s.kv_usage_warning * 100}%"></span><span class="tick" style="left:${s.kv_usage_critical * 100}%"></span></span>`;
 }
 // routerCell is a router's worker health: routers hold no KV cache.
-function routerCell(sv) {
-  const r = sv.router || {};
-  return `<span class="muted" title="routers hold no KV cache">workers <span data-field="workers">${fmtInt(val(r.workers_healthy))}/${fmtInt(val(r.workers_total))}</span> healthy</span>`;
+function routerCell(s) {
+  return `<span class="muted" title="routers hold no KV cache">workers <span data-field="workers">${esc((s.text || {}).workers || "--")}</span> healthy</span>`;
 }
-// headroom picks the smallest configured request size (not the context length).
+// headroom is the headroom the text shows: the smallest configured request
+// size's (the context length's only when there is no other), as
+// report.Server.FirstHeadroom picks it.
 function headroom(s) {
   const list = (s.headroom || []).filter((h) => !h.context_length);
   const h = list[0] || (s.headroom || [])[0];
@@ -370,17 +377,19 @@ function fleetCards(r) {
   const f = r.fleet || {};
   const lim = f.limit_index != null && f.limit_index >= 0 ? pools[f.limit_index] : null;
   const head = pools.length > 1
-    ? `<div class="card limit" data-limit="${esc(lim ? lim.name : "")}"><div class="muted">The limit</div><div class="v">${lim ? `${esc(lim.name)} pool ${cell("limit-usage", lim.usage_ratio, fmtPct)}` : "no pool reports KV usage"}</div>
-        <div class="muted">${pools.filter((p) => p !== lim).map((p) => `${esc(p.name)} ${shown(p.usage_ratio, fmtPct)}`).join(" · ")}</div></div>`
+    ? `<div class="card limit" data-limit="${esc(lim ? lim.name : "")}"><div class="muted">The limit</div><div class="v">${lim ? `${esc(lim.name)} pool ${textCell("limit-usage", lim.usage_ratio, (lim.text || {}).usage_ratio)}` : "no pool reports KV usage"}</div>
+        <div class="muted">${pools.filter((p) => p !== lim).map((p) => `${esc(p.name)} ${esc((p.text || {}).usage_ratio || "--")}`).join(" · ")}</div></div>`
     : "";
   const card = (p) => {
-    const h = (p.headroom || [])[0];
+    // The smallest configured size, as the text's headroom.
+    const h = (p.headroom || []).reduce((a, x) => (a && a.request_tokens <= x.request_tokens ? a : x), null);
+    const t = p.text || {};
     return `<div class="card pool" data-pool="${esc(p.name)}"><div class="muted">${pools.length > 1 ? esc(p.name) + " pool" : "Fleet"} KV usage · ${p.servers} server${p.servers === 1 ? "" : "s"}${p.counted < p.servers ? ` (${p.counted} report KV)` : ""}</div>
-      <div class="v">${cell("usage", p.usage_ratio, fmtPct)}</div>
-      <div>${cell("used", p.used_tokens, fmtInt)} / ${cell("capacity", p.capacity_tokens, fmtInt)} tok</div>
-      <div>headroom ${h ? cell("headroom", h.requests, fmtInt) + " × " + fmtInt(h.request_tokens) + " tok" : '<span data-field="headroom">--</span>'}</div>
-      <div>running ${cell("running", p.running, fmtInt)} · queued ${cell("queued", p.queued, fmtInt)}</div>
-      ${val(p.demand_ratio) != null ? `<div>demand ${cell("demand", p.demand_ratio, fmtTimes)} capacity</div>` : ""}${poolPlanLine(r, p)}</div>`;
+      <div class="v">${textCell("usage", p.usage_ratio, t.usage_ratio)}</div>
+      <div>${textCell("used", p.used_tokens, t.used_tokens)} / ${textCell("capacity", p.capacity_tokens, t.capacity_tokens)} tok</div>
+      <div title="more requests of the smallest configured size that fit">headroom ${textCell("headroom", h && h.requests, t.headroom)}</div>
+      <div>running ${textCell("running", p.running, t.running)} · queued ${textCell("queued", p.queued, t.queued)}</div>
+      ${val(p.demand_ratio) != null ? `<div>demand ${textCell("demand", p.demand_ratio, t.demand_ratio)} capacity</div>` : ""}${poolPlanLine(r, p)}</div>`;
   };
   const failed = f.failed ? `<div class="card"><div class="muted">Down</div><div class="v error">${f.failed}</div></div>` : "";
   return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${failed}</div>`;
@@ -396,7 +405,8 @@ async function hitRatios() {
   return new Map((res.result || []).map((r) => [r.metric.server, parseFloat(r.value[1])]));
 }
 // hitCell shows the windowed hit ratio from the history, else the report's
-// rate since the previous scrape, else "--" with the reason.
+// (since the previous scrape, or since the engine started, marked †),
+// else "--" with the reason.
 function hitCell(s, hits) {
   const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
   const sv = s.server;
@@ -409,11 +419,10 @@ function hitCell(s, hits) {
   }
   const h = hits.get(s.name);
   if (h != null && isFinite(h)) return out(fmtPct(h), `rate of hit over rate of queried tokens over the last ${win}`, "derived");
-  const rr = s.rates ? val(s.rates.prefix_hit_ratio) : null;
-  if (rr != null) return out(fmtPct(rr), `hit over queried tokens since the previous scrape (${fmtNum(s.rates.window_seconds)}s)`, "derived");
+  const t = s.text || {};
+  if (t.prefix_hit_window) return out(esc(t.prefix_hit_ratio), `hit over queried tokens ${t.prefix_hit_window}`, "derived");
   if (h != null) return out("--", `no prefix-cache traffic in the last ${win}`);
-  if (s.rates) return out("--", "no prefix-cache traffic since the previous scrape");
-  return out("--", "collecting data: the ratio needs two scrapes");
+  return out("--", "no prefix-cache traffic since the engine started");
 }
 
 async function overview(main) {
@@ -421,6 +430,7 @@ async function overview(main) {
   const hits = await hitRatios();
   const rows = r.servers.map((s) => {
     const sv = s.server || {};
+    const t = s.text || {};
     const hr = headroom(s);
     const al = alertsOf(s.name);
     const firing = al.filter((a) => a.state === "firing").length;
@@ -429,23 +439,22 @@ async function overview(main) {
       <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${status}</td>
       <td data-field="role">${esc(s.role)}</td>
       <td data-field="engine">${esc(sv.engine || "--")}</td>
-      <td>${s.role === "router" ? routerCell(sv) : s.role === "cache" ? cacheServerCell(sv) : bar(sv.usage_ratio)}</td>
-      <td class="num">${cell("usage", sv.usage_ratio, fmtPct)}</td>
-      <td class="num">${cell("used", sv.used_tokens, fmtInt)}</td>
-      <td class="num">${cell("capacity", sv.capacity_tokens, fmtInt)}</td>
-      <td class="num" title="${hr ? "more requests of " + hr.tokens + " tokens that fit" : ""}">${hr ? cell("headroom", hr.requests, fmtInt) : '<span data-field="headroom">--</span>'}</td>
-      <td class="num">${cell("running", sv.running, fmtInt)}</td>
-      <td class="num">${cell("queued", queuedTotal(sv.queued), fmtInt)}</td>
-      <td class="num">${cell("demand", sv.demand_ratio, fmtTimes)}</td>
+      <td>${s.role === "router" ? routerCell(s) : s.role === "cache" ? cacheServerCell(s) : bar(sv.usage_ratio)}</td>
+      <td class="num">${textCell("usage", sv.usage_ratio, t.usage_ratio)}</td>
+      <td class="num">${textCell("used", sv.used_tokens, t.used_tokens)}</td>
+      <td class="num">${textCell("capacity", sv.capacity_tokens, t.capacity_tokens)}</td>
+      <td class="num" title="${hr ? "more requests of " + hr.tokens + " tokens that fit" : ""}">${textCell("headroom", hr && hr.requests, t.headroom)}</td>
+      <td class="num">${textCell("running", sv.running, t.running)}</td>
+      <td class="num">${textCell("queued", s.queued_total, t.queued_total)}</td>
+      <td class="num">${textCell("demand", sv.demand_ratio, t.demand_ratio)}</td>
       <td class="num">${hitCell(s, hits)}</td>
       <td data-field="alerts">${al.length === 0 ? "" : `<a href="#/alerts" class="${firing ? "state-firing" : "state-pending"}">${al.length} ${firing ? "firing" : "pending"}</a>`}</td>
     </tr>`;
   }).join("");
-  const hrTokens = r.servers.map(headroom).find((h) => h);
   main.innerHTML = fleetCards(r) + `
     <div class="table-wrap"><table id="servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Engine</th><th scope="col">KV cache</th>
       <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
-      <th scope="col" class="num">Headroom${hrTokens ? " (×" + fmtInt(hrTokens.tokens) + " tok)" : ""}</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
+      <th scope="col" class="num" title="more requests of the smallest configured size that fit, per DP rank and summed: 276×8k is 276 of 8,192 tokens">Headroom</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
       <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
     ${state.settings.history ? windowNote() + `<div class="charts single">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
@@ -603,9 +612,10 @@ async function renderMix() {
       } catch (e) { /* no history yet: the column says so */ }
     }
   }
+  // As status --trend and top write the time to full (textfmt.TimeToFull).
   const full = (p) => {
     const k = key(p);
-    if (ttf.has(k)) return ttf.get(k) === 0 ? "full now: the queue alone fills it" : "in " + fmtDur(Math.round(ttf.get(k)));
+    if (ttf.has(k)) return ttf.get(k) === 0 ? "full now (queue)" : "full in " + fmtSpan(ttf.get(k));
     if (filling.get(k) === 0) return "not filling";
     return "--";
   };
@@ -725,17 +735,9 @@ function cachePoolsTable(sv) {
   return `<h3>Pools and tiers</h3><table id="cache-pools"><thead><tr><th scope="col">Pool / tier</th><th scope="col" class="num">Usage</th><th scope="col" class="num">Used</th><th scope="col" class="num">Capacity</th><th scope="col" class="num">Prefix hits served</th><th scope="col">Note</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 // cacheServerCell is a cache server's usage cell: its tiers' fill (it has
-// no KV pool of its own), as status writes it.
-function cacheServerCell(sv) {
-  const ps = sv.cache_pools || [];
-  const parts = ps.map((p) => {
-    const name = cachePoolName(p).replace(" tier", "");
-    if (val(p.usage_ratio) != null) return `${name} ${fmtPct(val(p.usage_ratio))}`;
-    if (val(p.used) != null) return `${name} ${p.unit === "bytes" ? fmtBytes(val(p.used)) : fmtInt(val(p.used))}`;
-    if (val(p.hit_rate) != null) return `${name} hit rate ${fmtPct(val(p.hit_rate))}`;
-    return `${name} --`;
-  });
-  return `<span class="muted" data-field="tiers" title="a cache server holds tiers for engines and no KV pool of its own: it is in no pool's KV sums">tiers ${esc(parts.join(", ") || "none reported yet")}</span>`;
+// no KV pool of its own), the report's text.
+function cacheServerCell(s) {
+  return `<span class="muted" data-field="tiers" title="a cache server holds tiers for engines and no KV pool of its own: it is in no pool's KV sums">tiers ${esc((s.text || {}).tiers || "--")}</span>`;
 }
 function cachePoolsChart(sq, sv) {
   const eng = sv.engine || "the engine";
