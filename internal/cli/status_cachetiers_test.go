@@ -22,7 +22,7 @@ func TestStatusCacheTiers(t *testing.T) {
 	defer cancel()
 	c := startBuiltin(ctx, t, "sglang-hicache", 13)
 	defer c.Close()
-	c.Advance(2 * time.Minute) // partly full (scenarios_tiers.go)
+	c.Advance(2 * time.Minute) // partly full (the tier scenarios in internal/sim/builtin.go)
 	ep := c.Endpoints()[0]
 	tr := c.Truth(ep.Name)
 	if tr.Host == nil || tr.Host.UsedTokens == 0 || tr.Host.UsedTokens >= tr.Host.CapacityTokens || tr.Host.HitTokens == 0 {
