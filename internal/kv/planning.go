@@ -70,6 +70,10 @@ type ServerPlan struct {
 	// Limit is what limits admission now, Why says it with the numbers.
 	Limit Factor `json:"limiting_factor"`
 	Why   string `json:"limit_reason,omitempty"`
+	// State is the server's diagnosis (Diagnose) and Evidence says it
+	// with the numbers; "" when the engine reports too little.
+	State    State  `json:"state"`
+	Evidence string `json:"state_evidence,omitempty"`
 }
 
 // RequestSizes are the cumulative sizes of the requests an engine finished
@@ -324,6 +328,10 @@ type PoolPlan struct {
 	// N1Safe is Drain.Safe; N1Note says why not, in words.
 	N1Safe bool   `json:"n1_safe"`
 	N1Note string `json:"n1_note,omitempty"`
+	// State is the most severe state of the pool's servers, and Evidence
+	// that server's evidence, prefixed with its name.
+	State    State  `json:"state"`
+	Evidence string `json:"state_evidence,omitempty"`
 	// FillForecast is the demand-aware time to full (PoolFill), its
 	// fields inline in the JSON (time_to_full_seconds, time_to_full_state,
 	// ...); nil, and absent, where no trend was taken (status without
@@ -362,6 +370,7 @@ func sortPools[T any](ps []T, key func(*T) PoolKey) {
 
 func planPool(k PoolKey, ms []PlanMember, warning float64) PoolPlan {
 	p := PoolPlan{PoolKey: k, Name: k.String(), Servers: len(ms), Limiters: []Limiter{}}
+	p.State, p.Evidence = worstState(ms)
 	// The pool's mix: Σ used / Σ running over busy servers.
 	var used, running Value
 	for _, m := range ms {

@@ -12,11 +12,29 @@ type PlanOptions struct {
 	// that a drained pool must stay below (alerts.kv_usage_warning); 0:
 	// the config's default.
 	Warning float64
+	// Critical and LeakUsage are the diagnosis' thresholds
+	// (alerts.kv_usage_critical, alerts.leak_usage); 0: the config's
+	// defaults.
+	Critical, LeakUsage float64
 }
 
 // PlanOptionsOf returns the planning settings of a config.
 func PlanOptionsOf(c *config.Config) PlanOptions {
-	return PlanOptions{Warning: c.Alerts.KVUsageWarning}
+	return PlanOptions{Warning: c.Alerts.KVUsageWarning, Critical: c.Alerts.KVUsageCritical, LeakUsage: c.Alerts.LeakUsage}
+}
+
+// Diagnosis is the thresholds of kv.Diagnose in effect: o's, else the
+// config's defaults.
+func (o PlanOptions) Diagnosis() kv.DiagnoseOptions {
+	d := config.Default().Alerts
+	out := kv.DiagnoseOptions{Warning: o.Threshold(), Critical: d.KVUsageCritical, LeakUsage: d.LeakUsage}
+	if o.Critical > 0 {
+		out.Critical = o.Critical
+	}
+	if o.LeakUsage > 0 {
+		out.LeakUsage = o.LeakUsage
+	}
+	return out
 }
 
 // Threshold is the warning ratio in effect: o.Warning, else the default.
@@ -48,6 +66,7 @@ func (t *Tracker) planServer(res *scrape.Result, rates *kv.Rates) *kv.ServerPlan
 		prev = &pr.Server.Finished
 	}
 	p.WithFinished(res.Server, prev)
+	p.State, p.Evidence = kv.Diagnose(res.Server, rates, o.Diagnosis())
 	return &p
 }
 

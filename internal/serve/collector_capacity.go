@@ -77,6 +77,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 				em.emit(signal.LimitingFactor, v, c.serverLabels, id[:], string(f))
 			}
 		}
+		oneHot(em, signal.ServerState, c.serverLabels, id[:], p.State)
 		if d, ok := drains[e.target.Name]; ok {
 			known(signal.DrainMarginTokens, d.MarginTokens)
 			known(signal.DrainMarginRatio, d.MarginRatio)
@@ -90,6 +91,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 			}
 		}
 		em.emit(signal.PoolServers, float64(p.Servers), c.poolLabels, id[:])
+		oneHot(em, signal.PoolState, c.poolLabels, id[:], p.State)
 		known(signal.PoolWorkloadHeadroomRequests, p.WorkloadHeadroom)
 		known(signal.PoolFinishedHeadroomRequests, p.FinishedHeadroom)
 		known(signal.PoolSaturationRatio, p.Saturation)
@@ -97,5 +99,20 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 			known(signal.PoolDrainMarginTokens, p.Drain.MarginTokens)
 			known(signal.PoolDrainMarginRatio, p.Drain.MarginRatio)
 		}
+	}
+}
+
+// oneHot emits m at 1 for state and 0 for every other state; nothing when
+// the state is unknown.
+func oneHot(em *emitter, m signal.Metric, names, id []string, state kv.State) {
+	if state == kv.StateUnknown {
+		return
+	}
+	for _, st := range kv.States() {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		em.emit(m, v, names, id, string(st))
 	}
 }

@@ -13,6 +13,8 @@ func init() {
 		signal.MaxRunningRequests.Name:           "direct (SGLang `max_running_requests`, llama.cpp `/props` `total_slots`), or the target's `max_running_requests` in the config",
 		signal.SaturationRatio.Name:              "derived: max(usage ratio, running / max running)",
 		signal.LimitingFactor.Name:               "derived: the rules of docs/planning.md",
+		signal.ServerState.Name:                  "derived: the diagnosis of docs/runbook.md (server states)",
+		signal.PoolState.Name:                    "derived: the most severe of the pool's servers' states",
 		signal.DrainMarginTokens.Name:            "derived: warning × (pool capacity − this server's) − (Σ used + Σ demand)",
 		signal.DrainMarginRatio.Name:             "derived: warning − (Σ used + Σ demand) / (pool capacity − this server's)",
 		signal.PoolServers.Name:                  "configured targets",

@@ -26,6 +26,9 @@ var (
 	LimitingFactor = Metric{Name: "kvwatch_limiting_factor", Type: Gauge, Unit: "",
 		Help:   "1 for what limits admission now (kv, batch, queue or none), 0 for the other factors; absent when unknown.",
 		Labels: []string{LabelFactor}}
+	ServerState = Metric{Name: "kvwatch_server_state", Type: Gauge, Unit: "",
+		Help:   "1 for the server's diagnosis (leak_suspected, stuck, full, pressure, ok or idle; docs/runbook.md), 0 for the other states; absent when unknown.",
+		Labels: []string{LabelState}}
 	DrainMarginTokens = Metric{Name: "kvwatch_drain_margin_tokens", Type: Gauge, Unit: "tokens",
 		Help: "If this server were drained: the warning threshold times the rest of its pool's capacity minus the pool's used and queued KV, in tokens (negative: unsafe); pools of more than one server."}
 	DrainMarginRatio = Metric{Name: "kvwatch_drain_margin_ratio", Type: Gauge, Unit: "ratio",
@@ -36,6 +39,9 @@ var (
 var (
 	PoolServers = Metric{Name: "kvwatch_pool_servers", Type: Gauge, Unit: "", Pool: true,
 		Help: "Targets in the pool, failed ones included."}
+	PoolState = Metric{Name: "kvwatch_pool_state", Type: Gauge, Unit: "", Pool: true,
+		Help:   "1 for the most severe diagnosis of the pool's servers (leak_suspected, stuck, full, pressure, ok or idle), 0 for the other states; absent when no server's is known.",
+		Labels: []string{LabelState}}
 	PoolWorkloadHeadroomRequests = Metric{Name: "kvwatch_pool_workload_headroom_requests", Type: Gauge, Unit: "requests", Pool: true,
 		Help: "How many more requests of today's mix fit in the pool: the servers' workload headroom summed, idle servers measured with the pool's mix."}
 	PoolFinishedHeadroomRequests = Metric{Name: "kvwatch_pool_finished_headroom_requests", Type: Gauge, Unit: "requests", Pool: true,
@@ -51,10 +57,10 @@ var (
 // Planning lists the per-server planning families in documentation order.
 func Planning() []Metric {
 	return []Metric{KVPerRunningRequestTokens, KVWorkloadHeadroomRequests, FinishedRequestTokens, FinishedHeadroomRequests, MaxRunningRequests, SaturationRatio,
-		LimitingFactor, DrainMarginTokens, DrainMarginRatio}
+		LimitingFactor, ServerState, DrainMarginTokens, DrainMarginRatio}
 }
 
 // PoolPlanning lists the per-pool planning families in documentation order.
 func PoolPlanning() []Metric {
-	return []Metric{PoolServers, PoolWorkloadHeadroomRequests, PoolFinishedHeadroomRequests, PoolSaturationRatio, PoolDrainMarginTokens, PoolDrainMarginRatio}
+	return []Metric{PoolServers, PoolState, PoolWorkloadHeadroomRequests, PoolFinishedHeadroomRequests, PoolSaturationRatio, PoolDrainMarginTokens, PoolDrainMarginRatio}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
 
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
@@ -198,12 +199,14 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"KV cache of "+srvLabels+" will be full within "+a.KVFullWithin.String(),
 			"At the fill rate of the last 15m, the KV cache of {{ $labels.server }} (now above "+pct(o.KVFullMinUsage)+
 				") reaches 100% within "+a.KVFullWithin.String()+"."),
+		// The diagnosis (kvwatch_server_state, kv.Diagnose) names the
+		// leak whatever the queue: a leaking server under load fills and
+		// queues. Its value is the usage, for the description.
 		alert(AlertLeak, SeverityWarning, a.LeakFor,
-			fmt.Sprintf("%s > %s and sum without (%s) (%s) == 0 and %s == 0", ratio, num(a.LeakUsage),
-				signal.LabelQueue, signal.RequestsQueued.Name, signal.RequestsRunning.Name),
-			"KV cache of "+srvLabels+" stays used while nothing runs",
-			"{{ $labels.server }} holds {{ $value | humanizePercentage }} of its KV cache although no request has been running or waiting for "+
-				a.LeakFor.String()+". Blocks are probably leaked (not freed after requests ended)."),
+			fmt.Sprintf(`%s and ignoring (%s) %s{%s="%s"} == 1`, ratio, signal.LabelState, signal.ServerState.Name, signal.LabelState, kv.StateLeak),
+			"KV cache of "+srvLabels+" is held by requests that do not run",
+			"{{ $labels.server }} holds {{ $value | humanizePercentage }} of its KV cache while the requests that could hold it do not run, for "+
+				a.LeakFor.String()+" (whatever waits in its queues): blocks are probably not freed after requests end. Restart the engine; more capacity will fill the same way."),
 		alert(AlertRankImbalance, SeverityWarning, a.RankSpreadFor,
 			fmt.Sprintf("%s > %s", signal.RankSpreadRatio.Name, num(a.RankSpread)),
 			"KV usage across the DP ranks of "+srvLabels+" is uneven",

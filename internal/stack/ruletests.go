@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
@@ -183,9 +184,9 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 		desc = "At the fill rate of the last 15m, the KV cache of " + srvName + " (now above " + percent(o.KVFullMinUsage) +
 			") reaches 100% within " + a.KVFullWithin.String() + "."
 	case AlertLeak:
-		summary = "KV cache of " + where + " stays used while nothing runs"
-		desc = srvName + " holds " + value + " of its KV cache although no request has been running or waiting for " +
-			a.LeakFor.String() + ". Blocks are probably leaked (not freed after requests ended)."
+		summary = "KV cache of " + where + " is held by requests that do not run"
+		desc = srvName + " holds " + value + " of its KV cache while the requests that could hold it do not run, for " +
+			a.LeakFor.String() + " (whatever waits in its queues): blocks are probably not freed after requests end. Restart the engine; more capacity will fill the same way."
 	case AlertRankImbalance:
 		summary = "KV usage across the DP ranks of " + where + " is uneven"
 		desc = "The fullest and emptiest DP ranks of " + srvName + " differ by " + value + " of capacity (threshold " +
@@ -339,24 +340,29 @@ func ruleTests(o Options) ruleTestFile {
 				forChecks(AlertKVFullSoon, mins(1), o.KVFullFor, []expAlert{expect(AlertKVFullSoon, l, "")})...),
 		})
 	}
-	// Leak: used while nothing runs or waits; the same usage with running
-	// requests is not a leak.
+	// Leak: the server's diagnosis says leak_suspected (kv.Diagnose, which
+	// names it whatever the queue); the same usage in another state is
+	// not a leak, and a leak that ends before leak_for does not alert.
 	{
 		n := ceilMinutes(afterFor(0, a.LeakFor)) + 10
 		v := (a.LeakUsage + 1) / 2
 		l := dec.alertLabels(SeverityWarning)
+		state := func(s srv, st kv.State, vals string) inputSeries {
+			return inputSeries{s.sel(signal.ServerState.Name, signal.LabelState, string(st)), vals}
+		}
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{dec.sel(signal.KVUsageRatio.Name), constant(v, n)},
-				{dec.sel(signal.RequestsRunning.Name), constant(0, n)},
-				{dec.sel(signal.RequestsQueued.Name, signal.LabelQueue, signal.QueueWaiting), constant(0, n)},
-				{dec.sel(signal.RequestsQueued.Name, signal.LabelQueue, signal.QueueTransfer), constant(0, n)},
+				state(dec, kv.StateLeak, constant(1, n)),
+				state(dec, kv.StateFull, constant(0, n)),
+				// Full and busy: not a leak.
 				{dec1.sel(signal.KVUsageRatio.Name), constant(v, n)},
-				{dec1.sel(signal.RequestsRunning.Name), constant(3, n)},
-				{dec1.sel(signal.RequestsQueued.Name, signal.LabelQueue, signal.QueueWaiting), constant(0, n)},
-				// Unknown queue (absent) is not "nothing waits": no alert.
+				state(dec1, kv.StateLeak, constant(0, n)),
+				state(dec1, kv.StateFull, constant(1, n)),
+				// A leak for a few minutes only (a burst of transfers
+				// that ends): no alert.
 				{pre.sel(signal.KVUsageRatio.Name), constant(v, n)},
-				{pre.sel(signal.RequestsRunning.Name), constant(0, n)},
+				state(pre, kv.StateLeak, constant(1, 0)+" "+constant(0, n-1)),
 			},
 			AlertRuleTests: forChecks(AlertLeak, 0, a.LeakFor, []expAlert{expect(AlertLeak, l, humanizePercentage(v))}),
 		})
