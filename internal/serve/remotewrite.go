@@ -28,9 +28,11 @@ import (
 
 // RemoteWriteOptions configure a RemoteWriter.
 type RemoteWriteOptions struct {
-	// Remotes are the stores to push to; zero fields take the defaults of
-	// config.RemoteWrite.SetDefaults (send_interval: the config's
-	// global.scrape_interval).
+	// Remotes are the stores to push to, each complete (a config's
+	// entries, or config.DefaultRemoteWrite with its URL set): an unset
+	// send_interval takes the config's global.scrape_interval and an empty
+	// name the URL's host and path (config.CheckRemoteWrites); every other
+	// field is used as it is, 0 included.
 	Remotes []config.RemoteWrite
 	// Dir resolves relative file names in the remotes' auth and TLS
 	// settings (the config file's directory); "" leaves them as they are.
@@ -111,12 +113,11 @@ func NewRemoteWriter(d *Daemon, o RemoteWriteOptions) (*RemoteWriter, error) {
 	iv := d.Setup().Config.Global.ScrapeInterval
 	rws := slices.Clone(o.Remotes)
 	for i := range rws {
-		rws[i].SetDefaults(iv)
 		if o.Dir != "" {
 			rws[i].HTTPClientConfig.SetDirectory(o.Dir)
 		}
 	}
-	if err := config.CheckRemoteWrites(rws, "remote write"); err != nil {
+	if err := config.CheckRemoteWrites(rws, iv, "remote write"); err != nil {
 		return nil, err
 	}
 	l := []string{signal.LabelRemote}
@@ -170,7 +171,7 @@ func newRWQueue(w *RemoteWriter, rw config.RemoteWrite, job, instance string) (*
 		remote.WithAPIBackoff(remote.BackoffConfig{Min: time.Duration(rw.QueueConfig.MinBackoff),
 			Max: time.Duration(rw.QueueConfig.MaxBackoff)}),
 	}
-	if !*rw.QueueConfig.RetryOnRateLimit {
+	if !rw.QueueConfig.RetryOnRateLimit {
 		opts = append(opts, remote.WithAPINoRetryOnRateLimit())
 	}
 	api, err := remote.NewAPI(rw.URL, opts...)
