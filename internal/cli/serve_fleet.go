@@ -139,7 +139,7 @@ func (f *fleetFlags) remoteWriter(e *env, d *serve.Daemon, configFile string) (*
 		if host == "" {
 			host = "localhost"
 		}
-		port := "9477"
+		port := strconv.Itoa(serve.DefaultPort)
 		if addrs := d.Addrs(); len(addrs) > 0 {
 			if _, p, err := net.SplitHostPort(addrs[0].String()); err == nil {
 				port = p

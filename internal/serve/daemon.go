@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,9 +35,16 @@ import (
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
-// DefaultListenAddress is serve's default address: loopback only, on a port
-// that neither the DCGM exporter (9400) nor node_exporter (9100) uses.
-const DefaultListenAddress = "127.0.0.1:9477"
+// DefaultPort is serve's default port: one that neither the DCGM exporter
+// (9400) nor node_exporter (9100) uses.
+const DefaultPort = 9477
+
+// DefaultListenAddress is serve's default address: loopback only, on
+// DefaultPort.
+var DefaultListenAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))
+
+// DefaultMaxConcurrentScrapes is Options.MaxConcurrentScrapes' default.
+const DefaultMaxConcurrentScrapes = 256
 
 // Options configure a Daemon.
 type Options struct {
@@ -67,7 +75,7 @@ type Options struct {
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// MaxConcurrentScrapes bounds scrapes in flight over all targets and
-	// probes; default 256.
+	// probes; 0: DefaultMaxConcurrentScrapes.
 	MaxConcurrentScrapes int
 	// Shard keeps only this instance's share of the targets (shard.go).
 	Shard Shard
@@ -134,7 +142,7 @@ func New(opts Options) (*Daemon, error) {
 		opts.ListenAddresses = []string{DefaultListenAddress}
 	}
 	if opts.MaxConcurrentScrapes <= 0 {
-		opts.MaxConcurrentScrapes = 256
+		opts.MaxConcurrentScrapes = DefaultMaxConcurrentScrapes
 	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
@@ -542,7 +550,7 @@ func (d *Daemon) loop(ctx context.Context, st *targetState, round *sync.WaitGrou
 	}()
 	iv := st.target.Interval
 	if iv <= 0 {
-		iv = 5 * time.Second
+		iv = config.DefaultScrapeInterval
 	}
 	next := time.Now().Add(offset(st.target))
 	timer := time.NewTimer(time.Until(next))
