@@ -114,7 +114,7 @@ type Target struct {
 type FileSD struct {
 	Files           []string       `yaml:"files"`
 	RefreshInterval model.Duration `yaml:"refresh_interval"`
-	// Scheme is the targets' scheme (http or https, default http) unless a
+	// Scheme is the targets' scheme (http or https) unless a
 	// group's __scheme__ label sets one, as in a Prometheus scrape config.
 	Scheme string `yaml:"scheme"`
 	// HTTPClientConfig holds the auth and TLS of every target these files
@@ -248,7 +248,9 @@ func defaults() *Config {
 func defaultTarget() Target { return Target{ScrapeInterval: unset, ScrapeTimeout: unset} }
 
 // defaultFileSD is a file_sd_configs entry before decoding.
-func defaultFileSD() FileSD { return FileSD{RefreshInterval: model.Duration(time.Minute)} }
+func defaultFileSD() FileSD {
+	return FileSD{RefreshInterval: model.Duration(time.Minute), Scheme: "http"}
+}
 
 // decodeEntries decodes the list entries of the file onto their defaults
 // (defaultTarget, defaultFileSD, DefaultRemoteWrite): yaml makes each
@@ -333,8 +335,12 @@ func (c *Config) inheritLabels() {
 func (c *Config) codeDefaults() {
 	markUnset(c.Targets)
 	for i := range c.FileSD {
-		if c.FileSD[i].RefreshInterval == 0 {
-			c.FileSD[i].RefreshInterval = defaultFileSD().RefreshInterval
+		sd, d := &c.FileSD[i], defaultFileSD()
+		if sd.RefreshInterval == 0 {
+			sd.RefreshInterval = d.RefreshInterval
+		}
+		if sd.Scheme == "" {
+			sd.Scheme = d.Scheme
 		}
 	}
 }
@@ -672,7 +678,7 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 		if f.RefreshInterval <= 0 {
 			v.addf([]any{"file_sd_configs", i, "refresh_interval"}, "must be positive")
 		}
-		if f.Scheme != "" && f.Scheme != "http" && f.Scheme != "https" {
+		if f.Scheme != "http" && f.Scheme != "https" {
 			v.addf([]any{"file_sd_configs", i, "scheme"}, "%q: want http or https", f.Scheme)
 		}
 		checkHTTP(v, []any{"file_sd_configs", i}, &c.FileSD[i].HTTPClientConfig)
