@@ -30,7 +30,7 @@ func (f *targetFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("config.file", "Read targets (and headroom sizes, timeouts, auth) from this kvwatch config file, the same file serve reads.").PlaceHolder("FILE").StringVar(&f.configFile)
 	cmd.Flag("engine", "Force this engine's adapter instead of detecting it: "+strings.Join(engine.NewRegistry().Names(), ", ")+".").PlaceHolder("ENGINE").StringVar(&f.engine)
 	cmd.Flag("headroom", "Request sizes in tokens for headroom, comma-separated (the server's own context length is added when it reports one). Default: the config's global.headroom_tokens.").PlaceHolder("4096,8192,32768").StringVar(&f.headroom)
-	cmd.Flag("scrape.timeout", "Timeout of one scrape (default: the config's, else 4s).").PlaceHolder("4s").StringVar(&f.timeout)
+	cmd.Flag("scrape.timeout", "Timeout of one scrape. Default: the config's global.scrape_timeout.").PlaceHolder("DURATION").StringVar(&f.timeout)
 }
 
 // load builds the config and the scrape targets from the flags, with
