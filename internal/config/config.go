@@ -48,15 +48,18 @@ type Config struct {
 
 // Global holds defaults for every target.
 type Global struct {
-	// ScrapeInterval is how often serve scrapes each target. Default 5s.
+	// ScrapeInterval is how often serve scrapes each target. Default
+	// DefaultScrapeInterval.
 	ScrapeInterval model.Duration `yaml:"scrape_interval"`
-	// ScrapeTimeout bounds one scrape, connection to last byte. Default 4s;
-	// must not exceed ScrapeInterval.
+	// ScrapeTimeout bounds one scrape, connection to last byte. Default
+	// DefaultScrapeTimeout, or ScrapeInterval when shorter; must not exceed
+	// ScrapeInterval.
 	ScrapeTimeout model.Duration `yaml:"scrape_timeout"`
 	// EvaluationInterval is how often serve evaluates its rules (the
-	// generated recording and alert rules, or --rules.file). Default 15s,
-	// the generated stack's Prometheus evaluation_interval, so embedded and
-	// stack alerts keep the same time; it is not tied to ScrapeInterval.
+	// generated recording and alert rules, or --rules.file). Its default
+	// (defaults()) is also the generated stack's Prometheus
+	// evaluation_interval, so embedded and stack alerts keep the same time;
+	// it is not tied to ScrapeInterval.
 	EvaluationInterval model.Duration `yaml:"evaluation_interval"`
 	// BodySizeLimit bounds the decompressed body of one scrape, e.g. "32MiB".
 	BodySizeLimit string `yaml:"body_size_limit"`
@@ -158,7 +161,7 @@ type Alerts struct {
 
 // History configures serve's in-memory history.
 type History struct {
-	// Retention is the window kept in memory. Default 1h.
+	// Retention is the window kept in memory; 0 turns history off.
 	Retention model.Duration `yaml:"retention"`
 	// SnapshotFile, when set, is written periodically and on shutdown and
 	// read on start, so a restart keeps the window.

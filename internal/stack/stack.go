@@ -179,7 +179,7 @@ func (o Options) WithDefaults() Options {
 	setS(&o.RetentionSize, DefaultRetentionSize)
 	setD(&o.ScrapeInterval, DefaultScrapeInterval)
 	// The stack's Prometheus evaluates the rules as often as serve's
-	// embedded rules do (global.evaluation_interval, default 15s).
+	// embedded rules do (global.evaluation_interval).
 	setD(&o.EvaluationInterval, time.Duration(o.Config.Global.EvaluationInterval))
 	setD(&o.KVFullFor, DefaultKVFullFor)
 	if o.KVFullMinUsage == 0 {
