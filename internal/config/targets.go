@@ -286,9 +286,6 @@ func (s *Setup) readSDFile(path string, sd *FileSD, v *validator) []sdTarget {
 		if scheme == "" {
 			scheme = sd.Scheme
 		}
-		if scheme == "" {
-			scheme = "http"
-		}
 		if scheme != "http" && scheme != "https" {
 			add(labelLine[sdScheme], "%s %q: want http or https", sdScheme, scheme)
 			continue

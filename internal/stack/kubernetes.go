@@ -25,7 +25,7 @@ const (
 	k8sAppLabel       = "app.kubernetes.io/name"
 	k8sEngineLabel    = "kvwatch.io/engine"
 	k8sMetricsPort    = "metrics"
-	k8sKVWatchPort    = 9477
+	k8sKVWatchPort    = signal.DefaultPort
 	k8sConfigMapName  = "kvwatch-config"
 	k8sDashboardLabel = "grafana_dashboard"
 )
