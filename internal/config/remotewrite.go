@@ -190,8 +190,9 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// CheckRemoteWrites validates remote writes built in code (from flags);
-// name prefixes each problem (e.g. "--remote-write.url").
+// CheckRemoteWrites validates remote writes built in code (from flags) or
+// read from a config, with their files resolved, and refuses weak TLS keys
+// in their files; name prefixes each problem (e.g. "--remote-write.url").
 func CheckRemoteWrites(rws []RemoteWrite, name string) error {
 	e := &Error{File: name}
 	names := map[string]bool{}
@@ -206,6 +207,13 @@ func CheckRemoteWrites(rws []RemoteWrite, name string) error {
 			names[n] = true
 		}
 	}
+	// Their files are resolved already: serve joins them with the config
+	// file's directory, the flags' with the working directory.
+	v := &validator{}
+	for i := range rws {
+		checkTLSKeys(v, []any{"remote_write", i}, &rws[i].HTTPClientConfig, "")
+	}
+	e.Problems = append(e.Problems, v.problems...)
 	if len(e.Problems) > 0 {
 		return e
 	}
