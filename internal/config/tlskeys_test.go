@@ -111,7 +111,9 @@ func TestWeakTLSKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	indent := func(b []byte) string { return "        " + strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "\n        ") }
+	indent := func(b []byte) string {
+		return "        " + strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "\n        ")
+	}
 
 	rsa512 := func(file, what string) string { return file + " holds a 512-bit RSA key in its " + what + weakText }
 	for _, c := range []struct {
