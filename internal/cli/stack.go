@@ -100,6 +100,11 @@ func runStackGenerate(e *env, g *stackGenerateOpts) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if w, err := stack.SecretWarning(o); err != nil {
+		return usageError{err}
+	} else if w != "" {
+		fmt.Fprint(e.Stderr, w)
+	}
 	if err := files.Write(g.out); err != nil {
 		return err
 	}

@@ -393,7 +393,7 @@ func load(path string, skipFiles bool) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &validator{root: f.root, problems: f.problems, skipFiles: skipFiles}
+	v := &validator{root: f.root, problems: f.problems, skipFiles: skipFiles, dir: f.dir}
 	if f.cfg != nil {
 		f.cfg.validate(v, nil)
 	}
@@ -437,6 +437,9 @@ type file struct {
 	cfg      *Config
 	root     *yaml.Node
 	problems []string
+	// dir is the file's directory, which relative paths are resolved
+	// against; "" for a config that is not a file.
+	dir string
 }
 
 // readFile reads and decodes the file at path, resolving its relative
@@ -446,7 +449,9 @@ func readFile(path string) (*file, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w; check the path given to --config.file", err)
 	}
-	return parse(b, path, filepath.Dir(path)), nil
+	f := parse(b, path, filepath.Dir(path))
+	f.dir = filepath.Dir(path)
+	return f, nil
 }
 
 // parse decodes b onto the defaults. An unknown key or a value of the wrong
@@ -526,6 +531,9 @@ type validator struct {
 	problems []string
 	// skipFiles leaves out the check that secret and TLS files exist.
 	skipFiles bool
+	// dir resolves the relative files of remote_write, which the config
+	// keeps as written (serve resolves them against the same directory).
+	dir string
 }
 
 // addf records a problem at the node found by path (map keys as strings,
@@ -686,6 +694,9 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 		}
 		checkHTTP(v, []any{"file_sd_configs", i}, &c.FileSD[i].HTTPClientConfig)
 	}
+	for i := range c.RemoteWrite {
+		checkTLSKeys(v, []any{"remote_write", i}, &c.RemoteWrite[i].HTTPClientConfig, v.dir)
+	}
 	c.validateLimits(v)
 	c.validatePlanning(v)
 	c.validateRemoteWrites(v)
@@ -805,6 +816,7 @@ func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
 			v.addf(f.path, "cannot read %s: %v; create it or fix the path (relative paths are from the config file's directory)", f.file, errors.Unwrap(err))
 		}
 	}
+	checkTLSKeys(v, path, h, "")
 	// Last: Validate moves bearer_token_file to authorization.
 	if err := h.Validate(); err != nil {
 		v.addf(path, "%v", err)

@@ -207,7 +207,8 @@ func sortedKeys(m map[string]string) []string {
 // CheckRemoteWrites resolves and validates remote writes built in code
 // (from flags, and a config's entries beside them): an unset send_interval
 // takes scrapeInterval, an empty name the URL's host and path; every other
-// field is used as it is, so start from DefaultRemoteWrite. name prefixes
+// field is used as it is, so start from DefaultRemoteWrite. Weak TLS keys
+// in their files are refused. name prefixes
 // the error (e.g. "remote write"); problems name their keys, e.g.
 // remote_write[0].queue_config.capacity.
 func CheckRemoteWrites(rws []RemoteWrite, scrapeInterval model.Duration, name string) error {
@@ -215,6 +216,11 @@ func CheckRemoteWrites(rws []RemoteWrite, scrapeInterval model.Duration, name st
 	c.resolveRemoteWrites()
 	v := &validator{}
 	c.validateRemoteWrites(v)
+	// Their files are resolved already: serve joins them with the config
+	// file's directory, the flags' with the working directory.
+	for i := range rws {
+		checkTLSKeys(v, []any{"remote_write", i}, &rws[i].HTTPClientConfig, "")
+	}
 	if len(v.problems) > 0 {
 		return &Error{File: name, Problems: v.problems}
 	}

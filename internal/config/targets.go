@@ -85,7 +85,7 @@ func LoadTargets(src Sources) (*Setup, error) {
 		s.name = "command line"
 	}
 	s.root = f.root
-	v := &validator{root: f.root, problems: f.problems}
+	v := &validator{root: f.root, problems: f.problems, dir: f.dir}
 	if c := f.cfg; c != nil {
 		extra := slices.Clone(src.Extra)
 		for i := range extra {

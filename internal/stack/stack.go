@@ -136,6 +136,10 @@ type Options struct {
 	// GrafanaAdminPassword is written to grafana/admin-password; empty
 	// generates a random one (an existing file is kept by Files.Write).
 	GrafanaAdminPassword string
+
+	// secrets are the inline secrets of ConfigFile (secrets.go), found by
+	// Generate.
+	secrets []config.InlineSecret
 }
 
 // Receivers are Alertmanager notification targets. With none set, alerts are
@@ -249,6 +253,9 @@ type File struct {
 	Data []byte
 	// Mode is the file's permission bits.
 	Mode fs.FileMode
+	// Keep leaves the file alone when it exists (the Grafana admin
+	// password, generated at random the first time).
+	Keep bool
 }
 
 // Files are the generated artifacts, sorted by path.
@@ -274,8 +281,9 @@ func (fs Files) Paths() []string {
 }
 
 // Write writes fs under dir, creating directories as needed. Existing
-// files are replaced; other files in dir are left alone. A file that must
-// stay secret (Mode 0600) is not overwritten when it exists, so a
+// files are replaced and take the file's mode before they are written (a
+// secret never lands in a file others can read); other files in dir are
+// left alone. A Keep file is not overwritten when it exists, so a
 // regenerated stack keeps its Grafana admin password.
 func (fs Files) Write(dir string) error {
 	for _, f := range fs {
@@ -283,9 +291,12 @@ func (fs Files) Write(dir string) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("write stack: %w", err)
 		}
-		if f.Mode == 0o600 {
-			if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			if f.Keep {
 				continue
+			}
+			if err := os.Chmod(p, f.Mode); err != nil {
+				return fmt.Errorf("write stack: %w", err)
 			}
 		}
 		if err := os.WriteFile(p, f.Data, f.Mode); err != nil {
@@ -300,6 +311,10 @@ func Generate(o Options) (Files, error) {
 	o = o.WithDefaults()
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("stack options: %w", err)
+	}
+	var err error
+	if o.secrets, err = configSecrets(o); err != nil {
+		return nil, err
 	}
 	var out Files
 	add := func(path string, mode fs.FileMode, gen func() ([]byte, error)) error {
@@ -320,7 +335,7 @@ func Generate(o Options) (Files, error) {
 		{AlertRulesFile, 0o644, func() ([]byte, error) { return marshalYAML(AlertRules(o)) }},
 		{AlertTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(ruleTests(o)) }},
 		{"alertmanager.yml", 0o644, func() ([]byte, error) { return marshalYAML(alertmanagerConfig(o)) }},
-		{"kvwatch.yml", 0o644, func() ([]byte, error) { return kvwatchConfig(o) }},
+		{configFileName, configMode(o.secrets), func() ([]byte, error) { return kvwatchConfig(o) }},
 		{ProbeTargetsFile, 0o644, func() ([]byte, error) { return marshalYAML(probeTargets(o)) }},
 		{UpFile, 0o644, func() ([]byte, error) { return marshalJSON(upProcesses(o)) }},
 		{"docker-compose.yml", 0o644, func() ([]byte, error) { return marshalYAML(composeFile(o)) }},
