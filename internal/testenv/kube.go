@@ -57,7 +57,8 @@ const (
 const KubeAPIServerEnv = "KVWATCH_KUBE_APISERVER"
 
 // kubeStartTimeout bounds the wait for etcd's /health and the API server's
-// /readyz: on 2 busy cores kube-apiserver takes 10 to 30 s to be ready.
+// /readyz: about 4 s on 2 cores, many times that while a whole test run
+// shares them.
 const kubeStartTimeout = 3 * time.Minute
 
 // Kube is an etcd and a kube-apiserver on loopback, stopped when the test
