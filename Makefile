@@ -25,9 +25,9 @@ CHECK_GO_VERSION = @v=$$($(GO) env GOVERSION | sed 's/^go//'); \
 	{ echo "make: Go $$v is too old: install Go $(GO_MIN) or newer (https://go.dev/dl/)" >&2; exit 1; }
 # Tools of the end-to-end tests: missing ones make those tests skip
 # (fail under KVWATCH_REQUIRE_TOOLS=1, as in .ci/run, which installs them).
-TEST_TOOLS := prometheus promtool prometheus-alertmanager amtool chromium tmux systemd-analyze dpkg-deb groff zsh fish
+TEST_TOOLS := prometheus promtool prometheus-alertmanager amtool chromium tmux systemd-analyze dpkg-deb groff zsh fish etcd
 
-.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go prometheus3 schema-deps kubectl-validate
+.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go prometheus3 schema-deps kubectl-validate kube-apiserver
 
 all: build
 
@@ -55,11 +55,12 @@ demo: build
 
 # Every test: unit, golden, fuzz seeds, and the end-to-end tests with real
 # Prometheus (Debian's 2.x and 3.x built from source), promtool,
-# Alertmanager, Chromium and tmux (see .ci/run).
-test: build vet prometheus3 schema-deps kubectl-validate
+# Alertmanager, Chromium, tmux, etcd and kube-apiserver (see .ci/run).
+test: build vet prometheus3 schema-deps kubectl-validate kube-apiserver
 	@missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || echo "make: not on PATH, their tests skip:$$missing (.ci/run installs them from Debian)" >&2
 	KVWATCH_PROMETHEUS3_DIR=$(CURDIR)/$(PROMETHEUS3_DIR) KVWATCH_KUBECTL_VALIDATE_DIR=$(CURDIR)/bin/kubectl-validate \
+		KVWATCH_KUBE_APISERVER=$(CURDIR)/bin/kube-apiserver/kube-apiserver \
 		$(GO) test -race -timeout 30m ./...
 
 # Prometheus 3 and promtool 3 from the Go module pinned in
@@ -74,6 +75,13 @@ prometheus3:
 # A few minutes the first time, seconds from the Go build cache.
 kubectl-validate:
 	tools/kubectl-validate/build.sh bin/kubectl-validate
+
+# kube-apiserver from the k8s.io/kubernetes module pinned in
+# tools/kube-apiserver/go.mod, for the tests against a real Kubernetes API
+# server (internal/testenv.KubeAPIServer, with Debian's etcd). About 10
+# minutes of CPU the first time, seconds from the Go build cache.
+kube-apiserver:
+	tools/kube-apiserver/build.sh bin/kube-apiserver
 
 # @grafana/schema and TypeScript for the dashboards' schema check
 # (tools/grafana-schema/check.mjs, run by internal/stack's tests).

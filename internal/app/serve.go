@@ -35,6 +35,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/promapi"
 	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/stack"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
@@ -291,7 +292,7 @@ func (s *Serve) remoteWriteInstance() string {
 	if host == "" {
 		host = "localhost"
 	}
-	port := portOf(serve.DefaultListenAddress)
+	port := portOf(signal.DefaultListenAddress)
 	if addrs := s.daemon.Addrs(); len(addrs) > 0 {
 		port = portOf(addrs[0].String())
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/report"
-	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
@@ -32,7 +32,7 @@ func addDemo(app *kingpin.Application, r registry) {
 	o := &demoOpts{}
 	c := app.Command("demo", "Start a simulated PD cluster and kvwatch serve with history, alerts and the web UI on loopback; prints the URL and a status line. Ctrl-C stops everything.")
 	c.Flag("scenario", "Simulator scenario: a built-in name ("+strings.Join(sim.BuiltinNames(), ", ")+") or a scenario file.").Default("pd-sglang").StringVar(&o.scenario)
-	c.Flag("web.listen-address", "Address of the web UI and API (loopback).").Default(serve.DefaultListenAddress).StringVar(&o.listen)
+	c.Flag("web.listen-address", "Address of the web UI and API (loopback).").Default(signal.DefaultListenAddress).StringVar(&o.listen)
 	c.Flag("speed", "Simulated time per wall-clock second.").Default("1").Float64Var(&o.speed)
 	c.Flag("base-port", "Port of the first simulated server; the others follow in scenario order (a scenario's port: wins). 0 picks free ports.").Default("0").IntVar(&o.basePort)
 	o.embedded.register(c)

@@ -13,13 +13,16 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/model"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/promapi"
 	"github.com/kvwatch/kvwatch/internal/serve"
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
 // queryFlags bound the query API (/api/v1/query, query_range).
@@ -71,10 +74,10 @@ func addServe(app *kingpin.Application, r registry) {
 	c := app.Command("serve", "Scrape engines and export normalized kvwatch_* metrics for Prometheus, with /probe, a JSON report, health and reload endpoints; see docs/configuration.md and docs/metrics.md.")
 	c.Arg("target", "Servers to scrape besides the config file's, as [ROLE=]URL, e.g. decode=http://127.0.0.1:30002.").StringsVar(&o.targets)
 	c.Flag("config.file", "kvwatch config file: targets, file_sd, intervals, auth, headroom sizes, probe allowlist (reloaded on SIGHUP and POST /-/reload).").PlaceHolder("FILE").StringVar(&o.configFile)
-	c.Flag("web.listen-address", "Address to listen on; repeat for several. Loopback by default; another address needs --web.config.file with both TLS and authentication, or --web.insecure-listen.").Default(serve.DefaultListenAddress).StringsVar(&o.listen)
+	c.Flag("web.listen-address", "Address to listen on; repeat for several. Loopback by default; another address needs --web.config.file with both TLS and authentication, or --web.insecure-listen.").Default(signal.DefaultListenAddress).StringsVar(&o.listen)
 	c.Flag("web.config.file", "exporter-toolkit web config file enabling TLS and basic auth (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md).").PlaceHolder("FILE").StringVar(&o.webConfigFile)
 	c.Flag("web.insecure-listen", "Allow a non-loopback listen address without TLS and authentication in --web.config.file, for TLS terminated by a proxy or a service mesh (logs a warning at every start).").BoolVar(&o.insecureListen)
-	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default("256").IntVar(&o.maxScrapes)
+	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default(strconv.Itoa(serve.DefaultMaxConcurrentScrapes)).IntVar(&o.maxScrapes)
 	o.embedded.register(c)
 	o.fleet.register(c)
 	r.add(c, func(ctx context.Context, e *env) int { return exitCode(e, runServe(ctx, e, o)) })
@@ -147,9 +150,9 @@ type embeddedFlags struct {
 }
 
 func (f *embeddedFlags) register(c *kingpin.CmdClause) {
-	c.Flag("history", "In-memory history window for the web UI, the query API and alert rules, e.g. 6h; 0 turns history, rules and charts off. Default: the config's history.retention (1h).").PlaceHolder("DURATION").StringVar(&f.history)
-	c.Flag("history.full-resolution", "How much of the newest history keeps every scrape; older data is downsampled to --history.downsample-step. Default 1h.").PlaceHolder("DURATION").StringVar(&f.fullRes)
-	c.Flag("history.downsample-step", "Resolution of history older than --history.full-resolution (the newest sample of each step, plus the samples around counter resets and staleness markers). Default 1m.").PlaceHolder("DURATION").StringVar(&f.downStep)
+	c.Flag("history", "In-memory history window for the web UI, the query API and alert rules, e.g. 6h; 0 turns history, rules and charts off. Default: the config's history.retention.").PlaceHolder("DURATION").StringVar(&f.history)
+	c.Flag("history.full-resolution", "How much of the newest history keeps every scrape; older data is downsampled to --history.downsample-step.").Default(model.Duration(history.DefaultFullResolution).String()).StringVar(&f.fullRes)
+	c.Flag("history.downsample-step", "Resolution of history older than --history.full-resolution (the newest sample of each step, plus the samples around counter resets and staleness markers).").Default(model.Duration(history.DefaultDownsampleStep).String()).StringVar(&f.downStep)
 	c.Flag("history.snapshot-file", "File the history is written to periodically and on shutdown, and restored from on start, so a restart keeps the window. Default: the config's history.snapshot_file (none).").PlaceHolder("FILE").StringVar(&f.snapshotFile)
 	c.Flag("rules.file", "Prometheus rule file (recording and alert rules) to evaluate over the history; repeat for several. Default: the rules `kvwatch stack generate` writes, with the config's alert thresholds.").PlaceHolder("FILE").StringsVar(&f.ruleFiles)
 	c.Flag("alertmanager.url", "Alertmanager base URL to send alerts to (its v2 API); repeat for several. Added to the config's alerting.alertmanagers.").PlaceHolder("URL").StringsVar(&f.alertmanagers)
@@ -175,6 +178,9 @@ func (f *embeddedFlags) apply(o *app.Options) error {
 			d, err := parseDuration(fl.val)
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", fl.name, err)}
+			}
+			if d <= 0 {
+				return usageError{fmt.Errorf("%s %s: give a positive duration, e.g. %s", fl.name, fl.val, model.Duration(history.DefaultDownsampleStep))}
 			}
 			*fl.to = time.Duration(d)
 		}

@@ -3,10 +3,12 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
 	promcfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
@@ -60,9 +62,9 @@ func (f *fleetFlags) register(c *kingpin.CmdClause) {
 	c.Flag("remote-write.tls.cert-file", "Client certificate for the --remote-write.url endpoints (with --remote-write.tls.key-file).").PlaceHolder("FILE").StringVar(&f.rwCertFile)
 	c.Flag("remote-write.tls.key-file", "Client key for the --remote-write.url endpoints.").PlaceHolder("FILE").StringVar(&f.rwKeyFile)
 	c.Flag("remote-write.tls.insecure-skip-verify", "Do not verify the --remote-write.url endpoints' certificates: only for tests.").BoolVar(&f.rwInsecureTLS)
-	c.Flag("remote-write.queue-capacity", fmt.Sprintf("Samples the queue of each --remote-write.url holds while the store is down; past it the oldest are dropped. Default %d.", config.DefaultRemoteWriteCapacity)).IntVar(&f.rwCapacity)
+	c.Flag("remote-write.queue-capacity", "Samples the queue of each --remote-write.url holds while the store is down; past it the oldest are dropped.").Default(strconv.Itoa(config.DefaultRemoteWriteCapacity)).IntVar(&f.rwCapacity)
 	c.Flag("remote-write.send-interval", "How often the latest values are pushed; default the config's global.scrape_interval.").PlaceHolder("DURATION").StringVar(&f.rwInterval)
-	c.Flag("remote-write.timeout", "Timeout of one remote-write request.").Default("30s").StringVar(&f.rwTimeout)
+	c.Flag("remote-write.timeout", "Timeout of one remote-write request.").Default(model.Duration(config.DefaultRemoteWriteTimeout).String()).StringVar(&f.rwTimeout)
 	c.Flag("remote-write.job", "job label of the pushed series (as when Prometheus scrapes serve as job kvwatch); an external label job wins.").Default("kvwatch").StringVar(&f.rwJob)
 	c.Flag("remote-write.instance", "instance label of the pushed series; default this host's name and serve's port. An external label instance wins.").StringVar(&f.rwInstance)
 }
@@ -79,7 +81,8 @@ func (f *fleetFlags) remotes(cfg *config.Config) ([]config.RemoteWrite, error) {
 	}
 	var out []config.RemoteWrite
 	for _, u := range f.rwURLs {
-		rw := config.RemoteWrite{URL: u}
+		rw := config.DefaultRemoteWrite()
+		rw.URL = u
 		if f.rwTimeout != "" {
 			d, err := parseDuration(f.rwTimeout)
 			if err != nil {
@@ -95,16 +98,14 @@ func (f *fleetFlags) remotes(cfg *config.Config) ([]config.RemoteWrite, error) {
 			rw.SendInterval = d
 		}
 		rw.QueueConfig.Capacity = f.rwCapacity
-		// Flag-given files are relative to the working directory.
-		rw.HTTPClientConfig.SetDirectory(mustAbs("."))
 		h := &rw.HTTPClientConfig
 		h.BearerTokenFile = f.rwBearerFile
 		if f.rwUser != "" || f.rwPasswordFile != "" {
 			h.BasicAuth = &promcfg.BasicAuth{Username: f.rwUser, PasswordFile: f.rwPasswordFile}
 		}
 		h.TLSConfig = promcfg.TLSConfig{CAFile: f.rwCAFile, CertFile: f.rwCertFile, KeyFile: f.rwKeyFile, InsecureSkipVerify: f.rwInsecureTLS}
-		h.FollowRedirects = true
-		h.EnableHTTP2 = true
+		// Flag-given files are relative to the working directory.
+		h.SetDirectory(mustAbs("."))
 		out = append(out, rw)
 	}
 	out = append(out, cfg.RemoteWrite...)

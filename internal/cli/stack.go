@@ -33,8 +33,8 @@ func addStack(app *kingpin.Application, r registry) {
 	gc.Flag("prometheus.listen-address", "Prometheus's --web.listen-address.").Default(stack.DefaultPrometheusAddress).StringVar(&g.o.PrometheusAddress)
 	gc.Flag("alertmanager.listen-address", "Alertmanager's --web.listen-address.").Default(stack.DefaultAlertmanagerAddress).StringVar(&g.o.AlertmanagerAddress)
 	gc.Flag("grafana.listen-address", "Grafana's http_addr:http_port.").Default(stack.DefaultGrafanaAddress).StringVar(&g.o.GrafanaAddress)
-	gc.Flag("storage.tsdb.retention.time", "How long Prometheus keeps data.").Default("15d").StringVar(&g.retentionTime)
-	gc.Flag("storage.tsdb.retention.size", "Most disk Prometheus uses for data, e.g. 10GB.").Default("10GB").StringVar(&g.o.RetentionSize)
+	gc.Flag("storage.tsdb.retention.time", "How long Prometheus keeps data.").Default(model.Duration(stack.DefaultRetentionTime).String()).StringVar(&g.retentionTime)
+	gc.Flag("storage.tsdb.retention.size", "Most disk Prometheus uses for data, e.g. 10GB.").Default(stack.DefaultRetentionSize).StringVar(&g.o.RetentionSize)
 	gc.Flag("remote-write.url", "Also send every sample to this remote-write URL (Mimir, Thanos Receive, VictoriaMetrics).").PlaceHolder("URL").StringVar(&g.o.RemoteWriteURL)
 	gc.Flag("alertmanager.webhook-url", "Send alerts to this webhook; repeat for several (added to the config file's alerting.webhooks).").PlaceHolder("URL").StringsVar(&g.o.Receivers.WebhookURLs)
 	gc.Flag("alertmanager.email-to", "Send alerts by e-mail to this address (needs --alertmanager.email-from and --alertmanager.email-smarthost).").StringVar(&g.o.Receivers.EmailTo)
@@ -44,13 +44,13 @@ func addStack(app *kingpin.Application, r registry) {
 	gc.Flag("alertmanager.slack-channel", "Slack channel, e.g. #inference.").StringVar(&g.o.Receivers.SlackChannel)
 	gc.Flag("alertmanager.watchdog-url", "Send the always-firing KVWatchWatchdog alert to this webhook every minute: a dead man's switch that pages when the pings stop.").PlaceHolder("URL").StringVar(&g.o.Receivers.WatchdogURL)
 	gc.Flag("ha", "Also write ha/: two Prometheus replicas (external label replica) and two clustered Alertmanagers.").BoolVar(&g.o.HA)
-	gc.Flag("ha.cluster-name", "With --ha: the replicas' ha_cluster external label, the pair's name for Mimir's HA tracker (ha_cluster_label: ha_cluster).").Default("kvwatch").StringVar(&g.o.HAClusterName)
+	gc.Flag("ha.cluster-name", "With --ha: the replicas' ha_cluster external label, the pair's name for Mimir's HA tracker (ha_cluster_label: ha_cluster).").Default(stack.DefaultHAClusterName).StringVar(&g.o.HAClusterName)
 	gc.Flag("probe", "Add a Prometheus job scraping discovered engines through kvwatch's /probe (targets in probe-targets/targets.yml).").BoolVar(&g.o.Probe)
 	gc.Flag("install.dir", "Absolute directory the systemd units read the stack from.").Default(stack.DefaultInstallDir).StringVar(&g.o.InstallDir)
 	gc.Flag("runbook.url", "Base URL of docs/runbook.md for the alerts' runbook_url.").Default(stack.DefaultRunbookURL).StringVar(&g.o.RunbookURL)
-	gc.Flag("kubernetes.namespace", "Namespace of the Kubernetes manifests.").Default("monitoring").StringVar(&g.o.Namespace)
+	gc.Flag("kubernetes.namespace", "Namespace of the Kubernetes manifests.").Default(stack.DefaultNamespace).StringVar(&g.o.Namespace)
 	gc.Flag("kubernetes.labels", "Label of every Kubernetes object, as key=value; repeat for several, e.g. release=kube-prometheus-stack for the Prometheus Operator's default selectors.").PlaceHolder("KEY=VALUE").SetValue(labelsValue{m: &g.o.KubernetesLabels, flag: "kubernetes.labels", example: "release=kube-prometheus-stack"})
-	gc.Flag("kubernetes.image", "kvwatch container image of the Kubernetes manifests; none is published, build one with the repository's Dockerfile (docker-compose.yml mounts the host's binary instead).").Default("ghcr.io/kvwatch/kvwatch:latest").StringVar(&g.o.Image)
+	gc.Flag("kubernetes.image", "kvwatch container image of the Kubernetes manifests; none is published, build one with the repository's Dockerfile (docker-compose.yml mounts the host's binary instead).").Default(stack.DefaultImage).StringVar(&g.o.Image)
 	addStackAgentFlags(gc, &g.o) // stack_agent.go
 	r.add(gc, func(ctx context.Context, e *env) int { return exitCode(e, runStackGenerate(e, g)) })
 
@@ -99,6 +99,11 @@ func runStackGenerate(e *env, g *stackGenerateOpts) error {
 	files, err := stack.Generate(o)
 	if err != nil {
 		return usageError{err}
+	}
+	if w, err := stack.SecretWarning(o); err != nil {
+		return usageError{err}
+	} else if w != "" {
+		fmt.Fprint(e.Stderr, w)
 	}
 	if err := files.Write(g.out); err != nil {
 		return err

@@ -162,3 +162,37 @@ func TestStackGenerateKubernetesLabels(t *testing.T) {
 		}
 	}
 }
+
+// stack generate warns on stderr about every inline secret of the config
+// (issue 31 item 4), and writes kvwatch.yml and the Kubernetes Secret 0600.
+func TestStackGenerateWarnsOfInlineSecrets(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "stack")
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"stack", "generate", "--config.file", filepath.Join("..", "stack", "testdata", "inline-secrets.yml"), "--out", out},
+		Streams{Stdout: &stdout, Stderr: &stderr})
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	if !strings.HasPrefix(lines[0], "warning: the kvwatch config holds 13 secrets inline. ") || len(lines) != 14 ||
+		lines[1] != "  targets[0].basic_auth.password: write targets[0].basic_auth.password_file: FILE" {
+		t.Errorf("stderr:\n%s\nwant the warning, then the 13 secrets by key path, first targets[0].basic_auth.password", stderr.String())
+	}
+	if strings.Contains(stderr.String()+stdout.String(), "s3cret-") {
+		t.Errorf("the output shows a secret:\n%s%s", stdout.String(), stderr.String())
+	}
+	for _, f := range []string{"kvwatch.yml", "kubernetes/secret.yaml"} {
+		if mode, err := permOf(filepath.Join(out, f)); err != nil || mode != 0o600 {
+			t.Errorf("%s: %v, mode %v; want 0600", f, err, mode)
+		}
+	}
+}
+
+// permOf returns the permission bits of the file at p.
+func permOf(p string) (os.FileMode, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	return st.Mode().Perm(), nil
+}

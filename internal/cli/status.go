@@ -91,7 +91,7 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 		return o.runTrend(ctx, e, s, tr, targets)
 	}
 	for {
-		results := s.ScrapeAll(ctx, targets, 64)
+		results := s.ScrapeAll(ctx, targets, scrape.DefaultConcurrency)
 		if ctx.Err() != nil {
 			return code
 		}
@@ -136,7 +136,7 @@ func (o *statusOptions) runTrend(ctx context.Context, e *env, s *scrape.Scraper,
 	var rep report.Report
 	for {
 		at := clock.Now()
-		results := s.ScrapeAll(ctx, targets, 64)
+		results := s.ScrapeAll(ctx, targets, scrape.DefaultConcurrency)
 		if ctx.Err() != nil {
 			return exitOK
 		}

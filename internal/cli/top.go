@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/term"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/tui"
 )
 
@@ -29,7 +30,7 @@ func addTop(app *kingpin.Application, r registry) {
 	o := &topOpts{}
 	c := app.Command("top", "Live terminal view of the fleet's KV cache: usage bars, headroom, queues, hit ratio, drill-down to ranks. Reads the targets directly, or a kvwatch serve daemon with --serve.url.")
 	o.targets.register(c)
-	c.Flag("serve.url", "Read the report of this running kvwatch serve (its /api/kvwatch/v1/report) instead of scraping targets, e.g. http://127.0.0.1:9477.").PlaceHolder("URL").StringVar(&o.serveURL)
+	c.Flag("serve.url", "Read the report of this running kvwatch serve (its /api/kvwatch/v1/report) instead of scraping targets, e.g. http://"+signal.DefaultListenAddress+".").PlaceHolder("URL").StringVar(&o.serveURL)
 	c.Flag("refresh", "Time between refreshes.").Default("2s").StringVar(&o.refresh)
 	c.Flag("once", "Print one frame and exit (exit code 1 if a target is down).").BoolVar(&o.once)
 	c.Flag("no-color", "Print without colours or text attributes.").BoolVar(&o.noColor)

@@ -48,15 +48,18 @@ type Config struct {
 
 // Global holds defaults for every target.
 type Global struct {
-	// ScrapeInterval is how often serve scrapes each target. Default 5s.
+	// ScrapeInterval is how often serve scrapes each target. Default
+	// DefaultScrapeInterval.
 	ScrapeInterval model.Duration `yaml:"scrape_interval"`
-	// ScrapeTimeout bounds one scrape, connection to last byte. Default 4s;
-	// must not exceed ScrapeInterval.
+	// ScrapeTimeout bounds one scrape, connection to last byte. Default
+	// DefaultScrapeTimeout, or ScrapeInterval when shorter; must not exceed
+	// ScrapeInterval.
 	ScrapeTimeout model.Duration `yaml:"scrape_timeout"`
 	// EvaluationInterval is how often serve evaluates its rules (the
-	// generated recording and alert rules, or --rules.file). Default 15s,
-	// the generated stack's Prometheus evaluation_interval, so embedded and
-	// stack alerts keep the same time; it is not tied to ScrapeInterval.
+	// generated recording and alert rules, or --rules.file). Its default
+	// (defaults()) is also the generated stack's Prometheus
+	// evaluation_interval, so embedded and stack alerts keep the same time;
+	// it is not tied to ScrapeInterval.
 	EvaluationInterval model.Duration `yaml:"evaluation_interval"`
 	// BodySizeLimit bounds the decompressed body of one scrape, e.g. "32MiB".
 	BodySizeLimit string `yaml:"body_size_limit"`
@@ -114,7 +117,7 @@ type Target struct {
 type FileSD struct {
 	Files           []string       `yaml:"files"`
 	RefreshInterval model.Duration `yaml:"refresh_interval"`
-	// Scheme is the targets' scheme (http or https, default http) unless a
+	// Scheme is the targets' scheme (http or https) unless a
 	// group's __scheme__ label sets one, as in a Prometheus scrape config.
 	Scheme string `yaml:"scheme"`
 	// HTTPClientConfig holds the auth and TLS of every target these files
@@ -158,7 +161,7 @@ type Alerts struct {
 
 // History configures serve's in-memory history.
 type History struct {
-	// Retention is the window kept in memory. Default 1h.
+	// Retention is the window kept in memory; 0 turns history off.
 	Retention model.Duration `yaml:"retention"`
 	// SnapshotFile, when set, is written periodically and on shutdown and
 	// read on start, so a restart keeps the window.
@@ -181,22 +184,38 @@ var Roles = []string{"prefill", "decode", "unified", "router", "cache"}
 var allowedLabels = []string{"cluster", "pool", "model"}
 
 // unset marks a duration that was not written: a target's scrape_interval
-// and scrape_timeout inherit the global ones, and the global scrape_timeout
-// follows scrape_interval when that is below 4s. Written durations are never
-// negative (model.Duration refuses a sign), so an explicit 0 stays 0 and is
-// range-checked like any other value.
+// and scrape_timeout inherit the global ones, the global scrape_timeout
+// follows scrape_interval when that is below its default, and a
+// remote_write entry's send_interval is the global scrape_interval.
+// Written durations are never negative (model.Duration refuses a sign), so
+// an explicit 0 stays 0 and is range-checked like any other value.
 const unset = model.Duration(-1)
+
+// Defaults that other packages read for values built without a config.
+const (
+	// DefaultScrapeInterval is global.scrape_interval's default.
+	DefaultScrapeInterval = 5 * time.Second
+	// DefaultScrapeTimeout is global.scrape_timeout's default (or the
+	// scrape interval when that is shorter).
+	DefaultScrapeTimeout = 4 * time.Second
+	// DefaultBodySizeLimit is global.body_size_limit's default, in bytes
+	// (32MiB).
+	DefaultBodySizeLimit = 32 << 20
+)
 
 // defaults is the config every file is decoded onto, blackbox_exporter's
 // way: what a file does not say keeps its default, what it says (0
-// included) survives to validation. It is the only place defaults live.
+// included) survives to validation. It is the only place defaults live,
+// with the defaults of list entries: defaultTarget, defaultFileSD and
+// DefaultRemoteWrite.
 func defaults() *Config {
 	return &Config{
 		Global: Global{
-			ScrapeInterval:     model.Duration(5 * time.Second),
+			ScrapeInterval:     model.Duration(DefaultScrapeInterval),
 			ScrapeTimeout:      unset,
 			EvaluationInterval: model.Duration(15 * time.Second),
-			BodySizeLimit:      "32MiB",
+			BodySizeLimit:      units.Base2Bytes(DefaultBodySizeLimit).String(),
+			BodySizeLimitBytes: DefaultBodySizeLimit,
 			HeadroomTokens:     []int{8192},
 		},
 		Alerts: Alerts{
@@ -227,29 +246,45 @@ func defaults() *Config {
 	}
 }
 
-// defaultFileSD is a file_sd_configs entry before decoding.
-func defaultFileSD() FileSD { return FileSD{RefreshInterval: model.Duration(time.Minute)} }
+// defaultTarget is a targets entry before decoding: its timing is unset,
+// so that it inherits the global one.
+func defaultTarget() Target { return Target{ScrapeInterval: unset, ScrapeTimeout: unset} }
 
-// markWritten marks the durations of the decoded targets and file_sd
-// entries that the file does not write: a target's timing then inherits the
-// global one, a file_sd entry's refresh_interval takes its default. (A
-// custom UnmarshalYAML could preset them, but yaml drops a list element
-// whose unmarshaler reports a problem, which would shift every later index.)
-func (c *Config) markWritten(root *yaml.Node) {
-	for i := range c.Targets {
-		t := &c.Targets[i]
-		if !hasKey(root, []any{"targets", i}, "scrape_interval") {
-			t.ScrapeInterval = unset
-		}
-		if !hasKey(root, []any{"targets", i}, "scrape_timeout") {
-			t.ScrapeTimeout = unset
-		}
+// defaultFileSD is a file_sd_configs entry before decoding.
+func defaultFileSD() FileSD {
+	return FileSD{RefreshInterval: model.Duration(time.Minute), Scheme: "http"}
+}
+
+// decodeEntries decodes the list entries of the file onto their defaults
+// (defaultTarget, defaultFileSD, DefaultRemoteWrite): yaml makes each
+// element of a list from its zero value, and drops one it cannot decode,
+// which would shift every later index. Here every entry is kept at its
+// index, and what it writes (0 included) survives. The decoding of the
+// whole file has reported each entry's problems; they are not reported
+// again.
+func (c *Config) decodeEntries(root *yaml.Node) {
+	c.Targets = entriesOnto(root, "targets", defaultTarget, c.Targets)
+	c.FileSD = entriesOnto(root, "file_sd_configs", defaultFileSD, c.FileSD)
+	c.RemoteWrite = entriesOnto(root, "remote_write", DefaultRemoteWrite, c.RemoteWrite)
+}
+
+// entriesOnto decodes each entry of the list under key in root onto def();
+// decoded is what the whole file's decoding made of the list, kept when
+// the key holds no list.
+func entriesOnto[T any](root *yaml.Node, key string, def func() T, decoded []T) []T {
+	n := nodeAt(root, []any{key})
+	if n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
 	}
-	for i := range c.FileSD {
-		if !hasKey(root, []any{"file_sd_configs", i}, "refresh_interval") {
-			c.FileSD[i].RefreshInterval = defaultFileSD().RefreshInterval
-		}
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return decoded
 	}
+	out := make([]T, len(n.Content))
+	for i, e := range n.Content {
+		out[i] = def()
+		_ = e.Decode(&out[i]) // reported by the file's decoding
+	}
+	return out
 }
 
 // Default returns a config with every default set and no targets.
@@ -260,13 +295,15 @@ func Default() *Config {
 }
 
 // resolve fills what is inherited: the global scrape_timeout from
-// scrape_interval, each target's timing from the global one. It runs before
+// scrape_interval, each target's timing from the global one, each
+// remote_write entry's send_interval from the global scrape_interval. It
+// runs before
 // validation; labels are inherited after it (inheritLabels), so a global
 // label problem is reported once, not once per target.
 func (c *Config) resolve() {
 	g := &c.Global
 	if g.ScrapeTimeout == unset {
-		g.ScrapeTimeout = min(model.Duration(4*time.Second), g.ScrapeInterval)
+		g.ScrapeTimeout = min(model.Duration(DefaultScrapeTimeout), g.ScrapeInterval)
 	}
 	for i := range c.Targets {
 		t := &c.Targets[i]
@@ -277,6 +314,7 @@ func (c *Config) resolve() {
 			t.ScrapeTimeout = min(g.ScrapeTimeout, t.ScrapeInterval)
 		}
 	}
+	c.resolveRemoteWrites()
 }
 
 // inheritLabels gives every target the global labels it does not set.
@@ -300,24 +338,14 @@ func (c *Config) inheritLabels() {
 func (c *Config) codeDefaults() {
 	markUnset(c.Targets)
 	for i := range c.FileSD {
-		if c.FileSD[i].RefreshInterval == 0 {
-			c.FileSD[i].RefreshInterval = defaultFileSD().RefreshInterval
+		sd, d := &c.FileSD[i], defaultFileSD()
+		if sd.RefreshInterval == 0 {
+			sd.RefreshInterval = d.RefreshInterval
+		}
+		if sd.Scheme == "" {
+			sd.Scheme = d.Scheme
 		}
 	}
-}
-
-// hasKey reports whether the mapping at path in root has key.
-func hasKey(root *yaml.Node, path []any, key string) bool {
-	n := nodeAt(root, path)
-	if n == nil || n.Kind != yaml.MappingNode {
-		return false
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return true
-		}
-	}
-	return false
 }
 
 // markUnset marks the zero timing of targets built in code as not written.
@@ -365,7 +393,7 @@ func load(path string, skipFiles bool) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &validator{root: f.root, problems: f.problems, skipFiles: skipFiles}
+	v := &validator{root: f.root, problems: f.problems, skipFiles: skipFiles, dir: f.dir}
 	if f.cfg != nil {
 		f.cfg.validate(v, nil)
 	}
@@ -409,6 +437,9 @@ type file struct {
 	cfg      *Config
 	root     *yaml.Node
 	problems []string
+	// dir is the file's directory, which relative paths are resolved
+	// against; "" for a config that is not a file.
+	dir string
 }
 
 // readFile reads and decodes the file at path, resolving its relative
@@ -418,7 +449,9 @@ func readFile(path string) (*file, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w; check the path given to --config.file", err)
 	}
-	return parse(b, path, filepath.Dir(path)), nil
+	f := parse(b, path, filepath.Dir(path))
+	f.dir = filepath.Dir(path)
+	return f, nil
 }
 
 // parse decodes b onto the defaults. An unknown key or a value of the wrong
@@ -457,7 +490,7 @@ func parse(b []byte, name, dir string) *file {
 			}
 		}
 	}
-	c.markWritten(&root)
+	c.decodeEntries(&root)
 	if dir != "" {
 		c.resolvePaths(dir)
 	}
@@ -498,6 +531,9 @@ type validator struct {
 	problems []string
 	// skipFiles leaves out the check that secret and TLS files exist.
 	skipFiles bool
+	// dir resolves the relative files of remote_write, which the config
+	// keeps as written (serve resolves them against the same directory).
+	dir string
 }
 
 // addf records a problem at the node found by path (map keys as strings,
@@ -653,13 +689,17 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 		if f.RefreshInterval <= 0 {
 			v.addf([]any{"file_sd_configs", i, "refresh_interval"}, "must be positive")
 		}
-		if f.Scheme != "" && f.Scheme != "http" && f.Scheme != "https" {
+		if f.Scheme != "http" && f.Scheme != "https" {
 			v.addf([]any{"file_sd_configs", i, "scheme"}, "%q: want http or https", f.Scheme)
 		}
 		checkHTTP(v, []any{"file_sd_configs", i}, &c.FileSD[i].HTTPClientConfig)
 	}
+	for i := range c.RemoteWrite {
+		checkTLSKeys(v, []any{"remote_write", i}, &c.RemoteWrite[i].HTTPClientConfig, v.dir)
+	}
 	c.validateLimits(v)
 	c.validatePlanning(v)
+	c.validateRemoteWrites(v)
 	for i, a := range c.Probe.Allow {
 		if strings.Contains(a, "/") {
 			if _, _, err := net.ParseCIDR(a); err != nil {
@@ -776,6 +816,7 @@ func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
 			v.addf(f.path, "cannot read %s: %v; create it or fix the path (relative paths are from the config file's directory)", f.file, errors.Unwrap(err))
 		}
 	}
+	checkTLSKeys(v, path, h, "")
 	// Last: Validate moves bearer_token_file to authorization.
 	if err := h.Validate(); err != nil {
 		v.addf(path, "%v", err)

@@ -3,10 +3,13 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -154,6 +157,56 @@ history:
   line 13: alerts.kv_full_within: must be positive
   line 14: alerts.stale_after: must be positive
   line 18: history.snapshot_interval: must be positive`},
+		{"a written max_running_requests of 0 is an error, not the engine's own", "targets:\n  - url: http://a:1\n    max_running_requests: 0\n",
+			"kvwatch.yml: line 3: targets[0].max_running_requests: 0 must be a positive number of requests (or leave it out to use the engine's)"},
+		// Before, zero meant "use the default" here: these became 30s,
+		// the scrape interval, 2,000,000, 2,000, 30ms and 5s.
+		{"remote_write: explicit zeros are range-checked, not replaced by defaults", `
+remote_write:
+  - url: http://127.0.0.1:8428/api/v1/write
+    remote_timeout: 0s
+    send_interval: 0s
+    queue_config:
+      capacity: 0
+      max_samples_per_send: 0
+      min_backoff: 0s
+      max_backoff: 0s
+`, `kvwatch.yml: 6 problems:
+  line 4: remote_write[0].remote_timeout: must be positive
+  line 5: remote_write[0].send_interval: 0s: want at least 100ms
+  line 7: remote_write[0].queue_config.capacity: 0 must be a positive number of samples
+  line 8: remote_write[0].queue_config.max_samples_per_send: 0 must be a positive number of samples
+  line 9: remote_write[0].queue_config.min_backoff: must be positive
+  line 10: remote_write[0].queue_config.max_backoff: must be positive`},
+		{"remote_write: an unknown key with its path", "remote_write:\n  - url: http://127.0.0.1:8428/api/v1/write\n    queue_size: 3\n",
+			`kvwatch.yml: line 3: remote_write[0].queue_size: unknown key "queue_size"`},
+		// An entry with a problem of type stays at its index: the later
+		// entries' problems name their own index and line.
+		{"remote_write: every problem at its key, entries at their index", `
+remote_write:
+  - url: http://127.0.0.1:1/
+    queue_config: {capacity: lots}
+  - name: a
+  - url: http://u:p@127.0.0.1:8428/api/v1/write
+    name: a
+    headers: {Authorization: x}
+    external_labels: {__x: y, region: ""}
+  - url: ftp://127.0.0.1:8428/
+    queue_config: {capacity: 10, max_samples_per_send: 20, min_backoff: 2s, max_backoff: 1s}
+    basic_auth: {username: u, password: p}
+    bearer_token: t
+`, `kvwatch.yml: 11 problems:
+  line 4: remote_write[0].queue_config.capacity: "lots" is a string; want a whole number
+  line 5: remote_write[1]: url is missing; write e.g. url: http://127.0.0.1:8428/api/v1/write
+  line 6: remote_write[2].url: http://u:xxxxx@127.0.0.1:8428/api/v1/write: credentials in the URL would show in logs; use basic_auth or authorization instead
+  line 7: remote_write[2].name: "a" is also the name of remote_write[1]; names must be unique
+  line 8: remote_write[2].headers.Authorization: set by kvwatch (the protocol or the auth settings); remove it
+  line 9: remote_write[2].external_labels.__x: not a label name (letters, digits and _, not starting with a digit or __)
+  line 9: remote_write[2].external_labels.region: the value is empty; an empty label is no label
+  line 10: remote_write[3].url: "ftp://127.0.0.1:8428/": want an absolute http(s) URL such as http://127.0.0.1:8428/api/v1/write
+  line 11: remote_write[3].queue_config.max_samples_per_send: 20 is above capacity 10; lower it
+  line 11: remote_write[3].queue_config.min_backoff: 2s is above max_backoff 1s; lower it
+  line 10: remote_write[3]: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured`},
 		{"history shorter than a scrape", "history: {retention: 1s}\n",
 			"kvwatch.yml: line 1: history.retention: 1s is shorter than one scrape interval; write 0s to turn history off"},
 		{"a bad duration says where it is", "global:\n  scrape_interval: 5x\n",
@@ -204,6 +257,27 @@ history:
 	}
 }
 
+// A remote_write entry's explicit 0 and false survive where they mean
+// something: before, flush_deadline 0s became 10s, and follow_redirects
+// and enable_http2 were false whether written or not.
+func TestRemoteWriteExplicitValuesSurvive(t *testing.T) {
+	c, err := Parse([]byte(`
+remote_write:
+  - url: http://127.0.0.1:8428/api/v1/write
+    queue_config: {flush_deadline: 0s, retry_on_http_429: false}
+    follow_redirects: false
+    enable_http2: false
+`), "kvwatch.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := c.RemoteWrite[0]
+	if rw.QueueConfig.FlushDeadline != 0 || rw.QueueConfig.RetryOnRateLimit || rw.HTTPClientConfig.FollowRedirects || rw.HTTPClientConfig.EnableHTTP2 {
+		t.Errorf("flush_deadline %v, retry_on_http_429 %v, follow_redirects %v, enable_http2 %v; want 0s and false, as written",
+			rw.QueueConfig.FlushDeadline, rw.QueueConfig.RetryOnRateLimit, rw.HTTPClientConfig.FollowRedirects, rw.HTTPClientConfig.EnableHTTP2)
+	}
+}
+
 // What a file does not say keeps the defaults, worked out by hand here
 // (not read from Default()).
 func TestDefaultsByHand(t *testing.T) {
@@ -235,6 +309,62 @@ func TestDefaultsByHand(t *testing.T) {
 	}
 	if c.FileSD[0].RefreshInterval != min(1) {
 		t.Errorf("file_sd refresh_interval = %v, want 1m", c.FileSD[0].RefreshInterval)
+	}
+}
+
+// A remote_write entry that writes only its URL gets the defaults of
+// docs/configuration.md, worked out by hand; its send_interval is the
+// global scrape_interval.
+func TestRemoteWriteDefaultsByHand(t *testing.T) {
+	c, err := Parse([]byte("global: {scrape_interval: 10s}\nremote_write:\n  - url: http://127.0.0.1:8428/api/v1/write/\n"), "kvwatch.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := func(n int) model.Duration { return model.Duration(time.Duration(n) * time.Millisecond) }
+	got := c.RemoteWrite[0]
+	want := RemoteWrite{URL: "http://127.0.0.1:8428/api/v1/write/", Name: "127.0.0.1:8428/api/v1/write",
+		RemoteTimeout: ms(30000), SendInterval: ms(10000),
+		QueueConfig: RemoteWriteQueue{Capacity: 2000000, MaxSamplesPerSend: 2000, MinBackoff: ms(30), MaxBackoff: ms(5000),
+			RetryOnRateLimit: true, FlushDeadline: ms(10000)}}
+	want.HTTPClientConfig.FollowRedirects, want.HTTPClientConfig.EnableHTTP2 = true, true
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(promcfg.ProxyConfig{})); diff != "" {
+		t.Errorf("remote_write[0] (-want +got):\n%s", diff)
+	}
+}
+
+// Remote writes built in code (the --remote-write.* flags) start from
+// DefaultRemoteWrite and are checked like the file's, an explicit 0
+// included.
+func TestCheckRemoteWrites(t *testing.T) {
+	ok := DefaultRemoteWrite()
+	ok.URL = "http://127.0.0.1:8428/api/v1/write"
+	zero := ok
+	zero.QueueConfig.Capacity = 0
+	for _, tc := range []struct {
+		name string
+		rws  []RemoteWrite
+		want string // the whole error text; "" for none
+	}{
+		{"defaults", []RemoteWrite{ok}, ""},
+		{"capacity 0 from --remote-write.queue-capacity 0", []RemoteWrite{ok, zero},
+			`remote write: 2 problems:
+  remote_write[1].name: "127.0.0.1:8428/api/v1/write" is also the name of remote_write[0]; names must be unique
+  remote_write[1].queue_config.capacity: 0 must be a positive number of samples`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rws := slices.Clone(tc.rws)
+			err := CheckRemoteWrites(rws, model.Duration(7*time.Second), "remote write")
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("CheckRemoteWrites error:\n%s\nwant:\n%s", got, tc.want)
+			}
+			if tc.want == "" && (rws[0].SendInterval != model.Duration(7*time.Second) || rws[0].Name != "127.0.0.1:8428/api/v1/write") {
+				t.Errorf("send_interval %v, name %q; want the scrape interval 7s and the URL's host and path", rws[0].SendInterval, rws[0].Name)
+			}
+		})
 	}
 }
 

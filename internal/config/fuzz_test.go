@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // Any bytes either parse into a config whose targets all have a name and a
@@ -18,6 +21,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("targets:\n  - url: http://a:1\n    basic_auth: {username: u, password: p}\nfile_sd_configs:\n  - files: [x.json]\n    scheme: https\n"))
 	f.Add([]byte("global: {scrape_interval: 5s, scrape_timeout: 6s}\n"))
 	f.Add([]byte("targets: ["))
+	f.Add([]byte("remote_write:\n  - url: http://a:1/w\n    queue_config: {capacity: 0, max_samples_per_send: 5}\n  - ~\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b, "kvwatch.yml")
 		if err != nil {
@@ -37,6 +41,13 @@ func FuzzParse(f *testing.F) {
 		for i, sd := range c.FileSD {
 			if sd.Scheme != "" && sd.Scheme != "http" && sd.Scheme != "https" {
 				t.Fatalf("file_sd_configs[%d].scheme %q accepted", i, sd.Scheme)
+			}
+		}
+		for i, rw := range c.RemoteWrite {
+			q := rw.QueueConfig
+			if rw.Name == "" || rw.RemoteTimeout <= 0 || rw.SendInterval < model.Duration(100*time.Millisecond) ||
+				q.Capacity <= 0 || q.MaxSamplesPerSend <= 0 || q.MaxSamplesPerSend > q.Capacity || q.MinBackoff <= 0 || q.MinBackoff > q.MaxBackoff {
+				t.Fatalf("remote_write[%d] accepted with a value no sender can use: %+v", i, rw)
 			}
 		}
 	})

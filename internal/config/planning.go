@@ -7,11 +7,14 @@ package config
 // value where both exist. kvwatch uses it for the "batch" limiting factor
 // and the saturation ratio (docs/planning.md).
 
-// validatePlanning checks the planning keys of every target.
+// validatePlanning checks the planning keys of every target. Left out,
+// max_running_requests is 0 (the engine's own); written, 0 is no limit at
+// all and an error, like a negative one.
 func (c *Config) validatePlanning(v *validator) {
 	for i, t := range c.Targets {
-		if t.MaxRunningRequests < 0 {
-			v.addf([]any{"targets", i, "max_running_requests"},
+		p := []any{"targets", i, "max_running_requests"}
+		if t.MaxRunningRequests < 0 || (t.MaxRunningRequests == 0 && nodeAt(v.root, p) != nil) {
+			v.addf(p,
 				"%d must be a positive number of requests (or leave it out to use the engine's)", t.MaxRunningRequests)
 		}
 	}

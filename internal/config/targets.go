@@ -85,7 +85,7 @@ func LoadTargets(src Sources) (*Setup, error) {
 		s.name = "command line"
 	}
 	s.root = f.root
-	v := &validator{root: f.root, problems: f.problems}
+	v := &validator{root: f.root, problems: f.problems, dir: f.dir}
 	if c := f.cfg; c != nil {
 		extra := slices.Clone(src.Extra)
 		for i := range extra {
@@ -285,9 +285,6 @@ func (s *Setup) readSDFile(path string, sd *FileSD, v *validator) []sdTarget {
 		scheme := labels[sdScheme]
 		if scheme == "" {
 			scheme = sd.Scheme
-		}
-		if scheme == "" {
-			scheme = "http"
 		}
 		if scheme != "http" && scheme != "https" {
 			add(labelLine[sdScheme], "%s %q: want http or https", sdScheme, scheme)

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/expo"
 )
 
@@ -38,22 +39,31 @@ type Gatherer interface {
 	Gather() ([]*dto.MetricFamily, error)
 }
 
+// The tiers' defaults: serve's --history.full-resolution and
+// --history.downsample-step, and Options' zero values.
+const (
+	DefaultFullResolution = time.Hour
+	DefaultDownsampleStep = time.Minute
+)
+
 // Options configure a Store.
 type Options struct {
-	// Retention is the window kept, e.g. 6h. Default 1h.
+	// Retention is the window kept, e.g. 6h. 0: the config's default
+	// history.retention.
 	Retention time.Duration
 	// FullResolution is how much of the newest data keeps every sample
 	// (up to one chunk more). Older data is downsampled to DownsampleStep.
-	// Default 1h; a value >= Retention keeps the whole window at scrape
-	// resolution.
+	// 0: DefaultFullResolution; a value >= Retention keeps the whole window
+	// at scrape resolution.
 	FullResolution time.Duration
 	// DownsampleStep is the resolution of data older than FullResolution.
-	// Default 1m.
+	// 0: DefaultDownsampleStep.
 	DownsampleStep time.Duration
 	// Interval is how often Run gathers. Default 15s.
 	Interval time.Duration
 	// SnapshotFile, when set, is read by Restore and written by Run every
-	// SnapshotInterval (default 5m) and when Run returns.
+	// SnapshotInterval (0: the config's default history.snapshot_interval)
+	// and when Run returns.
 	SnapshotFile     string
 	SnapshotInterval time.Duration
 	// Logger receives errors of gathering and snapshots. Default: discard.
@@ -63,20 +73,21 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
+	d := config.Default().History
 	if o.Retention <= 0 {
-		o.Retention = time.Hour
+		o.Retention = time.Duration(d.Retention)
 	}
 	if o.Interval <= 0 {
 		o.Interval = 15 * time.Second
 	}
 	if o.FullResolution <= 0 {
-		o.FullResolution = time.Hour
+		o.FullResolution = DefaultFullResolution
 	}
 	if o.DownsampleStep <= 0 {
-		o.DownsampleStep = time.Minute
+		o.DownsampleStep = DefaultDownsampleStep
 	}
 	if o.SnapshotInterval <= 0 {
-		o.SnapshotInterval = 5 * time.Minute
+		o.SnapshotInterval = time.Duration(d.SnapshotInterval)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

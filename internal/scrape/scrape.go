@@ -63,7 +63,8 @@ type Target struct {
 	Engine string
 	// Labels are cluster, pool and model from the config.
 	Labels map[string]string
-	// Timeout bounds one scrape.
+	// Timeout bounds one scrape. A config.Target without a scrape_timeout
+	// (one built in code) gets config.DefaultScrapeTimeout.
 	Timeout time.Duration
 	// Interval is how often serve scrapes it.
 	Interval time.Duration
@@ -162,10 +163,11 @@ func (s *Scraper) putBuffer(b *bytes.Buffer) {
 	s.bodies.Put(b)
 }
 
-// New returns a scraper; bodyLimit bounds each decompressed body in bytes.
+// New returns a scraper; bodyLimit bounds each decompressed body in bytes
+// (0: config.DefaultBodySizeLimit, global.body_size_limit's default).
 func New(reg *engine.Registry, bodyLimit int64) *Scraper {
 	if bodyLimit <= 0 {
-		bodyLimit = 32 << 20
+		bodyLimit = config.DefaultBodySizeLimit
 	}
 	return &Scraper{reg: reg, bodyLimit: bodyLimit, parser: expo.NewParser(reg.ColonPrefixes()...), direct: newDirectPool(),
 		bodies: freelist.List[*bytes.Buffer]{Budget: bodiesBudget, Size: (*bytes.Buffer).Cap}}
@@ -248,7 +250,7 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 	}
 	t.Name = safetext.Terminal(t.Name)
 	if t.Timeout <= 0 {
-		t.Timeout = 4 * time.Second
+		t.Timeout = config.DefaultScrapeTimeout
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/metrics"
@@ -654,11 +656,15 @@ func disabledHint(a engine.Adapter) string {
 	return "turn the engine's metrics on (SGLang and LMDeploy: --enable-metrics; llama.cpp: --metrics; trtllm-serve serves /prometheus/metrics) or fix the path"
 }
 
-// ScrapeAll scrapes every target with at most concurrency at once and
-// returns the results in the targets' order.
+// DefaultConcurrency is how many scrapes ScrapeAll runs at once when not
+// told (the status command's).
+const DefaultConcurrency = 64
+
+// ScrapeAll scrapes every target with at most concurrency at once (0:
+// DefaultConcurrency) and returns the results in the targets' order.
 func (s *Scraper) ScrapeAll(ctx context.Context, targets []*Target, concurrency int) []Result {
 	if concurrency <= 0 {
-		concurrency = 64
+		concurrency = DefaultConcurrency
 	}
 	out := make([]Result, len(targets))
 	sem := make(chan struct{}, concurrency)

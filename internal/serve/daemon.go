@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -35,9 +36,8 @@ import (
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
-// DefaultListenAddress is serve's default address: loopback only, on a port
-// that neither the DCGM exporter (9400) nor node_exporter (9100) uses.
-const DefaultListenAddress = "127.0.0.1:9477"
+// DefaultMaxConcurrentScrapes is Options.MaxConcurrentScrapes' default.
+const DefaultMaxConcurrentScrapes = 256
 
 // Options configure a Daemon.
 type Options struct {
@@ -50,7 +50,7 @@ type Options struct {
 	Reload func(ctx context.Context) error
 
 	// ListenAddresses are the addresses to serve on; default
-	// DefaultListenAddress. Ports may be 0 (see Addrs).
+	// signal.DefaultListenAddress. Ports may be 0 (see Addrs).
 	ListenAddresses []string
 	// WebConfigFile is an exporter-toolkit web config file (TLS, basic auth).
 	WebConfigFile string
@@ -66,7 +66,7 @@ type Options struct {
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// MaxConcurrentScrapes bounds scrapes in flight over all targets and
-	// probes; default 256.
+	// probes; 0: DefaultMaxConcurrentScrapes.
 	MaxConcurrentScrapes int
 	// Shard keeps only this instance's share of the targets (shard.go).
 	Shard Shard
@@ -134,10 +134,10 @@ func New(opts Options) (*Daemon, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if len(opts.ListenAddresses) == 0 {
-		opts.ListenAddresses = []string{DefaultListenAddress}
+		opts.ListenAddresses = []string{signal.DefaultListenAddress}
 	}
 	if opts.MaxConcurrentScrapes <= 0 {
-		opts.MaxConcurrentScrapes = 256
+		opts.MaxConcurrentScrapes = DefaultMaxConcurrentScrapes
 	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
@@ -536,7 +536,7 @@ func (d *Daemon) loop(ctx context.Context, st *targetState, round *sync.WaitGrou
 	}()
 	iv := st.target.Interval
 	if iv <= 0 {
-		iv = 5 * time.Second
+		iv = config.DefaultScrapeInterval
 	}
 	next := time.Now().Add(offset(st.target))
 	timer := time.NewTimer(time.Until(next))

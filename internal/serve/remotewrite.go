@@ -29,9 +29,11 @@ import (
 
 // RemoteWriteOptions configure a RemoteWriter.
 type RemoteWriteOptions struct {
-	// Remotes are the stores to push to; zero fields take the defaults of
-	// config.RemoteWrite.SetDefaults (send_interval: the config's
-	// global.scrape_interval).
+	// Remotes are the stores to push to, each complete (a config's
+	// entries, or config.DefaultRemoteWrite with its URL set): an unset
+	// send_interval takes the config's global.scrape_interval and an empty
+	// name the URL's host and path (config.CheckRemoteWrites); every other
+	// field is used as it is, 0 included.
 	Remotes []config.RemoteWrite
 	// Dir resolves relative file names in the remotes' auth and TLS
 	// settings (the config file's directory); "" leaves them as they are.
@@ -136,20 +138,19 @@ func NewRemoteWriter(d *Daemon, o RemoteWriteOptions) (*RemoteWriter, error) {
 	return w, nil
 }
 
-// Prepare checks remotes (zero fields take config.RemoteWrite.SetDefaults',
-// send_interval the scrape interval iv) and returns what makes them the
+// Prepare checks remotes (built from config.DefaultRemoteWrite; an unset
+// send_interval takes the scrape interval iv) and returns what makes them the
 // writer's: a remote whose settings did not change keeps its queue; Run
 // stops the queues of the others (sending what they hold for at most their
 // flush_deadline) and starts the new ones. Nothing changes until apply.
 func (w *RemoteWriter) Prepare(remotes []config.RemoteWrite, iv model.Duration) (apply func() error, err error) {
 	rws := slices.Clone(remotes)
 	for i := range rws {
-		rws[i].SetDefaults(iv)
 		if w.o.Dir != "" {
 			rws[i].HTTPClientConfig.SetDirectory(w.o.Dir)
 		}
 	}
-	if err := config.CheckRemoteWrites(rws, "remote write"); err != nil {
+	if err := config.CheckRemoteWrites(rws, iv, "remote write"); err != nil {
 		return nil, err
 	}
 	w.mu.Lock()
@@ -226,7 +227,7 @@ func newRWQueue(w *RemoteWriter, rw config.RemoteWrite, job, instance string) (*
 		remote.WithAPIBackoff(remote.BackoffConfig{Min: time.Duration(rw.QueueConfig.MinBackoff),
 			Max: time.Duration(rw.QueueConfig.MaxBackoff)}),
 	}
-	if !*rw.QueueConfig.RetryOnRateLimit {
+	if !rw.QueueConfig.RetryOnRateLimit {
 		opts = append(opts, remote.WithAPINoRetryOnRateLimit())
 	}
 	api, err := remote.NewAPI(rw.URL, opts...)

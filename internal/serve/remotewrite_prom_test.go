@@ -70,7 +70,8 @@ func TestRemoteWritePrometheusReceiver(t *testing.T) {
 	eng := testenv.EngineServer(t, "", page(t, "sglang-dp2.prom"))
 	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, eng.URL)})})
 	waitFor(t, "the first scrape", d.Ready)
-	rw := config.RemoteWrite{URL: prom + "/api/v1/write", Name: "prom", SendInterval: model.Duration(200 * time.Millisecond)}
+	rw := config.DefaultRemoteWrite()
+	rw.URL, rw.Name, rw.SendInterval = prom+"/api/v1/write", "prom", model.Duration(200*time.Millisecond)
 	startRW(t, d, RemoteWriteOptions{Remotes: []config.RemoteWrite{rw}, Job: "kvwatch", Instance: "box:9477"})
 
 	q := `kvwatch_kv_capacity_tokens{server="t0",job="kvwatch",instance="box:9477"}`

@@ -115,9 +115,9 @@ func TestRemoteWriteOutage(t *testing.T) {
 	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: configWith(t, eng.URL)})})
 	waitFor(t, "the first scrape", d.Ready)
 	const every = 250 * time.Millisecond
-	rw := config.RemoteWrite{URL: "http://" + addr + "/api/v1/write", Name: "vm",
-		SendInterval: model.Duration(every),
-		QueueConfig:  config.RemoteWriteQueue{MaxBackoff: model.Duration(time.Second)}}
+	rw := config.DefaultRemoteWrite()
+	rw.URL, rw.Name, rw.SendInterval = "http://"+addr+"/api/v1/write", "vm", model.Duration(every)
+	rw.QueueConfig.MaxBackoff = model.Duration(time.Second)
 	_, stopRW := startRW(t, d, RemoteWriteOptions{Remotes: []config.RemoteWrite{rw}, Job: "kvwatch", Instance: "test:1"})
 
 	sel := fmt.Sprintf(`%s{server="t0",job="kvwatch"}`, signal.KVCapacityTokens.Name)

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/kvwatch/kvwatch/internal/config"
 )
 
 // checkListen enforces serve's listen rule (docs/configuration.md,
@@ -28,10 +31,14 @@ func checkListen(opts Options, log *slog.Logger) error {
 		if err := web.Validate(opts.WebConfigFile); err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", opts.WebConfigFile, err)
 		}
-		tlsOn, authOn, err := webConfigProtection(opts.WebConfigFile)
+		c, err := readWebConfig(opts.WebConfigFile)
 		if err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", opts.WebConfigFile, err)
 		}
+		if err := checkWebKeys(c.TLSConfig); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", opts.WebConfigFile, err)
+		}
+		tlsOn, authOn := webConfigProtection(c)
 		if !tlsOn {
 			missing = append(missing, "TLS (tls_server_config with cert_file and key_file)")
 		}
@@ -54,20 +61,47 @@ func checkListen(opts Options, log *slog.Logger) error {
 	return fmt.Errorf("listen address %s is not loopback and --web.config.file %s has no %s: a non-loopback listener needs both TLS and authentication (see docs/configuration.md), or --web.insecure-listen when a proxy or service mesh terminates TLS", addrs, opts.WebConfigFile, strings.Join(missing, " and no "))
 }
 
-// webConfigProtection reports whether an exporter-toolkit web config file
-// (already validated by web.Validate) enables TLS and authentication.
-func webConfigProtection(file string) (tlsOn, authOn bool, err error) {
+// readWebConfig reads an exporter-toolkit web config file (already
+// validated by web.Validate), its relative files resolved against its
+// directory as exporter-toolkit resolves them.
+func readWebConfig(file string) (*web.Config, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return false, false, err
+		return nil, err
 	}
 	var c web.Config
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
-		return false, false, err
+		return nil, err
 	}
+	c.TLSConfig.SetDirectory(filepath.Dir(file))
+	return &c, nil
+}
+
+// webConfigProtection reports whether a web config enables TLS and
+// authentication.
+func webConfigProtection(c *web.Config) (tlsOn, authOn bool) {
 	tlsOn = c.TLSConfig.IsEnabled() && (c.TLSConfig.TLSCertPath != "" || c.TLSConfig.TLSCert != "")
 	clientCerts := tlsOn && c.TLSConfig.ClientAuth == "RequireAndVerifyClientCert"
-	return tlsOn, len(c.Users) > 0 || clientCerts, nil
+	return tlsOn, len(c.Users) > 0 || clientCerts
+}
+
+// checkWebKeys refuses a server certificate or key too weak for TLS:
+// exporter-toolkit loads it, then every handshake fails.
+func checkWebKeys(t web.TLSConfig) error {
+	for _, f := range []struct{ key, file string }{{"cert_file", t.TLSCertPath}, {"key_file", t.TLSKeyPath}} {
+		if f.file == "" {
+			continue
+		}
+		if err := config.CheckTLSKeyFile(f.file); err != nil {
+			return fmt.Errorf("tls_server_config.%s: %w", f.key, err)
+		}
+	}
+	for _, in := range []struct{ key, text string }{{"cert", t.TLSCert}, {"key", string(t.TLSKey)}} {
+		if err := config.CheckTLSKeyPEM([]byte(in.text)); err != nil {
+			return fmt.Errorf("tls_server_config.%s %w", in.key, err)
+		}
+	}
+	return nil
 }
 
 func quoteAll(ss []string) []string {

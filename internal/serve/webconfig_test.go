@@ -1,10 +1,22 @@
+//go:debug rsa1024min=0
 package serve
 
+// rsa1024min=0 lets TestWeakWebCertificate make a 512-bit RSA certificate,
+// which Go refuses to make (and, outside tests, to use in a handshake).
+
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -95,4 +107,50 @@ func TestNonLoopbackNeedsTLSAndAuth(t *testing.T) {
 	if _, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"127.0.0.1:0"}, WebConfigFile: bad}); err == nil {
 		t.Errorf("New accepted a web config whose password is not a bcrypt hash")
 	}
+}
+
+// TestWeakWebCertificate (issue 31 item 8): a 512-bit RSA certificate in
+// --web.config.file passed exporter-toolkit's validation, serve started, and
+// every TLS handshake failed with a warning. serve now refuses to start,
+// naming the file (relative to the web config, as exporter-toolkit reads
+// it), the key size and the fix; a 2048-bit one starts.
+func TestWeakWebCertificate(t *testing.T) {
+	dir := t.TempDir()
+	rsaPair := func(bits int) (string, string) {
+		key, err := rsa.GenerateKey(rand.Reader, bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kvwatch test"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("rsa%d", bits)
+		writeFile(t, dir, name+".crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+		writeFile(t, dir, name+".key", string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})))
+		return name + ".crt", name + ".key"
+	}
+	weakCrt, weakKey := rsaPair(512)
+	okCrt, okKey := rsaPair(2048)
+	web := func(name, crt, key string) string {
+		return writeFile(t, dir, name, fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\n", crt, key))
+	}
+	fix := ": TLS needs an RSA key of at least 2048 bits or an elliptic-curve key of at least 256 bits (P-256, P-384, P-521, Ed25519), " +
+		"and Go refuses RSA keys under 1024 bits in every handshake, so every connection would fail; " +
+		"make a new key (`openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:3072`, or an ECDSA P-256 key with `-algorithm EC -pkeyopt ec_paramgen_curve:P-256`) and a certificate for it"
+	weak := web("weak.yml", weakCrt, weakKey)
+	_, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"127.0.0.1:0"}, WebConfigFile: weak})
+	want := "--web.config.file " + weak + ": tls_server_config.cert_file: " + filepath.Join(dir, weakCrt) +
+		" holds a 512-bit RSA key in its certificate (CN=kvwatch test)" + fix
+	if err == nil || err.Error() != want {
+		t.Errorf("New with a 512-bit web certificate:\n%v\nwant:\n%s", err, want)
+	}
+	d, err := New(Options{Pipeline: pipe(t, config.Sources{Config: emptyConfig()}), ListenAddresses: []string{"127.0.0.1:0"},
+		WebConfigFile: web("ok.yml", okCrt, okKey)})
+	if err != nil {
+		t.Fatalf("New with a 2048-bit web certificate: %v", err)
+	}
+	d.closeListeners()
 }

@@ -43,7 +43,7 @@ func grafanaFiles(o Options) (Files, error) {
 		File{Path: GrafanaProvisioning + "/datasources/kvwatch.yml", Data: ds, Mode: 0o644},
 		File{Path: GrafanaProvisioning + "/dashboards/kvwatch.yml", Data: dp, Mode: 0o644},
 		File{Path: GrafanaINIFile, Data: grafanaINI(o), Mode: 0o644},
-		File{Path: GrafanaPasswordFile, Data: pw, Mode: 0o600}), nil
+		File{Path: GrafanaPasswordFile, Data: pw, Mode: 0o600, Keep: true}), nil
 }
 
 // Grafana provisioning schema (datasources and dashboard providers).

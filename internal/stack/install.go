@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,7 +29,10 @@ type InstallOptions struct {
 // SystemdDir is where Install puts the units.
 const SystemdDir = "/etc/systemd/system"
 
-var configFileFlag = regexp.MustCompile(`--config\.file=(\S+)/kvwatch\.yml`)
+// configFileFlag finds the install directory in kvwatch.service: in
+// --config.file, or in the LoadCredential= of a kvwatch.yml that holds
+// secrets (--config.file is then %d/kvwatch.yml).
+var configFileFlag = regexp.MustCompile(`(?m)(?:--config\.file=|^LoadCredential=kvwatch\.yml:)(/\S*)/kvwatch\.yml`)
 
 // Install copies the stack's files to the directory its units were
 // generated for (--install.dir; found in kvwatch.service) and its units to
@@ -121,7 +125,7 @@ func Install(o InstallOptions) error {
 	return nil
 }
 
-// copyFile copies src to dst keeping its permission bits.
+// copyFile copies src to dst with its permission bits.
 func copyFile(src, dst string) error {
 	st, err := os.Stat(src)
 	if err != nil {
@@ -132,6 +136,11 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	// An existing file takes the mode first: a secret never lands in a
+	// file others can read.
+	if err := os.Chmod(dst, st.Mode().Perm()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, b) {

@@ -3,6 +3,7 @@ package stack
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path"
 	"slices"
@@ -25,7 +26,7 @@ const (
 	k8sAppLabel       = "app.kubernetes.io/name"
 	k8sEngineLabel    = "kvwatch.io/engine"
 	k8sMetricsPort    = "metrics"
-	k8sKVWatchPort    = 9477
+	k8sKVWatchPort    = signal.DefaultPort
 	k8sConfigMapName  = "kvwatch-config"
 	k8sDashboardLabel = "grafana_dashboard"
 )
@@ -56,7 +57,7 @@ func ptr[T any](v T) *T { return &v }
 // second, for clusters where a service mesh or the network policy protects
 // pod traffic (docs/stack.md, "Kubernetes").
 func KubernetesArgs() []string {
-	return []string{"serve", "--config.file=/etc/kvwatch/kvwatch.yml",
+	return []string{"serve", "--config.file=" + k8sConfigDir + "/" + configFileName,
 		fmt.Sprintf("--web.listen-address=:%d", k8sKVWatchPort), "--web.insecure-listen"}
 }
 
@@ -109,12 +110,32 @@ func kubernetesFiles(o Options) (Files, error) {
 		}
 		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l}
 	}
-	cfg, err := kvwatchConfig(o)
+	kc, err := kubernetesConfig(o, o.secrets)
 	if err != nil {
 		return nil, err
 	}
 	cm := corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: meta(k8sConfigMapName, nil), Data: map[string]string{"kvwatch.yml": string(cfg)}}
+		ObjectMeta: meta(k8sConfigMapName, nil), Data: map[string]string{configFileName: string(kc.file)}}
+	pod := &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	volume := corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: k8sConfigMapName}}}
+	var secret *corev1.Secret
+	if len(kc.data) > 0 {
+		// One volume at /etc/kvwatch: kvwatch.yml from the ConfigMap (or
+		// the Secret) and the secrets' files under secrets/, readable by
+		// the pod's group only.
+		secret = &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: meta(k8sSecretName, nil), Type: corev1.SecretTypeOpaque, Data: kc.data}
+		pod.FSGroup = ptr(int64(65534))
+		var sources []corev1.VolumeProjection
+		if !kc.inSecret {
+			sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: k8sConfigMapName}}})
+		}
+		sources = append(sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: k8sSecretName}, Items: kc.items}})
+		volume = corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: sources, DefaultMode: ptr(int32(0o440))}}
+	}
 	dep := appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta("kvwatch", nil),
@@ -125,8 +146,7 @@ func kubernetesFiles(o Options) (Files, error) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr(false),
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					SecurityContext:              pod,
 					Containers: []corev1.Container{{
 						Name:  "kvwatch",
 						Image: o.Image,
@@ -144,10 +164,9 @@ func kubernetesFiles(o Options) (Files, error) {
 						Resources: k8sResources(),
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
 							ReadOnlyRootFilesystem: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/kvwatch", ReadOnly: true}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: k8sConfigDir, ReadOnly: true}},
 					}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: k8sConfigMapName}}}}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: volume}},
 				},
 			},
 		},
@@ -194,16 +213,26 @@ func kubernetesFiles(o Options) (Files, error) {
 		pr.Spec.Groups = append(pr.Spec.Groups, g)
 	}
 	var out Files
-	add := func(p string, objs ...any) error {
+	addMode := func(p string, mode fs.FileMode, objs ...any) error {
 		b, err := marshalK8s(objs...)
 		if err != nil {
 			return fmt.Errorf("generate %s: %w", p, err)
 		}
-		out = append(out, File{Path: p, Data: b, Mode: 0o644})
+		out = append(out, File{Path: p, Data: b, Mode: mode})
 		return nil
 	}
-	if err := add("kubernetes/kvwatch.yaml", cm, dep, svc); err != nil {
+	add := func(p string, objs ...any) error { return addMode(p, 0o644, objs...) }
+	objs := []any{cm, dep, svc}
+	if kc.inSecret {
+		objs = objs[1:]
+	}
+	if err := add("kubernetes/kvwatch.yaml", objs...); err != nil {
 		return nil, err
+	}
+	if secret != nil {
+		if err := addMode(k8sSecretFile, 0o600, secret); err != nil {
+			return nil, err
+		}
 	}
 	if err := add("kubernetes/servicemonitor.yaml", sm); err != nil {
 		return nil, err

@@ -240,8 +240,8 @@ func kubectlValidateDir(t *testing.T) string {
 	return d
 }
 
-// TestKubernetesManifestsValidate (issue 15 item 2) validates every generated
-// manifest offline with kubectl-validate against Kubernetes 1.30's schemas
+// TestKubernetesManifestsValidate (issue 15 item 2; issue 31 item 4 for the
+// Secret and its volume) validates every generated manifest offline with kubectl-validate against Kubernetes 1.30's schemas
 // and the Prometheus Operator CRDs generated from the operator API module
 // the manifests are built with; a manifest with a wrong type is refused.
 func TestKubernetesManifestsValidate(t *testing.T) {
@@ -252,7 +252,10 @@ func TestKubernetesManifestsValidate(t *testing.T) {
 		return string(out), err
 	}
 	for name, o := range map[string]Options{"default": {}, "golden": goldenOptions(),
-		"labels": {KubernetesLabels: map[string]string{"release": "kube-prometheus-stack"}}} {
+		"labels":                   {KubernetesLabels: map[string]string{"release": "kube-prometheus-stack"}},
+		"inline secrets":           secretOptions(t, inlineSecretsFile), // the Secret, the projected volume
+		"secret without file form": noFileFormOptions(t),                // kvwatch.yml in the Secret
+	} {
 		_, dir := generateDir(t, o)
 		if out, err := validate(filepath.Join(dir, "kubernetes")); err != nil {
 			t.Errorf("%s: kubectl-validate: %v\n%s", name, err, out)

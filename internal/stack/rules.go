@@ -27,7 +27,7 @@ const (
 )
 
 // rateWindow is the range of every rate in the recording rules: long enough
-// to hold several scrapes at the default 15s interval.
+// to hold several scrapes at the default DefaultScrapeInterval.
 const rateWindow = "5m"
 
 // Recorded series names. They follow level:metric:operations; the metric

@@ -24,17 +24,33 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
-// Default listen addresses. Every component listens on loopback unless told
-// otherwise.
+// DefaultKVWatchAddress is where the stack expects `kvwatch serve`: its
+// default listen address.
+var DefaultKVWatchAddress = signal.DefaultListenAddress
+
+// The defaults of Options (see WithDefaults). Every component listens on
+// loopback unless told otherwise.
 const (
-	DefaultKVWatchAddress      = "127.0.0.1:9477"
 	DefaultPrometheusAddress   = "127.0.0.1:9090"
 	DefaultAlertmanagerAddress = "127.0.0.1:9093"
 	DefaultGrafanaAddress      = "127.0.0.1:3000"
 	DefaultInstallDir          = "/etc/kvwatch/stack"
 	DefaultRunbookURL          = "https://github.com/kvwatch/kvwatch/blob/main/docs/runbook.md"
+	// DefaultRetentionTime is Prometheus' own default; DefaultRetentionSize
+	// bounds the disk beside it.
+	DefaultRetentionTime = 15 * 24 * time.Hour
+	DefaultRetentionSize = "10GB"
+	// DefaultScrapeInterval is how often the stack's Prometheus scrapes
+	// kvwatch.
+	DefaultScrapeInterval = 15 * time.Second
+	DefaultKVFullMinUsage = 0.5
+	DefaultKVFullFor      = 5 * time.Minute
+	DefaultHAClusterName  = "kvwatch"
+	DefaultNamespace      = "monitoring"
+	DefaultImage          = "ghcr.io/kvwatch/kvwatch:latest"
 )
 
 // Options says what to generate. Zero fields take the defaults listed on
@@ -49,33 +65,41 @@ type Options struct {
 	// a kvwatch.yml holding only the probe allow list.
 	ConfigFile []byte
 
-	// KVWatchAddress is host:port of `kvwatch serve`. Default 127.0.0.1:9477.
+	// KVWatchAddress is host:port of `kvwatch serve`. Default
+	// DefaultKVWatchAddress.
 	KVWatchAddress string
-	// PrometheusAddress is Prometheus's --web.listen-address. Default 127.0.0.1:9090.
+	// PrometheusAddress is Prometheus's --web.listen-address. Default
+	// DefaultPrometheusAddress.
 	PrometheusAddress string
-	// AlertmanagerAddress is Alertmanager's --web.listen-address. Default 127.0.0.1:9093.
+	// AlertmanagerAddress is Alertmanager's --web.listen-address. Default
+	// DefaultAlertmanagerAddress.
 	AlertmanagerAddress string
-	// GrafanaAddress is Grafana's http_addr:http_port. Default 127.0.0.1:3000.
+	// GrafanaAddress is Grafana's http_addr:http_port. Default
+	// DefaultGrafanaAddress.
 	GrafanaAddress string
 
-	// RetentionTime is Prometheus's --storage.tsdb.retention.time. Default 15d.
+	// RetentionTime is Prometheus's --storage.tsdb.retention.time. Default
+	// DefaultRetentionTime.
 	RetentionTime model.Duration
-	// RetentionSize is Prometheus's --storage.tsdb.retention.size, e.g. "10GB". Default 10GB.
+	// RetentionSize is Prometheus's --storage.tsdb.retention.size, e.g.
+	// "10GB". Default DefaultRetentionSize.
 	RetentionSize string
 	// RemoteWriteURL, when set, adds a remote_write to a long-term store
 	// (Mimir, Thanos Receive, VictoriaMetrics).
 	RemoteWriteURL string
 
-	// ScrapeInterval is how often Prometheus scrapes kvwatch. Default 15s.
+	// ScrapeInterval is how often Prometheus scrapes kvwatch. Default
+	// DefaultScrapeInterval.
 	ScrapeInterval model.Duration
 	// EvaluationInterval is how often rules are evaluated. Default: the
 	// kvwatch config's global.evaluation_interval (15s).
 	EvaluationInterval model.Duration
 	// KVFullMinUsage (ratio 0–1) keeps KVCacheFullSoon quiet while the cache
 	// is emptier than this, so a short ramp on an idle server does not page.
-	// Default 0.5.
+	// Default DefaultKVFullMinUsage.
 	KVFullMinUsage float64
-	// KVFullFor is the for-duration of KVCacheFullSoon. Default 5m.
+	// KVFullFor is the for-duration of KVCacheFullSoon. Default
+	// DefaultKVFullFor.
 	KVFullFor model.Duration
 
 	// Receivers say where Alertmanager sends notifications.
@@ -87,7 +111,7 @@ type Options struct {
 	// Agent adds the agent-mode files (agent.go): collectors, a ruler.
 	Agent AgentOptions
 	// HAClusterName is the replicas' ha_cluster external label, the HA
-	// pair's name for Mimir's HA tracker. Default kvwatch.
+	// pair's name for Mimir's HA tracker. Default DefaultHAClusterName.
 	HAClusterName string
 	// Probe adds a Prometheus job that scrapes every configured target
 	// through kvwatch's /probe endpoint (one series set per target, labelled
@@ -95,22 +119,27 @@ type Options struct {
 	Probe bool
 
 	// InstallDir is where the systemd units expect the generated files.
-	// Default /etc/kvwatch/stack.
+	// Default DefaultInstallDir.
 	InstallDir string
 	// RunbookURL is the base URL of docs/runbook.md; alert runbook_url
 	// annotations point at its anchors.
 	RunbookURL string
-	// Namespace is the Kubernetes namespace of the manifests. Default monitoring.
+	// Namespace is the Kubernetes namespace of the manifests. Default
+	// DefaultNamespace.
 	Namespace string
 	// KubernetesLabels are added to every Kubernetes object, e.g.
 	// release=kube-prometheus-stack for the Prometheus Operator's default
 	// serviceMonitorSelector, podMonitorSelector and ruleSelector.
 	KubernetesLabels map[string]string
-	// Image is the kvwatch container image. Default ghcr.io/kvwatch/kvwatch:latest.
+	// Image is the kvwatch container image. Default DefaultImage.
 	Image string
 	// GrafanaAdminPassword is written to grafana/admin-password; empty
 	// generates a random one (an existing file is kept by Files.Write).
 	GrafanaAdminPassword string
+
+	// secrets are the inline secrets of ConfigFile (secrets.go), found by
+	// Generate.
+	secrets []config.InlineSecret
 }
 
 // Receivers are Alertmanager notification targets. With none set, alerts are
@@ -150,21 +179,21 @@ func (o Options) WithDefaults() Options {
 	setS(&o.PrometheusAddress, DefaultPrometheusAddress)
 	setS(&o.AlertmanagerAddress, DefaultAlertmanagerAddress)
 	setS(&o.GrafanaAddress, DefaultGrafanaAddress)
-	setD(&o.RetentionTime, 15*24*time.Hour)
-	setS(&o.RetentionSize, "10GB")
-	setD(&o.ScrapeInterval, 15*time.Second)
+	setD(&o.RetentionTime, DefaultRetentionTime)
+	setS(&o.RetentionSize, DefaultRetentionSize)
+	setD(&o.ScrapeInterval, DefaultScrapeInterval)
 	// The stack's Prometheus evaluates the rules as often as serve's
-	// embedded rules do (global.evaluation_interval, default 15s).
+	// embedded rules do (global.evaluation_interval).
 	setD(&o.EvaluationInterval, time.Duration(o.Config.Global.EvaluationInterval))
-	setD(&o.KVFullFor, 5*time.Minute)
+	setD(&o.KVFullFor, DefaultKVFullFor)
 	if o.KVFullMinUsage == 0 {
-		o.KVFullMinUsage = 0.5
+		o.KVFullMinUsage = DefaultKVFullMinUsage
 	}
 	setS(&o.InstallDir, DefaultInstallDir)
-	setS(&o.HAClusterName, "kvwatch")
+	setS(&o.HAClusterName, DefaultHAClusterName)
 	setS(&o.RunbookURL, DefaultRunbookURL)
-	setS(&o.Namespace, "monitoring")
-	setS(&o.Image, "ghcr.io/kvwatch/kvwatch:latest")
+	setS(&o.Namespace, DefaultNamespace)
+	setS(&o.Image, DefaultImage)
 	if len(o.Receivers.WebhookURLs) == 0 && len(o.Config.Alerting.Webhooks) > 0 {
 		o.Receivers.WebhookURLs = append([]string(nil), o.Config.Alerting.Webhooks...)
 	}
@@ -224,6 +253,9 @@ type File struct {
 	Data []byte
 	// Mode is the file's permission bits.
 	Mode fs.FileMode
+	// Keep leaves the file alone when it exists (the Grafana admin
+	// password, generated at random the first time).
+	Keep bool
 }
 
 // Files are the generated artifacts, sorted by path.
@@ -249,8 +281,9 @@ func (fs Files) Paths() []string {
 }
 
 // Write writes fs under dir, creating directories as needed. Existing
-// files are replaced; other files in dir are left alone. A file that must
-// stay secret (Mode 0600) is not overwritten when it exists, so a
+// files are replaced and take the file's mode before they are written (a
+// secret never lands in a file others can read); other files in dir are
+// left alone. A Keep file is not overwritten when it exists, so a
 // regenerated stack keeps its Grafana admin password.
 func (fs Files) Write(dir string) error {
 	for _, f := range fs {
@@ -258,9 +291,12 @@ func (fs Files) Write(dir string) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("write stack: %w", err)
 		}
-		if f.Mode == 0o600 {
-			if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			if f.Keep {
 				continue
+			}
+			if err := os.Chmod(p, f.Mode); err != nil {
+				return fmt.Errorf("write stack: %w", err)
 			}
 		}
 		if err := os.WriteFile(p, f.Data, f.Mode); err != nil {
@@ -275,6 +311,10 @@ func Generate(o Options) (Files, error) {
 	o = o.WithDefaults()
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("stack options: %w", err)
+	}
+	var err error
+	if o.secrets, err = configSecrets(o); err != nil {
+		return nil, err
 	}
 	var out Files
 	add := func(path string, mode fs.FileMode, gen func() ([]byte, error)) error {
@@ -295,7 +335,7 @@ func Generate(o Options) (Files, error) {
 		{AlertRulesFile, 0o644, func() ([]byte, error) { return marshalYAML(AlertRules(o)) }},
 		{AlertTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(ruleTests(o)) }},
 		{"alertmanager.yml", 0o644, func() ([]byte, error) { return marshalYAML(alertmanagerConfig(o)) }},
-		{"kvwatch.yml", 0o644, func() ([]byte, error) { return kvwatchConfig(o) }},
+		{configFileName, configMode(o.secrets), func() ([]byte, error) { return kvwatchConfig(o) }},
 		{ProbeTargetsFile, 0o644, func() ([]byte, error) { return marshalYAML(probeTargets(o)) }},
 		{UpFile, 0o644, func() ([]byte, error) { return marshalJSON(upProcesses(o)) }},
 		{"docker-compose.yml", 0o644, func() ([]byte, error) { return marshalYAML(composeFile(o)) }},

@@ -119,10 +119,17 @@ const (
 // from o.InstallDir, data lives in /var/lib/<StateDirectory>.
 func systemdUnits(o Options) []unit {
 	d := o.InstallDir
+	kv := unit{Name: UnitKVWatch, Description: "kvwatch: KV-cache metrics of LLM inference servers",
+		Doc: "https://github.com/kvwatch/kvwatch", State: "kvwatch",
+		Exec: []string{"/usr/local/bin/kvwatch", "serve", "--config.file=" + d + "/" + configFileName, "--web.listen-address=" + o.KVWatchAddress}}
+	if len(o.secrets) > 0 {
+		// kvwatch.yml is 0600 (root's once installed): the dynamic user
+		// reads it as a credential, %d being the credentials directory.
+		kv.Credentials = []string{configFileName + ":" + d + "/" + configFileName}
+		kv.Exec[2] = "--config.file=%d/" + configFileName
+	}
 	return []unit{
-		{Name: UnitKVWatch, Description: "kvwatch: KV-cache metrics of LLM inference servers",
-			Doc: "https://github.com/kvwatch/kvwatch", State: "kvwatch",
-			Exec: []string{"/usr/local/bin/kvwatch", "serve", "--config.file=" + d + "/kvwatch.yml", "--web.listen-address=" + o.KVWatchAddress}},
+		kv,
 		{Name: UnitPrometheus, Description: "Prometheus for kvwatch", Doc: "https://prometheus.io/docs/",
 			After: []string{UnitKVWatch}, State: "kvwatch-prometheus", NoSIGKILL: true,
 			Exec: append([]string{"/usr/bin/prometheus"}, promArgs(o, d+"/prometheus.yml", "/var/lib/kvwatch-prometheus", o.PrometheusAddress)...)},

@@ -15,9 +15,17 @@ import (
 // TestSystemdUnitsVerify runs systemd's own checker over every generated
 // unit. The only finding allowed is a binary that is not installed on this
 // machine (kvwatch, grafana-server): the units are meant for the target host.
+// The stack of a config with inline secrets is verified too: its kvwatch
+// unit reads kvwatch.yml as a credential.
 func TestSystemdUnitsVerify(t *testing.T) {
+	for name, o := range map[string]Options{"golden": goldenOptions(), "inline secrets": secretOptions(t, inlineSecretsFile)} {
+		t.Run(name, func(t *testing.T) { verifyUnits(t, o) })
+	}
+}
+
+func verifyUnits(t *testing.T, o Options) {
 	sa := testenv.Tool(t, "systemd", "systemd-analyze")
-	files, err := Generate(goldenOptions())
+	files, err := Generate(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +77,12 @@ func TestSystemdUnitsSecurity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The kvwatch unit of a config with inline secrets as well.
+	secret, err := Generate(secretOptions(t, inlineSecretsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, File{Path: "secrets/" + UnitKVWatch, Data: secret.Get("systemd/" + UnitKVWatch)})
 	dir := t.TempDir()
 	exposure := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
 	n := 0

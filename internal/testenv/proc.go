@@ -89,6 +89,24 @@ func (p *Proc) Restart(t testing.TB) {
 	}
 }
 
+// exited reports whether the program was started and has ended by itself
+// (false after Stop, which clears it).
+func (p *Proc) exited() bool {
+	p.mu.Lock()
+	done := p.done
+	running := p.cmd != nil
+	p.mu.Unlock()
+	if !running {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Log returns the path of the program's log.
 func (p *Proc) Log() string { return p.log }
 

@@ -1,9 +1,9 @@
 // Package testenv is what kvwatch's tests share about their environment:
 // finding the real tools they run (Prometheus, promtool, Alertmanager,
 // Chromium, tmux, the VictoriaMetrics binaries), loopback addresses, fake
-// engines serving a /metrics page, simulated clusters, and subprocesses
-// with their logs. Only
-// tests import it.
+// engines serving a /metrics page, simulated clusters, a real Kubernetes
+// API server (etcd and kube-apiserver), and subprocesses with their logs.
+// Only tests import it.
 package testenv
 
 import (
