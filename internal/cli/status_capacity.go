@@ -34,6 +34,7 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillT
 		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s%s\n", p.Name, plural(p.Servers, "server"),
 			fits, textfmt.Percent(p.Saturation), drainCell(p), limitersCell(p.Limiters), fill)
 	}
+	renderStates(w, rep, wide)
 	if !wide {
 		return
 	}
@@ -72,11 +73,11 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillT
 	}
 }
 
-// fitsCell is "fits 61 more of today's mix (2,760 tok each)", or says the
-// server or pool is idle.
+// fitsCell is "fits 61 more of today's mix (2,760 tok each)", or says
+// that nothing runs to measure the mix by (the state lines say why).
 func fitsCell(fits, perRequest kv.Value) string {
 	if !perRequest.OK() {
-		return "fits -- (idle: no mix to measure)"
+		return "fits -- (nothing runs: no mix to measure)"
 	}
 	return fmt.Sprintf("fits %s more of today's mix (%s tok each)", textfmt.Count(fits), textfmt.Count(perRequest))
 }
@@ -129,4 +130,22 @@ func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
 	}
 	return fmt.Sprintf("%s (fill %s tok/s, floor %s, %s free after demand%s; %d samples %s)", out,
 		textfmt.Rate(f.FillRate), textfmt.Rate(f.FillFloor), textfmt.Count(f.FreeAfterDemand), demand, f.TrendSamples, textfmt.Window(f.TrendSeconds))
+}
+
+// renderStates writes the diagnosis lines (kv.Diagnose, docs/runbook.md):
+// one per pool with its most severe server's state and evidence, and with
+// wide one per server.
+func renderStates(w io.Writer, rep *report.Report, wide bool) {
+	for i := range rep.Planning {
+		p := &rep.Planning[i]
+		fmt.Fprintf(w, "state\t%s\t%s\t%s\n", p.Name, textfmt.State(p.State), orDash(p.Evidence))
+	}
+	if !wide {
+		return
+	}
+	for i := range rep.Servers {
+		if p := rep.Servers[i].Plan; p != nil {
+			fmt.Fprintf(w, "state\t%s\t%s\t%s\n", rep.Servers[i].Name, textfmt.State(p.State), orDash(p.Evidence))
+		}
+	}
 }

@@ -143,6 +143,8 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 			srv.ContextLength = kv.Of(nctxMax)
 		}
 	}
+	// Idle slots keep their tokens (prompt cache) in Used.
+	srv.UsedHoldsCache = true
 	srv.Rollup()
 	return srv, nil
 }

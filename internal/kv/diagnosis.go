@@ -59,7 +59,8 @@ type DiagnoseOptions struct {
 // A leak is KV held that no running request can account for: the usage is
 // at or above LeakUsage while no request holds KV (none runs, none is in a
 // KV transfer), or while the requests that do could hold at most their
-// context length each and the cache holds more than that. It does not
+// context length each and the cache holds more than that; never where the
+// used tokens count reusable cache (Server.UsedHoldsCache). It does not
 // depend on the queue: under load a leaking server fills, admits nothing
 // and its queue grows, which looks like overload but is not.
 func Diagnose(s *Server, rates *Rates, o DiagnoseOptions) (State, string) {
@@ -80,27 +81,27 @@ func Diagnose(s *Server, rates *Rates, o DiagnoseOptions) (State, string) {
 	waiting := sumOf(sumOf(s.Queued.Waiting, s.Queued.Prealloc), s.Queued.Bootstrap)
 	waits := ""
 	if waiting.Trusted() && waiting.V > 0 {
-		waits = fmt.Sprintf(" and %s wait", countOf(waiting.V))
+		waits = fmt.Sprintf("; %s wait", countOf(waiting.V))
 	}
 	// Tokens processed since the previous page: a server that makes
 	// progress is not holding dead blocks, whatever its running count says
 	// (SGLang's PD prefill reported 0 running before sglang #31495).
 	progress := rates != nil && (rates.GenTokensPS.Trusted() && rates.GenTokensPS.V > 0 ||
 		rates.PromptTokensPS.Trusted() && rates.PromptTokensPS.V > 0)
-	if u.Trusted() && holders.Trusted() && u.V >= o.LeakUsage {
+	if u.Trusted() && holders.Trusted() && u.V >= o.LeakUsage && !s.UsedHoldsCache {
 		if holders.V == 0 && !progress {
-			return StateLeak, fmt.Sprintf("%s of the KV cache (%s tok) is held while no request runs%s: blocks are not freed after requests end; restart the engine",
+			return StateLeak, fmt.Sprintf("%s of the KV cache (%s tok) is held while no request runs%s. Blocks are not freed after requests end: restart the engine",
 				pctOf(u.V), countOf(s.Used.V), waits)
 		}
 		if c := s.ContextLength; holders.V > 0 && c.Trusted() && c.V > 0 && s.Used.Trusted() && s.Used.V > holders.V*c.V {
-			return StateLeak, fmt.Sprintf("%s tok of KV held by %s running requests of at most %s tok each%s: blocks are not freed after requests end; restart the engine",
+			return StateLeak, fmt.Sprintf("%s tok of KV held by %s running requests of at most %s tok each%s. Blocks are not freed after requests end: restart the engine",
 				countOf(s.Used.V), countOf(holders.V), countOf(c.V), waits)
 		}
 	}
 	if rates != nil && run.Trusted() && run.V > 0 {
 		gen, prompt := rates.GenTokensPS, rates.PromptTokensPS
 		if gen.Trusted() && prompt.Trusted() && gen.V == 0 && prompt.V == 0 {
-			return StateStuck, fmt.Sprintf("%s requests run but no token was processed in the last %.0fs%s: the engine makes no progress",
+			return StateStuck, fmt.Sprintf("%s requests run but no token was processed in the last %.0fs%s. The engine makes no progress",
 				countOf(run.V), rates.WindowSeconds, waits)
 		}
 	}
@@ -121,7 +122,7 @@ func Diagnose(s *Server, rates *Rates, o DiagnoseOptions) (State, string) {
 	}
 	inTransfer := ""
 	if moving.Trusted() && moving.V > 0 {
-		inTransfer = fmt.Sprintf(" and %s in a KV transfer", countOf(moving.V))
+		inTransfer = fmt.Sprintf(", %s in a KV transfer", countOf(moving.V))
 	}
 	return StateOK, fmt.Sprintf("%s of the KV cache used by %s running requests%s%s", pctOf(u.V), countOf(run.V), inTransfer, waits)
 }

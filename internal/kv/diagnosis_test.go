@@ -35,30 +35,33 @@ func TestDiagnose(t *testing.T) {
 		// The case: router load ×8 and a leak on decode; 99.9 %
 		// held, nothing runs, 20,312 requests wait for pre-allocation.
 		{"leak under traffic", decodeServer(2579000, 0, 20312, 0), still, StateLeak,
-			"99.9% of the KV cache (2,579,000 tok) is held while no request runs and 20,312 wait: blocks are not freed after requests end; restart the engine"},
+			"99.9% of the KV cache (2,579,000 tok) is held while no request runs; 20,312 wait. Blocks are not freed after requests end: restart the engine"},
 		// The same fill, busy: full, not a leak.
 		{"full under load", decodeServer(2579000, 180, 20312, 0), progress, StateFull,
-			"99.9% of the KV cache used (critical at 97%) and 20,312 wait"},
+			"99.9% of the KV cache used (critical at 97%); 20,312 wait"},
 		// Requests in a KV transfer hold KV without running.
-		{"transfer holds", decodeServer(1600000, 0, 0, 40), progress, StateOK, "62% of the KV cache used by 0 running requests and 40 in a KV transfer"},
+		{"transfer holds", decodeServer(1600000, 0, 0, 40), progress, StateOK, "62% of the KV cache used by 0 running requests, 40 in a KV transfer"},
 		// More held than its running requests could hold at their context length.
 		{"leak beside running", decodeServer(2000000, 3, 0, 0), progress, StateLeak,
-			"2,000,000 tok of KV held by 3 running requests of at most 524,288 tok each: blocks are not freed after requests end; restart the engine"},
+			"2,000,000 tok of KV held by 3 running requests of at most 524,288 tok each. Blocks are not freed after requests end: restart the engine"},
 		{"quiet leak", decodeServer(1400000, 0, 0, 0), nil, StateLeak,
-			"54.2% of the KV cache (1,400,000 tok) is held while no request runs: blocks are not freed after requests end; restart the engine"},
-		{"stuck", decodeServer(300000, 12, 0, 0), still, StateStuck, "12 requests run but no token was processed in the last 5s: the engine makes no progress"},
+			"54.2% of the KV cache (1,400,000 tok) is held while no request runs. Blocks are not freed after requests end: restart the engine"},
+		{"stuck", decodeServer(300000, 12, 0, 0), still, StateStuck, "12 requests run but no token was processed in the last 5s. The engine makes no progress"},
 		{"pressure", decodeServer(2350000, 150, 0, 0), progress, StatePressure, "91% of the KV cache used (warning at 90%)"},
 		{"ok", decodeServer(774451, 40, 0, 0), progress, StateOK, "30% of the KV cache used by 40 running requests"},
 		{"idle", decodeServer(0, 0, 0, 0), nil, StateIdle, "nothing runs or waits; 0% of the KV cache held"},
 		{"idle with a little held", decodeServer(25815, 0, 0, 0), nil, StateIdle, "nothing runs or waits; 1% of the KV cache held"},
 		// PD prefill: requests whose KV is being sent out hold it.
-		{"prefill sending", prefill(1500000, 0, 6), progress, StateOK, "58.1% of the KV cache used by 0 running requests and 6 in a KV transfer"},
+		{"prefill sending", prefill(1500000, 0, 6), progress, StateOK, "58.1% of the KV cache used by 0 running requests, 6 in a KV transfer"},
 		{"prefill leak", prefill(1500000, 0, 0), still, StateLeak,
-			"58.1% of the KV cache (1,500,000 tok) is held while no request runs: blocks are not freed after requests end; restart the engine"},
+			"58.1% of the KV cache (1,500,000 tok) is held while no request runs. Blocks are not freed after requests end: restart the engine"},
 		// Older SGLang PD prefill reports 0 running while it works: tokens
 		// flowing are progress, not a leak.
 		{"prefill reporting no running", prefill(1500000, 0, 0), &Rates{GenTokensPS: DerivedOf(0), PromptTokensPS: DerivedOf(52000), WindowSeconds: 5},
 			StateOK, "58.1% of the KV cache used by 0 running requests"},
+		// llama.cpp's idle slots keep their tokens: held, not leaked.
+		{"prompt cache in used", func() *Server { s := decodeServer(1400000, 0, 0, 0); s.UsedHoldsCache = true; return s }(), nil,
+			StateIdle, "nothing runs or waits; 54.2% of the KV cache held"},
 		{"unknown", &Server{Role: RoleDecode}, nil, StateUnknown, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -117,6 +117,11 @@ type Server struct {
 	Role Role `json:"role"`
 	// ContextLength is the maximum context length, in tokens.
 	ContextLength Value `json:"context_length_tokens"`
+	// UsedHoldsCache is true where Used counts reusable cache beside the
+	// KV of admitted requests, and the engine does not say how much
+	// (llama.cpp: idle slots keep their tokens as prompt cache). KV held
+	// while nothing runs is then no sign of a leak (Diagnose).
+	UsedHoldsCache bool `json:"used_holds_cache,omitempty"`
 	// Signals are the server totals (set by Rollup from Ranks, or directly
 	// by the adapter for values without ranks).
 	Signals

@@ -3,6 +3,7 @@ package textfmt
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
@@ -34,4 +35,13 @@ func TimeToFull(f *kv.FillForecast, min kv.FillTrend) string {
 		return "trend after the next sample"
 	}
 	return "time to full " + NA
+}
+
+// State is a diagnosis in words, the same on every face: "leak suspected",
+// "stuck", "full", "pressure", "ok", "idle"; -- when unknown.
+func State(s kv.State) string {
+	if s == kv.StateUnknown {
+		return NA
+	}
+	return strings.ReplaceAll(string(s), "_", " ")
 }

@@ -237,3 +237,12 @@ func TestTimeToFull(t *testing.T) {
 		}
 	}
 }
+
+func TestState(t *testing.T) {
+	for st, want := range map[kv.State]string{kv.StateLeak: "leak suspected", kv.StateStuck: "stuck", kv.StateFull: "full",
+		kv.StatePressure: "pressure", kv.StateOK: "ok", kv.StateIdle: "idle", kv.StateUnknown: "--"} {
+		if got := State(st); got != want {
+			t.Errorf("State(%q) = %q, want %q", st, got, want)
+		}
+	}
+}

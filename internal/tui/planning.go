@@ -9,6 +9,24 @@ import (
 	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
+// stateCol is the STATE column: the server's diagnosis (kv.Diagnose,
+// docs/runbook.md) in the words every face uses.
+func stateCol() tableCol {
+	return tableCol{numColumns, "STATE", 14, false, 2, func(m Model, s report.Server) string {
+		if s.Plan == nil {
+			return textfmt.NA
+		}
+		st := textfmt.State(s.Plan.State)
+		switch s.Plan.State {
+		case kv.StateLeak, kv.StateStuck, kv.StateFull:
+			return m.st.bad.Render(st)
+		case kv.StatePressure:
+			return m.st.warn.Render(st)
+		}
+		return st
+	}}
+}
+
 // limitCol is the LIMIT column: what limits admission on the server now
 // (kv, batch, queue, none; -- when unknown), docs/planning.md.
 func limitCol() tableCol {
@@ -39,7 +57,11 @@ func (m Model) planLines(s report.Server, w int) []string {
 	if p.Why != "" {
 		limit += ": " + p.Why
 	}
-	fits := "fits -- more (idle: no mix to measure)"
+	state := "state " + textfmt.State(p.State)
+	if p.Evidence != "" {
+		state += ": " + p.Evidence
+	}
+	fits := "fits -- more (nothing runs: no mix to measure)"
 	if p.KVPerRequest.OK() {
 		fits = "fits " + textfmt.Count(p.WorkloadHeadroom) + " more of today's mix (" + textfmt.Count(p.KVPerRequest) + " tok each)"
 	}
@@ -50,7 +72,7 @@ func (m Model) planLines(s report.Server, w int) []string {
 	if p.MaxRunningSource != "" {
 		maxRun += " (" + p.MaxRunningSource + ")"
 	}
-	lines := flow([]string{limit, fits, maxRun, "batch left " + textfmt.Count(p.BatchHeadroom), "saturation " + textfmt.Percent(p.Saturation)}, w, "  ")
+	lines := flow([]string{state, limit, fits, maxRun, "batch left " + textfmt.Count(p.BatchHeadroom), "saturation " + textfmt.Percent(p.Saturation)}, w, "  ")
 	key := report.PoolKeyOf(&s)
 	for _, pp := range m.rep.Planning {
 		if pp.PoolKey != key {

@@ -216,6 +216,7 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			}
 			return textfmt.Times(s.Server.DemandRatio)
 		}},
+		stateCol(),
 		limitCol(),
 		{colHit, "HIT", 6, true, 6, func(m Model, s report.Server) string {
 			h := s.PrefixHit()
