@@ -54,6 +54,8 @@ type Options struct {
 	ListenAddresses      []string
 	WebConfigFile        string
 	InsecureListen       bool
+	AllowedHosts         []string
+	MaxConnections       int
 	MaxConcurrentScrapes int
 	Shard                serve.Shard
 	// Registry holds kvwatch's own metrics; nil: serve's default.
@@ -131,6 +133,7 @@ func New(o Options) (*Serve, error) {
 	s := &Serve{o: o, log: o.Logger, cfg: p}
 	s.daemon, err = serve.New(serve.Options{Pipeline: p, Reload: s.Reload,
 		ListenAddresses: o.ListenAddresses, WebConfigFile: o.WebConfigFile, InsecureListen: o.InsecureListen,
+		AllowedHosts: o.AllowedHosts, MaxConnections: o.MaxConnections,
 		Registry: o.Registry, Logger: o.Logger, MaxConcurrentScrapes: o.MaxConcurrentScrapes, Shard: o.Shard})
 	if err != nil {
 		return nil, err

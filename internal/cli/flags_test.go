@@ -57,6 +57,8 @@ var flagCases = map[string]flagCase{
 	"serve --web.listen-address":                    {[]string{"--web.listen-address", "127.0.0.1:9477", "--web.listen-address", "[::1]:9477"}, "127.0.0.1:9477,[::1]:9477"},
 	"serve --web.config.file":                       {[]string{"--web.config.file", "/etc/kvwatch/web.yml"}, "/etc/kvwatch/web.yml"},
 	"serve --web.insecure-listen":                   {[]string{"--web.insecure-listen"}, "true"},
+	"serve --web.allowed-hosts":                     {[]string{"--web.allowed-hosts", "kvwatch.monitoring.svc", "--web.allowed-hosts", "kvwatch.example.internal"}, "kvwatch.monitoring.svc,kvwatch.example.internal"},
+	"serve --web.max-connections":                   {[]string{"--web.max-connections", "1024"}, "1024"},
 	"serve --scrape.max-concurrent":                 {[]string{"--scrape.max-concurrent", "512"}, "512"},
 	"serve --history":                               {[]string{"--history", "6h"}, "6h"},
 	"serve --history.full-resolution":               {[]string{"--history.full-resolution", "2h"}, "2h"},

@@ -64,6 +64,8 @@ type serveOpts struct {
 	listen         []string
 	webConfigFile  string
 	insecureListen bool
+	allowedHosts   []string
+	maxConns       int
 	maxScrapes     int
 	embedded       embeddedFlags
 	fleet          fleetFlags // serve_fleet.go: --shard, --remote-write.*
@@ -77,6 +79,8 @@ func addServe(app *kingpin.Application, r registry) {
 	c.Flag("web.listen-address", "Address to listen on; repeat for several. Loopback by default; another address needs --web.config.file with both TLS and authentication, or --web.insecure-listen.").Default(signal.DefaultListenAddress).StringsVar(&o.listen)
 	c.Flag("web.config.file", "exporter-toolkit web config file enabling TLS and basic auth (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md).").PlaceHolder("FILE").StringVar(&o.webConfigFile)
 	c.Flag("web.insecure-listen", "Allow a non-loopback listen address without TLS and authentication in --web.config.file, for TLS terminated by a proxy or a service mesh (logs a warning at every start).").BoolVar(&o.insecureListen)
+	c.Flag("web.allowed-hosts", "Host name clients may reach serve by, besides IP addresses, localhost, the listen addresses' names and this machine's; repeat for several, * for any. Other names are refused with 403 (DNS rebinding).").PlaceHolder("NAME").StringsVar(&o.allowedHosts)
+	c.Flag("web.max-connections", "Connections open at once over all listen addresses; at the cap the one idle longest is closed for a new one, and a few spare ones answer the health checks.").Default(strconv.Itoa(serve.DefaultMaxConnections)).IntVar(&o.maxConns)
 	c.Flag("scrape.max-concurrent", "Scrapes in flight at once over all targets and probes.").Default(strconv.Itoa(serve.DefaultMaxConcurrentScrapes)).IntVar(&o.maxScrapes)
 	o.embedded.register(c)
 	o.fleet.register(c)
@@ -95,6 +99,9 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 	if o.configFile == "" && len(extra) == 0 {
 		return usageError{errors.New("no targets: give --config.file (see examples/kvwatch.yml) or URLs such as http://127.0.0.1:30000")}
 	}
+	if o.maxConns < 1 {
+		return usageError{fmt.Errorf("--web.max-connections %d: must be at least 1 (serve always caps its connections)", o.maxConns)}
+	}
 	own := prometheus.NewRegistry()
 	own.MustRegister(collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -104,6 +111,8 @@ func runServe(ctx context.Context, e *env, o *serveOpts) error {
 		ListenAddresses:      o.listen,
 		WebConfigFile:        o.webConfigFile,
 		InsecureListen:       o.insecureListen,
+		AllowedHosts:         o.allowedHosts,
+		MaxConnections:       o.maxConns,
 		Registry:             own,
 		Logger:               e.Logger,
 		MaxConcurrentScrapes: o.maxScrapes,

@@ -133,3 +133,26 @@ func gogc() int64 {
 	metrics.Read(s)
 	return int64(s[0].Value.Uint64())
 }
+
+// TestServeWebFlagErrors: serve's listener flags refuse values it cannot
+// run with, saying how to fix them.
+func TestServeWebFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no connection cap", []string{"--web.max-connections", "0"},
+			"kvwatch: --web.max-connections 0: must be at least 1 (serve always caps its connections)\n"},
+		{"a URL as a host name", []string{"--web.allowed-hosts", "http://kvwatch.example"},
+			`kvwatch: --web.allowed-hosts "http://kvwatch.example": not a host name; give names without scheme or port, e.g. kvwatch.example.com (IP addresses and localhost need none), or * for any` + "\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"serve", "--web.listen-address", "127.0.0.1:0"}, c.args...)
+			code, _, stderr := runCLI(t, append(args, "http://127.0.0.1:1")...)
+			if code != exitUsage || stderr != c.want {
+				t.Errorf("serve %v = %d\n%s\nwant %d\n%s", c.args, code, stderr, exitUsage, c.want)
+			}
+		})
+	}
+}

@@ -180,7 +180,12 @@ func TestStatusJSON(t *testing.T) {
 // others still show, and the exit code is 1.
 func TestStatusBadTargets(t *testing.T) {
 	good := testenv.EngineFileServer(t, "/metrics", filepath.Join("testdata", "sglang-docs-production_metrics.prom"))
-	notFound := httptest.NewServer(http.NotFoundHandler())
+	// SGLang without --enable-metrics: FastAPI's 404 on /metrics.
+	notFound := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"detail":"Not Found"}`)
+	}))
 	t.Cleanup(notFound.Close)
 	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")

@@ -20,8 +20,18 @@ import (
 type Spec struct {
 	// Name is the engine's name in output and in --engine.
 	Name string
-	// DisabledHint says how to turn the engine's metrics on (for a 404).
+	// DisabledHint says how to turn the engine's metrics on, or where the
+	// engine serves them (for a failed scrape that Answer recognizes, or of
+	// a target that forces the engine).
 	DisabledHint string
+	// Answer recognizes what the engine answers on a metrics path instead
+	// of a page (answers.go): its answer while its metrics are off, or its
+	// API port's answer when it serves metrics on another port; nil when
+	// it has neither.
+	Answer func(status int, body []byte) AnswerKind
+	// MetricsPort is the default port of the listener the engine serves
+	// metrics on, when that is not its API port; 0 otherwise.
+	MetricsPort int
 	// MetricsPath is where the engine serves Prometheus metrics, when not
 	// /metrics.
 	MetricsPath string
@@ -70,7 +80,7 @@ type MetricsPath interface {
 }
 
 // DisabledHint is implemented by adapters to say how to turn their
-// engine's metrics on, for a 404 from /metrics.
+// engine's metrics on, or where the engine serves them.
 type DisabledHint interface {
 	DisabledHint() string
 }

@@ -31,6 +31,7 @@ import (
 var llamacppSpec = Spec{
 	Name:         "llamacpp",
 	DisabledHint: "start llama-server with --metrics",
+	Answer:       llamacppMetricsOff,
 	ExtraPaths:   []string{PathSlots, PathProps},
 	Detect:       []string{lcProcessing, lcDeferred, lcPrompt, lcPredicted, lcDecode, lcKVRatio, lcKVTokens},
 	Reads:        []string{lcCached},

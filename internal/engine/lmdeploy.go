@@ -19,6 +19,7 @@ import (
 var lmdeploySpec = Spec{
 	Name:         "lmdeploy",
 	DisabledHint: "start lmdeploy serve api_server with --enable-metrics",
+	Answer:       fastAPINotFound,
 	Detect:       []string{lmUsage, lmRunning, lmWaiting},
 	Reads:        append([]string{lmPrompt, lmGeneration}, histogramNames(lmReqPrompt, lmReqGen)...),
 	Normalize:    normalizeLMDeploy,

@@ -18,6 +18,7 @@ import (
 var sglangSpec = Spec{
 	Name:         "sglang",
 	DisabledHint: "start SGLang with --enable-metrics",
+	Answer:       fastAPINotFound,
 	// Any scheduler gauge of any generation.
 	Detect: []string{sgCapacity, sgTokenUsage, sgNumUsed, sgUsed, sgRunning, sgQueue},
 	Reads: append([]string{sgAvailable, sgEvictable, sgFullUsage, sgContextLen, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,

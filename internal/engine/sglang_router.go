@@ -10,7 +10,9 @@ import (
 // signals stay unavailable, never 0; it reports worker health.
 var sglangRouterSpec = Spec{
 	Name:         "sgl-router",
-	DisabledHint: "the SGLang router serves metrics on its own listener (default port 29000, --prometheus-port), not on its API port",
+	DisabledHint: "the SGLang router serves metrics on a listener of their own, --prometheus-port (default 29000), not on its API port; sgl-router before the model gateway binds it to 127.0.0.1 unless started with --prometheus-host 0.0.0.0",
+	Answer:       emptyAnswer(404),
+	MetricsPort:  29000,
 	Detect:       []string{smgHealth, smgPoolSize, smgRequests, sglrHealth, sglrActive, sglrRequests},
 	Reads:        []string{smgWorkerActive},
 	Normalize:    normalizeSGLangRouter,

@@ -26,7 +26,9 @@ import (
 // say which side a server is.
 var tritonSpec = Spec{
 	Name:         "triton",
-	DisabledHint: "Triton serves metrics on its metrics port (default 8002, /metrics); start tritonserver without --allow-metrics=false",
+	DisabledHint: "Triton serves metrics on its metrics port, --metrics-port (default 8002, /metrics), not on its HTTP port; start tritonserver without --allow-metrics=false",
+	Answer:       emptyAnswer(400),
+	MetricsPort:  8002,
 	Detect:       []string{trBlocks, trRequest, trIFB, trV1, trGeneral, trSuccess, trPending},
 	Reads:        []string{trOutputSum, trInputSum},
 	Normalize:    normalizeTriton,

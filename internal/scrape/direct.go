@@ -267,10 +267,7 @@ func (c *directConn) releaseReader() {
 // get sends GET u with header h and returns the response, its body
 // reading from the connection (close it to release the connection).
 func (p *directPool) get(ctx context.Context, u *url.URL, h http.Header) (*http.Response, error) {
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "80")
-	}
+	addr := hostPort(u)
 	req := &http.Request{Method: http.MethodGet, URL: u, Header: h, Host: u.Host, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 	for attempt := 0; ; attempt++ {
 		var c *directConn

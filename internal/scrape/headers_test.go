@@ -25,28 +25,14 @@ import (
 // closed then).
 func rawServer(t *testing.T, answer func(c net.Conn, done <-chan struct{})) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
-	t.Cleanup(func() { close(done); ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				answer(c, done)
-			}()
+	t.Cleanup(func() { close(done) })
+	return "http://" + connServer(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
 		}
-	}()
-	return "http://" + ln.Addr().String() + "/metrics"
+		answer(c, done)
+	}) + "/metrics"
 }
 
 // endless writes head, then chunk over and over until 64 MiB are written,

@@ -91,6 +91,12 @@ type Target struct {
 	// engine is the engine of the target's last page read (srv.Engine),
 	// to notice a change.
 	engine atomic.Pointer[string]
+	// auth names what sends the target's credentials ("basic_auth", ...),
+	// "" when nothing does: for the advice on a 401 or 403.
+	auth string
+	// proxied: the target is reached through a proxy (a direct TLS
+	// handshake with its host says nothing of the URL then).
+	proxied bool
 }
 
 // Result is the outcome of one scrape.
@@ -272,6 +278,8 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 	}
 	t.client = c
 	t.direct = plainHTTP(&ct.HTTPClientConfig, u)
+	t.auth = authOf(&ct.HTTPClientConfig, u)
+	t.proxied = ct.HTTPClientConfig.ProxyURL.URL != nil || ct.HTTPClientConfig.ProxyFromEnvironment
 	return t, nil
 }
 
@@ -317,7 +325,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	res.BodyBytes = int64(buf.Len())
 	if err != nil {
 		s.putBuffer(buf)
-		res.fail(reason, err)
+		res.fail(s.onPath(ctx, t, &u, forced, reason, err))
 		return
 	}
 	lay := t.layout.Swap(nil)
@@ -339,6 +347,10 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		}
 	}
 	t.layout.Store(lay)
+	if errors.Is(err, expo.ErrNotMetrics) && !errors.Is(err, expo.ErrJSON) {
+		// Not JSON: no second fetch has reused buf, body is this answer.
+		err = notMetricsPage(err, body)
+	}
 	// The page holds copies of what it keeps: the body is no longer used.
 	s.putBuffer(buf)
 	// Nothing keeps the page once its adapter has read it (kv.Server holds
@@ -350,7 +362,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		if errors.Is(err, expo.ErrNotMetrics) {
 			reason = signal.ReasonNotMetrics
 		}
-		res.fail(reason, fmt.Errorf("read %s: %w", t.redact(&u), err))
+		res.fail(s.onPath(ctx, t, &u, forced, reason, fmt.Errorf("read %s: %w", t.redact(&u), err)))
 		return
 	}
 	if err := checkPage(page, t.Limits); err != nil {
@@ -361,7 +373,14 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 	if a == nil {
 		a, err = s.reg.Detect(page)
 		if err != nil {
-			res.fail(signal.ReasonUnknownEngine, fmt.Errorf("read %s: %w", t.redact(&u), err))
+			err = fmt.Errorf("read %s: %w", t.redact(&u), err)
+			if page.Families == 0 {
+				// An empty page (a health check's answer) says nothing of
+				// an exporter at a path of its own.
+				res.fail(s.onPath(ctx, t, &u, forced, signal.ReasonUnknownEngine, err))
+				return
+			}
+			res.fail(signal.ReasonUnknownEngine, err)
 			return
 		}
 	}
@@ -523,34 +542,20 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		err = heads.done(err)
 	}
 	if err != nil {
-		reason, err := classify(ctx, err, t)
+		reason, err := classify(ctx, err, t, u)
+		if reason == signal.ReasonClosed && u.Scheme == "http" && !t.proxied && speaksTLS(ctx, hostPort(u)) {
+			reason, err = signal.ReasonTLS, fmt.Errorf("the server closed the connection without an answer, and the port speaks TLS: the URL says http; use %s%s", t.redact(withScheme(u, "https")), tlsConfigNote)
+		}
 		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, err)
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
 	}()
-	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented {
-		reason := signal.ReasonHTTP404
-		if resp.StatusCode == http.StatusNotImplemented {
-			reason = signal.ReasonHTTP501 // llama.cpp without --metrics
-		}
-		return nil, "", reason, fmt.Errorf("scrape %s: %s: metrics are off; %s", where, resp.Status, disabledHint(hint))
-	}
-	if resp.StatusCode/100 == 3 {
-		to := "no Location header"
-		if loc, err := resp.Location(); err == nil {
-			to = "to " + safetext.URL(loc, t.SecretParams...)
-		}
-		return nil, "", signal.ReasonRedirect, fmt.Errorf("scrape %s: %s: redirected %s, not followed: kvwatch follows redirects only for targets with follow_redirects: true; point the target at the final URL or set it", where, resp.Status, to)
-	}
 	if resp.StatusCode/100 != 2 {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		msg := strings.Join(strings.Fields(string(snippet)), " ")
-		if msg != "" {
-			msg = ": " + msg
-		}
-		return nil, "", signal.ReasonHTTPError, fmt.Errorf("scrape %s: %s%s", where, resp.Status, msg)
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, answerHead))
+		reason, err := s.answerError(t, u, hint, resp, head)
+		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, err)
 	}
 	var r io.Reader = resp.Body
 	gzipped := strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip")
@@ -572,7 +577,7 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		if gzipped && isGzipError(err) {
 			return nil, "", signal.ReasonParse, fmt.Errorf("scrape %s: bad gzip body after %d bytes: %w; the server's compression is broken (or a proxy mangles it)", where, len(body), err)
 		}
-		reason, cerr := classify(ctx, err, t)
+		reason, cerr := classify(ctx, err, t, u)
 		if reason == signal.ReasonOther || reason == signal.ReasonClosed {
 			reason = signal.ReasonTruncated
 			cerr = fmt.Errorf("the body was cut short after %d bytes (%w); the server closed the connection mid-body", len(body), err)
@@ -598,8 +603,9 @@ func isGzipError(err error) bool {
 	return errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.As(err, &ce)
 }
 
-// classify maps a transport error to a reason and a message that says what to do.
-func classify(ctx context.Context, err error, t *Target) (string, error) {
+// classify maps a transport error of a request for u to a reason and a
+// message that says what to do.
+func classify(ctx context.Context, err error, t *Target, u *url.URL) (string, error) {
 	switch {
 	case errors.Is(err, errHeadersTooLarge):
 		return signal.ReasonTooLarge, fmt.Errorf("the target sent more than %s of response headers (status line and headers); kvwatch stops reading there: is it a metrics endpoint, or does a proxy in front of it send these headers?", units.Base2Bytes(maxHeaderBytes))
@@ -614,7 +620,12 @@ func classify(ctx context.Context, err error, t *Target) (string, error) {
 	if errors.As(err, &dnsErr) {
 		return signal.ReasonRefused, fmt.Errorf("cannot resolve host %q: check the target URL", dnsErr.Name)
 	}
-	if tlsProblem(err) {
+	switch {
+	case u.Scheme == "https" && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return signal.ReasonTLS, fmt.Errorf("the port speaks plain HTTP and the URL says https: use %s", t.redact(withScheme(u, "http")))
+	case u.Scheme == "http" && tlsAlert(err):
+		return signal.ReasonTLS, fmt.Errorf("the server answers with a TLS alert: the port speaks TLS and the URL says http; use %s%s", t.redact(withScheme(u, "https")), tlsConfigNote)
+	case tlsProblem(err):
 		return signal.ReasonTLS, fmt.Errorf("TLS failed: %w; check the target's tls_config (ca_file, server_name, cert_file) or the URL's scheme", err)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) {
@@ -644,16 +655,6 @@ func tlsProblem(err error) bool {
 	// net/http turns the tls.RecordHeaderError of plain HTTP answering an
 	// https URL into an error of no type: its text is all there is.
 	return strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
-}
-
-// disabledHint says how to turn metrics on: for the known engine, or for all.
-func disabledHint(a engine.Adapter) string {
-	if a != nil {
-		if h, ok := a.(engine.DisabledHint); ok {
-			return h.DisabledHint()
-		}
-	}
-	return "turn the engine's metrics on (SGLang and LMDeploy: --enable-metrics; llama.cpp: --metrics; trtllm-serve serves /prometheus/metrics) or fix the path"
 }
 
 // DefaultConcurrency is how many scrapes ScrapeAll runs at once when not

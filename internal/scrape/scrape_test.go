@@ -157,7 +157,7 @@ func TestScrapeBearerAndBasicAuth(t *testing.T) {
 			if res.OK() != tc.ok {
 				t.Fatalf("ok = %v (%v), want %v", res.OK(), res.Err, tc.ok)
 			}
-			if !tc.ok && (res.Reason != "http_error" || !strings.Contains(res.Err.Error(), "401 Unauthorized: unauthorized")) {
+			if !tc.ok && (res.Reason != "auth" || !strings.Contains(res.Err.Error(), "401 Unauthorized: the server wants credentials and the target sends none")) {
 				t.Errorf("err = %v", res.Err)
 			}
 			if res.Err != nil && strings.Contains(res.Err.Error(), "hunter2") {

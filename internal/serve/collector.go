@@ -13,10 +13,7 @@ import (
 )
 
 // reasons are the failure classes counted per target, in a fixed order.
-var reasons = [...]string{signal.ReasonRefused, signal.ReasonTimeout, signal.ReasonHTTP404, signal.ReasonHTTP501,
-	signal.ReasonHTTPError, signal.ReasonNotMetrics, signal.ReasonParse, signal.ReasonTooLarge,
-	signal.ReasonTruncated, signal.ReasonUnknownEngine, signal.ReasonLimit, signal.ReasonRedirect,
-	signal.ReasonTLS, signal.ReasonClosed, signal.ReasonOther}
+var reasons = signal.Reasons
 
 // reasonIndex returns the index of r in reasons; unknown reasons count as other.
 func reasonIndex(r string) int {

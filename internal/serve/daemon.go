@@ -58,6 +58,13 @@ type Options struct {
 	// authentication in WebConfigFile (TLS terminated by a proxy or a
 	// service mesh); New logs a warning. See checkListen.
 	InsecureListen bool
+	// AllowedHosts are host names a request's Host header may carry besides
+	// IP addresses, localhost, the listen addresses' names and this
+	// machine's; "*" allows any (see hostPolicy).
+	AllowedHosts []string
+	// MaxConnections caps the connections open to the listen addresses
+	// (see connLimiter); default DefaultMaxConnections.
+	MaxConnections int
 
 	// Registry holds kvwatch's own metrics (process, Go, reload, deadline
 	// misses), served on /metrics next to the kvwatch_* families. nil: a new
@@ -89,6 +96,9 @@ type Daemon struct {
 	timedOut chan struct{}
 	workers  *workerPool // the scrapes run here (see workerPool)
 	probes   *probeCache
+	conns    *connLimiter // the listeners' connections
+	timeouts httpTimeouts
+	guard    *guard // in front of every route (guard.go)
 
 	reloadOK       prometheus.Gauge
 	reloadTime     prometheus.Gauge
@@ -144,7 +154,17 @@ func New(opts Options) (*Daemon, error) {
 		opts.Registry.MustRegister(collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	if opts.MaxConnections < 0 {
+		return nil, fmt.Errorf("--web.max-connections %d: must be at least 1", opts.MaxConnections)
+	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
 	if err := checkListen(opts, opts.Logger); err != nil {
+		return nil, err
+	}
+	hosts, err := newHostPolicy(opts.ListenAddresses, opts.AllowedHosts)
+	if err != nil {
 		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, own: opts.Registry,
@@ -153,6 +173,8 @@ func New(opts Options) (*Daemon, error) {
 		workers: newWorkerPool(workerIdleTimeout), states: map[string]*targetState{},
 		reloadCh: make(chan *pipeline.Pipeline), sdCh: make(chan struct{}, 1)}
 	d.probes = newProbeCache(1024)
+	d.timeouts = defaultTimeouts
+	d.conns, d.guard = newConnLimiter(opts.MaxConnections), newGuard(&d.timeouts, hosts, opts.Logger)
 	d.setup.Store(opts.Shard.apply(opts.Pipeline))
 
 	gauge := func(m signal.Metric) prometheus.Gauge {
@@ -160,7 +182,8 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.reloadOK, d.reloadTime, d.targetCount = gauge(signal.ConfigReloadSuccess), gauge(signal.ConfigReloadTime), gauge(signal.Targets)
 	d.deadlineMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: signal.ScrapeDeadlineMisses.Name, Help: signal.ScrapeDeadlineMisses.Help})
-	if err := d.own.Register(prometheus.WrapCollectorWith(nil, multiCollector{d.reloadOK, d.reloadTime, d.deadlineMisses, d.targetCount})); err != nil {
+	own := append(multiCollector{d.reloadOK, d.reloadTime, d.deadlineMisses, d.targetCount}, d.conns.collectors()...)
+	if err := d.own.Register(prometheus.WrapCollectorWith(nil, append(own, d.guard.collectors()...))); err != nil {
 		return nil, fmt.Errorf("register kvwatch's own metrics: %w", err)
 	}
 	d.reloadOK.Set(1)
@@ -306,15 +329,31 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.apply(ctx, d.setup.Load())
 	d.log.Info("kvwatch serve started", "targets", len(d.setup.Load().Targets), "listen", d.opts.ListenAddresses)
 
-	srv := &http.Server{Handler: d.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
 	listen := d.opts.ListenAddresses
 	flags := &web.FlagConfig{WebListenAddresses: &listen, WebSystemdSocket: new(bool), WebConfigFile: &d.opts.WebConfigFile}
-	serveErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		serveErr <- web.ServeMultiple(d.listeners, srv, flags, d.log)
-	}()
+	// One server per listener (exporter-toolkit sets each one's handler
+	// and TLS config), all within one connection limit.
+	servers := make([]*http.Server, len(d.listeners))
+	serveErr := make(chan error, len(d.listeners))
+	for i, l := range d.listeners {
+		servers[i] = d.newServer()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveErr <- web.Serve(d.conns.listener(l), servers[i], flags, d.log)
+		}()
+	}
+	defer d.guard.logins.close() // after the servers stop
+	shutdown := func() {
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer scancel()
+		for _, srv := range servers {
+			if srv.Shutdown(sctx) != nil {
+				srv.Close()
+			}
+		}
+		d.closeListeners() // those of a server that failed before serving
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -324,17 +363,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			err := srv.Shutdown(sctx)
-			scancel()
-			if err != nil {
-				srv.Close()
-			}
-			<-serveErr
+			shutdown()
 			d.log.Info("kvwatch serve stopped")
 			return nil
 		case err := <-serveErr:
-			serveErr <- err // let the shutdown path find it, should ctx end now
+			shutdown()
 			if errors.Is(err, http.ErrServerClosed) {
 				return nil
 			}

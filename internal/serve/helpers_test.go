@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,10 +58,13 @@ func (w testWriter) Write(b []byte) (int, error) {
 type running struct {
 	*Daemon
 	base string
+	// stop ends Run and waits for it; the test's cleanup calls it too.
+	stop func()
 }
 
-// start runs a daemon with opts on a free loopback port until the test ends.
-func start(t *testing.T, opts Options) *running {
+// start runs a daemon with opts on a free loopback port until the test
+// ends; setup runs between New and Run (to add routes, shorten timeouts).
+func start(t *testing.T, opts Options, setup ...func(*Daemon)) *running {
 	t.Helper()
 	if opts.ListenAddresses == nil {
 		opts.ListenAddresses = []string{"127.0.0.1:0"}
@@ -72,16 +76,23 @@ func start(t *testing.T, opts Options) *running {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	for _, f := range setup {
+		f(d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	r := &running{Daemon: d, base: "http://" + d.Addrs()[0].String()}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	r := &running{Daemon: d, base: "http://" + d.Addrs()[0].String(), stop: stop}
 	waitFor(t, "the daemon to be running", func() bool { return d.running.Load() })
 	return r
 }

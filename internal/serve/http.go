@@ -1,8 +1,11 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 
@@ -77,6 +80,24 @@ func (d *Daemon) routes() {
 			d.log.Debug("write report", "err", err)
 		}
 	})
+}
+
+// newServer is the HTTP server of one listener: the timeouts of
+// conns.go, the connection limiter's hooks, and the guard in front of
+// everything. exporter-toolkit's web.Serve puts its authentication in
+// front of the server's handler and then serves; BaseContext runs after
+// that, before the first connection is accepted, and puts the guard in
+// front of both, so that it sees the 401s of wrong passwords and refuses
+// a throttled source before bcrypt runs.
+func (d *Daemon) newServer() *http.Server {
+	srv := &http.Server{Handler: d.mux, ReadHeaderTimeout: d.timeouts.readHeader, ReadTimeout: d.timeouts.read, IdleTimeout: d.timeouts.idle,
+		ConnState: d.conns.connState, ConnContext: connContext,
+		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+	srv.BaseContext = func(net.Listener) context.Context {
+		srv.Handler = d.guard.wrap(srv.Handler)
+		return context.Background()
+	}
+	return srv
 }
 
 // slogPromLogger adapts the daemon's logger to promhttp's error log.

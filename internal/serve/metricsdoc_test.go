@@ -59,6 +59,11 @@ var provenanceDoc = map[string]string{
 	signal.ConfigReloadTime.Name:       "kvwatch itself",
 	signal.ScrapeDeadlineMisses.Name:   "kvwatch itself",
 	signal.Targets.Name:                "kvwatch itself",
+	signal.WebConnections.Name:         "kvwatch's listener",
+	signal.WebMaxConnections.Name:      "`--web.max-connections`",
+	signal.WebConnectionsClosed.Name:   "kvwatch's listener; both reasons from the start",
+	signal.WebRequestsRefused.Name:     "kvwatch's listener; every reason from the start",
+	signal.WebFailedLogins.Name:        "kvwatch's listener; with `basic_auth_users` in `--web.config.file`",
 	signal.HistorySeries.Name:          "kvwatch's history",
 	signal.HistorySamples.Name:         "kvwatch's history",
 	signal.HistoryChunkBytes.Name:      "kvwatch's history",
@@ -105,6 +110,8 @@ func renderMetricsDoc(t *testing.T) string {
 	table("Planning per pool", "One series per pool: the servers of one role and, when set, one cluster and pool label.", signal.PoolPlanning())
 	table("Per target", "Scrape health of every configured target, whether or not the last scrape worked.", signal.Target())
 	table("kvwatch serve itself", "No identity labels.", signal.Self())
+	table("Web server", "serve's HTTP listener: its connections, and the requests it refuses before any route runs "+
+		"([configuration](configuration.md#hostile-clients)). No identity labels.", signal.Web())
 	table("History", "With `--history` (on by default in `serve` and `demo`): the size of the in-memory history. No identity labels. "+
 		"Resident memory is about `go_memstats_heap_inuse_bytes` plus `kvwatch_history_off_heap_bytes` plus goroutine stacks.", signal.History())
 	b.WriteString("\n" + docEnd + "\n")

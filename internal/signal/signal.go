@@ -6,6 +6,8 @@
 // only; it does not collect, store or serve anything.
 package signal
 
+import "strings"
+
 // Type is the Prometheus metric type of an exported metric.
 type Type string
 
@@ -147,7 +149,7 @@ var (
 	TargetLastSuccess = Metric{Name: "kvwatch_target_last_success_timestamp_seconds", Type: Gauge, Unit: "seconds", Target: true,
 		Help: "Unix time of the last successful scrape of the target (for staleness)."}
 	TargetScrapeError = Metric{Name: "kvwatch_target_scrape_error", Type: Gauge, Unit: "", Target: true,
-		Help:   "1 for the reason the last scrape failed (refused, timeout, http_404, http_501, http_error, not_metrics, parse, too_large, truncated, unknown_engine, limit, redirect, tls, closed, other); absent when it succeeded.",
+		Help:   "1 for the reason the last scrape failed (" + strings.Join(Reasons[:], ", ") + "); absent when it succeeded.",
 		Labels: []string{LabelReason}}
 	TargetWarnings = Metric{Name: "kvwatch_target_warnings", Type: Gauge, Unit: "", Target: true,
 		Help:   "Warnings about the target's last page, by reason (negative, used_over_capacity, too_large, duplicate_series, two_engines): the values concerned are not exported; 0 when none.",
@@ -221,7 +223,7 @@ func Self() []Metric {
 
 // All lists every exported kvwatch_* family.
 func All() []Metric {
-	return append(append(append(append(append(append(Server(), Pools()...), Target()...), Self()...), History()...), Planning()...), PoolPlanning()...)
+	return append(append(append(append(append(append(append(Server(), Pools()...), Target()...), Self()...), Web()...), History()...), Planning()...), PoolPlanning()...)
 }
 
 // Signal names used as the signal label of SignalInfo.
@@ -242,11 +244,13 @@ const (
 
 // Failure reasons for TargetScrapeError and TargetScrapeFailures.
 const (
-	ReasonRefused       = "refused"
-	ReasonTimeout       = "timeout"
-	ReasonHTTP404       = "http_404" // 404 on the metrics path: metrics are off
-	ReasonHTTP501       = "http_501" // 501: metrics are off (llama.cpp without --metrics)
-	ReasonHTTPError     = "http_error"
+	ReasonRefused   = "refused"
+	ReasonTimeout   = "timeout"
+	ReasonHTTP404   = "http_404" // 404 on a metrics path: the engine's own answer with metrics off (SGLang, LMDeploy), or nothing served there
+	ReasonHTTP501   = "http_501" // 501: metrics are off (llama.cpp without --metrics)
+	ReasonHTTPError = "http_error"
+	// ReasonNotMetrics: a 2xx answer that is not an exposition (HTML,
+	// JSON, other text).
 	ReasonNotMetrics    = "not_metrics"
 	ReasonParse         = "parse"
 	ReasonTooLarge      = "too_large"
@@ -254,7 +258,24 @@ const (
 	ReasonUnknownEngine = "unknown_engine"
 	ReasonLimit         = "limit"
 	ReasonRedirect      = "redirect"
-	ReasonTLS           = "tls"
+	ReasonTLS           = "tls" // certificate, handshake, or http:// to a TLS port and https:// to a plain one
 	ReasonClosed        = "closed"
-	ReasonOther         = "other"
+	// ReasonWrongPath: the URL's path is no metrics path (an OpenAI base
+	// URL, a health check, a typo of /metrics) and the server answers no
+	// metrics page there.
+	ReasonWrongPath = "wrong_path"
+	// ReasonWrongPort: the port is an engine's API port and the engine
+	// serves metrics on a listener of their own (the SGLang router,
+	// Triton).
+	ReasonWrongPort = "wrong_port"
+	// ReasonAuth: 401 or 403, credentials wanted or refused.
+	ReasonAuth  = "auth"
+	ReasonOther = "other"
 )
+
+// Reasons lists every failure reason, other last: serve counts failures
+// per reason in this order, and the help of TargetScrapeError names them.
+var Reasons = [...]string{ReasonRefused, ReasonTimeout, ReasonHTTP404, ReasonHTTP501,
+	ReasonHTTPError, ReasonNotMetrics, ReasonParse, ReasonTooLarge,
+	ReasonTruncated, ReasonUnknownEngine, ReasonLimit, ReasonRedirect,
+	ReasonTLS, ReasonClosed, ReasonWrongPath, ReasonWrongPort, ReasonAuth, ReasonOther}

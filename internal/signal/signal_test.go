@@ -85,3 +85,18 @@ func TestRankFamiliesPerDPRank(t *testing.T) {
 		}
 	}
 }
+
+// TestReasons: each failure reason once, other last (serve counts an
+// unknown reason as the last one).
+func TestReasons(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range Reasons {
+		if seen[r] || !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(r) {
+			t.Errorf("reason %q repeated or not snake_case", r)
+		}
+		seen[r] = true
+	}
+	if Reasons[len(Reasons)-1] != ReasonOther {
+		t.Errorf("last reason %q, want %q", Reasons[len(Reasons)-1], ReasonOther)
+	}
+}
