@@ -13,6 +13,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -148,6 +149,9 @@ func statusLine(r report.Report, rules *alerting.Manager) string {
 			textfmt.Count(v.Running), textfmt.Count(v.Queued.QueuedTotal()))
 		if h, ok := s.FirstHeadroom(); ok {
 			part += ", fits " + textfmt.Headroom(h.Requests, h.Tokens)
+		}
+		if s.Plan != nil && s.Plan.State != kv.StateOK && s.Plan.State != kv.StateIdle {
+			part += ", " + strings.ToUpper(textfmt.State(s.Plan.State))
 		}
 		parts = append(parts, part)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
 // PlanOptions are the settings of the capacity-planning view.
@@ -81,4 +82,12 @@ func (r *Report) PlanPools(o PlanOptions) {
 		members = append(members, kv.PlanMember{Key: PoolKeyOf(row), Name: row.Name, Server: row.Server, Plan: row.Plan})
 	}
 	r.Planning = kv.PlanPools(members, o.Threshold())
+	for i := range r.Pools {
+		p := &r.Pools[i]
+		for _, pp := range r.Planning {
+			if pp.PoolKey == p.PoolKey && p.Text != nil {
+				p.Text.State, p.Text.StateEvidence = textfmt.State(pp.State), pp.Evidence
+			}
+		}
+	}
 }

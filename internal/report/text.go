@@ -55,6 +55,9 @@ type ServerText struct {
 	// Tiers is a cache server's tiers, each with its fill:
 	// "lmcache-l1 41.0%, lmcache-l2 fs 2.0 GiB".
 	Tiers string `json:"tiers,omitempty"`
+	// State is the server's diagnosis in words (textfmt.State): "leak
+	// suspected", "ok", ...; its evidence is Plan.Evidence.
+	State string `json:"state,omitempty"`
 }
 
 // PoolText is a pool's values as status and top write them.
@@ -68,6 +71,11 @@ type PoolText struct {
 	Running     string `json:"running"`
 	Queued      string `json:"queued"`
 	DemandRatio string `json:"demand_ratio"`
+	// State is the pool's diagnosis in words (its most severe server's)
+	// and StateEvidence that server's evidence, under its name; set with
+	// the pools' plans (PlanPools).
+	State         string `json:"state,omitempty"`
+	StateEvidence string `json:"state_evidence,omitempty"`
 }
 
 // describe sets the totals and the text of every row and pool.
@@ -111,6 +119,9 @@ func (s *Server) text() *ServerText {
 	}
 	if s.Role == kv.RoleCache {
 		t.Tiers = textfmt.Tiers(sv)
+	}
+	if s.Plan != nil {
+		t.State = textfmt.State(s.Plan.State)
 	}
 	return t
 }

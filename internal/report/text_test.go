@@ -31,7 +31,7 @@ func TestText(t *testing.T) {
 	// 12,034 / 2,581,504 = 0.466 %.
 	row := func(hit, window string) *ServerText {
 		return &ServerText{UsageRatio: "0.5%", Used: "12.0k", Capacity: "2.58M", Headroom: "627×4k", Running: "3",
-			QueuedTotal: "5", DemandRatio: "--", PrefixHitRatio: hit, PrefixHitWindow: window}
+			QueuedTotal: "5", DemandRatio: "--", PrefixHitRatio: hit, PrefixHitWindow: window, State: "ok"}
 	}
 	steps := []struct {
 		at      time.Duration
@@ -67,7 +67,8 @@ func TestText(t *testing.T) {
 		}
 		// The down server's sums are missing: a lower bound, marked.
 		want := &PoolText{UsageRatio: "~0.5%?", Used: "~12.0k?", Capacity: "~2.58M?", Headroom: "~627?×4k",
-			Running: "~3?", Queued: "~5?", DemandRatio: "--"}
+			Running: "~3?", Queued: "~5?", DemandRatio: "--",
+			State: "ok", StateEvidence: "decode: 0.466% of the KV cache used by 3 running requests; 5 wait"}
 		if len(r.Pools) != 1 {
 			t.Fatalf("pools = %+v, want decode", r.Pools)
 		}
@@ -88,10 +89,10 @@ func TestTextJSON(t *testing.T) {
 	}
 	for _, want := range []string{
 		`"pools":[{"role":"decode","name":"decode","servers":1,"counted":1,"capacity_tokens":{"value":2581504,"provenance":"direct"}`,
-		`"text":{"usage_ratio":"0.5%","used_tokens":"12.0k","capacity_tokens":"2.58M","headroom":"313×8k","running":"--","queued":"--","demand_ratio":"--"}`,
+		`"text":{"usage_ratio":"0.5%","used_tokens":"12.0k","capacity_tokens":"2.58M","headroom":"313×8k","running":"--","queued":"--","demand_ratio":"--","state":"ok","state_evidence":"decode: 0.466% of the KV cache used"}`,
 		`"queued_total":{"value":null,"provenance":"unavailable"}`,
 		// No prefix-cache traffic: no ratio, no window.
-		`"prefix_hit_ratio":"--"}`,
+		`"prefix_hit_ratio":"--","state":"ok"}`,
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report JSON lacks %s:\n%s", want, b)

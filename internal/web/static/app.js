@@ -594,7 +594,9 @@ function poolPlanLine(r, p) {
   const lim = pp.limiters.length ? "limited by " + pp.limiters.map((l) => `${esc(l.server)} (${esc(l.factor)})`).join(", ") : "nothing limits admission";
   const n1 = pp.n1_safe && pp.drain_largest ? `N−1 safe: draining ${esc(pp.drain_largest.server)} leaves ${shown(pp.drain_largest.after_usage_ratio, fmtPct)} of the rest`
     : esc(pp.n1_note || "N−1 unknown");
-  return `<div data-field="pool-limit">${lim}</div><div class="muted" data-field="pool-n1">${n1}</div>`;
+  const t = p.text || {};
+  const st = t.state ? `<div data-field="pool-state" class="state-${esc(pp.state)}">${esc(t.state)}${t.state_evidence ? ": " + esc(t.state_evidence) : ""}</div>` : "";
+  return `${st}<div data-field="pool-limit">${lim}</div><div class="muted" data-field="pool-n1">${n1}</div>`;
 }
 // renderMix draws the planning view of the report (servers[].plan and
 // planning[]), with each pool's time to full from the recording rules when
@@ -630,13 +632,14 @@ async function renderMix() {
       <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th><th scope="col">Limited by</th></tr></thead><tbody>
     ${pools.map((p) => `<tr data-pool="${esc(p.name)}"><td>${esc(p.name)}</td><td class="num">${p.servers}</td>
       <td class="num">${cell("per-request", p.kv_per_running_request_tokens, fmtInt)}</td>
-      <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(idle)</span>' : ""}</td>
+      <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(nothing runs)</span>' : ""}</td>
       <td class="num">${cell("saturation", p.saturation_ratio, fmtPct)}</td><td class="wrap" data-field="full">${esc(full(p))}</td>
       <td class="wrap" data-field="n1">${n1(p)}</td><td class="num">${p.drain_largest && p.servers > 1 ? cell("margin", p.drain_largest.margin_tokens, fmtInt) : "--"}</td>
       <td class="wrap" data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
-    <div class="table-wrap"><table id="plan-limits"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Limit</th>
+    <div class="table-wrap"><table id="plan-limits"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Limit</th>
       <th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Max running</th><th scope="col" class="num">Saturation</th><th scope="col">Why</th></tr></thead><tbody>
     ${servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
+      <td data-field="state" class="state-${esc(s.plan.state)}" title="${esc(s.plan.state_evidence || "")}">${esc((s.text && s.text.state) || "--")}</td>
       <td data-field="limit" class="limit-${esc(s.plan.limiting_factor)}">${esc(s.plan.limiting_factor === "unknown" ? "--" : s.plan.limiting_factor)}</td>
       <td class="num">${cell("workload", s.plan.workload_headroom_requests, fmtInt)}</td>
       <td class="num">${cell("max-running", s.plan.max_running_requests, fmtInt)}${s.plan.max_running_source ? ` <span class="muted">(${esc(s.plan.max_running_source)})</span>` : ""}</td>
