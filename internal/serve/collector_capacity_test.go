@@ -3,6 +3,7 @@ package serve
 import (
 	"math"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ func TestCollectorPlanning(t *testing.T) {
 		for _, m := range mf.GetMetric() {
 			var ls []string
 			for _, l := range m.GetLabel() {
-				if n := l.GetName(); n == "server" || n == "factor" || n == "role" {
+				if n := l.GetName(); n == "server" || n == "factor" || n == "role" || n == "state" {
 					ls = append(ls, l.GetValue())
 				}
 			}
@@ -113,6 +114,23 @@ func TestCollectorPlanning(t *testing.T) {
 				v = 1
 			}
 			want["kvwatch_limiting_factor{"+strings.Join(ls, ",")+"}"] = v
+		}
+	}
+	// Every server holds what its running requests hold, below the
+	// warning: ok, and so are both pools.
+	for _, ids := range [][]string{{"d0", "decode"}, {"d1", "decode"}, {"p0", "prefill"}, {"decode"}, {"prefill"}} {
+		name := signal.ServerState.Name
+		if len(ids) == 1 {
+			name = signal.PoolState.Name
+		}
+		for _, st := range kv.States() {
+			ls := append(slices.Clone(ids), string(st))
+			sort.Strings(ls)
+			v := 0.0
+			if st == kv.StateOK {
+				v = 1
+			}
+			want[name+"{"+strings.Join(ls, ",")+"}"] = v
 		}
 	}
 	for k, w := range want {
