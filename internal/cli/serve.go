@@ -13,8 +13,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/common/model"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/app"

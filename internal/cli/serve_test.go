@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,12 +126,6 @@ func TestServeHistoryRecordsScrapes(t *testing.T) {
 	}
 }
 
-// gogc reads the collector's target without changing it.
-func gogc() int64 {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64())
-}
 
 // TestServeWebFlagErrors: serve's listener flags refuse values it cannot
 // run with, saying how to fix them.

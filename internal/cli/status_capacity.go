@@ -106,13 +106,6 @@ func limitersCell(ls []kv.Limiter) string {
 	return "limited by " + strings.Join(parts, ", ")
 }
 
-// signed is count with a + for positive values.
-func signed(v kv.Value) string {
-	if v.OK() && v.V > 0 {
-		return "+" + textfmt.Count(v)
-	}
-	return textfmt.Count(v)
-}
 
 // fillCell is a pool's time to full: "full in 12m" and, wide, how: the
 // fill rate, the free KV after demand, the floor and the samples.

@@ -220,4 +220,3 @@ file_sd_configs:
 		t.Errorf("CheckRemoteWrites:\n%v\nwant:\n%s", err, want)
 	}
 }
-
