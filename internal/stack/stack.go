@@ -106,7 +106,8 @@ type Options struct {
 	// release=kube-prometheus-stack for the Prometheus Operator's default
 	// serviceMonitorSelector, podMonitorSelector and ruleSelector.
 	KubernetesLabels map[string]string
-	// Image is the kvwatch container image. Default ghcr.io/kvwatch/kvwatch:latest.
+	// Image is the kvwatch container image. Default DefaultImage(): the
+	// tag of this binary's version, never latest.
 	Image string
 	// GrafanaAdminPassword is written to grafana/admin-password; empty
 	// generates a random one (an existing file is kept by Files.Write).
@@ -164,7 +165,7 @@ func (o Options) WithDefaults() Options {
 	setS(&o.HAClusterName, "kvwatch")
 	setS(&o.RunbookURL, DefaultRunbookURL)
 	setS(&o.Namespace, "monitoring")
-	setS(&o.Image, "ghcr.io/kvwatch/kvwatch:latest")
+	setS(&o.Image, DefaultImage())
 	if len(o.Receivers.WebhookURLs) == 0 && len(o.Config.Alerting.Webhooks) > 0 {
 		o.Receivers.WebhookURLs = append([]string(nil), o.Config.Alerting.Webhooks...)
 	}
