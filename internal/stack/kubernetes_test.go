@@ -380,3 +380,23 @@ func TestAlertmanagerConfigMatchesAlertmanagerYML(t *testing.T) {
 		})
 	}
 }
+
+// TestImageTag: a version becomes a tag a registry takes; none is dev.
+func TestImageTag(t *testing.T) {
+	for _, c := range []struct{ version, want string }{
+		{"", "dev"},
+		{"v1.2.3", "v1.2.3"},
+		{"v1.2.3-4-gabc1234-dirty", "v1.2.3-4-gabc1234-dirty"},
+		{"abc1234", "abc1234"},
+		{"1.0.0+build.5", "1.0.0-build.5"},
+		{"release/1.0", "release-1.0"},
+		{"-rc.1", "rc.1"},
+		{".-", "dev"},
+		{"v1_2 ü", "v1_2---"},
+		{strings.Repeat("a", 130), strings.Repeat("a", 128)},
+	} {
+		if got := ImageTag(c.version); got != c.want {
+			t.Errorf("ImageTag(%q) = %q, want %q", c.version, got, c.want)
+		}
+	}
+}
