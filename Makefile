@@ -137,6 +137,8 @@ $(STATICCHECK): tools/go.mod tools/go.sum
 vet: $(STATICCHECK)
 	$(GO) mod tidy -diff
 	$(GO) mod tidy -C tools -diff
+	$(GO) mod tidy -C tools/image -diff
+	$(GO) mod tidy -C tools/helm -diff
 	$(GO) vet ./...
 	./$(STATICCHECK) ./...
 
