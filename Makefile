@@ -27,7 +27,7 @@ CHECK_GO_VERSION = @v=$$($(GO) env GOVERSION | sed 's/^go//'); \
 # (fail under KVWATCH_REQUIRE_TOOLS=1, as in .ci/run, which installs them).
 TEST_TOOLS := prometheus promtool prometheus-alertmanager amtool chromium tmux systemd-analyze dpkg-deb groff zsh fish
 
-.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go prometheus3 schema-deps kubectl-validate helm image chart chart-files
+.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go prometheus3 schema-deps kubectl-validate helm image image-push chart chart-files
 
 all: build
 
@@ -118,6 +118,11 @@ image: check-go assets
 	  --revision "$$(git rev-parse HEAD 2>/dev/null)" \
 	  --created "$$(git log -1 --format=%cI 2>/dev/null | grep . || date -u +%Y-%m-%dT%H:%M:%SZ)" \
 	  $$([ -f /etc/ssl/certs/ca-certificates.crt ] && echo --ca-certificates /etc/ssl/certs/ca-certificates.crt)
+
+# The image pushed to IMAGE_REPOSITORY:IMAGE_TAG with crane (pinned in
+# tools/image/go.mod), with the credentials of ~/.docker/config.json.
+image-push: image
+	$(GO) -C tools/image tool crane push $(CURDIR)/dist/kvwatch-image.tar '$(IMAGE_REPOSITORY):$(IMAGE_TAG)'
 
 # @grafana/schema and TypeScript for the dashboards' schema check
 # (tools/grafana-schema/check.mjs, run by internal/stack's tests).

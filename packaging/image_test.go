@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"debug/elf"
 	"encoding/json"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
@@ -177,5 +179,33 @@ func TestImage(t *testing.T) {
 	rendered := cmd(t, "", false, helm, "template", "kvwatch", "dist/kvwatch-0.1.0.tgz", "--namespace", "monitoring")
 	if !strings.Contains(rendered, "\n          image: \""+imageRef+"\"\n") {
 		t.Errorf("make chart's chart does not default to %s:\n%s", imageRef, rendered)
+	}
+}
+
+// TestImagePush: `make image-push` puts the image into a registry (crane's
+// own, serving on loopback) under IMAGE_REPOSITORY:<the version's tag>,
+// from where it comes back with its labels.
+func TestImagePush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds kvwatch and the image; skipped with -short")
+	}
+	mk := tool(t, "make", "make")
+	crane := filepath.Join(t.TempDir(), "crane")
+	cmd(t, "../tools/image", true, "go", "build", "-o", crane, "github.com/google/go-containerregistry/cmd/crane")
+	addr := testenv.FreeAddr(t)
+	testenv.Start(t, filepath.Join(t.TempDir(), "registry.log"), crane, "registry", "serve", "--address", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testenv.WaitOK(ctx, t, "http://"+addr+"/v2/")
+
+	repo := addr + "/inference/kvwatch"
+	cmd(t, "", true, mk, "-s", "image-push", "VERSION="+imageVersion, "IMAGE_REPOSITORY="+repo)
+	var cfg struct{ Config struct{ Labels map[string]string } }
+	raw := cmd(t, "", false, crane, "config", repo+":v0.0.0-imagetest-5")
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatalf("crane config: %v\n%s", err, raw)
+	}
+	if v := cfg.Config.Labels["org.opencontainers.image.version"]; v != imageVersion {
+		t.Errorf("the pushed image's version label %q, want %q", v, imageVersion)
 	}
 }
