@@ -4,9 +4,10 @@
 #   docker run --rm --network host -v "$PWD/kvwatch.yml:/etc/kvwatch/kvwatch.yml:ro" kvwatch:local
 #
 # NOT built or tested in this repository's CI: no container engine runs on
-# the machines that test kvwatch (docs/installation.md). No image is
-# published; push what you build and pass it to
-# `kvwatch stack generate --kubernetes.image`. The generated
+# the machines that test kvwatch (docs/installation.md); `make image` builds
+# and tests an image of the static binary without one (docs/kubernetes.md).
+# No image is published; push what you build and pass it to the Helm chart
+# or `kvwatch stack generate --kubernetes.image`. The generated
 # docker-compose.yml needs no image: it mounts the host's binary.
 
 # uPlot for the web UI, from npm, as `make assets` does.

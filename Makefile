@@ -27,7 +27,7 @@ CHECK_GO_VERSION = @v=$$($(GO) env GOVERSION | sed 's/^go//'); \
 # (fail under KVWATCH_REQUIRE_TOOLS=1, as in .ci/run, which installs them).
 TEST_TOOLS := prometheus promtool prometheus-alertmanager amtool chromium tmux systemd-analyze dpkg-deb groff zsh fish etcd
 
-.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go prometheus3 schema-deps kubectl-validate kube-apiserver
+.PHONY: all build assets demo test test-unit bench fuzz vet clean package check-go prometheus3 schema-deps kubectl-validate kube-apiserver helm image image-push chart chart-files
 
 all: build
 
@@ -56,11 +56,11 @@ demo: build
 # Every test: unit, golden, fuzz seeds, and the end-to-end tests with real
 # Prometheus (Debian's 2.x and 3.x built from source), promtool,
 # Alertmanager, Chromium, tmux, etcd and kube-apiserver (see .ci/run).
-test: build vet prometheus3 schema-deps kubectl-validate kube-apiserver
+test: build vet prometheus3 schema-deps kubectl-validate kube-apiserver helm
 	@missing=""; for t in $(TEST_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || echo "make: not on PATH, their tests skip:$$missing (.ci/run installs them from Debian)" >&2
 	KVWATCH_PROMETHEUS3_DIR=$(CURDIR)/$(PROMETHEUS3_DIR) KVWATCH_KUBECTL_VALIDATE_DIR=$(CURDIR)/bin/kubectl-validate \
-		KVWATCH_KUBE_APISERVER=$(CURDIR)/bin/kube-apiserver/kube-apiserver \
+		KVWATCH_KUBE_APISERVER=$(CURDIR)/bin/kube-apiserver/kube-apiserver KVWATCH_HELM=$(CURDIR)/$(HELM) \
 		$(GO) test -race -timeout 30m ./...
 
 # Prometheus 3 and promtool 3 from the Go module pinned in
@@ -83,6 +83,55 @@ kubectl-validate:
 kube-apiserver:
 	tools/kube-apiserver/build.sh bin/kube-apiserver
 
+# Helm 4 from the Go module pinned in tools/helm/go.mod, for the chart
+# tests (`helm template` of deploy/helm/kvwatch) and `make chart`. Minutes
+# the first time, seconds from the Go build cache.
+HELM := bin/helm/helm
+helm:
+	tools/helm/build.sh bin/helm
+
+# The chart's generated files (rules, Alertmanager routes, dashboards):
+# `kvwatch stack generate`'s Kubernetes manifests with the default options,
+# which the chart's templates read (docs/kubernetes.md). A test fails while
+# they differ from what the code generates.
+CHART := deploy/helm/kvwatch
+chart-files: check-go
+	rm -rf dist/chart-files
+	$(GO) run ./cmd/kvwatch stack generate --out dist/chart-files > /dev/null
+	cp dist/chart-files/kubernetes/prometheusrule.yaml dist/chart-files/kubernetes/alertmanagerconfig.yaml \
+	   dist/chart-files/kubernetes/dashboards.yaml $(CHART)/files/
+
+# The container image's tag: the version with every character a tag cannot
+# hold as '-' (stack.ImageTag; a test compares the two), dev without one.
+IMAGE_REPOSITORY ?= ghcr.io/kvwatch/kvwatch
+IMAGE_TAG := $(shell v=$$(printf '%s' '$(VERSION)' | LC_ALL=C sed -e 's/^[.-]*//' -e 's/[^A-Za-z0-9_.-]/-/g' | cut -c1-128); echo "$${v:-dev}")
+
+# The chart packaged as dist/kvwatch-<chart version>.tgz, its appVersion
+# (the image tag it defaults to) set to this checkout's IMAGE_TAG.
+chart: helm
+	mkdir -p dist
+	$(HELM) package $(CHART) --app-version '$(IMAGE_TAG)' --destination dist/
+
+# The container image as a tarball (docker load, podman load, skopeo and
+# crane read it), built without a container engine by tools/image
+# (go-containerregistry): the static binary as entrypoint, user 65534, the
+# org.opencontainers.image labels, the host's CA bundle when it has one.
+IMG := dist/image
+image: check-go assets
+	rm -rf $(IMG) && mkdir -p $(IMG)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(IMG)/kvwatch ./cmd/kvwatch
+	$(GO) -C tools/image build -o $(CURDIR)/$(IMG)/image-builder .
+	$(IMG)/image-builder --binary $(IMG)/kvwatch --out dist/kvwatch-image.tar \
+	  --ref '$(IMAGE_REPOSITORY):$(IMAGE_TAG)' --version '$(VERSION)' --arch $$($(GO) env GOARCH) \
+	  --revision "$$(git rev-parse HEAD 2>/dev/null)" \
+	  --created "$$(git log -1 --format=%cI 2>/dev/null | grep . || date -u +%Y-%m-%dT%H:%M:%SZ)" \
+	  $$([ -f /etc/ssl/certs/ca-certificates.crt ] && echo --ca-certificates /etc/ssl/certs/ca-certificates.crt)
+
+# The image pushed to IMAGE_REPOSITORY:IMAGE_TAG with crane (pinned in
+# tools/image/go.mod), with the credentials of ~/.docker/config.json.
+image-push: image
+	$(GO) -C tools/image tool crane push $(CURDIR)/dist/kvwatch-image.tar '$(IMAGE_REPOSITORY):$(IMAGE_TAG)'
+
 # @grafana/schema and TypeScript for the dashboards' schema check
 # (tools/grafana-schema/check.mjs, run by internal/stack's tests).
 schema-deps: tools/grafana-schema/node_modules/.package-lock.json
@@ -101,6 +150,8 @@ $(STATICCHECK): tools/go.mod tools/go.sum
 vet: $(STATICCHECK)
 	$(GO) mod tidy -diff
 	$(GO) mod tidy -C tools -diff
+	$(GO) mod tidy -C tools/image -diff
+	$(GO) mod tidy -C tools/helm -diff
 	$(GO) vet ./...
 	./$(STATICCHECK) ./...
 

@@ -50,7 +50,7 @@ func addStack(app *kingpin.Application, r registry) {
 	gc.Flag("runbook.url", "Base URL of docs/runbook.md for the alerts' runbook_url.").Default(stack.DefaultRunbookURL).StringVar(&g.o.RunbookURL)
 	gc.Flag("kubernetes.namespace", "Namespace of the Kubernetes manifests.").Default(stack.DefaultNamespace).StringVar(&g.o.Namespace)
 	gc.Flag("kubernetes.labels", "Label of every Kubernetes object, as key=value; repeat for several, e.g. release=kube-prometheus-stack for the Prometheus Operator's default selectors.").PlaceHolder("KEY=VALUE").SetValue(labelsValue{m: &g.o.KubernetesLabels, flag: "kubernetes.labels", example: "release=kube-prometheus-stack"})
-	gc.Flag("kubernetes.image", "kvwatch container image of the Kubernetes manifests; none is published, build one with the repository's Dockerfile (docker-compose.yml mounts the host's binary instead).").Default(stack.DefaultImage).StringVar(&g.o.Image)
+	gc.Flag("kubernetes.image", "kvwatch container image of the Kubernetes manifests, by default at the tag of this binary's version; none is published: build one with `make image` (docs/kubernetes.md).").Default(stack.DefaultImage()).StringVar(&g.o.Image)
 	addStackAgentFlags(gc, &g.o) // stack_agent.go
 	r.add(gc, func(ctx context.Context, e *env) int { return exitCode(e, runStackGenerate(e, g)) })
 

@@ -30,7 +30,7 @@ type amGlobal struct {
 type amRoute struct {
 	Receiver       string         `yaml:"receiver"`
 	GroupBy        []string       `yaml:"group_by,omitempty"`
-	Matchers       []string       `yaml:"matchers,omitempty"`
+	Matchers       []amMatcher    `yaml:"matchers,omitempty"`
 	Continue       bool           `yaml:"continue,omitempty"`
 	GroupWait      model.Duration `yaml:"group_wait,omitempty"`
 	GroupInterval  model.Duration `yaml:"group_interval,omitempty"`
@@ -39,9 +39,9 @@ type amRoute struct {
 }
 
 type amInhibit struct {
-	SourceMatchers []string `yaml:"source_matchers"`
-	TargetMatchers []string `yaml:"target_matchers"`
-	Equal          []string `yaml:"equal"`
+	SourceMatchers []amMatcher `yaml:"source_matchers"`
+	TargetMatchers []amMatcher `yaml:"target_matchers"`
+	Equal          []string    `yaml:"equal"`
 }
 
 type amReceiver struct {
@@ -77,7 +77,19 @@ const (
 	ReceiverWatchdog = "kvwatch-watchdog"
 )
 
-func matcher(name, op, value string) string { return fmt.Sprintf("%s%s%q", name, op, value) }
+// amMatcher is one label matcher of a route or inhibit rule: written as
+// Alertmanager's `name="value"` string in alertmanager.yml, and as the
+// Prometheus Operator's structured matcher in the AlertmanagerConfig.
+type amMatcher struct {
+	Name, Op, Value string
+}
+
+func matcher(name, op, value string) amMatcher { return amMatcher{Name: name, Op: op, Value: value} }
+
+func (m amMatcher) String() string { return fmt.Sprintf("%s%s%q", m.Name, m.Op, m.Value) }
+
+// MarshalYAML writes m as Alertmanager's matcher string.
+func (m amMatcher) MarshalYAML() (any, error) { return m.String(), nil }
 
 // alertmanagerConfig returns Alertmanager's config: a route tree by
 // severity, grouped by cluster, pool and server; KV warnings inhibited
@@ -116,22 +128,22 @@ func alertmanagerConfig(o Options) amConfig {
 			Routes: []amRoute{
 				// The watchdog goes to the dead man's switch only, every
 				// minute, and never to people.
-				{Receiver: ReceiverWatchdog, Matchers: []string{matcher("alertname", "=", AlertWatchdog)},
+				{Receiver: ReceiverWatchdog, Matchers: []amMatcher{matcher("alertname", "=", AlertWatchdog)},
 					GroupWait: dur("1s"), GroupInterval: dur("1m"), RepeatInterval: dur("1m")},
-				{Receiver: ReceiverCritical, Matchers: []string{matcher("severity", "=", SeverityCritical)},
+				{Receiver: ReceiverCritical, Matchers: []amMatcher{matcher("severity", "=", SeverityCritical)},
 					GroupWait: dur("10s"), RepeatInterval: dur("1h")},
-				{Receiver: ReceiverWarning, Matchers: []string{matcher("severity", "=", SeverityWarning)}},
+				{Receiver: ReceiverWarning, Matchers: []amMatcher{matcher("severity", "=", SeverityWarning)}},
 			},
 		},
 		InhibitRules: []amInhibit{
 			{
-				SourceMatchers: []string{matcher("alertname", "=", AlertKVCritical)},
-				TargetMatchers: []string{matcher("alertname", "=~", AlertKVHigh+"|"+AlertKVFullSoon)},
+				SourceMatchers: []amMatcher{matcher("alertname", "=", AlertKVCritical)},
+				TargetMatchers: []amMatcher{matcher("alertname", "=~", AlertKVHigh+"|"+AlertKVFullSoon)},
 				Equal:          []string{signal.LabelCluster, signal.LabelPool, signal.LabelServer},
 			},
 			{
-				SourceMatchers: []string{matcher("alertname", "=~", AlertTargetDown+"|"+AlertMetricsDisabled)},
-				TargetMatchers: []string{matcher("alertname", "=", AlertMetricsStale)},
+				SourceMatchers: []amMatcher{matcher("alertname", "=~", AlertTargetDown+"|"+AlertMetricsDisabled)},
+				TargetMatchers: []amMatcher{matcher("alertname", "=", AlertMetricsStale)},
 				Equal:          []string{signal.LabelCluster, signal.LabelPool, signal.LabelServer},
 			},
 		},

@@ -7,8 +7,10 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/common/version"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,7 +31,42 @@ const (
 	k8sKVWatchPort    = signal.DefaultPort
 	k8sConfigMapName  = "kvwatch-config"
 	k8sDashboardLabel = "grafana_dashboard"
+	// k8sNamespaceLabel is the alert label the Prometheus Operator matches
+	// an AlertmanagerConfig's routes on.
+	k8sNamespaceLabel = "namespace"
 )
+
+// DefaultImageRepository is the repository of the kvwatch container image
+// (`make image` writes one, docs/kubernetes.md); the manifests and the Helm
+// chart run it at the tag of a version, never latest.
+const DefaultImageRepository = "ghcr.io/kvwatch/kvwatch"
+
+// DefaultImage is the image the manifests run unless told otherwise:
+// DefaultImageRepository at the tag of this binary's version.
+func DefaultImage() string { return DefaultImageRepository + ":" + ImageTag(version.Version) }
+
+// ImageTag is the image tag of a kvwatch version (`kvwatch --version`, the
+// Makefile's `git describe`): the version itself, with every character a
+// tag cannot hold (anything but letters, digits, '_', '.' and '-') as '-',
+// at most 128 characters, starting with a letter, digit or '_'. A build
+// without a version (`go build` without the Makefile's -ldflags) is "dev",
+// as its man page says. The Makefile's image target applies the same rule
+// (a test of `make image` compares them).
+func ImageTag(v string) string {
+	b := []byte(strings.TrimLeft(v, ".-"))
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	if len(b) == 0 {
+		return "dev"
+	}
+	return string(b)
+}
 
 // marshalK8s marshals objects as one multi-document YAML file.
 func marshalK8s(objs ...any) ([]byte, error) {
@@ -92,7 +129,8 @@ func validateK8sLabels(l map[string]string) []error {
 
 // kubernetesFiles returns the manifests: kvwatch Deployment, Service and
 // config, a ServiceMonitor for kvwatch, a PodMonitor for engines, the
-// PrometheusRule and the dashboard ConfigMaps for Grafana's sidecar.
+// PrometheusRule, the AlertmanagerConfig and the dashboard ConfigMaps for
+// Grafana's sidecar.
 func kubernetesFiles(o Options) (Files, error) {
 	ns := o.Namespace
 	labels := map[string]string{k8sAppLabel: "kvwatch"}
@@ -205,6 +243,15 @@ func kubernetesFiles(o Options) (Files, error) {
 		for _, r := range rg.Rules {
 			mr := monitoringv1.Rule{Record: r.Record, Alert: r.Alert, Expr: intstr.FromString(r.Expr),
 				Labels: r.Labels, Annotations: r.Annotations}
+			if r.Alert != "" {
+				// The AlertmanagerConfig's routes match only alerts of
+				// its own namespace (alertmanagerConfigObjects).
+				mr.Labels = maps.Clone(r.Labels)
+				if mr.Labels == nil {
+					mr.Labels = map[string]string{}
+				}
+				mr.Labels[k8sNamespaceLabel] = ns
+			}
 			if r.For != 0 {
 				mr.For = ptr(monitoringv1.Duration(r.For.String()))
 			}
@@ -241,6 +288,13 @@ func kubernetesFiles(o Options) (Files, error) {
 		return nil, err
 	}
 	if err := add("kubernetes/prometheusrule.yaml", pr); err != nil {
+		return nil, err
+	}
+	amc, err := alertmanagerConfigObjects(o, meta)
+	if err != nil {
+		return nil, err
+	}
+	if err := add("kubernetes/alertmanagerconfig.yaml", amc...); err != nil {
 		return nil, err
 	}
 	var cms []any

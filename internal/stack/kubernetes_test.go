@@ -3,15 +3,19 @@ package stack
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -59,7 +63,7 @@ func TestKubernetesLabelsAndProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"kubernetes/kvwatch.yaml", "kubernetes/servicemonitor.yaml", "kubernetes/podmonitor.yaml",
-		"kubernetes/prometheusrule.yaml", "kubernetes/dashboards.yaml"} {
+		"kubernetes/prometheusrule.yaml", "kubernetes/alertmanagerconfig.yaml", "kubernetes/dashboards.yaml"} {
 		for i, d := range k8sDocs(t, files.Get(p)) {
 			var m struct {
 				Kind     string
@@ -245,9 +249,9 @@ func kubectlValidateDir(t *testing.T) string {
 // and the Prometheus Operator CRDs generated from the operator API module
 // the manifests are built with; a manifest with a wrong type is refused.
 func TestKubernetesManifestsValidate(t *testing.T) {
-	d := kubectlValidateDir(t)
+	kv, crds := testenv.KubectlValidate(t)
 	validate := func(dir string) (string, error) {
-		cmd := exec.Command(filepath.Join(d, "kubectl-validate"), "--local-crds", filepath.Join(d, "crds"), "--version", "1.30", dir)
+		cmd := exec.Command(kv, "--local-crds", crds, "--version", "1.30", dir)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -276,5 +280,149 @@ func TestKubernetesManifestsValidate(t *testing.T) {
 	}
 	if out, err := validate(filepath.Join(dir, "kubernetes")); err == nil || !strings.Contains(out, "interval") {
 		t.Errorf("kubectl-validate accepted a ServiceMonitor interval of every-15s: %v\n%s", err, out)
+	}
+}
+
+// TestAlertmanagerConfigMatchesAlertmanagerYML: the Operator's
+// AlertmanagerConfig routes, inhibits and notifies as alertmanager.yml does
+// (both read back from the generated files: alertmanager.yml as plain YAML,
+// the AlertmanagerConfig strictly into the Operator's types), and every alert
+// of the PrometheusRule carries the namespace the Operator's route matches.
+func TestAlertmanagerConfigMatchesAlertmanagerYML(t *testing.T) {
+	for name, o := range map[string]Options{"default": {}, "golden": goldenOptions(), "namespace": {Namespace: "inference"}} {
+		t.Run(name, func(t *testing.T) {
+			files, err := Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns := o.WithDefaults().Namespace
+			type route struct {
+				Receiver       string
+				GroupBy        []string `json:"group_by"`
+				Matchers       []string
+				GroupWait      string `json:"group_wait"`
+				GroupInterval  string `json:"group_interval"`
+				RepeatInterval string `json:"repeat_interval"`
+				Routes         []route
+			}
+			var am struct {
+				Route        route
+				InhibitRules []struct {
+					SourceMatchers []string `json:"source_matchers"`
+					TargetMatchers []string `json:"target_matchers"`
+					Equal          []string
+				} `json:"inhibit_rules"`
+				Receivers []map[string]any
+			}
+			if err := yaml.Unmarshal(files.Get("alertmanager.yml"), &am); err != nil {
+				t.Fatal(err)
+			}
+			var amc monitoringv1alpha1.AlertmanagerConfig
+			k8sDecode(t, files.Get("kubernetes/alertmanagerconfig.yaml"), "AlertmanagerConfig", &amc)
+			if amc.Namespace != ns {
+				t.Errorf("AlertmanagerConfig namespace %q, want %q", amc.Namespace, ns)
+			}
+			strs := func(ms []monitoringv1alpha1.Matcher) []string {
+				var out []string
+				for _, m := range ms {
+					out = append(out, m.String())
+				}
+				return out
+			}
+			dur := func(d *monitoringv1.NonEmptyDuration) string {
+				if d == nil {
+					return ""
+				}
+				return string(*d)
+			}
+			var conv func(r monitoringv1alpha1.Route) route
+			conv = func(r monitoringv1alpha1.Route) route {
+				out := route{Receiver: r.Receiver, GroupBy: r.GroupBy, Matchers: strs(r.Matchers),
+					GroupWait: dur(r.GroupWait), GroupInterval: dur(r.GroupInterval), RepeatInterval: dur(r.RepeatInterval)}
+				for _, raw := range r.Routes {
+					var child monitoringv1alpha1.Route
+					if err := json.Unmarshal(raw.Raw, &child); err != nil {
+						t.Fatal(err)
+					}
+					out.Routes = append(out.Routes, conv(child))
+				}
+				return out
+			}
+			if d := cmp.Diff(am.Route, conv(*amc.Spec.Route)); d != "" {
+				t.Errorf("AlertmanagerConfig route differs from alertmanager.yml's (-yml +AlertmanagerConfig):\n%s", d)
+			}
+			if len(am.Route.Routes) < 3 {
+				t.Errorf("alertmanager.yml has %d child routes, want the watchdog, critical and warning routes", len(am.Route.Routes))
+			}
+			if len(amc.Spec.InhibitRules) != len(am.InhibitRules) || len(am.InhibitRules) == 0 {
+				t.Fatalf("%d inhibit rules, alertmanager.yml has %d", len(amc.Spec.InhibitRules), len(am.InhibitRules))
+			}
+			for i, in := range amc.Spec.InhibitRules {
+				w := am.InhibitRules[i]
+				if !slices.Equal(strs(in.SourceMatch), w.SourceMatchers) || !slices.Equal(strs(in.TargetMatch), w.TargetMatchers) || !slices.Equal(in.Equal, w.Equal) {
+					t.Errorf("inhibit rule %d: %v -> %v on %v, alertmanager.yml has %v -> %v on %v", i,
+						strs(in.SourceMatch), strs(in.TargetMatch), in.Equal, w.SourceMatchers, w.TargetMatchers, w.Equal)
+				}
+			}
+			// Each receiver has the same integrations, by kind and count.
+			if len(amc.Spec.Receivers) != len(am.Receivers) {
+				t.Fatalf("%d receivers, alertmanager.yml has %d", len(amc.Spec.Receivers), len(am.Receivers))
+			}
+			for i, r := range amc.Spec.Receivers {
+				w := am.Receivers[i]
+				count := func(k string) int { l, _ := w[k].([]any); return len(l) }
+				if r.Name != w["name"] || len(r.WebhookConfigs) != count("webhook_configs") ||
+					len(r.EmailConfigs) != count("email_configs") || len(r.SlackConfigs) != count("slack_configs") {
+					t.Errorf("receiver %d: %s with %d webhooks, %d e-mails, %d Slack; alertmanager.yml: %v", i, r.Name,
+						len(r.WebhookConfigs), len(r.EmailConfigs), len(r.SlackConfigs), w)
+				}
+				for _, s := range r.SlackConfigs {
+					var sec corev1.Secret
+					k8sDecode(t, files.Get("kubernetes/alertmanagerconfig.yaml"), "Secret", &sec)
+					if sec.Name != s.APIURL.Name || sec.StringData[s.APIURL.Key] != o.Receivers.SlackWebhookURL {
+						t.Errorf("Slack API URL from secret %s key %s; the Secret is %s with %v", s.APIURL.Name, s.APIURL.Key, sec.Name, sec.StringData)
+					}
+				}
+			}
+
+			var pr monitoringv1.PrometheusRule
+			k8sDecode(t, files.Get("kubernetes/prometheusrule.yaml"), "PrometheusRule", &pr)
+			alerts := 0
+			for _, g := range pr.Spec.Groups {
+				for _, r := range g.Rules {
+					if r.Alert != "" {
+						alerts++
+						if r.Labels[k8sNamespaceLabel] != ns {
+							t.Errorf("alert %s: labels %v, want namespace=%s", r.Alert, r.Labels, ns)
+						}
+					} else if _, ok := r.Labels[k8sNamespaceLabel]; ok {
+						t.Errorf("recording rule %s has a namespace label", r.Record)
+					}
+				}
+			}
+			if alerts == 0 {
+				t.Error("the PrometheusRule has no alerts")
+			}
+		})
+	}
+}
+
+// TestImageTag: a version becomes a tag a registry takes; none is dev.
+func TestImageTag(t *testing.T) {
+	for _, c := range []struct{ version, want string }{
+		{"", "dev"},
+		{"v1.2.3", "v1.2.3"},
+		{"v1.2.3-4-gabc1234-dirty", "v1.2.3-4-gabc1234-dirty"},
+		{"abc1234", "abc1234"},
+		{"1.0.0+build.5", "1.0.0-build.5"},
+		{"release/1.0", "release-1.0"},
+		{"-rc.1", "rc.1"},
+		{".-", "dev"},
+		{"v1_2 ü", "v1_2---"},
+		{strings.Repeat("a", 130), strings.Repeat("a", 128)},
+	} {
+		if got := ImageTag(c.version); got != c.want {
+			t.Errorf("ImageTag(%q) = %q, want %q", c.version, got, c.want)
+		}
 	}
 }

@@ -50,7 +50,6 @@ const (
 	DefaultKVFullFor      = 5 * time.Minute
 	DefaultHAClusterName  = "kvwatch"
 	DefaultNamespace      = "monitoring"
-	DefaultImage          = "ghcr.io/kvwatch/kvwatch:latest"
 )
 
 // Options says what to generate. Zero fields take the defaults listed on
@@ -131,7 +130,8 @@ type Options struct {
 	// release=kube-prometheus-stack for the Prometheus Operator's default
 	// serviceMonitorSelector, podMonitorSelector and ruleSelector.
 	KubernetesLabels map[string]string
-	// Image is the kvwatch container image. Default DefaultImage.
+	// Image is the kvwatch container image. Default DefaultImage(): the
+	// tag of this binary's version, never latest.
 	Image string
 	// GrafanaAdminPassword is written to grafana/admin-password; empty
 	// generates a random one (an existing file is kept by Files.Write).
@@ -193,7 +193,7 @@ func (o Options) WithDefaults() Options {
 	setS(&o.HAClusterName, DefaultHAClusterName)
 	setS(&o.RunbookURL, DefaultRunbookURL)
 	setS(&o.Namespace, DefaultNamespace)
-	setS(&o.Image, DefaultImage)
+	setS(&o.Image, DefaultImage())
 	if len(o.Receivers.WebhookURLs) == 0 && len(o.Config.Alerting.Webhooks) > 0 {
 		o.Receivers.WebhookURLs = append([]string(nil), o.Config.Alerting.Webhooks...)
 	}

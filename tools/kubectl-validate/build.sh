@@ -2,7 +2,8 @@
 # Builds kubectl-validate and controller-gen from the modules pinned in
 # tools/kubectl-validate/go.mod and tools/controller-gen/go.mod into $1 (default bin/kubectl-validate at the repo root),
 # then generates the Prometheus Operator CRDs (ServiceMonitor, PodMonitor,
-# PrometheusRule, ...) into $1/crds from the operator API module kvwatch's
+# PrometheusRule, ... from monitoring/v1; AlertmanagerConfig, ... from
+# monitoring/v1alpha1) into $1/crds from the operator API module kvwatch's
 # own go.mod requires, so the CRDs match the types the manifests are built
 # from. A few minutes the first time, seconds from the Go build cache.
 set -euo pipefail
@@ -19,5 +20,6 @@ cd "$root"
 rm -rf "$out/crds"
 "$out/controller-gen" crd:allowDangerousTypes=true,maxDescLen=0 \
   paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 \
+  paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1 \
   output:crd:dir="$out/crds"
 ls "$out/crds" | tr '\n' ' '; echo
