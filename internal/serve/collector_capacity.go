@@ -68,16 +68,10 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 		known(signal.FinishedHeadroomRequests, p.FinishedHeadroom)
 		known(signal.MaxRunningRequests, p.MaxRunning)
 		known(signal.SaturationRatio, p.Saturation)
-		if p.Limit != kv.FactorUnknown && p.Limit != "" {
-			for _, f := range kv.Factors() {
-				v := 0.0
-				if f == p.Limit {
-					v = 1
-				}
-				em.emit(signal.LimitingFactor, v, c.serverLabels, id[:], string(f))
-			}
+		if p.Limit != kv.FactorUnknown {
+			oneHot(em, signal.LimitingFactor, c.serverLabels, id[:], p.Limit, kv.Factors())
 		}
-		oneHot(em, signal.ServerState, c.serverLabels, id[:], p.State)
+		oneHot(em, signal.ServerState, c.serverLabels, id[:], p.State, kv.States())
 		if d, ok := drains[e.target.Name]; ok {
 			known(signal.DrainMarginTokens, d.MarginTokens)
 			known(signal.DrainMarginRatio, d.MarginRatio)
@@ -91,7 +85,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 			}
 		}
 		em.emit(signal.PoolServers, float64(p.Servers), c.poolLabels, id[:])
-		oneHot(em, signal.PoolState, c.poolLabels, id[:], p.State)
+		oneHot(em, signal.PoolState, c.poolLabels, id[:], p.State, kv.States())
 		known(signal.PoolWorkloadHeadroomRequests, p.WorkloadHeadroom)
 		known(signal.PoolFinishedHeadroomRequests, p.FinishedHeadroom)
 		known(signal.PoolSaturationRatio, p.Saturation)
@@ -102,17 +96,17 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 	}
 }
 
-// oneHot emits m at 1 for state and 0 for every other state; nothing when
-// the state is unknown.
-func oneHot(em *emitter, m signal.Metric, names, id []string, state kv.State) {
-	if state == kv.StateUnknown {
+// oneHot emits m at 1 for the value it has and 0 for every other of all
+// (the limiting factor, the state); nothing when the value is "" (unknown).
+func oneHot[T ~string](em *emitter, m signal.Metric, names, id []string, value T, all []T) {
+	if value == "" {
 		return
 	}
-	for _, st := range kv.States() {
+	for _, x := range all {
 		v := 0.0
-		if st == state {
+		if x == value {
 			v = 1
 		}
-		em.emit(m, v, names, id, string(st))
+		em.emit(m, v, names, id, string(x))
 	}
 }
