@@ -162,7 +162,8 @@ func New(o Options) (*Serve, error) {
 // historySettings are the history's settings under c and the overrides.
 func (s *Serve) historySettings(c *config.Config) history.Settings {
 	n := history.Settings{Retention: time.Duration(c.History.Retention), Interval: time.Duration(c.Global.ScrapeInterval),
-		SnapshotFile: c.History.SnapshotFile, SnapshotInterval: time.Duration(c.History.SnapshotInterval)}
+		SnapshotFile: c.History.SnapshotFile, SnapshotInterval: time.Duration(c.History.SnapshotInterval),
+		MaxSeries: c.History.MaxSeries, MaxSeriesPerTarget: c.History.MaxSeriesPerTarget}
 	if s.o.History != nil {
 		n.Retention = *s.o.History
 	}
@@ -177,7 +178,8 @@ func (s *Serve) historySettings(c *config.Config) history.Settings {
 func (s *Serve) buildHistory(p *pipeline.Pipeline, hs history.Settings) error {
 	s.store = history.New(history.Options{Retention: hs.Retention, Interval: hs.Interval,
 		FullResolution: s.o.FullResolution, DownsampleStep: s.o.DownsampleStep,
-		SnapshotFile: hs.SnapshotFile, SnapshotInterval: hs.SnapshotInterval, Logger: s.log})
+		SnapshotFile: hs.SnapshotFile, SnapshotInterval: hs.SnapshotInterval,
+		MaxSeries: hs.MaxSeries, MaxSeriesPerTarget: hs.MaxSeriesPerTarget, Logger: s.log})
 	if err := s.store.Restore(time.Now()); err != nil && !errors.Is(err, history.ErrNoSnapshot) {
 		return err
 	}

@@ -270,6 +270,16 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			}
 			waitFor(t, "the snapshot file", func() bool { _, err := os.Stat(filepath.Join(dir, "h.snap")); return err == nil })
 		}},
+		{"history.max_series", "history: {max_series: 1234}\n", func(t *testing.T, s *Serve, url string) {
+			if got := s.History().Settings().MaxSeries; got != 1234 {
+				t.Errorf("history: max_series = %d, want 1234", got)
+			}
+		}},
+		{"history.max_series_per_target", "history: {max_series_per_target: 0}\n", func(t *testing.T, s *Serve, url string) {
+			if got := s.History().Settings().MaxSeriesPerTarget; got != 0 {
+				t.Errorf("history: max_series_per_target = %d, want 0 (no limit)", got)
+			}
+		}},
 		{"alerting.webhooks", "alerting: {webhooks: [" + hook.URL + "/hook]}\n", func(t *testing.T, s *Serve, url string) {
 			if n := s.Rules().Config().Notifiers; len(n) != 1 {
 				t.Errorf("rules: %d notifiers, want the webhook", len(n))

@@ -164,7 +164,28 @@ type History struct {
 	// read on start, so a restart keeps the window.
 	SnapshotFile     string         `yaml:"snapshot_file"`
 	SnapshotInterval model.Duration `yaml:"snapshot_interval"`
+	// MaxSeries bounds the series the history holds, MaxSeriesPerTarget
+	// those of one target (its server label): past a limit, series absent
+	// from the latest gather are dropped to make room, else new series
+	// are refused. 0: no limit. Defaults HistoryMaxSeries and
+	// HistoryMaxSeriesPerTarget.
+	MaxSeries          int `yaml:"max_series"`
+	MaxSeriesPerTarget int `yaml:"max_series_per_target"`
 }
+
+// The default series limits of the history, sized from docs/benchmarks.md
+// ("History and web UI"): a series takes about 4.2 KiB over a 24h window,
+// about 1 KiB of it bookkeeping that a series of a single sample costs too
+// (a target renaming its 500 ranks at every scrape added 183,000 series,
+// 176 MiB, in 2 minutes). A target exports about 40 series (SGLang TP=8:
+// 38), one at rank_limit's 512 DP ranks about 1,600 (3 per rank): 5,000
+// per target leave three times that, and hold a churning target to at most
+// 21 MiB. 500,000 hold 10,000 targets of 40 series (12 times the
+// benchmark's 41,000), about 2 GiB over 24h.
+const (
+	HistoryMaxSeriesPerTarget = 5_000
+	HistoryMaxSeries          = 500_000
+)
 
 // Alerting says where serve's embedded rules send alerts.
 type Alerting struct {
@@ -221,8 +242,10 @@ func defaults() *Config {
 			StaleAfter:           model.Duration(2 * time.Minute),
 		},
 		History: History{
-			Retention:        model.Duration(time.Hour),
-			SnapshotInterval: model.Duration(5 * time.Minute),
+			Retention:          model.Duration(time.Hour),
+			SnapshotInterval:   model.Duration(5 * time.Minute),
+			MaxSeries:          HistoryMaxSeries,
+			MaxSeriesPerTarget: HistoryMaxSeriesPerTarget,
 		},
 	}
 }
@@ -676,6 +699,12 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 	}
 	if h.SnapshotInterval <= 0 {
 		v.addf([]any{"history", "snapshot_interval"}, "must be positive")
+	}
+	if h.MaxSeries < 0 {
+		v.addf([]any{"history", "max_series"}, "%d is negative; write 0 for no limit", h.MaxSeries)
+	}
+	if h.MaxSeriesPerTarget < 0 {
+		v.addf([]any{"history", "max_series_per_target"}, "%d is negative; write 0 for no limit", h.MaxSeriesPerTarget)
 	}
 	for i, u := range c.Alerting.Alertmanagers {
 		if _, err := ParseTargetURL(u); err != nil {

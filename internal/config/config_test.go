@@ -75,6 +75,10 @@ targets:
 			`kvwatch.yml: line 2: alerts.tier_full_usage: 1 is not a ratio below 1; use a number in [0, 1), e.g. 0.9 for 90%`},
 		{"an unknown key far from any known one gets no suggestion", "history:\n  keep_forever: true\n",
 			`kvwatch.yml: line 2: history.keep_forever: unknown key "keep_forever"`},
+		{"series limits are counts, 0 for none", "history:\n  max_series: -1\n  max_series_per_target: -10\n",
+			`kvwatch.yml: 2 problems:
+  line 2: history.max_series: -1 is negative; write 0 for no limit
+  line 3: history.max_series_per_target: -10 is negative; write 0 for no limit`},
 		{"validation, all at once with lines", `
 global:
   scrape_interval: 5s
@@ -189,6 +193,8 @@ alerts:
   tier_full_usage: 0
 history:
   retention: 0s
+  max_series: 0
+  max_series_per_target: 0
 `), "kvwatch.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -199,8 +205,8 @@ history:
 	if diff := cmp.Diff(want, c.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}
-	if c.History.Retention != 0 {
-		t.Errorf("history.retention = %v, want 0 (history off)", c.History.Retention)
+	if c.History.Retention != 0 || c.History.MaxSeries != 0 || c.History.MaxSeriesPerTarget != 0 {
+		t.Errorf("history = %+v, want retention 0 (history off) and no series limits", c.History)
 	}
 }
 
@@ -216,7 +222,8 @@ func TestDefaultsByHand(t *testing.T) {
 	if diff := cmp.Diff(want, d.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}
-	if d.History.Retention != min(60) || d.History.SnapshotInterval != min(5) {
+	if d.History.Retention != min(60) || d.History.SnapshotInterval != min(5) ||
+		d.History.MaxSeries != 500000 || d.History.MaxSeriesPerTarget != 5000 {
 		t.Errorf("history = %+v", d.History)
 	}
 	if d.Global.ScrapeInterval != model.Duration(5*time.Second) || d.Global.ScrapeTimeout != model.Duration(4*time.Second) {
