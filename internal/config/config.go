@@ -176,8 +176,8 @@ type History struct {
 // The default series limits of the history, sized from docs/benchmarks.md
 // ("History and web UI"): a series takes about 4.2 KiB over a 24h window,
 // about 1 KiB of it bookkeeping that a series of a single sample costs too
-// (a target renaming its 500 ranks at every scrape added 183,000 series,
-// 176 MiB, in 2 minutes). A target exports about 40 series (SGLang TP=8:
+// (a target renaming its 500 ranks at every scrape kept 183,000 series,
+// 176 MiB, in a 2-minute window). A target exports about 40 series (SGLang TP=8:
 // 38), one at rank_limit's 512 DP ranks about 1,600 (3 per rank): 5,000
 // per target leave three times that, and hold a churning target to at most
 // 21 MiB. 500,000 hold 10,000 targets of 40 series (12 times the
