@@ -46,6 +46,7 @@ func writeFile(t *testing.T, path, s string) {
 // started runs serve from the config file f until the test ends.
 func started(t *testing.T, f string) (*Serve, string) {
 	t.Helper()
+	testenv.StateDir(t)
 	srv, err := New(Options{Sources: config.Sources{File: f}, ListenAddresses: []string{"127.0.0.1:0"},
 		Registry: prometheus.NewRegistry()})
 	if err != nil {
@@ -415,6 +416,7 @@ func TestServeSetsGOGCOnlyWhileRunning(t *testing.T) {
 		t.Skip("GOGC is set in the environment: serve leaves it alone")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(77))
+	testenv.StateDir(t)
 	srv, err := New(Options{Sources: config.Sources{Extra: []config.Target{{URL: "http://127.0.0.1:1"}}},
 		ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
@@ -444,6 +446,7 @@ func gogc() int {
 
 // Every component that reads the config is on the reload list.
 func TestComponents(t *testing.T) {
+	testenv.StateDir(t)
 	srv, err := New(Options{Sources: config.Sources{Extra: []config.Target{{URL: "http://127.0.0.1:1"}}},
 		ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {

@@ -160,9 +160,11 @@ type Alerts struct {
 type History struct {
 	// Retention is the window kept in memory. Default 1h.
 	Retention model.Duration `yaml:"retention"`
-	// SnapshotFile, when set, is written periodically and on shutdown and
-	// read on start, so a restart keeps the window.
-	SnapshotFile     string         `yaml:"snapshot_file"`
+	// SnapshotFile is written periodically and on shutdown and read on
+	// start, so a restart keeps the window. nil (not written, or written
+	// empty: `snapshot_file:`) is the default, DefaultSnapshotFile in
+	// serve's state directory; "" (written `""`) turns snapshots off.
+	SnapshotFile     *string        `yaml:"snapshot_file"`
 	SnapshotInterval model.Duration `yaml:"snapshot_interval"`
 	// MaxSeries bounds the series the history holds, MaxSeriesPerTarget
 	// those of one target (its server label): past a limit, series absent
@@ -186,6 +188,32 @@ const (
 	HistoryMaxSeriesPerTarget = 5_000
 	HistoryMaxSeries          = 500_000
 )
+
+// SnapshotFileName is the name of the history snapshot in serve's state
+// directory.
+const SnapshotFileName = "history.snapshot"
+
+// DefaultSnapshotFile is the history snapshot serve writes when
+// history.snapshot_file is not written: SnapshotFileName in its state
+// directory, which is $STATE_DIRECTORY (systemd sets it for a unit with
+// StateDirectory=, as the generated kvwatch.service has; the first when it
+// lists several), else $XDG_STATE_HOME/kvwatch, else
+// $HOME/.local/state/kvwatch (the XDG default). Relative directories are
+// ignored, as the XDG specification says. getenv reads the environment
+// (os.Getenv).
+func DefaultSnapshotFile(getenv func(string) string) (string, error) {
+	if d, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return filepath.Join(d, SnapshotFileName), nil
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "kvwatch", SnapshotFileName), nil
+	}
+	if d := getenv("HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, ".local", "state", "kvwatch", SnapshotFileName), nil
+	}
+	return "", errors.New("no state directory for the history snapshot: none of STATE_DIRECTORY, XDG_STATE_HOME and HOME is set to an absolute path; " +
+		"set history.snapshot_file (or --history.snapshot-file), or write history.snapshot_file: \"\" to keep the history in memory only")
+}
 
 // Alerting says where serve's embedded rules send alerts.
 type Alerting struct {
@@ -510,8 +538,9 @@ func (c *Config) resolvePaths(dir string) {
 		}
 		c.FileSD[i].HTTPClientConfig.SetDirectory(dir)
 	}
-	if c.History.SnapshotFile != "" {
-		c.History.SnapshotFile = promcfg.JoinDir(dir, c.History.SnapshotFile)
+	if p := c.History.SnapshotFile; p != nil && *p != "" {
+		abs := promcfg.JoinDir(dir, *p)
+		c.History.SnapshotFile = &abs
 	}
 }
 

@@ -312,3 +312,63 @@ func TestYAMLProblemWithoutGoTypes(t *testing.T) {
 		}
 	}
 }
+
+// history.snapshot_file: not written is the default (nil), written "" is
+// off, and a relative file is the config file's directory's.
+func TestSnapshotFileWrittenOrNot(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, yml string
+		want      *string
+	}{
+		{"not written: the default", "history: {retention: 1h}\n", nil},
+		{"written null: the default", "history: {snapshot_file: }\n", nil},
+		{"written empty: off", "history: {snapshot_file: \"\"}\n", ptr("")},
+		{"relative: from the config's directory", "history: {snapshot_file: data/h.snap}\n", ptr(filepath.Join(dir, "data", "h.snap"))},
+		{"absolute", "history: {snapshot_file: /var/lib/kvwatch/h.snap}\n", ptr("/var/lib/kvwatch/h.snap")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "kvwatch.yml")
+			if err := os.WriteFile(path, []byte(tc.yml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.History.SnapshotFile); diff != "" {
+				t.Errorf("snapshot_file (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestDefaultSnapshotFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // the file, or the error
+	}{
+		{"systemd's STATE_DIRECTORY", map[string]string{"STATE_DIRECTORY": "/var/lib/kvwatch", "XDG_STATE_HOME": "/x", "HOME": "/home/u"},
+			"/var/lib/kvwatch/history.snapshot"},
+		{"the first of several", map[string]string{"STATE_DIRECTORY": "/var/lib/kvwatch:/var/lib/other"}, "/var/lib/kvwatch/history.snapshot"},
+		{"XDG_STATE_HOME", map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/home/u"}, "/x/kvwatch/history.snapshot"},
+		{"HOME", map[string]string{"HOME": "/home/u"}, "/home/u/.local/state/kvwatch/history.snapshot"},
+		{"relative directories are ignored", map[string]string{"STATE_DIRECTORY": "state", "XDG_STATE_HOME": "x", "HOME": "/home/u"},
+			"/home/u/.local/state/kvwatch/history.snapshot"},
+		{"none", map[string]string{"HOME": "home"}, `no state directory for the history snapshot: none of STATE_DIRECTORY, XDG_STATE_HOME and HOME is set to an absolute path; ` +
+			`set history.snapshot_file (or --history.snapshot-file), or write history.snapshot_file: "" to keep the history in memory only`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DefaultSnapshotFile(func(k string) string { return tc.env[k] })
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("DefaultSnapshotFile = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -141,6 +141,10 @@ type Store struct {
 	slabs                 *slabStats
 	// reset tells Run that its intervals changed (Reconfigure).
 	reset chan struct{}
+	// locking says the store holds the lock of its snapshot file (lock,
+	// nil when it has none) and moves it with the file (LockSnapshot).
+	locking bool
+	lock    *snapshotLock
 }
 
 // New returns an empty store.
@@ -213,12 +217,20 @@ func CheckSettings(n Settings) error {
 // from now on; Run gathers at the new interval and writes the snapshot
 // file it names from now on (the next write; Restore is only at start).
 // New series meet the new series limits; a lower limit drops stale series
-// as new ones come, never live ones.
+// as new ones come, never live ones. A store that holds the lock of its
+// snapshot file (LockSnapshot) takes the new file's first: when another
+// process holds it, nothing changes and the error wraps ErrSnapshotInUse.
 func (s *Store) Reconfigure(n Settings) error {
 	if err := CheckSettings(n); err != nil {
 		return err
 	}
 	s.mu.Lock()
+	if s.locking {
+		if err := s.relockLocked(n.SnapshotFile); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
 	s.opts.Retention, s.opts.Interval = n.Retention, n.Interval
 	s.opts.SnapshotFile, s.opts.SnapshotInterval = n.SnapshotFile, n.SnapshotInterval
 	s.opts.MaxSeries, s.opts.MaxSeriesPerTarget = n.MaxSeries, n.MaxSeriesPerTarget

@@ -28,6 +28,10 @@ const (
 	k8sKVWatchPort    = 9477
 	k8sConfigMapName  = "kvwatch-config"
 	k8sDashboardLabel = "grafana_dashboard"
+	// k8sStateDir is where the pod's state volume is mounted, given to
+	// serve as STATE_DIRECTORY: its history snapshot goes there
+	// (config.DefaultSnapshotFile).
+	k8sStateDir = "/var/lib/kvwatch"
 )
 
 // marshalK8s marshals objects as one multi-document YAML file.
@@ -144,10 +148,16 @@ func kubernetesFiles(o Options) (Files, error) {
 						Resources: k8sResources(),
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
 							ReadOnlyRootFilesystem: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/kvwatch", ReadOnly: true}},
+						// The history snapshot, in an emptyDir: it survives a
+						// restart of the container (a crash, an OOM kill, a
+						// failed liveness probe), not a new pod.
+						Env: []corev1.EnvVar{{Name: "STATE_DIRECTORY", Value: k8sStateDir}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/kvwatch", ReadOnly: true},
+							{Name: "state", MountPath: k8sStateDir}},
 					}},
 					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: k8sConfigMapName}}}}},
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: k8sConfigMapName}}}},
+						{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				},
 			},
 		},
