@@ -289,8 +289,10 @@ func TestChartRenders(t *testing.T) {
 				t.Errorf("pod's service account %q, the chart's is %q", pod.Spec.ServiceAccountName, sa.Name)
 			}
 			cm := kvwatchConfig(t, r)
-			if v := pod.Spec.Volumes; len(v) != 1 || v[0].ConfigMap == nil || v[0].ConfigMap.Name != cm.Name || cm.Data["kvwatch.yml"] == "" {
-				t.Errorf("volumes %+v, want the ConfigMap %s with kvwatch.yml", v, cm.Name)
+			// The config, and the state volume of the history snapshot.
+			if v := pod.Spec.Volumes; len(v) != 2 || v[0].ConfigMap == nil || v[0].ConfigMap.Name != cm.Name || cm.Data["kvwatch.yml"] == "" ||
+				v[1].Name != "state" || v[1].EmptyDir == nil {
+				t.Errorf("volumes %+v, want the ConfigMap %s with kvwatch.yml and the state emptyDir", v, cm.Name)
 			}
 			svc := one[corev1.Service](t, r, "Service")
 			sm := one[monitoringv1.ServiceMonitor](t, r, "ServiceMonitor")

@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -55,7 +56,9 @@ type Options struct {
 	Interval time.Duration
 	// Storage is read by every rule and written by recording rules.
 	Storage Storage
-	// Engine runs the queries. Default: a new engine with a 5m lookback.
+	// Engine runs the queries. Default: a new engine with a 5m lookback
+	// whose subqueries without a step (`x[5m:]`) run at Interval, as
+	// Prometheus runs them at its global evaluation_interval.
 	Engine *promql.Engine
 	// Notifiers receive firing and resolved alerts.
 	Notifiers []Notifier
@@ -148,6 +151,9 @@ type Group struct {
 type Manager struct {
 	opts Options
 	mu   sync.RWMutex
+	// subqueryStep is Interval in milliseconds, the default engine's step
+	// of a subquery that names none; read while a query runs (outside mu).
+	subqueryStep atomic.Int64
 	// groups, expander and opts' Groups, Interval and Notifiers change
 	// on ApplyConfig, under mu.
 	groups   []*Group
@@ -185,11 +191,16 @@ func New(opts Options) (*Manager, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Engine == nil {
-		opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute,
-			LookbackDelta: 5 * time.Minute, Logger: opts.Logger})
-	}
 	m := &Manager{opts: opts, reset: make(chan struct{}, 1)}
+	m.subqueryStep.Store(opts.Interval.Milliseconds())
+	if opts.Engine == nil {
+		// Without NoStepSubqueryIntervalFn the engine dereferences nil on
+		// `x[5m:]` (in a rule or a template's query) and the panic ends
+		// the process.
+		m.opts.Engine = promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute,
+			LookbackDelta: 5 * time.Minute, Logger: opts.Logger,
+			NoStepSubqueryIntervalFn: func(int64) int64 { return m.subqueryStep.Load() }})
+	}
 	if opts.ExternalURL != "" {
 		u, err := url.Parse(opts.ExternalURL)
 		if err != nil {
@@ -304,6 +315,7 @@ func (m *Manager) Prepare(c Config) (apply func(), err error) {
 		}
 		m.groups, m.expander = groups, expander
 		m.opts.Groups, m.opts.Interval, m.opts.Notifiers = c.Groups, c.Interval, c.Notifiers
+		m.subqueryStep.Store(c.Interval.Milliseconds())
 		m.mu.Unlock()
 		select {
 		case m.reset <- struct{}{}:
@@ -637,12 +649,15 @@ func (m *Manager) alert(ctx context.Context, r *Rule, vec promql.Vector, ts time
 func strconvF(f float64) string { return model.SampleValue(f).String() }
 
 // expand returns an alert's labels (the sample's without __name__, the
-// rule's expanded, alertname) and expanded annotations.
+// rule's expanded, alertname) and expanded annotations. Callers hold m.mu:
+// a template's query expands on-demand rules with the expander in effect
+// without taking it again (Expand would wait for it forever).
 func (m *Manager) expand(ctx context.Context, r *Rule, s promql.Sample, ts time.Time) (labels.Labels, labels.Labels) {
 	data := template.AlertTemplateData(s.Metric.Map(), nil, m.opts.ExternalURL, s)
 	defs := "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
+	expander := m.expander
 	query := func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
-		q, err := m.Expand(q)
+		q, err := expander.ExpandString(q)
 		if err != nil {
 			return nil, err
 		}

@@ -65,8 +65,9 @@ type Options struct {
 	// History overrides history.retention when set (--history); 0 turns
 	// history, rules and charts off.
 	History *time.Duration
-	// SnapshotFile overrides history.snapshot_file when not "".
-	SnapshotFile string
+	// SnapshotFile overrides history.snapshot_file when set
+	// (--history.snapshot-file); "" turns snapshots off.
+	SnapshotFile *string
 	// FullResolution and DownsampleStep are the history's tiers
 	// (--history.full-resolution, --history.downsample-step); 0: the
 	// history package's defaults. They are not config keys: a reload
@@ -99,6 +100,10 @@ type Serve struct {
 	rules  *alerting.Manager
 	ui     *web.UI
 	rw     *serve.RemoteWriter
+	// noDefaultSnapshot says the default snapshot file (neither the config
+	// nor the command line names one) was found unusable at start: no
+	// state directory, or another serve holds it. Snapshots are off then.
+	noDefaultSnapshot bool
 
 	// components hear every reload, in order.
 	components []component
@@ -142,6 +147,9 @@ func New(o Options) (*Serve, error) {
 	defer func() {
 		if !ok {
 			s.daemon.Close()
+			if s.store != nil {
+				s.store.Close()
+			}
 		}
 	}()
 	s.components = append(s.components, component{"targets", s.prepareDaemon})
@@ -166,14 +174,51 @@ func New(o Options) (*Serve, error) {
 // historySettings are the history's settings under c and the overrides.
 func (s *Serve) historySettings(c *config.Config) history.Settings {
 	n := history.Settings{Retention: time.Duration(c.History.Retention), Interval: time.Duration(c.Global.ScrapeInterval),
-		SnapshotFile: c.History.SnapshotFile, SnapshotInterval: time.Duration(c.History.SnapshotInterval)}
+		SnapshotInterval: time.Duration(c.History.SnapshotInterval), MaxSeries: c.History.MaxSeries,
+		MaxSeriesPerTarget: c.History.MaxSeriesPerTarget}
 	if s.o.History != nil {
 		n.Retention = *s.o.History
 	}
-	if s.o.SnapshotFile != "" {
-		n.SnapshotFile = s.o.SnapshotFile
+	switch {
+	case s.o.SnapshotFile != nil:
+		n.SnapshotFile = *s.o.SnapshotFile
+	case c.History.SnapshotFile != nil:
+		n.SnapshotFile = *c.History.SnapshotFile
+	case !s.noDefaultSnapshot:
+		n.SnapshotFile, _ = config.DefaultSnapshotFile(os.Getenv) // "" without a state directory
 	}
 	return n
+}
+
+// defaultSnapshot reports whether the snapshot file under c is the
+// default one: neither c nor the command line names one.
+func (s *Serve) defaultSnapshot(c *config.Config) bool {
+	return s.o.SnapshotFile == nil && c.History.SnapshotFile == nil
+}
+
+// lockSnapshot makes the history hold its snapshot file, so that no other
+// serve writes it. A named file another serve holds keeps serve from
+// starting; the default one never does: without a state directory, or
+// when its directory cannot be made or another serve holds it, snapshots
+// are off, with a warning.
+func (s *Serve) lockSnapshot(c *config.Config) error {
+	def := s.defaultSnapshot(c)
+	var err error
+	if def {
+		var path string
+		if path, err = config.DefaultSnapshotFile(os.Getenv); err == nil {
+			err = os.MkdirAll(filepath.Dir(path), 0o700)
+		}
+	}
+	if err == nil {
+		if err = s.store.LockSnapshot(); err == nil || !def {
+			return err
+		}
+	}
+	s.log.Warn("history snapshots are off, so a restart loses the history's window: give this serve a snapshot file of its own "+
+		"(history.snapshot_file, --history.snapshot-file or the STATE_DIRECTORY environment variable), or write history.snapshot_file: \"\" to say so", "err", err)
+	s.noDefaultSnapshot = true
+	return s.store.Reconfigure(s.historySettings(c))
 }
 
 // buildHistory makes the history (restored from its snapshot), the rule
@@ -181,7 +226,16 @@ func (s *Serve) historySettings(c *config.Config) history.Settings {
 func (s *Serve) buildHistory(p *pipeline.Pipeline, hs history.Settings) error {
 	s.store = history.New(history.Options{Retention: hs.Retention, Interval: hs.Interval,
 		FullResolution: s.o.FullResolution, DownsampleStep: s.o.DownsampleStep,
-		SnapshotFile: hs.SnapshotFile, SnapshotInterval: hs.SnapshotInterval, Logger: s.log})
+		SnapshotFile: hs.SnapshotFile, SnapshotInterval: hs.SnapshotInterval,
+		MaxSeries: hs.MaxSeries, MaxSeriesPerTarget: hs.MaxSeriesPerTarget, Logger: s.log})
+	if err := s.lockSnapshot(p.Config); err != nil {
+		return err
+	}
+	if f := s.store.Settings().SnapshotFile; f != "" {
+		s.log.Info("history snapshots", "file", f, "every", hs.SnapshotInterval)
+	} else if !s.noDefaultSnapshot {
+		s.log.Info("history snapshots are off (history.snapshot_file: \"\"): a restart loses the history's window")
+	}
 	if err := s.store.Restore(time.Now()); err != nil && !errors.Is(err, history.ErrNoSnapshot) {
 		return err
 	}
@@ -318,6 +372,14 @@ func (s *Serve) prepareHistory(ctx context.Context, p *pipeline.Pipeline) (func(
 	}
 	if err := history.CheckSettings(n); err != nil {
 		return nil, err
+	}
+	if n.SnapshotFile != "" && s.defaultSnapshot(p.Config) {
+		if err := os.MkdirAll(filepath.Dir(n.SnapshotFile), 0o700); err != nil {
+			return nil, fmt.Errorf("history.snapshot_file (default %s): %w; name a file, or write \"\" to turn snapshots off", n.SnapshotFile, err)
+		}
+	}
+	if err := s.store.CheckSnapshotFile(n.SnapshotFile); err != nil {
+		return nil, fmt.Errorf("history.snapshot_file: %w", err)
 	}
 	return func() error { return s.store.Reconfigure(n) }, nil
 }
@@ -463,6 +525,9 @@ func (s *Serve) Run(ctx context.Context) error {
 	}
 	actor("remote write", s.rw.Run)
 	g.Run()
+	if s.store != nil {
+		s.store.Close() // after the last snapshot write: the file is free for the next serve
+	}
 	return errors.Join(errs...)
 }
 

@@ -46,6 +46,7 @@ func writeFile(t *testing.T, path, s string) {
 // started runs serve from the config file f until the test ends.
 func started(t *testing.T, f string) (*Serve, string) {
 	t.Helper()
+	testenv.StateDir(t)
 	srv, err := New(Options{Sources: config.Sources{File: f}, ListenAddresses: []string{"127.0.0.1:0"},
 		Registry: prometheus.NewRegistry()})
 	if err != nil {
@@ -270,6 +271,16 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			}
 			waitFor(t, "the snapshot file", func() bool { _, err := os.Stat(filepath.Join(dir, "h.snap")); return err == nil })
 		}},
+		{"history.max_series", "history: {max_series: 1234}\n", func(t *testing.T, s *Serve, url string) {
+			if got := s.History().Settings().MaxSeries; got != 1234 {
+				t.Errorf("history: max_series = %d, want 1234", got)
+			}
+		}},
+		{"history.max_series_per_target", "history: {max_series_per_target: 0}\n", func(t *testing.T, s *Serve, url string) {
+			if got := s.History().Settings().MaxSeriesPerTarget; got != 0 {
+				t.Errorf("history: max_series_per_target = %d, want 0 (no limit)", got)
+			}
+		}},
 		{"alerting.webhooks", "alerting: {webhooks: [" + hook.URL + "/hook]}\n", func(t *testing.T, s *Serve, url string) {
 			if n := s.Rules().Config().Notifiers; len(n) != 1 {
 				t.Errorf("rules: %d notifiers, want the webhook", len(n))
@@ -405,6 +416,7 @@ func TestServeSetsGOGCOnlyWhileRunning(t *testing.T) {
 		t.Skip("GOGC is set in the environment: serve leaves it alone")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(77))
+	testenv.StateDir(t)
 	srv, err := New(Options{Sources: config.Sources{Extra: []config.Target{{URL: "http://127.0.0.1:1"}}},
 		ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {
@@ -434,6 +446,7 @@ func gogc() int {
 
 // Every component that reads the config is on the reload list.
 func TestComponents(t *testing.T) {
+	testenv.StateDir(t)
 	srv, err := New(Options{Sources: config.Sources{Extra: []config.Target{{URL: "http://127.0.0.1:1"}}},
 		ListenAddresses: []string{"127.0.0.1:0"}})
 	if err != nil {

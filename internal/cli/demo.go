@@ -87,6 +87,13 @@ func demoServe(e *env, c *sim.Cluster, cfg *config.Config, listen string, f embe
 	if cfg == nil {
 		cfg = config.Default()
 	}
+	if cfg.History.SnapshotFile == nil {
+		// The demo's history is simulated: it stays out of the default
+		// snapshot file, which a real serve's history may be in.
+		own, off := *cfg, ""
+		own.History.SnapshotFile = &off
+		cfg = &own
+	}
 	o := app.Options{Sources: config.Sources{Config: cfg, Extra: targets}, ListenAddresses: []string{listen}, Logger: e.Logger}
 	if err := f.apply(&o); err != nil {
 		return nil, err

@@ -153,6 +153,7 @@ type embeddedFlags struct {
 	fullRes       string
 	downStep      string
 	snapshotFile  string
+	snapshotSet   bool // --history.snapshot-file given, "" included
 	ruleFiles     []string
 	alertmanagers []string
 	query         queryFlags
@@ -162,7 +163,7 @@ func (f *embeddedFlags) register(c *kingpin.CmdClause) {
 	c.Flag("history", "In-memory history window for the web UI, the query API and alert rules, e.g. 6h; 0 turns history, rules and charts off. Default: the config's history.retention.").PlaceHolder("DURATION").StringVar(&f.history)
 	c.Flag("history.full-resolution", "How much of the newest history keeps every scrape; older data is downsampled to --history.downsample-step.").Default(model.Duration(history.DefaultFullResolution).String()).StringVar(&f.fullRes)
 	c.Flag("history.downsample-step", "Resolution of history older than --history.full-resolution (the newest sample of each step, plus the samples around counter resets and staleness markers).").Default(model.Duration(history.DefaultDownsampleStep).String()).StringVar(&f.downStep)
-	c.Flag("history.snapshot-file", "File the history is written to periodically and on shutdown, and restored from on start, so a restart keeps the window. Default: the config's history.snapshot_file (none).").PlaceHolder("FILE").StringVar(&f.snapshotFile)
+	c.Flag("history.snapshot-file", "File the history is written to periodically and on shutdown, and restored from on start, so a restart keeps the window; \"\" turns snapshots off. Default: the config's history.snapshot_file, else history.snapshot in the state directory ($STATE_DIRECTORY, else $XDG_STATE_HOME/kvwatch, else ~/.local/state/kvwatch).").PlaceHolder("FILE").IsSetByUser(&f.snapshotSet).StringVar(&f.snapshotFile)
 	c.Flag("rules.file", "Prometheus rule file (recording and alert rules) to evaluate over the history; repeat for several. Default: the rules `kvwatch stack generate` writes, with the config's alert thresholds.").PlaceHolder("FILE").StringsVar(&f.ruleFiles)
 	c.Flag("alertmanager.url", "Alertmanager base URL to send alerts to (its v2 API); repeat for several. Added to the config's alerting.alertmanagers.").PlaceHolder("URL").StringsVar(&f.alertmanagers)
 	f.query.register(c)
@@ -178,7 +179,9 @@ func (f *embeddedFlags) apply(o *app.Options) error {
 		d := time.Duration(r)
 		o.History = &d
 	}
-	o.SnapshotFile = f.snapshotFile
+	if f.snapshotSet {
+		o.SnapshotFile = &f.snapshotFile
+	}
 	for _, fl := range []struct {
 		name, val string
 		to        *time.Duration

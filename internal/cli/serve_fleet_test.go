@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 func TestServeFleetBadFlags(t *testing.T) {
+	testenv.StateDir(t) // the flags are refused after the history is built
 	for name, c := range map[string]struct {
 		args []string
 		want string

@@ -17,6 +17,7 @@ import (
 )
 
 func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
+	testenv.StateDir(t)
 	engine := testenv.EngineServer(t, "", []byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")
 	if err := os.WriteFile(cfg, []byte("targets:\n  - url: "+engine.URL+"\n"), 0o600); err != nil {
@@ -55,6 +56,7 @@ func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
 // serve with history records the daemon's samples every interval (through
 // the daemon's Walk, not a gather) and answers PromQL over them.
 func TestServeHistoryRecordsScrapes(t *testing.T) {
+	testenv.StateDir(t)
 	engine := testenv.EngineServer(t, "", []byte("sglang:max_total_num_tokens 1000\nsglang:kv_used_tokens 10\n"))
 	addr := testenv.FreeAddr(t)
 	cfg := filepath.Join(t.TempDir(), "kvwatch.yml")

@@ -21,6 +21,7 @@ import (
 // (never a plausible 5.0 %), and the partial sum as ~900? over a capacity
 // of 2,000 (dp0 900 of 1,000, dp1 1,000 without used).
 func TestBrowserWarningsAndMarks(t *testing.T) {
+	testenv.StateDir(t)
 	chromium := testenv.Tool(t, "chromium", "chromium")
 	page := func(body string) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -163,10 +163,59 @@ type Alerts struct {
 type History struct {
 	// Retention is the window kept in memory; 0 turns history off.
 	Retention model.Duration `yaml:"retention"`
-	// SnapshotFile, when set, is written periodically and on shutdown and
-	// read on start, so a restart keeps the window.
-	SnapshotFile     string         `yaml:"snapshot_file"`
+	// SnapshotFile is written periodically and on shutdown and read on
+	// start, so a restart keeps the window. nil (not written, or written
+	// empty: `snapshot_file:`) is the default, DefaultSnapshotFile in
+	// serve's state directory; "" (written `""`) turns snapshots off.
+	SnapshotFile     *string        `yaml:"snapshot_file"`
 	SnapshotInterval model.Duration `yaml:"snapshot_interval"`
+	// MaxSeries bounds the series the history holds, MaxSeriesPerTarget
+	// those of one target (its server label): past a limit, series absent
+	// from the latest gather are dropped to make room, else new series
+	// are refused. 0: no limit. Defaults HistoryMaxSeries and
+	// HistoryMaxSeriesPerTarget.
+	MaxSeries          int `yaml:"max_series"`
+	MaxSeriesPerTarget int `yaml:"max_series_per_target"`
+}
+
+// The default series limits of the history, sized from docs/benchmarks.md
+// ("History and web UI"): a series takes about 4.2 KiB over a 24h window,
+// about 1 KiB of it bookkeeping that a series of a single sample costs too
+// (a target renaming its 500 ranks at every scrape kept 183,000 series,
+// 176 MiB, in a 2-minute window). A target exports about 40 series (SGLang TP=8:
+// 38), one at rank_limit's 512 DP ranks about 1,600 (3 per rank): 5,000
+// per target leave three times that, and hold a churning target to at most
+// 21 MiB. 500,000 hold 10,000 targets of 40 series (12 times the
+// benchmark's 41,000), about 2 GiB over 24h.
+const (
+	HistoryMaxSeriesPerTarget = 5_000
+	HistoryMaxSeries          = 500_000
+)
+
+// SnapshotFileName is the name of the history snapshot in serve's state
+// directory.
+const SnapshotFileName = "history.snapshot"
+
+// DefaultSnapshotFile is the history snapshot serve writes when
+// history.snapshot_file is not written: SnapshotFileName in its state
+// directory, which is $STATE_DIRECTORY (systemd sets it for a unit with
+// StateDirectory=, as the generated kvwatch.service has; the first when it
+// lists several), else $XDG_STATE_HOME/kvwatch, else
+// $HOME/.local/state/kvwatch (the XDG default). Relative directories are
+// ignored, as the XDG specification says. getenv reads the environment
+// (os.Getenv).
+func DefaultSnapshotFile(getenv func(string) string) (string, error) {
+	if d, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return filepath.Join(d, SnapshotFileName), nil
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "kvwatch", SnapshotFileName), nil
+	}
+	if d := getenv("HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, ".local", "state", "kvwatch", SnapshotFileName), nil
+	}
+	return "", errors.New("no state directory for the history snapshot: none of STATE_DIRECTORY, XDG_STATE_HOME and HOME is set to an absolute path; " +
+		"set history.snapshot_file (or --history.snapshot-file), or write history.snapshot_file: \"\" to keep the history in memory only")
 }
 
 // Alerting says where serve's embedded rules send alerts.
@@ -240,8 +289,10 @@ func defaults() *Config {
 			StaleAfter:           model.Duration(2 * time.Minute),
 		},
 		History: History{
-			Retention:        model.Duration(time.Hour),
-			SnapshotInterval: model.Duration(5 * time.Minute),
+			Retention:          model.Duration(time.Hour),
+			SnapshotInterval:   model.Duration(5 * time.Minute),
+			MaxSeries:          HistoryMaxSeries,
+			MaxSeriesPerTarget: HistoryMaxSeriesPerTarget,
 		},
 	}
 }
@@ -520,8 +571,9 @@ func (c *Config) resolvePaths(dir string) {
 		}
 		c.FileSD[i].HTTPClientConfig.SetDirectory(dir)
 	}
-	if c.History.SnapshotFile != "" {
-		c.History.SnapshotFile = promcfg.JoinDir(dir, c.History.SnapshotFile)
+	if p := c.History.SnapshotFile; p != nil && *p != "" {
+		abs := promcfg.JoinDir(dir, *p)
+		c.History.SnapshotFile = &abs
 	}
 }
 
@@ -716,6 +768,12 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 	}
 	if h.SnapshotInterval <= 0 {
 		v.addf([]any{"history", "snapshot_interval"}, "must be positive")
+	}
+	if h.MaxSeries < 0 {
+		v.addf([]any{"history", "max_series"}, "%d is negative; write 0 for no limit", h.MaxSeries)
+	}
+	if h.MaxSeriesPerTarget < 0 {
+		v.addf([]any{"history", "max_series_per_target"}, "%d is negative; write 0 for no limit", h.MaxSeriesPerTarget)
 	}
 	for i, u := range c.Alerting.Alertmanagers {
 		if _, err := ParseTargetURL(u); err != nil {

@@ -78,6 +78,10 @@ targets:
 			`kvwatch.yml: line 2: alerts.tier_full_usage: 1 is not a ratio below 1; use a number in [0, 1), e.g. 0.9 for 90%`},
 		{"an unknown key far from any known one gets no suggestion", "history:\n  keep_forever: true\n",
 			`kvwatch.yml: line 2: history.keep_forever: unknown key "keep_forever"`},
+		{"series limits are counts, 0 for none", "history:\n  max_series: -1\n  max_series_per_target: -10\n",
+			`kvwatch.yml: 2 problems:
+  line 2: history.max_series: -1 is negative; write 0 for no limit
+  line 3: history.max_series_per_target: -10 is negative; write 0 for no limit`},
 		{"validation, all at once with lines", `
 global:
   scrape_interval: 5s
@@ -242,6 +246,8 @@ alerts:
   tier_full_usage: 0
 history:
   retention: 0s
+  max_series: 0
+  max_series_per_target: 0
 `), "kvwatch.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +258,8 @@ history:
 	if diff := cmp.Diff(want, c.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}
-	if c.History.Retention != 0 {
-		t.Errorf("history.retention = %v, want 0 (history off)", c.History.Retention)
+	if c.History.Retention != 0 || c.History.MaxSeries != 0 || c.History.MaxSeriesPerTarget != 0 {
+		t.Errorf("history = %+v, want retention 0 (history off) and no series limits", c.History)
 	}
 }
 
@@ -290,7 +296,8 @@ func TestDefaultsByHand(t *testing.T) {
 	if diff := cmp.Diff(want, d.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}
-	if d.History.Retention != min(60) || d.History.SnapshotInterval != min(5) {
+	if d.History.Retention != min(60) || d.History.SnapshotInterval != min(5) ||
+		d.History.MaxSeries != 500000 || d.History.MaxSeriesPerTarget != 5000 {
 		t.Errorf("history = %+v", d.History)
 	}
 	if d.Global.ScrapeInterval != model.Duration(5*time.Second) || d.Global.ScrapeTimeout != model.Duration(4*time.Second) {
@@ -433,5 +440,65 @@ func TestYAMLProblemWithoutGoTypes(t *testing.T) {
 		if got := yamlProblem(&root, in); got != want {
 			t.Errorf("yamlProblem(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// history.snapshot_file: not written is the default (nil), written "" is
+// off, and a relative file is the config file's directory's.
+func TestSnapshotFileWrittenOrNot(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, yml string
+		want      *string
+	}{
+		{"not written: the default", "history: {retention: 1h}\n", nil},
+		{"written null: the default", "history: {snapshot_file: }\n", nil},
+		{"written empty: off", "history: {snapshot_file: \"\"}\n", ptr("")},
+		{"relative: from the config's directory", "history: {snapshot_file: data/h.snap}\n", ptr(filepath.Join(dir, "data", "h.snap"))},
+		{"absolute", "history: {snapshot_file: /var/lib/kvwatch/h.snap}\n", ptr("/var/lib/kvwatch/h.snap")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "kvwatch.yml")
+			if err := os.WriteFile(path, []byte(tc.yml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.History.SnapshotFile); diff != "" {
+				t.Errorf("snapshot_file (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestDefaultSnapshotFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // the file, or the error
+	}{
+		{"systemd's STATE_DIRECTORY", map[string]string{"STATE_DIRECTORY": "/var/lib/kvwatch", "XDG_STATE_HOME": "/x", "HOME": "/home/u"},
+			"/var/lib/kvwatch/history.snapshot"},
+		{"the first of several", map[string]string{"STATE_DIRECTORY": "/var/lib/kvwatch:/var/lib/other"}, "/var/lib/kvwatch/history.snapshot"},
+		{"XDG_STATE_HOME", map[string]string{"XDG_STATE_HOME": "/x", "HOME": "/home/u"}, "/x/kvwatch/history.snapshot"},
+		{"HOME", map[string]string{"HOME": "/home/u"}, "/home/u/.local/state/kvwatch/history.snapshot"},
+		{"relative directories are ignored", map[string]string{"STATE_DIRECTORY": "state", "XDG_STATE_HOME": "x", "HOME": "/home/u"},
+			"/home/u/.local/state/kvwatch/history.snapshot"},
+		{"none", map[string]string{"HOME": "home"}, `no state directory for the history snapshot: none of STATE_DIRECTORY, XDG_STATE_HOME and HOME is set to an absolute path; ` +
+			`set history.snapshot_file (or --history.snapshot-file), or write history.snapshot_file: "" to keep the history in memory only`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DefaultSnapshotFile(func(k string) string { return tc.env[k] })
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("DefaultSnapshotFile = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

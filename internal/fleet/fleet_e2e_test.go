@@ -278,6 +278,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped with -short")
 	}
+	testenv.StateDir(t)
 	vmBin := testenv.VictoriaMetrics(t, "victoria-metrics")
 	vmalertBin := testenv.VictoriaMetrics(t, "vmalert")
 	vmagentBin := testenv.VictoriaMetrics(t, "vmagent")

@@ -66,7 +66,14 @@ type Options struct {
 	// and when Run returns.
 	SnapshotFile     string
 	SnapshotInterval time.Duration
-	// Logger receives errors of gathering and snapshots. Default: discard.
+	// MaxSeries bounds the series of the store, MaxSeriesPerTarget those
+	// of one target (the value of their server label); past a limit,
+	// stale series are dropped to make room and new ones refused (see
+	// limits.go). 0: no limit. serve takes them from the config
+	// (history.max_series, history.max_series_per_target).
+	MaxSeries, MaxSeriesPerTarget int
+	// Logger receives errors of gathering and snapshots, and the warnings
+	// of the series limits. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -131,12 +138,24 @@ type Store struct {
 	// calls went to.
 	seen    []uint64
 	dropped int64
+	// targets are the series counts and stale series of each target (the
+	// server label's value), stale those of every target, for the series
+	// limits; evicted and refused count what the limits did, by limit,
+	// and warn lists the targets with a warning to log.
+	targets          map[string]*targetSeries
+	stale            staleQueue
+	evicted, refused [numLimits]int64
+	warn             []*targetSeries
 	// rawArena and coarseArena hold the closed chunks of each tier, and
 	// slabs accounts for their memory.
 	rawArena, coarseArena arena
 	slabs                 *slabStats
 	// reset tells Run that its intervals changed (Reconfigure).
 	reset chan struct{}
+	// locking says the store holds the lock of its snapshot file (lock,
+	// nil when it has none) and moves it with the file (LockSnapshot).
+	locking bool
+	lock    *snapshotLock
 }
 
 // New returns an empty store.
@@ -147,6 +166,7 @@ func New(opts Options) *Store {
 		opts:        opts,
 		series:      map[uint64][]*memSeries{},
 		byName:      map[string][]*memSeries{},
+		targets:     map[string]*targetSeries{},
 		slabs:       slabs,
 		rawArena:    newArena(slabs),
 		coarseArena: newArena(slabs),
@@ -170,10 +190,11 @@ func (s *Store) Interval() time.Duration {
 
 // Settings are the options a running store may change (a config reload).
 type Settings struct {
-	Retention        time.Duration
-	Interval         time.Duration
-	SnapshotFile     string
-	SnapshotInterval time.Duration
+	Retention                     time.Duration
+	Interval                      time.Duration
+	SnapshotFile                  string
+	SnapshotInterval              time.Duration
+	MaxSeries, MaxSeriesPerTarget int
 }
 
 // Settings returns the store's current settings.
@@ -181,7 +202,8 @@ func (s *Store) Settings() Settings {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return Settings{Retention: s.opts.Retention, Interval: s.opts.Interval,
-		SnapshotFile: s.opts.SnapshotFile, SnapshotInterval: s.opts.SnapshotInterval}
+		SnapshotFile: s.opts.SnapshotFile, SnapshotInterval: s.opts.SnapshotInterval,
+		MaxSeries: s.opts.MaxSeries, MaxSeriesPerTarget: s.opts.MaxSeriesPerTarget}
 }
 
 // CheckSettings says what is wrong with n, naming the config key.
@@ -193,6 +215,10 @@ func CheckSettings(n Settings) error {
 		return fmt.Errorf("global.scrape_interval %s is not positive", n.Interval)
 	case n.SnapshotFile != "" && n.SnapshotInterval <= 0:
 		return fmt.Errorf("history.snapshot_interval %s is not positive", n.SnapshotInterval)
+	case n.MaxSeries < 0:
+		return fmt.Errorf("history.max_series %d is negative; write 0 for no limit", n.MaxSeries)
+	case n.MaxSeriesPerTarget < 0:
+		return fmt.Errorf("history.max_series_per_target %d is negative; write 0 for no limit", n.MaxSeriesPerTarget)
 	}
 	return nil
 }
@@ -201,13 +227,24 @@ func CheckSettings(n Settings) error {
 // drops what falls out of it at the next sweep, a longer one keeps more
 // from now on; Run gathers at the new interval and writes the snapshot
 // file it names from now on (the next write; Restore is only at start).
+// New series meet the new series limits; a lower limit drops stale series
+// as new ones come, never live ones. A store that holds the lock of its
+// snapshot file (LockSnapshot) takes the new file's first: when another
+// process holds it, nothing changes and the error wraps ErrSnapshotInUse.
 func (s *Store) Reconfigure(n Settings) error {
 	if err := CheckSettings(n); err != nil {
 		return err
 	}
 	s.mu.Lock()
+	if s.locking {
+		if err := s.relockLocked(n.SnapshotFile); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
 	s.opts.Retention, s.opts.Interval = n.Retention, n.Interval
 	s.opts.SnapshotFile, s.opts.SnapshotInterval = n.SnapshotFile, n.SnapshotInterval
+	s.opts.MaxSeries, s.opts.MaxSeriesPerTarget = n.MaxSeries, n.MaxSeriesPerTarget
 	for i := range s.sweep { // the due times depend on the retention
 		s.sweep[i].due = s.sweepDue(s.sweep[i].ms)
 	}
@@ -235,15 +272,20 @@ func (s *Store) downsamples() bool {
 	return s.opts.FullResolution < s.opts.Retention && s.opts.DownsampleStep > 0
 }
 
-// getOrCreate returns the series with labels lset. Callers hold s.mu.
+// getOrCreate returns the series with labels lset, or nil when it is new
+// and a series limit refuses it. Callers hold s.mu.
 func (s *Store) getOrCreate(lset labels.Labels) *memSeries {
 	if ms, ok := s.lookupLocked(lset); ok {
 		return ms
 	}
+	if !s.admitLocked(lset) {
+		return nil
+	}
 	return s.createLocked(lset)
 }
 
-// createLocked adds an empty series with labels lset, which it keeps.
+// createLocked adds an empty series with labels lset, which it keeps;
+// admitLocked has let it in.
 func (s *Store) createLocked(lset labels.Labels) *memSeries {
 	ms := newSeries(lset, &s.rawArena, &s.coarseArena)
 	s.addLocked(ms)
@@ -268,11 +310,13 @@ func (s *Store) addLocked(ms *memSeries) {
 	s.byName[name] = append(s.byName[name], ms)
 	ms.slot = uint32(len(s.sweep))
 	s.sweep = append(s.sweep, sweepSlot{ms: ms, due: math.MinInt64})
+	s.targetLocked(ms.lset).n++
 }
 
 // removeLocked drops ms from the store (it is empty); the last sweep slot
 // takes its place.
 func (s *Store) removeLocked(ms *memSeries) {
+	s.forgetLocked(ms)
 	removeFrom(s.series, ms.lset.Hash(), ms)
 	removeFrom(s.byName, ms.lset.Get(model.MetricNameLabel), ms)
 	i, last := ms.slot, len(s.sweep)-1
@@ -284,18 +328,28 @@ func (s *Store) removeLocked(ms *memSeries) {
 }
 
 // Append adds one sample at t (milliseconds since the epoch). A sample not
-// newer than the series' last one is dropped and Append reports false.
-// Recording rules use it; value.StaleNaN marks a series as ended.
+// newer than the series' last one is dropped and Append reports false, as
+// it does for a new series that a series limit refuses. Recording rules
+// use it; value.StaleNaN marks a series as ended.
 func (s *Store) Append(lset labels.Labels, t int64, v float64) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.appendLocked(s.getOrCreate(lset), t, v)
+	ok := false
+	if ms := s.getOrCreate(lset); ms != nil {
+		ok = s.appendLocked(ms, t, v)
+	}
+	warns := s.takeWarningsLocked()
+	s.mu.Unlock()
+	s.logLimits(warns)
+	return ok
 }
 
 func (s *Store) appendLocked(ms *memSeries, t int64, v float64) bool {
 	if !ms.append(t, v) {
 		s.dropped++
 		return false
+	}
+	if value.IsStaleNaN(v) {
+		s.staleLocked(ms, t)
 	}
 	if s.downsampleLocked(ms, t) || ms.raw.hmint == t {
 		// Data moved down, or the sample started a head chunk: the
@@ -428,7 +482,8 @@ func (s *Store) Begin(t time.Time) *Batch {
 // built, sorted, hashed or looked up then. Otherwise Add looks the series
 // up (or creates it) and, when the previous gather had that series at
 // another place, goes on from there: a series inserted or missing in the
-// middle costs one lookup, not one per call after it.
+// middle costs one lookup, not one per call after it. A new series that a
+// series limit refuses is not recorded (see limits.go).
 func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 	s := b.s
 	var ms *memSeries
@@ -440,7 +495,9 @@ func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 		}
 	}
 	if ms == nil {
-		ms = b.lookup(name, pairs)
+		if ms = b.lookup(name, pairs); ms == nil {
+			return // refused: b.at stays, for the next call's series
+		}
 		if i := int(ms.recent); i < len(s.recent) && s.recent[i] == ms {
 			b.at = i
 			s.seen[i/64] |= 1 << (i % 64)
@@ -457,7 +514,7 @@ func (b *Batch) Add(name string, counter bool, v float64, pairs ...string) {
 }
 
 // lookup returns the series of name and pairs as Add builds its labels,
-// creating it when it is new.
+// creating it when it is new, or nil when a series limit refuses it.
 func (b *Batch) lookup(name string, pairs []string) *memSeries {
 	b.b.Reset()
 	b.b.Add(model.MetricNameLabel, name)
@@ -471,6 +528,9 @@ func (b *Batch) lookup(name string, pairs []string) *memSeries {
 	b.b.Overwrite(&b.scratch)
 	if ms, ok := b.s.lookupLocked(b.scratch); ok {
 		return ms
+	}
+	if !b.s.admitLocked(b.scratch) {
+		return nil
 	}
 	return b.s.createLocked(b.b.Labels())
 }
@@ -524,7 +584,9 @@ func (b *Batch) Commit() {
 	clear(s.recent)
 	s.recent, s.spare = b.next, s.recent[:0]
 	b.next = nil
+	warns := s.takeWarningsLocked()
 	s.mu.Unlock()
+	s.logLimits(warns)
 }
 
 // Feeder writes a gather's samples straight into a Batch; Run uses it
@@ -642,6 +704,11 @@ type Stats struct {
 	CoarseChunkBytes int `json:"coarse_chunk_bytes"`
 	// Dropped counts samples refused as out of order or duplicate.
 	Dropped int64 `json:"dropped_samples"`
+	// SeriesEvicted counts stale series dropped to make room for new ones
+	// under a series limit, SeriesRefused new series not recorded because
+	// a limit was reached (each time one came), by limit.
+	SeriesEvicted LimitCounts `json:"series_evicted"`
+	SeriesRefused LimitCounts `json:"series_refused"`
 	// OffHeapBytes is the memory this store's closed chunks take outside
 	// the Go heap: resident memory is about this plus the Go runtime's own.
 	OffHeapBytes int64 `json:"off_heap_bytes"`
@@ -654,7 +721,8 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := Stats{Dropped: s.dropped, OffHeapBytes: s.slabs.offHeap.Load(), UnmapFailures: s.slabs.unmapFailures.Load()}
+	st := Stats{Dropped: s.dropped, OffHeapBytes: s.slabs.offHeap.Load(), UnmapFailures: s.slabs.unmapFailures.Load(),
+		SeriesEvicted: limitCounts(s.evicted), SeriesRefused: limitCounts(s.refused)}
 	for _, list := range s.series {
 		for _, ms := range list {
 			st.Series++

@@ -7,7 +7,8 @@ import (
 )
 
 // Collector exports the store's size (signal.History): series, samples
-// and encoded bytes per tier, memory outside the Go heap, refused samples.
+// and encoded bytes per tier, memory outside the Go heap, refused samples,
+// and the series its series limits dropped and refused.
 func (s *Store) Collector() prometheus.Collector {
 	c := &collector{s: s, descs: map[string]*prometheus.Desc{}}
 	for _, m := range signal.History() {
@@ -45,4 +46,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit(signal.HistoryChunkBytes, float64(st.CoarseChunkBytes), signal.TierDownsampled)
 	emit(signal.HistoryOffHeapBytes, float64(st.OffHeapBytes))
 	emit(signal.HistoryDropped, float64(st.Dropped))
+	for _, c := range []struct {
+		m      signal.Metric
+		counts LimitCounts
+	}{{signal.HistorySeriesEvicted, st.SeriesEvicted}, {signal.HistorySeriesRefused, st.SeriesRefused}} {
+		emit(c.m, float64(c.counts.MaxSeries), signal.LimitMaxSeries)
+		emit(c.m, float64(c.counts.MaxSeriesPerTarget), signal.LimitMaxSeriesPerTarget)
+	}
 }

@@ -502,6 +502,8 @@ func (s *Store) readSeriesLocked(r *bufio.Reader, version byte, size int64, mint
 	}
 	if ms.lastT != minInt64 {
 		s.addLocked(ms)
+		// Stale until gathered again: the series limits may drop it.
+		s.staleLocked(ms, ms.lastT)
 	}
 	return nil
 }

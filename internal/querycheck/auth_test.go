@@ -11,12 +11,14 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kvwatch/kvwatch/internal/cli"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // TestAgainstNeedsAuth: --against.http-config carries basic auth, with
 // the keys a kvwatch target uses, to an API that requires it (kvwatch serve
 // behind its exporter-toolkit web config).
 func TestAgainstNeedsAuth(t *testing.T) {
+	testenv.StateDir(t)
 	eps := startSim(t, "vllm-dp")
 	dir := t.TempDir()
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)

@@ -16,6 +16,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/cli"
 	"github.com/kvwatch/kvwatch/internal/querycheck"
 	"github.com/kvwatch/kvwatch/internal/stack"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // generatedQueryFiles generates the default stack into a directory and
@@ -56,6 +57,7 @@ func TestGeneratedStackOffline(t *testing.T) {
 }
 
 func TestGeneratedStackAgainstServe(t *testing.T) {
+	testenv.StateDir(t)
 	var b strings.Builder
 	b.WriteString("global:\n  scrape_interval: 1s\ntargets:\n")
 	// The mixed fleet in pool p1, and in p2 the cache tiers the tier

@@ -69,6 +69,8 @@ var provenanceDoc = map[string]string{
 	signal.HistoryChunkBytes.Name:      "kvwatch's history",
 	signal.HistoryOffHeapBytes.Name:    "kvwatch's history",
 	signal.HistoryDropped.Name:         "kvwatch's history",
+	signal.HistorySeriesEvicted.Name:   "kvwatch's history",
+	signal.HistorySeriesRefused.Name:   "kvwatch's history",
 }
 
 // renderMetricsDoc writes the tables of docs/metrics.md from package signal.

@@ -181,6 +181,14 @@ const (
 	TierDownsampled = "downsampled"
 )
 
+// LabelLimit is the label of the history's series-limit counters: the
+// limit that was reached, named by its config key under history.
+const (
+	LabelLimit              = "limit"
+	LimitMaxSeries          = "max_series"
+	LimitMaxSeriesPerTarget = "max_series_per_target"
+)
+
 // Families about serve's in-memory history (present with --history).
 var (
 	HistorySeries = Metric{Name: "kvwatch_history_series", Type: Gauge, Unit: "", Self: true,
@@ -193,11 +201,18 @@ var (
 		Help: "Memory mapped outside the Go heap for the history's closed chunks (not in go_memstats_*; part of process_resident_memory_bytes)."}
 	HistoryDropped = Metric{Name: "kvwatch_history_samples_dropped_total", Type: Counter, Unit: "", Self: true,
 		Help: "Samples the history refused because they were not newer than the series' last one."}
+	HistorySeriesEvicted = Metric{Name: "kvwatch_history_series_evicted_total", Type: Counter, Unit: "", Self: true,
+		Help:   "Stale series (absent from the latest gather) the history dropped with their samples to make room for new ones, by the series limit reached (history.max_series or history.max_series_per_target).",
+		Labels: []string{LabelLimit}}
+	HistorySeriesRefused = Metric{Name: "kvwatch_history_series_refused_total", Type: Counter, Unit: "", Self: true,
+		Help:   "New series the history did not record because a series limit was reached and no stale series was left to drop, by limit; a series counts at every gather that brings it.",
+		Labels: []string{LabelLimit}}
 )
 
 // History lists the families about serve's history in documentation order.
 func History() []Metric {
-	return []Metric{HistorySeries, HistorySamples, HistoryChunkBytes, HistoryOffHeapBytes, HistoryDropped}
+	return []Metric{HistorySeries, HistorySamples, HistoryChunkBytes, HistoryOffHeapBytes, HistoryDropped,
+		HistorySeriesEvicted, HistorySeriesRefused}
 }
 
 // Server lists the per-server normalized families in documentation order.

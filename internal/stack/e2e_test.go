@@ -255,6 +255,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped with -short")
 	}
+	testenv.StateDir(t)
 	versions := promVersions(t)
 	testenv.Tool(t, "prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
 	bin := buildKVWatch(t, t.TempDir())

@@ -34,6 +34,10 @@ const (
 	// k8sNamespaceLabel is the alert label the Prometheus Operator matches
 	// an AlertmanagerConfig's routes on.
 	k8sNamespaceLabel = "namespace"
+	// k8sStateDir is where the pod's state volume is mounted, given to
+	// serve as STATE_DIRECTORY: its history snapshot goes there
+	// (config.DefaultSnapshotFile).
+	k8sStateDir = "/var/lib/kvwatch"
 )
 
 // DefaultImageRepository is the repository of the kvwatch container image
@@ -202,9 +206,15 @@ func kubernetesFiles(o Options) (Files, error) {
 						Resources: k8sResources(),
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
 							ReadOnlyRootFilesystem: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: k8sConfigDir, ReadOnly: true}},
+						// The history snapshot, in an emptyDir: it survives a
+						// restart of the container (a crash, an OOM kill, a
+						// failed liveness probe), not a new pod.
+						Env: []corev1.EnvVar{{Name: "STATE_DIRECTORY", Value: k8sStateDir}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: k8sConfigDir, ReadOnly: true},
+							{Name: "state", MountPath: k8sStateDir}},
 					}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: volume}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: volume},
+						{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				},
 			},
 		},

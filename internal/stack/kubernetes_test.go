@@ -116,8 +116,10 @@ func TestKubernetesLabelsAndProbes(t *testing.T) {
 // pod listens on ":9477" (every interface); the test keeps those exact
 // args and runs them in a new network namespace (`unshare -rn`) whose only
 // interface is loopback, so nothing listens beyond this machine's loopback.
-// The only substitution is the ConfigMap mount: /etc/kvwatch/kvwatch.yml
-// becomes the generated kvwatch.yml in a temporary directory.
+// The only substitutions are the mounts: /etc/kvwatch/kvwatch.yml becomes
+// the generated kvwatch.yml in a temporary directory, and the state volume
+// (STATE_DIRECTORY) an empty one, where serve leaves its history snapshot
+// when it stops.
 func TestKubernetesDeploymentStarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds kvwatch; skipped with -short")
@@ -141,24 +143,42 @@ func TestKubernetesDeploymentStarts(t *testing.T) {
 	var cm corev1.ConfigMap
 	k8sDecode(t, files.Get("kubernetes/kvwatch.yaml"), "ConfigMap", &cm)
 	c := dep.Spec.Template.Spec.Containers[0]
-	if len(c.VolumeMounts) != 1 {
-		t.Fatalf("volume mounts %v: the test substitutes exactly one", c.VolumeMounts)
+	if len(c.VolumeMounts) != 2 || c.VolumeMounts[0].Name != "config" || c.VolumeMounts[1].Name != "state" {
+		t.Fatalf("volume mounts %v: the test substitutes config and state", c.VolumeMounts)
 	}
 	dir := t.TempDir()
 	bin := buildKVWatch(t, dir)
-	mount := c.VolumeMounts[0].MountPath
-	local := filepath.Join(dir, "etc")
-	if err := os.MkdirAll(local, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range cm.Data {
-		if err := os.WriteFile(filepath.Join(local, name), []byte(data), 0o644); err != nil {
+	local := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		local[m.MountPath] = filepath.Join(dir, m.Name)
+		if err := os.MkdirAll(local[m.MountPath], 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for name, data := range cm.Data {
+		if err := os.WriteFile(filepath.Join(local[c.VolumeMounts[0].MountPath], name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subst := func(s string) string {
+		for mount, l := range local {
+			if s == mount || strings.HasPrefix(s, mount+"/") || strings.Contains(s, "="+mount+"/") {
+				s = strings.Replace(s, mount, l, 1)
+			}
+		}
+		return s
+	}
 	args := make([]string, len(c.Args))
 	for i, a := range c.Args {
-		args[i] = strings.ReplaceAll(a, mount+"/", local+"/")
+		args[i] = subst(a)
+	}
+	var env []string
+	for _, e := range c.Env {
+		env = append(env, e.Name+"="+subst(e.Value))
+	}
+	state := local[c.VolumeMounts[1].MountPath]
+	if want := "STATE_DIRECTORY=" + state; !slices.Contains(env, want) {
+		t.Fatalf("container env %v: want %s (the state volume)", c.Env, want)
 	}
 	port := c.Ports[0].ContainerPort
 	url := func(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", port, path) }
@@ -186,7 +206,7 @@ cat serve.log >&2
 		defer cancel()
 		cmd := exec.CommandContext(ctx, unshare, append([]string{"-rn", "sh", "-c", script, "sh", bin}, args...)...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "IP="+ip, "CURL="+curl,
+		cmd.Env = append(append(os.Environ(), env...), "IP="+ip, "CURL="+curl,
 			"READY="+url(c.ReadinessProbe.HTTPGet.Path), "HEALTHY="+url(c.LivenessProbe.HTTPGet.Path))
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -202,6 +222,9 @@ cat serve.log >&2
 	}
 	if !strings.Contains(logs, "INSECURE") {
 		t.Errorf("serve with --web.insecure-listen logged no warning:\n%s", logs)
+	}
+	if _, err := os.Stat(filepath.Join(state, "history.snapshot")); err != nil {
+		t.Errorf("no history snapshot in the state volume after serve stopped: %v\nserve log:\n%s", err, logs)
 	}
 
 	// The same args without --web.insecure-listen are refused by the

@@ -126,3 +126,18 @@ func TestSystemdUnitsSecurity(t *testing.T) {
 		t.Fatalf("want at least 4 units, got %d", n)
 	}
 }
+
+// kvwatch.service gives serve a state directory (systemd sets
+// STATE_DIRECTORY=/var/lib/kvwatch for StateDirectory=kvwatch), where serve
+// writes its history snapshot when no file is named (docs/configuration.md,
+// "history"); its command line names none, so that default applies.
+func TestSystemdUnitStateDirectory(t *testing.T) {
+	files, err := Generate(goldenOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(files.Get("systemd/" + UnitKVWatch))
+	if !strings.Contains(unit, "\nStateDirectory=kvwatch\n") || strings.Contains(unit, "snapshot") {
+		t.Errorf("%s: want StateDirectory=kvwatch and no snapshot flag:\n%s", UnitKVWatch, unit)
+	}
+}
