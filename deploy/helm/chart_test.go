@@ -335,7 +335,9 @@ func TestChartRenders(t *testing.T) {
 			// The objects the Operator selects carry the release label.
 			for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "AlertmanagerConfig"} {
 				for _, d := range r.docs[kind] {
-					var m struct{ Metadata struct{ Labels map[string]string } }
+					var m struct {
+						Metadata struct{ Labels map[string]string }
+					}
 					if err := yaml.Unmarshal(d, &m); err != nil {
 						t.Fatal(err)
 					}

@@ -128,7 +128,6 @@ func TestServeHistoryRecordsScrapes(t *testing.T) {
 	}
 }
 
-
 // TestServeWebFlagErrors: serve's listener flags refuse values it cannot
 // run with, saying how to fix them.
 func TestServeWebFlagErrors(t *testing.T) {

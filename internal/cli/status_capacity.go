@@ -106,7 +106,6 @@ func limitersCell(ls []kv.Limiter) string {
 	return "limited by " + strings.Join(parts, ", ")
 }
 
-
 // fillCell is a pool's time to full: "full in 12m" and, wide, how: the
 // fill rate, the free KV after demand, the floor and the samples.
 func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {

@@ -244,28 +244,6 @@ cat serve.log >&2
 	}
 }
 
-// kubectlValidateDir is where tools/kubectl-validate/build.sh puts
-// kubectl-validate and the Prometheus Operator CRDs:
-// $KVWATCH_KUBECTL_VALIDATE_DIR, or bin/kubectl-validate at the repo root.
-func kubectlValidateDir(t *testing.T) string {
-	t.Helper()
-	d := os.Getenv("KVWATCH_KUBECTL_VALIDATE_DIR")
-	if d == "" {
-		d = filepath.Join("..", "..", "bin", "kubectl-validate")
-	}
-	d, err := filepath.Abs(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(d, "crds")); err != nil {
-		msg := "kubectl-validate not built in " + d + "; run `make kubectl-validate` (tools/kubectl-validate/build.sh)"
-		if os.Getenv("KVWATCH_REQUIRE_TOOLS") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return d
-}
 
 // TestKubernetesManifestsValidate (issue 15 item 2; issue 31 item 4 for the
 // Secret and its volume) validates every generated manifest offline with kubectl-validate against Kubernetes 1.30's schemas
