@@ -235,8 +235,8 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			})
 		}},
 		{"global.labels", "global: {labels: {cluster: east}}\n", func(t *testing.T, s *Serve, url string) {
-			waitFor(t, "target a's series with cluster=east", func() bool {
-				_, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a", "cluster": "east"})
+			waitFor(t, "target a's series with kv_cluster=east", func() bool {
+				_, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a", "kv_cluster": "east"})
 				return ok
 			})
 		}},

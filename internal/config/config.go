@@ -177,8 +177,18 @@ type Alerting struct {
 // Roles a target may have.
 var Roles = []string{"prefill", "decode", "unified", "router", "cache"}
 
+// The labels a target may set (its labels:, or global.labels), as the
+// config writes them. kvwatch carries them into its output; the exported
+// series name the inference cluster kv_cluster (signal.LabelCluster), so
+// that a Kubernetes cluster label from Prometheus is not hidden.
+const (
+	TargetLabelCluster = "cluster"
+	TargetLabelPool    = "pool"
+	TargetLabelModel   = "model"
+)
+
 // allowedLabels are the target labels kvwatch carries into its output.
-var allowedLabels = []string{"cluster", "pool", "model"}
+var allowedLabels = []string{TargetLabelCluster, TargetLabelPool, TargetLabelModel}
 
 // unset marks a duration that was not written: a target's scrape_interval
 // and scrape_timeout inherit the global ones, and the global scrape_timeout

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -166,7 +167,7 @@ func valueType(m signal.Metric) prometheus.ValueType {
 
 // collectEntry passes e's samples to em.
 func (c *collector) collectEntry(e *entry, em *emitter) {
-	id := [...]string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+	id := [...]string{e.target.Name, string(e.role), e.target.Labels[config.TargetLabelCluster], e.target.Labels[config.TargetLabelPool]}
 	emit := func(m signal.Metric, v float64, extra ...string) {
 		em.emit(m, v, c.serverLabels, id[:], extra...)
 	}

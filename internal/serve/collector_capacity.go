@@ -3,6 +3,7 @@ package serve
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/signal"
@@ -34,8 +35,8 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 	members := make([]kv.PlanMember, 0, len(es))
 	for i := range es {
 		e := &es[i]
-		m := kv.PlanMember{Key: kv.PoolKey{Role: e.role, Cluster: e.target.Labels[signal.LabelCluster],
-			Pool: e.target.Labels[signal.LabelPool]}, Name: e.target.Name}
+		m := kv.PlanMember{Key: kv.PoolKey{Role: e.role, Cluster: e.target.Labels[config.TargetLabelCluster],
+			Pool: e.target.Labels[config.TargetLabelPool]}, Name: e.target.Name}
 		if e.scraped && e.res.OK() {
 			m.Server, m.Plan = e.res.Server, e.row.Plan
 		}
@@ -56,7 +57,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 		if !e.scraped || !e.res.OK() || p == nil {
 			continue
 		}
-		id := [...]string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+		id := [...]string{e.target.Name, string(e.role), e.target.Labels[config.TargetLabelCluster], e.target.Labels[config.TargetLabelPool]}
 		known := func(m signal.Metric, v kv.Value) {
 			if v.Trusted() {
 				em.emit(m, v.V, c.serverLabels, id[:])

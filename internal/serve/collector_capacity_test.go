@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -19,7 +20,7 @@ import (
 func TestCollectorPlanning(t *testing.T) {
 	mk := func(name string, role kv.Role, pool string, capacity, used, running, waiting float64) (*scrape.Target, *kv.Server) {
 		u, _ := url.Parse("http://" + name + "/metrics")
-		tg := &scrape.Target{Name: name, URL: u, Labels: map[string]string{signal.LabelCluster: "c1", signal.LabelPool: pool}}
+		tg := &scrape.Target{Name: name, URL: u, Labels: map[string]string{config.TargetLabelCluster: "c1", config.TargetLabelPool: pool}}
 		s := &kv.Server{Engine: "sglang", Role: role, Signals: kv.Signals{Capacity: kv.Of(capacity), Used: kv.Of(used),
 			Running: kv.Of(running), Queued: kv.Queues{Waiting: kv.Of(waiting)}}}
 		s.Rollup()

@@ -604,17 +604,19 @@ async function renderMix() {
   if (!out) return;
   const pools = state.report.planning || [];
   const ttf = new Map(), filling = new Map();
-  const key = (l) => [l.role || "", l.cluster || "", l.pool || ""].join("/");
+  // A pool's key: the report names the inference cluster "cluster" (the
+  // config's label), the exported series and the rules "kv_cluster".
+  const key = (role, cluster, pool) => [role || "", cluster || "", pool || ""].join("/");
   if (state.settings.history && state.settings.alerts) {
     for (const [m, name] of [[ttf, "pool:kvwatch_kv_seconds_to_full:deriv15m"], [filling, "pool:kvwatch_kv_filling:deriv15m"]]) {
       try {
-        for (const r of (await api("api/v1/query", { query: name })).result) m.set(key(r.metric), parseFloat(r.value[1]));
+        for (const r of (await api("api/v1/query", { query: name })).result) m.set(key(r.metric.role, r.metric.kv_cluster, r.metric.pool), parseFloat(r.value[1]));
       } catch (e) { /* no history yet: the column says so */ }
     }
   }
   // As status --trend and top write the time to full (textfmt.TimeToFull).
   const full = (p) => {
-    const k = key(p);
+    const k = key(p.role, p.cluster, p.pool);
     if (ttf.has(k)) return ttf.get(k) === 0 ? "full now (queue)" : "full in " + fmtSpan(ttf.get(k));
     if (filling.get(k) === 0) return "not filling";
     return "--";
