@@ -199,7 +199,11 @@ func TestAggregatesEqualDirect(t *testing.T) {
 		return out
 	}
 	names := stored(runs[0].direct)
-	if got := stored(runs[0].cur); !slices.Equal(got, names) {
+	// A rule added after the reference was written (not a rewrite of a
+	// direct one) has nothing there to equal; the sim tests of package
+	// stack compare it with its Go arithmetic instead.
+	added := func(n string) bool { return n == stack.RecPoolDesiredServers }
+	if got := slices.DeleteFunc(stored(runs[0].cur), added); !slices.Equal(got, names) {
 		t.Fatalf("stored recording rules:\n now    %v\n direct %v", got, names)
 	}
 

@@ -41,6 +41,9 @@ type Config struct {
 	Alerts   Alerts   `yaml:"alerts"`
 	History  History  `yaml:"history"`
 	Alerting Alerting `yaml:"alerting"`
+	// Autoscaling is the autoscaling signal's target and the workloads
+	// the stack's autoscalers scale (autoscaling.go).
+	Autoscaling Autoscaling `yaml:"autoscaling"`
 
 	// RemoteWrite lists stores serve pushes to (remotewrite.go).
 	RemoteWrite []RemoteWrite `yaml:"remote_write"`
@@ -234,6 +237,10 @@ func defaults() *Config {
 			Retention:        model.Duration(time.Hour),
 			SnapshotInterval: model.Duration(5 * time.Minute),
 		},
+		Autoscaling: Autoscaling{
+			TargetKVUsage: 0.80,
+			PrometheusURL: "http://prometheus-operated.monitoring.svc:9090",
+		},
 	}
 }
 
@@ -260,6 +267,7 @@ func (c *Config) markWritten(root *yaml.Node) {
 			c.FileSD[i].RefreshInterval = defaultFileSD().RefreshInterval
 		}
 	}
+	c.markWrittenWorkloads(root)
 }
 
 // Default returns a config with every default set and no targets.
@@ -313,6 +321,18 @@ func (c *Config) codeDefaults() {
 		if c.FileSD[i].RefreshInterval == 0 {
 			c.FileSD[i].RefreshInterval = defaultFileSD().RefreshInterval
 		}
+	}
+	for i := range c.Autoscaling.Workloads {
+		w := &c.Autoscaling.Workloads[i]
+		w.setDefaults(func(key string) bool {
+			switch key {
+			case "kind":
+				return w.Kind != ""
+			case "min_servers":
+				return w.MinServers != 0
+			}
+			return w.APIVersion != ""
+		})
 	}
 }
 
@@ -670,6 +690,7 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 	}
 	c.validateLimits(v)
 	c.validatePlanning(v)
+	c.validateAutoscaling(v)
 	for i, a := range c.Probe.Allow {
 		if strings.Contains(a, "/") {
 			if _, _, err := net.ParseCIDR(a); err != nil {

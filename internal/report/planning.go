@@ -12,11 +12,15 @@ type PlanOptions struct {
 	// that a drained pool must stay below (alerts.kv_usage_warning); 0:
 	// the config's default.
 	Warning float64
+	// TargetKVUsage is the usage ratio the desired servers keep a pool at
+	// or under with one server drained (autoscaling.target_kv_usage); 0:
+	// the config's default.
+	TargetKVUsage float64
 }
 
 // PlanOptionsOf returns the planning settings of a config.
 func PlanOptionsOf(c *config.Config) PlanOptions {
-	return PlanOptions{Warning: c.Alerts.KVUsageWarning}
+	return PlanOptions{Warning: c.Alerts.KVUsageWarning, TargetKVUsage: c.Autoscaling.TargetKVUsage}
 }
 
 // Threshold is the warning ratio in effect: o.Warning, else the default.
@@ -25,6 +29,14 @@ func (o PlanOptions) Threshold() float64 {
 		return o.Warning
 	}
 	return config.Default().Alerts.KVUsageWarning
+}
+
+// Target is the target usage in effect: o.TargetKVUsage, else the default.
+func (o PlanOptions) Target() float64 {
+	if o.TargetKVUsage > 0 {
+		return o.TargetKVUsage
+	}
+	return config.Default().Autoscaling.TargetKVUsage
 }
 
 // SetPlanning sets the planning settings of the reports t builds.
@@ -61,5 +73,5 @@ func (r *Report) PlanPools(o PlanOptions) {
 		}
 		members = append(members, kv.PlanMember{Key: PoolKeyOf(row), Name: row.Name, Server: row.Server, Plan: row.Plan})
 	}
-	r.Planning = kv.PlanPools(members, o.Threshold())
+	r.Planning = kv.PlanPools(members, o.Threshold(), o.Target())
 }

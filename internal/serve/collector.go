@@ -59,9 +59,10 @@ type collector struct {
 	// family's label names are its identity labels, then its own
 	// (signal.Metric.Labels), in the order of its values.
 	serverLabels, poolLabels []string
-	// planWarning returns the warning threshold of the planning families
-	// (alerts.kv_usage_warning); nil: the default.
-	planWarning func() float64
+	// planOptions returns the settings of the planning families (the
+	// warning threshold, alerts.kv_usage_warning, and the autoscaling
+	// target, autoscaling.target_kv_usage); nil: the defaults.
+	planOptions func() report.PlanOptions
 }
 
 func newCollector(src source) *collector {

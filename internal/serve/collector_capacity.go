@@ -20,17 +20,17 @@ func (c *collector) addPlanning() {
 	}
 }
 
-// planWarning is the warning threshold of the running config.
-func (d *Daemon) planWarning() float64 { return d.setup.Load().PlanOptions().Threshold() }
+// planOptions are the planning settings of the running config.
+func (d *Daemon) planOptions() report.PlanOptions { return d.setup.Load().PlanOptions() }
 
 // collectPlanning exports the planning families of the entries: each
 // server's plan (computed with its row) and each pool's, the pool being
 // the servers of one role label and one cluster and pool label. Partial
 // and implausible values are left out, like every other family.
 func (c *collector) collectPlanning(es []entry, em *emitter) {
-	w := report.PlanOptions{}.Threshold()
-	if c.planWarning != nil {
-		w = c.planWarning()
+	var o report.PlanOptions
+	if c.planOptions != nil {
+		o = c.planOptions()
 	}
 	members := make([]kv.PlanMember, 0, len(es))
 	for i := range es {
@@ -42,7 +42,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 		}
 		members = append(members, m)
 	}
-	pools := kv.PlanPools(members, w)
+	pools := kv.PlanPools(members, o.Threshold(), o.Target())
 	drains := make(map[string]*kv.DrainCase, len(es))
 	for _, p := range pools {
 		if p.Servers > 1 {
@@ -98,5 +98,6 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 			known(signal.PoolDrainMarginTokens, p.Drain.MarginTokens)
 			known(signal.PoolDrainMarginRatio, p.Drain.MarginRatio)
 		}
+		known(signal.PoolDesiredServers, p.DesiredServers)
 	}
 }

@@ -44,7 +44,7 @@ func TestCollectorPlanning(t *testing.T) {
 		es = append(es, entry{target: tg, scraped: true, res: res, row: row, role: c.role})
 	}
 	coll := newCollector(func() []entry { return es })
-	coll.planWarning = func() float64 { return 0.9 }
+	coll.planOptions = func() report.PlanOptions { return report.PlanOptions{Warning: 0.9, TargetKVUsage: 0.8} }
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(coll); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,9 @@ func TestCollectorPlanning(t *testing.T) {
 	// free: 20. Decode pool load 80,000; drain d0 (the first of two equal
 	// servers): 0.9 × 100,000 − 80,000 = 10,000, ratio 0.9 − 0.8 = 0.1.
 	// Saturation (0.6 × 100,000 + 0.2 × 100,000) / 200,000 = 0.4. The
-	// prefill pool has one server: no drain series.
+	// prefill pool has one server: no drain series. Desired servers at the
+	// 0.8 target: decode 80,000 over 0.8 × 100,000 is 1 server, and one
+	// for N−1: 2; prefill 10,000 over 0.8 × 50,000 is 0.25, 1, and 2.
 	want := map[string]float64{
 		"kvwatch_kv_per_running_request_tokens{d0,decode}":  2000,
 		"kvwatch_kv_per_running_request_tokens{d1,decode}":  2000,
@@ -104,6 +106,8 @@ func TestCollectorPlanning(t *testing.T) {
 		"kvwatch_pool_saturation_ratio{prefill}":            0.2,
 		"kvwatch_pool_drain_margin_tokens{decode}":          10000,
 		"kvwatch_pool_drain_margin_ratio{decode}":           0.1,
+		"kvwatch_pool_desired_servers{decode}":              2,
+		"kvwatch_pool_desired_servers{prefill}":             2,
 	}
 	for _, srv := range []struct{ name, role, factor string }{{"d0", "decode", "none"}, {"d1", "decode", "queue"}, {"p0", "prefill", "none"}} {
 		for _, f := range kv.Factors() {

@@ -91,6 +91,7 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 		below = l.name
 	}
 	planningRecording(&agg)
+	autoscalingRecording(&agg, o)
 	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{srv, agg}}
 }
 

@@ -156,7 +156,7 @@ func TestRecordingGroups(t *testing.T) {
 	for _, r := range gs[1].Rules {
 		l := level(r.Record)
 		if _, planning := map[string]bool{RecPoolFillRate: true, RecPoolFreeAfterDemand: true,
-			RecPoolTimeToFull: true, RecPoolFilling: true}[r.Record]; planning {
+			RecPoolTimeToFull: true, RecPoolFilling: true, RecPoolDesiredServers: true}[r.Record]; planning {
 			l = "planning"
 		}
 		if len(levels) == 0 || levels[len(levels)-1] != l {

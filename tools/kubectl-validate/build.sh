@@ -4,7 +4,9 @@
 # then generates the Prometheus Operator CRDs (ServiceMonitor, PodMonitor,
 # PrometheusRule, ...) into $1/crds from the operator API module kvwatch's
 # own go.mod requires, so the CRDs match the types the manifests are built
-# from. A few minutes the first time, seconds from the Go build cache.
+# from, and copies KEDA's CRDs (ScaledObject, ...) there from the KEDA module
+# pinned in tools/keda-crds/go.mod. A few minutes the first time, seconds
+# from the Go build and module caches.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -20,4 +22,8 @@ rm -rf "$out/crds"
 "$out/controller-gen" crd:allowDangerousTypes=true,maxDescLen=0 \
   paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 \
   output:crd:dir="$out/crds"
+(cd "$here/../keda-crds" && go mod download github.com/kedacore/keda/v2)
+keda="$(cd "$here/../keda-crds" && go list -m -f '{{.Dir}}' github.com/kedacore/keda/v2)"
+cp "$keda"/config/crd/bases/keda.sh_*.yaml "$out/crds/"
+chmod u+w "$out"/crds/keda.sh_*.yaml
 ls "$out/crds" | tr '\n' ' '; echo
