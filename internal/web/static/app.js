@@ -629,13 +629,14 @@ async function renderMix() {
   const servers = state.report.servers.filter((s) => s.plan);
   out.innerHTML = `<div class="table-wrap"><table id="plan-pools"><thead><tr><th scope="col">Pool</th><th scope="col" class="num">Servers</th>
       <th scope="col" class="num">KV per running request</th><th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Saturation</th>
-      <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th><th scope="col">Limited by</th></tr></thead><tbody>
+      <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th>
+      <th scope="col" class="num" title="servers of the pool's size that keep it at or under the autoscaling target, plus one for N−1">Servers needed</th><th scope="col">Limited by</th></tr></thead><tbody>
     ${pools.map((p) => `<tr data-pool="${esc(p.name)}"><td>${esc(p.name)}</td><td class="num">${p.servers}</td>
       <td class="num">${cell("per-request", p.kv_per_running_request_tokens, fmtInt)}</td>
       <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(idle)</span>' : ""}</td>
       <td class="num">${cell("saturation", p.saturation_ratio, fmtPct)}</td><td class="wrap" data-field="full">${esc(full(p))}</td>
       <td class="wrap" data-field="n1">${n1(p)}</td><td class="num">${p.drain_largest && p.servers > 1 ? cell("margin", p.drain_largest.margin_tokens, fmtInt) : "--"}</td>
-      <td class="wrap" data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
+      <td class="num">${cell("desired", p.desired_servers, fmtInt)}</td><td class="wrap" data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
     <div class="table-wrap"><table id="plan-limits"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Limit</th>
       <th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Max running</th><th scope="col" class="num">Saturation</th><th scope="col">Why</th></tr></thead><tbody>
     ${servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
