@@ -22,6 +22,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/stack"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
@@ -190,6 +191,21 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 					strings.Contains(r.Servers[0].Plan.Why, "warning")
 			})
 		}},
+		// The page holds 750 of 2,000 tokens: at the default 0.8 one
+		// server (and the N−1 spare) is 2, at 0.1 750 / 200 = 3.75 → 4, 5.
+		{"autoscaling.target_kv_usage", "autoscaling: {target_kv_usage: 0.1}\n", func(t *testing.T, s *Serve, url string) {
+			if q, _ := ruleQuery(t, url, stack.RecPoolDesiredServers); !strings.Contains(q, "(0.1 * (") {
+				t.Errorf("rules: %s = %q, want the target 0.1", stack.RecPoolDesiredServers, q)
+			}
+			if got := s.Daemon().Setup().PlanOptions().Target(); got != 0.1 {
+				t.Errorf("targets: autoscaling target = %g, want 0.1", got)
+			}
+			waitFor(t, "the report's and the exporter's desired servers under the new target", func() bool {
+				r := s.Daemon().Report()
+				v, ok := gauge(t, s.Daemon().Gatherer(), signal.PoolDesiredServers.Name, nil)
+				return len(r.Planning) == 1 && r.Planning[0].DesiredServers.V == 5 && ok && v == 5
+			})
+		}},
 		{"alerts.kv_usage_critical", "alerts: {kv_usage_critical: 0.95}\n", func(t *testing.T, s *Serve, url string) {
 			if q, _ := ruleQuery(t, url, "KVCacheUsageCritical"); !strings.HasSuffix(q, "> 0.95") {
 				t.Errorf("rules: KVCacheUsageCritical = %q, want the threshold 0.95", q)
@@ -236,8 +252,8 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			})
 		}},
 		{"global.labels", "global: {labels: {cluster: east}}\n", func(t *testing.T, s *Serve, url string) {
-			waitFor(t, "target a's series with cluster=east", func() bool {
-				_, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a", "cluster": "east"})
+			waitFor(t, "target a's series with kv_cluster=east", func() bool {
+				_, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a", "kv_cluster": "east"})
 				return ok
 			})
 		}},

@@ -450,6 +450,17 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	if limit == "" {
 		t.Errorf("planner shows no limiting factor for decode")
 	}
+	// Servers needed: the report's desired servers of the decode pool.
+	desired, _ := chromedp.Run(bctx, chromedp.Text(css(`#plan-pools tr[data-pool="decode"] [data-field="desired"]`)))
+	var needed kv.Value
+	for _, p := range fetchReport(t, url).Planning {
+		if p.Name == "decode" {
+			needed = p.DesiredServers
+		}
+	}
+	if w := commas(int64(needed.V)); !needed.Trusted() || desired != w {
+		t.Errorf("planner decode servers needed = %q, want the report's %+v", desired, needed)
+	}
 	// The decode pool is the decode server alone: the same number, in a
 	// row of its own (pools, never roles summed across clusters).
 	if pooled, err := chromedp.Run(bctx, chromedp.Text(css(`#plan-servers tr[data-pool="decode"] [data-field="requests"]`))); err != nil || pooled != planned {

@@ -41,6 +41,9 @@ type Config struct {
 	Alerts   Alerts   `yaml:"alerts"`
 	History  History  `yaml:"history"`
 	Alerting Alerting `yaml:"alerting"`
+	// Autoscaling is the autoscaling signal's target and the workloads
+	// the stack's autoscalers scale (autoscaling.go).
+	Autoscaling Autoscaling `yaml:"autoscaling"`
 
 	// RemoteWrite lists stores serve pushes to (remotewrite.go).
 	RemoteWrite []RemoteWrite `yaml:"remote_write"`
@@ -229,8 +232,18 @@ type Alerting struct {
 // Roles a target may have.
 var Roles = []string{"prefill", "decode", "unified", "router", "cache"}
 
+// The labels a target may set (its labels:, or global.labels), as the
+// config writes them. kvwatch carries them into its output; the exported
+// series name the inference cluster kv_cluster (signal.LabelCluster), so
+// that a Kubernetes cluster label from Prometheus is not hidden.
+const (
+	TargetLabelCluster = "cluster"
+	TargetLabelPool    = "pool"
+	TargetLabelModel   = "model"
+)
+
 // allowedLabels are the target labels kvwatch carries into its output.
-var allowedLabels = []string{"cluster", "pool", "model"}
+var allowedLabels = []string{TargetLabelCluster, TargetLabelPool, TargetLabelModel}
 
 // unset marks a duration that was not written: a target's scrape_interval
 // and scrape_timeout inherit the global ones, the global scrape_timeout
@@ -294,6 +307,10 @@ func defaults() *Config {
 			MaxSeries:          HistoryMaxSeries,
 			MaxSeriesPerTarget: HistoryMaxSeriesPerTarget,
 		},
+		Autoscaling: Autoscaling{
+			TargetKVUsage: 0.80,
+			PrometheusURL: "http://prometheus-operated.monitoring.svc:9090",
+		},
 	}
 }
 
@@ -317,6 +334,7 @@ func (c *Config) decodeEntries(root *yaml.Node) {
 	c.Targets = entriesOnto(root, "targets", defaultTarget, c.Targets)
 	c.FileSD = entriesOnto(root, "file_sd_configs", defaultFileSD, c.FileSD)
 	c.RemoteWrite = entriesOnto(root, "remote_write", DefaultRemoteWrite, c.RemoteWrite)
+	c.markWrittenWorkloads(root)
 }
 
 // entriesOnto decodes each entry of the list under key in root onto def();
@@ -396,6 +414,18 @@ func (c *Config) codeDefaults() {
 		if sd.Scheme == "" {
 			sd.Scheme = d.Scheme
 		}
+	}
+	for i := range c.Autoscaling.Workloads {
+		w := &c.Autoscaling.Workloads[i]
+		w.setDefaults(func(key string) bool {
+			switch key {
+			case "kind":
+				return w.Kind != ""
+			case "min_servers":
+				return w.MinServers != 0
+			}
+			return w.APIVersion != ""
+		})
 	}
 }
 
@@ -752,6 +782,7 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 	c.validateLimits(v)
 	c.validatePlanning(v)
 	c.validateRemoteWrites(v)
+	c.validateAutoscaling(v)
 	for i, a := range c.Probe.Allow {
 		if strings.Contains(a, "/") {
 			if _, _, err := net.ParseCIDR(a); err != nil {

@@ -211,6 +211,25 @@ remote_write:
   line 11: remote_write[3].queue_config.max_samples_per_send: 20 is above capacity 10; lower it
   line 11: remote_write[3].queue_config.min_backoff: 2s is above max_backoff 1s; lower it
   line 10: remote_write[3]: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured`},
+		{"autoscaling", `autoscaling:
+  target_kv_usage: 1.5
+  prometheus_url: prometheus:9090
+  workloads:
+    - {role: router, namespace: Inference, name: Decode_A}
+    - {role: decode, namespace: inference, name: decode-a, kind: LeaderWorkerSet, min_servers: 0, max_servers: 4}
+    - {role: decode, namespace: inference, name: decode-a, min_servers: 5, max_servers: 4}
+`, `kvwatch.yml: 11 problems:
+  line 2: autoscaling.target_kv_usage: 1.5: want a usage ratio above 0 and at most 1, e.g. 0.8
+  line 3: autoscaling.prometheus_url: "prometheus:9090": want an absolute http(s) URL, e.g. http://prometheus-operated.monitoring.svc:9090
+  line 5: autoscaling.workloads[0].role: "router": want prefill, decode or unified (the roles that hold KV)
+  line 5: autoscaling.workloads[0].name: "Decode_A" is not a Kubernetes object name (lower-case letters, digits, - and .)
+  line 5: autoscaling.workloads[0].namespace: "Inference" is not a Kubernetes namespace (lower-case letters, digits and -)
+  line 5: autoscaling.workloads[0].max_servers: missing: the most servers the autoscaler may run
+  line 6: autoscaling.workloads[1].api_version: missing for kind LeaderWorkerSet: write the workload's apiVersion, e.g. leaderworkerset.x-k8s.io/v1
+  line 6: autoscaling.workloads[1].min_servers: 0: want at least 1 (the signal never asks for fewer)
+  line 7: autoscaling.workloads[2].max_servers: 4 is below min_servers 5
+  line 7: autoscaling.workloads[2]: the pool of workloads[1] again: one workload per pool
+  line 7: autoscaling.workloads[2].name: inference/decode-a is also workloads[1]: two autoscalers would fight over one workload`},
 		{"history shorter than a scrape", "history: {retention: 1s}\n",
 			"kvwatch.yml: line 1: history.retention: 1s is shorter than one scrape interval; write 0s to turn history off"},
 		{"a bad duration says where it is", "global:\n  scrape_interval: 5x\n",
@@ -316,6 +335,29 @@ func TestDefaultsByHand(t *testing.T) {
 	}
 	if c.FileSD[0].RefreshInterval != min(1) {
 		t.Errorf("file_sd refresh_interval = %v, want 1m", c.FileSD[0].RefreshInterval)
+	}
+	// Autoscaling: a target of 80 %, kube-prometheus' Prometheus; a
+	// workload is a Deployment (apps/v1) of at least one server unless it
+	// says otherwise; a StatefulSet is apps/v1 too, other kinds say theirs.
+	if d.Autoscaling.TargetKVUsage != 0.8 || d.Autoscaling.PrometheusURL != "http://prometheus-operated.monitoring.svc:9090" {
+		t.Errorf("autoscaling = %+v", d.Autoscaling)
+	}
+	c, err = Parse([]byte(`autoscaling:
+  workloads:
+    - {role: decode, namespace: a, name: d, max_servers: 4}
+    - {role: prefill, namespace: a, name: p, kind: StatefulSet, min_servers: 2, max_servers: 4}
+    - {role: unified, namespace: a, name: u, kind: LeaderWorkerSet, api_version: leaderworkerset.x-k8s.io/v1, max_servers: 4}
+`), "k.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantW := []ScaledWorkload{
+		{Role: "decode", Namespace: "a", Name: "d", Kind: "Deployment", APIVersion: "apps/v1", MinServers: 1, MaxServers: 4},
+		{Role: "prefill", Namespace: "a", Name: "p", Kind: "StatefulSet", APIVersion: "apps/v1", MinServers: 2, MaxServers: 4},
+		{Role: "unified", Namespace: "a", Name: "u", Kind: "LeaderWorkerSet", APIVersion: "leaderworkerset.x-k8s.io/v1", MinServers: 1, MaxServers: 4},
+	}
+	if diff := cmp.Diff(wantW, c.Autoscaling.Workloads); diff != "" {
+		t.Errorf("workloads (-want +got):\n%s", diff)
 	}
 }
 

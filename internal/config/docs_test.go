@@ -37,15 +37,17 @@ func TestDocsDefaults(t *testing.T) {
 	d := Default()
 	limits := reflect.ValueOf(DefaultLimits())
 	sections := map[string]reflect.Value{ // heading: the value of its keys
-		"`global`":            reflect.ValueOf(d.Global),
-		"`targets[]`":         reflect.ValueOf(defaultTarget()),
-		"`file_sd_configs[]`": reflect.ValueOf(defaultFileSD()),
-		"`probe`":             reflect.ValueOf(d.Probe),
-		"`alerts`":            reflect.ValueOf(d.Alerts),
-		"`history`":           reflect.ValueOf(d.History),
-		"`alerting`":          reflect.ValueOf(d.Alerting),
-		"`remote_write[]`":    reflect.ValueOf(DefaultRemoteWrite()),
-		"Limits":              limits,
+		"`global`":                  reflect.ValueOf(d.Global),
+		"`targets[]`":               reflect.ValueOf(defaultTarget()),
+		"`file_sd_configs[]`":       reflect.ValueOf(defaultFileSD()),
+		"`probe`":                   reflect.ValueOf(d.Probe),
+		"`alerts`":                  reflect.ValueOf(d.Alerts),
+		"`history`":                 reflect.ValueOf(d.History),
+		"`alerting`":                reflect.ValueOf(d.Alerting),
+		"`autoscaling`":             reflect.ValueOf(d.Autoscaling),
+		"`autoscaling.workloads[]`": reflect.ValueOf(defaultScaledWorkload()),
+		"`remote_write[]`":          reflect.ValueOf(DefaultRemoteWrite()),
+		"Limits":                    limits,
 	}
 	documented := map[string][]string{} // heading: the keys of its table
 	tick := regexp.MustCompile("`([^`]*)`")

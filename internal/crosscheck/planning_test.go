@@ -67,7 +67,7 @@ func TestPlanningReportsTruth(t *testing.T) {
 			members = append(members, kv.PlanMember{Key: kv.PoolKey{Role: res.Server.Role}, Name: ep.Name, Server: res.Server, Plan: &p})
 			truths = append(truths, truth)
 		}
-		pools := kv.PlanPools(members, warning)
+		pools := kv.PlanPools(members, warning, 0.8)
 		if len(pools) != 1 || pools[0].Drain == nil {
 			t.Fatalf("at %s: pools %+v, want one with a drain answer", at, pools)
 		}

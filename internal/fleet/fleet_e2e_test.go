@@ -56,7 +56,7 @@ const endpoints = 7
 
 // grafanaVars are values for the dashboards' Grafana variables.
 var grafanaVars = strings.NewReplacer("$__rate_interval", "1m",
-	"$cluster", ".*", "$pool", ".*", "$role", ".*", "$server", ".*")
+	"$kv_cluster", ".*", "$pool", ".*", "$role", ".*", "$server", ".*")
 
 func buildKVWatch(t *testing.T, dir string) string {
 	t.Helper()
@@ -358,25 +358,25 @@ func TestFleetEndToEnd(t *testing.T) {
 
 	// Both shards push, and together they are every engine exactly once.
 	eventually(ctx, t, "both shards' target health in victoria-metrics", func() (bool, error) {
-		n, err := count(ctx, vm, `count by (instance) (kvwatch_target_up{cluster="e2e",path="push",job="kvwatch"})`)
+		n, err := count(ctx, vm, `count by (instance) (kvwatch_target_up{kv_cluster="e2e",path="push",job="kvwatch"})`)
 		return n == 2, err
 	})
 	eventually(ctx, t, "every engine once in the shards' union", func() (bool, error) {
-		total, err := scalar(ctx, vm, `count(kvwatch_target_up{cluster="e2e"})`)
+		total, err := scalar(ctx, vm, `count(kvwatch_target_up{kv_cluster="e2e"})`)
 		if err != nil {
 			return false, err
 		}
-		servers, err := scalar(ctx, vm, `count(count by (server) (kvwatch_target_up{cluster="e2e"}))`)
+		servers, err := scalar(ctx, vm, `count(count by (server) (kvwatch_target_up{kv_cluster="e2e"}))`)
 		return total == endpoints && servers == endpoints, err
 	})
 	for i := 0; i < 2; i++ {
-		n, err := scalar(ctx, vm, fmt.Sprintf(`count(kvwatch_target_up{cluster="e2e",instance="shard-%d"})`, i))
+		n, err := scalar(ctx, vm, fmt.Sprintf(`count(kvwatch_target_up{kv_cluster="e2e",instance="shard-%d"})`, i))
 		if err != nil || n == 0 || n == endpoints {
 			t.Errorf("shard %d pushes %g of %d engines (%v); want some, not all", i, n, endpoints, err)
 		}
 	}
 	eventually(ctx, t, "decode KV usage pushed", func() (bool, error) {
-		n, err := count(ctx, vm, `kvwatch_kv_usage_ratio{cluster="e2e",role="decode"}`)
+		n, err := count(ctx, vm, `kvwatch_kv_usage_ratio{kv_cluster="e2e",role="decode"}`)
 		return n == 1, err
 	})
 	// The agent path lands in the same store, with the collector's label.
@@ -385,12 +385,12 @@ func TestFleetEndToEnd(t *testing.T) {
 		if err != nil || up != 1 {
 			return false, err
 		}
-		n, err := count(ctx, vm, `kvwatch_kv_usage_ratio{cluster="agent",role="decode",collector="e2e-box"}`)
+		n, err := count(ctx, vm, `kvwatch_kv_usage_ratio{kv_cluster="agent",role="decode",collector="e2e-box"}`)
 		return n == 1, err
 	})
 	// vmalert's recording rules are written back to the store.
 	eventually(ctx, t, "recorded series from vmalert", func() (bool, error) {
-		n, err := count(ctx, vm, `{__name__=~"server:.+",cluster="e2e"}`)
+		n, err := count(ctx, vm, `{__name__=~"server:.+",kv_cluster="e2e"}`)
 		return n > 0, err
 	})
 
@@ -402,7 +402,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	eventually(ctx, t, "KVCacheUsageCritical for decode in Alertmanager", func() (bool, error) {
 		as, err := activeAlerts(ctx, am, stack.AlertKVCritical)
 		for _, a := range as {
-			if a.Labels["role"] == "decode" && a.Labels["severity"] == stack.SeverityCritical && a.Labels["cluster"] == "e2e" {
+			if a.Labels["role"] == "decode" && a.Labels["severity"] == stack.SeverityCritical && a.Labels["kv_cluster"] == "e2e" {
 				return true, nil
 			}
 		}

@@ -87,7 +87,7 @@ func TestPoolState(t *testing.T) {
 		member("d1", decodeServer(2579000, 0, 20312, 0)),
 		member("d2", decodeServer(2579000, 180, 0, 0)),
 		{Key: PoolKey{Role: RoleDecode}, Name: "d3"},
-	}, o.Warning)
+	}, o.Warning, 0.8)
 	if len(pools) != 1 || pools[0].State != StateLeak || !strings.HasPrefix(pools[0].Evidence, "d1: 99.9% of the KV cache") {
 		t.Errorf("pool = %q %q, want d1's leak", pools[0].State, pools[0].Evidence)
 	}

@@ -205,7 +205,7 @@ func TestPoolsOfOneAllocatesOnce(t *testing.T) {
 		t.Errorf("PoolsOf allocates %v times, want 1 (the pools)", n)
 	}
 	pm := []PlanMember{{Key: PoolKey{Role: RoleDecode}, Name: "only", Server: s}}
-	if n := testing.AllocsPerRun(100, func() { PlanPools(pm, 0.9) }); n != 4 {
+	if n := testing.AllocsPerRun(100, func() { PlanPools(pm, 0.9, 0.8) }); n != 4 {
 		t.Errorf("PlanPools allocates %v times, want 4", n)
 	}
 }

@@ -9,9 +9,10 @@ import (
 )
 
 // Capacity planning: how many more of today's requests fit (workload
-// headroom), what limits admission (the limiting factor), and whether a
-// pool can lose one server (N−1 drain safety). The formulas and their
-// limits are in docs/planning.md; every function here is pure.
+// headroom), what limits admission (the limiting factor), whether a pool
+// can lose one server (N−1 drain safety), and how many servers it needs
+// (the autoscaling signal). The formulas and their limits are in
+// docs/planning.md; every function here is pure.
 
 // Factor is what limits admission on a server right now.
 type Factor string
@@ -332,6 +333,12 @@ type PoolPlan struct {
 	// that server's evidence, prefixed with its name.
 	State    State  `json:"state"`
 	Evidence string `json:"state_evidence,omitempty"`
+	// DesiredServers is the autoscaling signal (DesiredServers, the
+	// function): the servers of the pool's own size that keep its load at
+	// or under the target usage, plus one. Unavailable where Drain is nil
+	// (a server failed or reports no whole KV tokens), partial where the
+	// load is (some servers' demand unknown).
+	DesiredServers Value `json:"desired_servers"`
 	// FillForecast is the demand-aware time to full (PoolFill), its
 	// fields inline in the JSON (time_to_full_seconds, time_to_full_state,
 	// ...); nil, and absent, where no trend was taken (status without
@@ -340,13 +347,15 @@ type PoolPlan struct {
 }
 
 // PlanPools groups members by pool (routers in none) and computes each
-// pool's plan against the warning threshold, in the order of PoolsOf.
-func PlanPools(members []PlanMember, warning float64) []PoolPlan {
+// pool's plan against the warning threshold, and its desired servers
+// against the target usage (autoscaling.target_kv_usage), in the order of
+// PoolsOf.
+func PlanPools(members []PlanMember, warning, target float64) []PoolPlan {
 	var gbuf [groupBuf]poolGroup[PlanMember]
 	groups := groupPools(members, func(m PlanMember) (PoolKey, *Server) { return m.Key, m.Server }, gbuf[:0])
 	out := make([]PoolPlan, 0, len(groups))
 	for _, g := range groups {
-		out = append(out, planPool(g.key, g.items, warning))
+		out = append(out, planPool(g.key, g.items, warning, target))
 	}
 	sortPools(out, func(p *PoolPlan) PoolKey { return p.PoolKey })
 	return out
@@ -368,7 +377,7 @@ func sortPools[T any](ps []T, key func(*T) PoolKey) {
 	}
 }
 
-func planPool(k PoolKey, ms []PlanMember, warning float64) PoolPlan {
+func planPool(k PoolKey, ms []PlanMember, warning, target float64) PoolPlan {
 	p := PoolPlan{PoolKey: k, Name: k.String(), Servers: len(ms), Limiters: []Limiter{}}
 	p.State, p.Evidence = worstState(ms)
 	// The pool's mix: Σ used / Σ running over busy servers.
@@ -414,13 +423,14 @@ func planPool(k PoolKey, ms []PlanMember, warning float64) PoolPlan {
 			p.Saturation.Prov = Partial
 		}
 	}
-	planDrain(&p, ms, warning)
+	planDrain(&p, ms, warning, target)
 	return p
 }
 
-// planDrain fills the pool's N−1 answer. Its notes are joined, not
-// formatted: fmt boxed each name in an interface, once per scrape.
-func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
+// planDrain fills the pool's N−1 answer and, from the same load and
+// capacity, its desired servers. Its notes are joined, not formatted: fmt
+// boxed each name in an interface, once per scrape.
+func planDrain(p *PoolPlan, ms []PlanMember, warning, target float64) {
 	var capTotal, load Value
 	demanders := 0
 	for _, m := range ms {
@@ -467,6 +477,7 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	d := p.DrainEach[largest]
 	p.Drain = &d
 	p.N1Safe = d.Safe
+	p.DesiredServers = DesiredServers(load, capTotal, len(ms), target)
 	switch {
 	case len(ms) == 1:
 		p.N1Note = "single server: draining " + d.Server + " leaves no capacity"
@@ -475,6 +486,29 @@ func planDrain(p *PoolPlan, ms []PlanMember, warning float64) {
 	case !d.Safe:
 		p.N1Note = "N−1 unsafe — draining " + d.Server + " leaves " + pctOf(d.After.V) + " of the rest"
 	}
+}
+
+// DesiredServers is the autoscaling signal of a pool (docs/planning.md,
+// "Autoscaling"): how many servers of the pool's own size keep its load at
+// or under the target usage at today's request mix, plus one so that the
+// pool still does with one server drained (N−1):
+//
+//	size    = capacity / servers                 (the pool's mean server, tokens)
+//	desired = ceil(load / (target × size)) + 1
+//
+// load is Σ used + Σ queued demand (the drain's load), capacity Σ capacity,
+// both in tokens, over the pool's servers; target is the usage ratio in
+// (0, 1]. The provenance is the load's (partial when some servers' demand
+// is unknown: then a lower bound). Unavailable when the load or the
+// capacity is, when the capacity is 0 or target is not in (0, 1]. The
+// recording rule pool:kvwatch_pool_desired_servers does the same
+// arithmetic in the same order.
+func DesiredServers(load, capacity Value, servers int, target float64) Value {
+	if !load.OK() || !capacity.OK() || capacity.V <= 0 || servers < 1 || !(target > 0 && target <= 1) {
+		return Value{}
+	}
+	size := capacity.V / float64(servers)
+	return saturate(math.Ceil(load.V/(target*size))+1, combine(load.Prov, capacity.Prov))
 }
 
 // Demand-aware time to full (docs/planning.md): the pool's fill trend, the

@@ -85,7 +85,7 @@ func TestPoolFillMatchesRecordingRules(t *testing.T) {
 			fs = append(fs, f)
 		}
 		got := kv.PoolFill(fs, t0.Add(evalAt), kv.FillWindow, kv.FillTrend{MinSamples: 2})
-		pl := fmt.Sprintf("{cluster=%q, pool=%q, role=\"unified\"}", "c1", p)
+		pl := fmt.Sprintf("{kv_cluster=%q, pool=%q, role=\"unified\"}", "c1", p)
 		t.Logf("pool %s: %s, %+v s, rate %+v tokens/s, free after demand %+v", p, got.TimeToFullState,
 			got.TimeToFullSeconds, got.FillRate, got.FreeAfterDemand)
 		rate = append(rate, fillSample{pl, math.Round(got.FillRate.V * 1e6)})

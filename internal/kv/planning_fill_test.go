@@ -197,7 +197,7 @@ func TestWithFill(t *testing.T) {
 			tr.Add(m.Name, at, m.Server.Used)
 		}
 	}
-	plans := PlanPools(members, 0.9)
+	plans := PlanPools(members, 0.9, 0.8)
 	WithFill(plans, members, tr, fillT0.Add(time.Minute), TrendMinTop)
 	// a: 4,000 used at 60 s, 96,000 free at 200/3 tokens/s: 1,440 s.
 	if f := plans[0].FillForecast; plans[0].Pool != "a" || f == nil || f.TimeToFullState != FillFilling || !near(f.TimeToFullSeconds, DerivedOf(1440)) {

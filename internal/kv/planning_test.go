@@ -154,7 +154,7 @@ func TestDrain(t *testing.T) {
 			member("decode-0", RoleDecode, dec(100000, 60000, 0)),
 			member("decode-1", RoleDecode, dec(100000, 50000, 10000)),
 			member("decode-2", RoleDecode, dec(200000, 150000, 20000)),
-		}, 0.9)
+		}, 0.9, 0.8)
 		if len(ps) != 1 {
 			t.Fatalf("pools = %d, want 1", len(ps))
 		}
@@ -187,7 +187,7 @@ func TestDrain(t *testing.T) {
 		ps := PlanPools([]PlanMember{
 			member("decode-0", RoleDecode, dec(100000, 52000, -1)),
 			member("decode-1", RoleDecode, dec(100000, 52000, -1)),
-		}, 0.9)
+		}, 0.9, 0.8)
 		if want := "N−1 unsafe — draining decode-0 leaves 104% of the rest"; ps[0].N1Note != want || ps[0].DemandCounted {
 			t.Errorf("note = %q (demand counted %v), want %q without demand", ps[0].N1Note, ps[0].DemandCounted, want)
 		}
@@ -197,7 +197,7 @@ func TestDrain(t *testing.T) {
 		ps := PlanPools([]PlanMember{
 			member("a", RoleUnified, srvOf(RoleUnified, Signals{Capacity: Of(100000), Used: Of(30000), Running: Of(3), Queued: Queues{Waiting: Of(0)}})),
 			member("b", RoleUnified, srvOf(RoleUnified, Signals{Capacity: Of(100000), Used: Of(40000), Running: Of(4), Queued: Queues{Waiting: Of(0)}})),
-		}, 0.9)
+		}, 0.9, 0.8)
 		p := ps[0]
 		if !p.N1Safe || p.N1Note != "" || !cmp.Equal(p.Drain.MarginTokens, DerivedOf(20000), valueCmp) ||
 			!cmp.Equal(p.Drain.MarginRatio, DerivedOf(0.2), valueCmp) {
@@ -210,7 +210,7 @@ func TestDrain(t *testing.T) {
 		}
 	})
 	t.Run("single server", func(t *testing.T) {
-		ps := PlanPools([]PlanMember{member("only", RoleDecode, dec(100000, 1000, -1))}, 0.9)
+		ps := PlanPools([]PlanMember{member("only", RoleDecode, dec(100000, 1000, -1))}, 0.9, 0.8)
 		p := ps[0]
 		if p.N1Safe || p.N1Note != "single server: draining only leaves no capacity" || p.Drain.After.OK() ||
 			!cmp.Equal(p.Drain.MarginTokens, DerivedOf(-1000), valueCmp) {
@@ -218,14 +218,14 @@ func TestDrain(t *testing.T) {
 		}
 	})
 	t.Run("failed server", func(t *testing.T) {
-		ps := PlanPools([]PlanMember{member("a", RoleDecode, dec(100000, 1000, -1)), member("b", RoleDecode, nil)}, 0.9)
+		ps := PlanPools([]PlanMember{member("a", RoleDecode, dec(100000, 1000, -1)), member("b", RoleDecode, nil)}, 0.9, 0.8)
 		p := ps[0]
 		if p.N1Safe || p.Drain != nil || !strings.Contains(p.N1Note, "b did not answer") || p.WorkloadHeadroom.Prov != Partial {
 			t.Errorf("plan = %+v; want no drain answer and a partial headroom", p)
 		}
 	})
 	t.Run("partial demand", func(t *testing.T) {
-		ps := PlanPools([]PlanMember{member("a", RoleDecode, dec(100000, 1000, 500)), member("b", RoleDecode, dec(100000, 1000, -1))}, 0.9)
+		ps := PlanPools([]PlanMember{member("a", RoleDecode, dec(100000, 1000, 500)), member("b", RoleDecode, dec(100000, 1000, -1))}, 0.9, 0.8)
 		p := ps[0]
 		if p.N1Safe || p.Drain.MarginTokens.Prov != Partial {
 			t.Errorf("plan = %+v, drain %+v; want a partial margin, not safe", p, p.Drain)
@@ -242,7 +242,7 @@ func TestPoolPlanSaturationAndLimiters(t *testing.T) {
 	c := srvOf(RoleDecode, Signals{Capacity: Of(100000), Used: Of(0), Running: Of(0), Queued: Queues{Waiting: Of(0)}})
 	pre := srvOf(RolePrefill, Signals{Capacity: Of(100000), Used: Of(10), Running: Of(1), Queued: Queues{Waiting: Of(0)}})
 	ps := PlanPools([]PlanMember{member("a", RoleDecode, a), member("b", RoleDecode, b), member("c", RoleDecode, c),
-		member("p", RolePrefill, pre)}, 0.9)
+		member("p", RolePrefill, pre)}, 0.9, 0.8)
 	if len(ps) != 2 || ps[0].Name != "prefill" || ps[1].Name != "decode" {
 		t.Fatalf("pools = %+v, want prefill then decode", ps)
 	}
@@ -308,5 +308,96 @@ func TestCountOf(t *testing.T) {
 		if got := countOf(c.v); got != c.want {
 			t.Errorf("countOf(%v) = %q, want %q", c.v, got, c.want)
 		}
+	}
+}
+
+func TestDesiredServers(t *testing.T) {
+	partial := Value{V: 290000, Prov: Partial}
+	for _, c := range []struct {
+		name     string
+		load     Value
+		capacity Value
+		servers  int
+		target   float64
+		want     Value
+	}{
+		// Size 400,000 / 3 = 133,333.3; at 0.8 a server takes 106,666.7:
+		// 290,000 of them is 2.72 servers, 3, and one more: 4.
+		{"three servers", DerivedOf(290000), DerivedOf(400000), 3, 0.8, DerivedOf(4)},
+		// Exactly at the target: 160,000 / (0.8 × 100,000) = 2 servers
+		// keep 80 %; one more for N−1: 3.
+		{"at the target", DerivedOf(160000), DerivedOf(200000), 2, 0.8, DerivedOf(3)},
+		// One token more needs a third server: 4.
+		{"one token over", DerivedOf(160001), DerivedOf(200000), 2, 0.8, DerivedOf(4)},
+		// Idle: no server needed, one kept for N−1.
+		{"idle", DerivedOf(0), DerivedOf(200000), 2, 0.8, DerivedOf(1)},
+		// Target 1: 100,000 fills one server of 100,000; 2.
+		{"target 1", DerivedOf(100000), DerivedOf(100000), 1, 1, DerivedOf(2)},
+		// The queue alone overfills: 1,000,000 over 80,000 a server is
+		// 12.5, 13, and 14.
+		{"overload", DerivedOf(1000000), DerivedOf(100000), 1, 0.8, DerivedOf(14)},
+		{"partial load", partial, DerivedOf(400000), 3, 0.8, Value{V: 4, Prov: Partial}},
+		{"unknown load", Value{}, DerivedOf(400000), 3, 0.8, Value{}},
+		{"unknown capacity", DerivedOf(1000), Value{}, 3, 0.8, Value{}},
+		{"no capacity", DerivedOf(1000), DerivedOf(0), 3, 0.8, Value{}},
+		{"no server", DerivedOf(1000), DerivedOf(1000), 0, 0.8, Value{}},
+		{"target 0", DerivedOf(1000), DerivedOf(1000), 1, 0, Value{}},
+		{"target above 1", DerivedOf(1000), DerivedOf(1000), 1, 1.5, Value{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DesiredServers(c.load, c.capacity, c.servers, c.target); !cmp.Equal(got, c.want, valueCmp) {
+				t.Errorf("DesiredServers(%+v, %+v, %d, %g) = %+v, want %+v", c.load, c.capacity, c.servers, c.target, got, c.want)
+			}
+		})
+	}
+}
+
+// TestPoolDesiredServers: the pools of a PD deployment get a desired count
+// each, never one for the blend, from the drain's load (used plus queued
+// demand); unknown where the drain answer is.
+func TestPoolDesiredServers(t *testing.T) {
+	srv := func(role Role, c, u, d float64) *Server {
+		sig := Signals{Capacity: Of(c), Used: Of(u), Running: Of(10), Queued: Queues{Waiting: Of(0)}}
+		if d >= 0 {
+			sig.Demand = Of(d)
+		}
+		return srvOf(role, sig)
+	}
+	// Prefill: 20,000 + 30,000 used of 2 × 50,000: 50,000 over 0.8 ×
+	// 50,000 = 1.25 servers, 2, and 3. Decode: 150,000 + 140,000 +
+	// 130,000 used and 3 × 20,000 wanted = 480,000 over 0.8 × 200,000 =
+	// 3 servers, and 4. (Blended, 530,000 over 0.8 × 140,000 would be 4.7,
+	// 5, and 6: neither pool's answer.)
+	ps := PlanPools([]PlanMember{
+		member("prefill-0", RolePrefill, srv(RolePrefill, 50000, 20000, -1)),
+		member("prefill-1", RolePrefill, srv(RolePrefill, 50000, 30000, -1)),
+		member("decode-0", RoleDecode, srv(RoleDecode, 200000, 150000, 20000)),
+		member("decode-1", RoleDecode, srv(RoleDecode, 200000, 140000, 20000)),
+		member("decode-2", RoleDecode, srv(RoleDecode, 200000, 130000, 20000)),
+	}, 0.9, 0.8)
+	got := map[string]Value{}
+	for _, p := range ps {
+		got[p.Name] = p.DesiredServers
+	}
+	if want := map[string]Value{"prefill": DerivedOf(3), "decode": DerivedOf(4)}; !cmp.Equal(got, want, valueCmp) {
+		t.Errorf("desired servers = %+v, want %+v", got, want)
+	}
+
+	for _, c := range []struct {
+		name    string
+		members []PlanMember
+		want    Value
+	}{
+		{"a failed server", []PlanMember{member("a", RoleDecode, srv(RoleDecode, 100000, 1000, -1)), member("b", RoleDecode, nil)}, Value{}},
+		// 1,000 + 500 + 1,000 of 200,000: 1 server, 2; b's demand unknown.
+		{"partial demand", []PlanMember{member("a", RoleDecode, srv(RoleDecode, 100000, 1000, 500)),
+			member("b", RoleDecode, srv(RoleDecode, 100000, 1000, -1))}, Value{V: 2, Prov: Partial}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ps := PlanPools(c.members, 0.9, 0.8)
+			if len(ps) != 1 || !cmp.Equal(ps[0].DesiredServers, c.want, valueCmp) {
+				t.Errorf("pools %+v: want one, desired %+v", ps, c.want)
+			}
+		})
 	}
 }

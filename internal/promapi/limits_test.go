@@ -71,8 +71,8 @@ func TestLabelFunctionBomb(t *testing.T) {
 		// No series read at all: the separator alone grows.
 		{"label_join of vector(1) x30", nested("label_join", "vector(1)", `"a", "--------", "a", "a"`, 30), 422, "query.max-label-bytes"},
 		{"inside a subquery", `max_over_time(` + nested("label_join", all, `"model", "", "model", "model"`, 20) + `[5m:1m])`, 422, "query.max-label-bytes"},
-		{"label_join", `label_join(kvwatch_kv_used_tokens, "id", "/", "cluster", "server")`, 200, ""},
-		{"label_replace of label_join", `label_replace(label_join(` + all + `, "id", "/", "cluster", "server"), "host", "$1", "server", "(.*):.*")`, 200, ""},
+		{"label_join", `label_join(kvwatch_kv_used_tokens, "id", "/", "kv_cluster", "server")`, 200, ""},
+		{"label_replace of label_join", `label_replace(label_join(` + all + `, "id", "/", "kv_cluster", "server"), "host", "$1", "server", "(.*):.*")`, 200, ""},
 		{"label_join of count_values", `label_join(count_values("v", kvwatch_kv_used_tokens), "w", "", "v", "v")`, 200, ""},
 	} {
 		var before, after runtime.MemStats
@@ -88,7 +88,7 @@ func TestLabelFunctionBomb(t *testing.T) {
 		}
 	}
 	// The answer of a plain one is right.
-	code, r := call(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {`label_join(kvwatch_kv_used_tokens{server="10.0.0.1:30002"}, "id", "/", "cluster", "server")`}})
+	code, r := call(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {`label_join(kvwatch_kv_used_tokens{server="10.0.0.1:30002"}, "id", "/", "kv_cluster", "server")`}})
 	if code != 200 || !strings.Contains(string(r.Data), `"id":"prod-eu-west/10.0.0.1:30002"`) {
 		t.Errorf("label_join = %d %s", code, r.Data)
 	}

@@ -316,8 +316,8 @@ func TestOnDemandRules(t *testing.T) {
 		{stack.RecTimeToFull, map[string]float64{"d1": 8700}, stack.RecTimeToFull},
 		// The generated Grafana dashboards' two queries of an on-demand
 		// rule, with their variables as Grafana substitutes "All".
-		{`bottomk(10, ` + stack.RecTimeToFull + `{cluster=~".*",pool=~".*",role=~".*"})`, map[string]float64{"d1": 8700}, stack.RecTimeToFull},
-		{stack.RecTimeToFull + `{cluster=~".*",pool=~"p1",role=~".*",server=~"d1|d2"}`, map[string]float64{"d1": 8700}, stack.RecTimeToFull},
+		{`bottomk(10, ` + stack.RecTimeToFull + `{kv_cluster=~".*",pool=~".*",role=~".*"})`, map[string]float64{"d1": 8700}, stack.RecTimeToFull},
+		{stack.RecTimeToFull + `{kv_cluster=~".*",pool=~"p1",role=~".*",server=~"d1|d2"}`, map[string]float64{"d1": 8700}, stack.RecTimeToFull},
 		{`server:kvwatch_prefix_cache_query_tokens:rate5m{server="p"} * 2`, map[string]float64{"p": 200}, ""},
 		{`max_over_time(server:kvwatch_prefix_cache_hit_tokens:rate5m{server="d2"}[10m])`, map[string]float64{"d2": 40}, ""},
 	}

@@ -102,7 +102,7 @@ func TestGeneratedStackAgainstServe(t *testing.T) {
 	base := "http://" + addr
 	// The recording rules run at their first evaluation (within 15s).
 	waitNames(t, base, "kvwatch_kv_usage_ratio", "kvwatch_target_up", "kvwatch_server_info", "kvwatch_prefix_cache_hit_tokens_total",
-		"cluster:kvwatch_kv_used_tokens:sum", "pool:kvwatch_kv_capacity_tokens:sum", "fleet:kvwatch_kv_used_tokens:sum")
+		"kv_cluster:kvwatch_kv_used_tokens:sum", "pool:kvwatch_kv_capacity_tokens:sum", "fleet:kvwatch_kv_used_tokens:sum")
 	rep := checkJSON(t, -1, append(generatedQueryFiles(t), "--against", base)...) // exit 1 for the absent planning series below; each finding is judged
 	// No errors. Warnings only where serve cannot hold the series by
 	// design: rate rules it computes on demand over a history too short for

@@ -17,11 +17,16 @@ type PlanOptions struct {
 	// (alerts.kv_usage_critical, alerts.leak_usage); 0: the config's
 	// defaults.
 	Critical, LeakUsage float64
+	// TargetKVUsage is the usage ratio the desired servers keep a pool at
+	// or under with one server drained (autoscaling.target_kv_usage); 0:
+	// the config's default.
+	TargetKVUsage float64
 }
 
 // PlanOptionsOf returns the planning settings of a config.
 func PlanOptionsOf(c *config.Config) PlanOptions {
-	return PlanOptions{Warning: c.Alerts.KVUsageWarning, Critical: c.Alerts.KVUsageCritical, LeakUsage: c.Alerts.LeakUsage}
+	return PlanOptions{Warning: c.Alerts.KVUsageWarning, Critical: c.Alerts.KVUsageCritical, LeakUsage: c.Alerts.LeakUsage,
+		TargetKVUsage: c.Autoscaling.TargetKVUsage}
 }
 
 // Diagnosis is the thresholds of kv.Diagnose in effect: o's, else the
@@ -44,6 +49,14 @@ func (o PlanOptions) Threshold() float64 {
 		return o.Warning
 	}
 	return config.Default().Alerts.KVUsageWarning
+}
+
+// Target is the target usage in effect: o.TargetKVUsage, else the default.
+func (o PlanOptions) Target() float64 {
+	if o.TargetKVUsage > 0 {
+		return o.TargetKVUsage
+	}
+	return config.Default().Autoscaling.TargetKVUsage
 }
 
 // SetPlanning sets the planning settings of the reports t builds.
@@ -81,7 +94,7 @@ func (r *Report) PlanPools(o PlanOptions) {
 		}
 		members = append(members, kv.PlanMember{Key: PoolKeyOf(row), Name: row.Name, Server: row.Server, Plan: row.Plan})
 	}
-	r.Planning = kv.PlanPools(members, o.Threshold())
+	r.Planning = kv.PlanPools(members, o.Threshold(), o.Target())
 	for i := range r.Pools {
 		p := &r.Pools[i]
 		for _, pp := range r.Planning {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/safetext"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -93,7 +94,7 @@ func (r *Report) Summarize(sizes []int) {
 // PoolKeyOf is the pool a row belongs to: its role and its cluster and pool
 // labels.
 func PoolKeyOf(row *Server) kv.PoolKey {
-	return kv.PoolKey{Role: row.Role, Cluster: row.Labels["cluster"], Pool: row.Labels["pool"]}
+	return kv.PoolKey{Role: row.Role, Cluster: row.Labels[config.TargetLabelCluster], Pool: row.Labels[config.TargetLabelPool]}
 }
 
 // Server is one target's row.

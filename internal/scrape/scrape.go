@@ -433,7 +433,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 				*prev, srv.Engine, srv.Role, whose)
 		}
 	}
-	if m := t.Labels["model"]; m != "" && srv.Model == "" {
+	if m := t.Labels[config.TargetLabelModel]; m != "" && srv.Model == "" {
 		srv.Model = m
 	}
 	// Text from the target reaches terminals: no control characters.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -55,9 +56,10 @@ type collector struct {
 	// family's label names are its identity labels, then its own
 	// (signal.Metric.Labels), in the order of its values.
 	serverLabels, poolLabels []string
-	// planWarning returns the warning threshold of the planning families
-	// (alerts.kv_usage_warning); nil: the default.
-	planWarning func() float64
+	// planOptions returns the settings of the planning families (the
+	// warning threshold, alerts.kv_usage_warning, and the autoscaling
+	// target, autoscaling.target_kv_usage); nil: the defaults.
+	planOptions func() report.PlanOptions
 }
 
 func newCollector(src source) *collector {
@@ -163,7 +165,7 @@ func valueType(m signal.Metric) prometheus.ValueType {
 
 // collectEntry passes e's samples to em.
 func (c *collector) collectEntry(e *entry, em *emitter) {
-	id := [...]string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+	id := [...]string{e.target.Name, string(e.role), e.target.Labels[config.TargetLabelCluster], e.target.Labels[config.TargetLabelPool]}
 	emit := func(m signal.Metric, v float64, extra ...string) {
 		em.emit(m, v, c.serverLabels, id[:], extra...)
 	}

@@ -3,6 +3,7 @@ package serve
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/signal"
@@ -19,29 +20,29 @@ func (c *collector) addPlanning() {
 	}
 }
 
-// planWarning is the warning threshold of the running config.
-func (d *Daemon) planWarning() float64 { return d.setup.Load().PlanOptions().Threshold() }
+// planOptions are the planning settings of the running config.
+func (d *Daemon) planOptions() report.PlanOptions { return d.setup.Load().PlanOptions() }
 
 // collectPlanning exports the planning families of the entries: each
 // server's plan (computed with its row) and each pool's, the pool being
 // the servers of one role label and one cluster and pool label. Partial
 // and implausible values are left out, like every other family.
 func (c *collector) collectPlanning(es []entry, em *emitter) {
-	w := report.PlanOptions{}.Threshold()
-	if c.planWarning != nil {
-		w = c.planWarning()
+	var o report.PlanOptions
+	if c.planOptions != nil {
+		o = c.planOptions()
 	}
 	members := make([]kv.PlanMember, 0, len(es))
 	for i := range es {
 		e := &es[i]
-		m := kv.PlanMember{Key: kv.PoolKey{Role: e.role, Cluster: e.target.Labels[signal.LabelCluster],
-			Pool: e.target.Labels[signal.LabelPool]}, Name: e.target.Name}
+		m := kv.PlanMember{Key: kv.PoolKey{Role: e.role, Cluster: e.target.Labels[config.TargetLabelCluster],
+			Pool: e.target.Labels[config.TargetLabelPool]}, Name: e.target.Name}
 		if e.scraped && e.res.OK() {
 			m.Server, m.Plan = e.res.Server, e.row.Plan
 		}
 		members = append(members, m)
 	}
-	pools := kv.PlanPools(members, w)
+	pools := kv.PlanPools(members, o.Threshold(), o.Target())
 	drains := make(map[string]*kv.DrainCase, len(es))
 	for _, p := range pools {
 		if p.Servers > 1 {
@@ -56,7 +57,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 		if !e.scraped || !e.res.OK() || p == nil {
 			continue
 		}
-		id := [...]string{e.target.Name, string(e.role), e.target.Labels[signal.LabelCluster], e.target.Labels[signal.LabelPool]}
+		id := [...]string{e.target.Name, string(e.role), e.target.Labels[config.TargetLabelCluster], e.target.Labels[config.TargetLabelPool]}
 		known := func(m signal.Metric, v kv.Value) {
 			if v.Trusted() {
 				em.emit(m, v.V, c.serverLabels, id[:])
@@ -93,6 +94,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 			known(signal.PoolDrainMarginTokens, p.Drain.MarginTokens)
 			known(signal.PoolDrainMarginRatio, p.Drain.MarginRatio)
 		}
+		known(signal.PoolDesiredServers, p.DesiredServers)
 	}
 }
 

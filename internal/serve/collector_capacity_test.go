@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/scrape"
@@ -20,7 +21,7 @@ import (
 func TestCollectorPlanning(t *testing.T) {
 	mk := func(name string, role kv.Role, pool string, capacity, used, running, waiting float64) (*scrape.Target, *kv.Server) {
 		u, _ := url.Parse("http://" + name + "/metrics")
-		tg := &scrape.Target{Name: name, URL: u, Labels: map[string]string{signal.LabelCluster: "c1", signal.LabelPool: pool}}
+		tg := &scrape.Target{Name: name, URL: u, Labels: map[string]string{config.TargetLabelCluster: "c1", config.TargetLabelPool: pool}}
 		s := &kv.Server{Engine: "sglang", Role: role, Signals: kv.Signals{Capacity: kv.Of(capacity), Used: kv.Of(used),
 			Running: kv.Of(running), Queued: kv.Queues{Waiting: kv.Of(waiting)}}}
 		s.Rollup()
@@ -44,7 +45,7 @@ func TestCollectorPlanning(t *testing.T) {
 		es = append(es, entry{target: tg, scraped: true, res: res, row: row, role: c.role})
 	}
 	coll := newCollector(func() []entry { return es })
-	coll.planWarning = func() float64 { return 0.9 }
+	coll.planOptions = func() report.PlanOptions { return report.PlanOptions{Warning: 0.9, TargetKVUsage: 0.8} }
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(coll); err != nil {
 		t.Fatal(err)
@@ -81,7 +82,9 @@ func TestCollectorPlanning(t *testing.T) {
 	// free: 20. Decode pool load 80,000; drain d0 (the first of two equal
 	// servers): 0.9 × 100,000 − 80,000 = 10,000, ratio 0.9 − 0.8 = 0.1.
 	// Saturation (0.6 × 100,000 + 0.2 × 100,000) / 200,000 = 0.4. The
-	// prefill pool has one server: no drain series.
+	// prefill pool has one server: no drain series. Desired servers at the
+	// 0.8 target: decode 80,000 over 0.8 × 100,000 is 1 server, and one
+	// for N−1: 2; prefill 10,000 over 0.8 × 50,000 is 0.25, 1, and 2.
 	want := map[string]float64{
 		"kvwatch_kv_per_running_request_tokens{d0,decode}":  2000,
 		"kvwatch_kv_per_running_request_tokens{d1,decode}":  2000,
@@ -104,6 +107,8 @@ func TestCollectorPlanning(t *testing.T) {
 		"kvwatch_pool_saturation_ratio{prefill}":            0.2,
 		"kvwatch_pool_drain_margin_tokens{decode}":          10000,
 		"kvwatch_pool_drain_margin_ratio{decode}":           0.1,
+		"kvwatch_pool_desired_servers{decode}":              2,
+		"kvwatch_pool_desired_servers{prefill}":             2,
 	}
 	for _, srv := range []struct{ name, role, factor string }{{"d0", "decode", "none"}, {"d1", "decode", "queue"}, {"p0", "prefill", "none"}} {
 		for _, f := range kv.Factors() {

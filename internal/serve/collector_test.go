@@ -116,7 +116,7 @@ func TestCollectorRankSeriesPerDPRank(t *testing.T) {
 			s := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, Ranks: c.ranks}
 			s.Rollup()
 			e := entry{
-				target:  &scrape.Target{Name: "srv", Labels: map[string]string{signal.LabelCluster: "c1", signal.LabelPool: "p1"}},
+				target:  &scrape.Target{Name: "srv", Labels: map[string]string{config.TargetLabelCluster: "c1", config.TargetLabelPool: "p1"}},
 				scraped: true,
 				res:     scrape.Result{Server: s},
 				role:    kv.RoleDecode,
@@ -130,7 +130,7 @@ func TestCollectorRankSeriesPerDPRank(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ident := map[string]string{"server": "srv", "role": "decode", "cluster": "c1", "pool": "p1"}
+			ident := map[string]string{"server": "srv", "role": "decode", "kv_cluster": "c1", "pool": "p1"}
 			for _, mf := range mfs {
 				if got[mf.GetName()] == nil {
 					continue
@@ -223,7 +223,7 @@ func gatherEntry(t *testing.T, e entry) map[string]map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ident := map[string]bool{"server": true, "role": true, "cluster": true, "pool": true}
+	ident := map[string]bool{"server": true, "role": true, "kv_cluster": true, "pool": true}
 	got := map[string]map[string]float64{}
 	for _, mf := range mfs {
 		got[mf.GetName()] = map[string]float64{}

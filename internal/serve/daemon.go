@@ -189,7 +189,7 @@ func New(opts Options) (*Daemon, error) {
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
 	d.coll = newCollector(d.entries)
-	d.coll.planWarning = d.planWarning
+	d.coll.planOptions = d.planOptions
 	d.kvReg.MustRegister(d.coll)
 	d.routes()
 

@@ -41,7 +41,7 @@ targets:
 	waitFor(t, "the first round", d.Ready)
 
 	g := d.Gatherer()
-	dp2 := map[string]string{"server": "dp2", "role": "decode", "cluster": "c1", "pool": "p1"}
+	dp2 := map[string]string{"server": "dp2", "role": "decode", "kv_cluster": "c1", "pool": "p1"}
 	// Worked out by hand from testdata/sglang-dp2.prom.
 	for _, c := range []struct {
 		m     signal.Metric
@@ -117,7 +117,7 @@ targets:
 		t.Fatalf("/metrics: %d", code)
 	}
 	for _, want := range []string{"go_goroutines ", signal.ConfigReloadSuccess.Name + " 1", signal.Targets.Name + " 2",
-		signal.ScrapeDeadlineMisses.Name + " ", `kvwatch_kv_used_tokens{cluster="c1",pool="p1",role="decode",server="dp2"} 750`} {
+		signal.ScrapeDeadlineMisses.Name + " ", `kvwatch_kv_used_tokens{kv_cluster="c1",pool="p1",role="decode",server="dp2"} 750`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -170,7 +170,7 @@ func TestFileSD(t *testing.T) {
 	cfg := writeFile(t, dir, "kvwatch.yml", "file_sd_configs:\n  - files: ['*.json', '*.yml.sd']\n    refresh_interval: 1s\n")
 	d := start(t, Options{Pipeline: pipe(t, config.Sources{File: cfg})})
 	waitFor(t, "the first round", d.Ready)
-	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"server": host(a.URL), "role": "prefill", "cluster": "east"}); got != 750 {
+	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"server": host(a.URL), "role": "prefill", "kv_cluster": "east"}); got != 750 {
 		t.Errorf("file_sd target used = %g, want 750", got)
 	}
 

@@ -252,7 +252,7 @@ func TestProbeManyURLsFDsFlat(t *testing.T) {
 		target := fmt.Sprintf("%s/metrics?i=%d", servers[i%len(servers)], i)
 		rec := httptest.NewRecorder()
 		d.serveProbe(rec, httptest.NewRequest(http.MethodGet, PathProbe+"?target="+url.QueryEscape(target), nil))
-		if rec.Code != 200 || !strings.Contains(rec.Body.String(), signal.TargetUp.Name+`{cluster="",pool="",role="unified",server="127.0.0.1:`) {
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), signal.TargetUp.Name+`{kv_cluster="",pool="",role="unified",server="127.0.0.1:`) {
 			t.Fatalf("probe %d of %s = %d:\n%s", i, target, rec.Code, rec.Body.String())
 		}
 	}

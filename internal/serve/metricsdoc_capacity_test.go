@@ -22,6 +22,7 @@ func init() {
 		signal.PoolSaturationRatio.Name:          "derived: Σ capacity × saturation / Σ capacity",
 		signal.PoolDrainMarginTokens.Name:        "derived: the largest server's drain margin",
 		signal.PoolDrainMarginRatio.Name:         "derived: the largest server's drain margin ratio",
+		signal.PoolDesiredServers.Name:           "derived: ceil((Σ used + Σ demand) / (target × Σ capacity / servers)) + 1; the recording rule `pool:kvwatch_pool_desired_servers` computes the same from the exported series",
 	} {
 		provenanceDoc[k] = v
 	}

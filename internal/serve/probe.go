@@ -247,7 +247,7 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 	}
 	reg := prometheus.NewRegistry()
 	coll := newCollector(func() []entry { return []entry{snap} })
-	coll.planWarning = d.planWarning // the config's threshold, as the target loops'
+	coll.planOptions = d.planOptions // the config's settings, as the target loops'
 	reg.MustRegister(coll)
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }

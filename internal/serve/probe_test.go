@@ -77,9 +77,9 @@ func TestProbe(t *testing.T) {
 		t.Fatalf("probe of an allowed target = %d %s", code, body)
 	}
 	for _, want := range []string{
-		fmt.Sprintf(`%s{cluster="",pool="",role="decode",server="%s"} 750`, signal.KVUsedTokens.Name, u.Host),
-		fmt.Sprintf(`%s{cluster="",pool="",request_tokens="100",role="decode",server="%s"} 12`, signal.KVHeadroomRequests.Name, u.Host),
-		fmt.Sprintf(`%s{cluster="",pool="",role="decode",server="%s"} 1`, signal.TargetUp.Name, u.Host),
+		fmt.Sprintf(`%s{kv_cluster="",pool="",role="decode",server="%s"} 750`, signal.KVUsedTokens.Name, u.Host),
+		fmt.Sprintf(`%s{kv_cluster="",pool="",request_tokens="100",role="decode",server="%s"} 12`, signal.KVHeadroomRequests.Name, u.Host),
+		fmt.Sprintf(`%s{kv_cluster="",pool="",role="decode",server="%s"} 1`, signal.TargetUp.Name, u.Host),
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("probe body lacks %q", want)
@@ -91,7 +91,7 @@ func TestProbe(t *testing.T) {
 
 	// A name is scraped when a name entry allows it.
 	code, body = probe("target=" + url.QueryEscape("http://localhost:"+u.Port()) + "&engine=sglang")
-	if code != 200 || !strings.Contains(body, fmt.Sprintf(`%s{cluster="",pool="",role="unified",server="localhost:%s"} 2000`, signal.KVCapacityTokens.Name, u.Port())) {
+	if code != 200 || !strings.Contains(body, fmt.Sprintf(`%s{kv_cluster="",pool="",role="unified",server="localhost:%s"} 2000`, signal.KVCapacityTokens.Name, u.Port())) {
 		t.Errorf("probe of localhost = %d, body lacks its capacity:\n%s", code, body)
 	}
 
@@ -118,7 +118,7 @@ func TestProbe(t *testing.T) {
 	// A failing target answers 200 with up 0 and the reason, like blackbox_exporter.
 	dead := testenv.FreeAddr(t)
 	code, body = probe("target=" + url.QueryEscape("http://"+dead))
-	if code != 200 || !strings.Contains(body, fmt.Sprintf(`%s{cluster="",pool="",reason="refused",role="unified",server="%s"} 1`, signal.TargetScrapeError.Name, dead)) {
+	if code != 200 || !strings.Contains(body, fmt.Sprintf(`%s{kv_cluster="",pool="",reason="refused",role="unified",server="%s"} 1`, signal.TargetScrapeError.Name, dead)) {
 		t.Errorf("probe of a dead target = %d:\n%s", code, body)
 	}
 }

@@ -178,7 +178,10 @@ func TestRemoteWriteRequests(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d series of kvwatch_kv_capacity_tokens{server=t0}, want 1", n)
 	}
-	for k, v := range map[string]string{"job": "kvwatch", "instance": "box-1:9477", "region": "eu", "cluster": "c1", "role": "unified"} {
+	// The target's cluster label is exported as kv_cluster: an external
+	// cluster label (the Kubernetes cluster) passes through beside it.
+	for k, v := range map[string]string{"job": "kvwatch", "instance": "box-1:9477", "region": "eu", "kv_cluster": "c1",
+		"cluster": "from-external", "role": "unified"} {
 		if ls[k] != v {
 			t.Errorf("label %s = %q, want %q (labels %v)", k, ls[k], v, ls)
 		}

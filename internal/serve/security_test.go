@@ -164,11 +164,11 @@ func TestFileSDTLSAndAuth(t *testing.T) {
 		cluster string
 		up      float64
 	}{{"secure", 1}, {"plain", 0}} {
-		if got := one(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"cluster": c.cluster}); got != c.up {
+		if got := one(t, d.Gatherer(), signal.TargetUp.Name, map[string]string{"kv_cluster": c.cluster}); got != c.up {
 			t.Errorf("file_sd target of cluster %s: up = %g, want %g", c.cluster, got, c.up)
 		}
 	}
-	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"cluster": "secure"}); got != 750 {
+	if got := one(t, d.Gatherer(), signal.KVUsedTokens.Name, map[string]string{"kv_cluster": "secure"}); got != 750 {
 		t.Errorf("used tokens over TLS with basic auth = %g, want 750", got)
 	}
 }

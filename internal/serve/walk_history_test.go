@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -47,7 +48,7 @@ func walkRound(t *testing.T, tr *report.Tracker, i int) []entry {
 		if i%5 == 2 && c.name == "d0" {
 			cluster = "" // an empty label value for one round
 		}
-		tg := &scrape.Target{Name: c.name, URL: u, Labels: map[string]string{signal.LabelCluster: cluster, signal.LabelPool: c.pool}}
+		tg := &scrape.Target{Name: c.name, URL: u, Labels: map[string]string{config.TargetLabelCluster: cluster, config.TargetLabelPool: c.pool}}
 		res := scrape.Result{Target: tg, Time: at, Duration: time.Millisecond, BodyBytes: 1000}
 		if c.down {
 			res.Err, res.Reason = errors.New("connection refused"), signal.ReasonRefused

@@ -52,6 +52,11 @@ var (
 		Help: "N-1 margin of the pool, its largest server drained: the warning threshold times the rest's capacity minus the pool's used and queued KV, in tokens (negative: unsafe); pools of more than one server."}
 	PoolDrainMarginRatio = Metric{Name: "kvwatch_pool_drain_margin_ratio", Type: Gauge, Unit: "ratio", Pool: true,
 		Help: "N-1 margin of the pool, its largest server drained: the warning threshold minus the usage the rest would have (negative: unsafe); pools of more than one server."}
+	// PoolDesiredServers is the autoscaling signal (docs/planning.md,
+	// "Autoscaling"): what the generated KEDA ScaledObjects and HPAs scale
+	// each pool's workload to.
+	PoolDesiredServers = Metric{Name: "kvwatch_pool_desired_servers", Type: Gauge, Unit: "", Pool: true,
+		Help: "Servers the pool needs: as many of its mean size as keep its used and queued KV at or under autoscaling.target_kv_usage, plus one so that it still does with a server drained (N-1); absent while a server is down or reports no whole KV tokens."}
 )
 
 // Planning lists the per-server planning families in documentation order.
@@ -62,5 +67,6 @@ func Planning() []Metric {
 
 // PoolPlanning lists the per-pool planning families in documentation order.
 func PoolPlanning() []Metric {
-	return []Metric{PoolServers, PoolState, PoolWorkloadHeadroomRequests, PoolFinishedHeadroomRequests, PoolSaturationRatio, PoolDrainMarginTokens, PoolDrainMarginRatio}
+	return []Metric{PoolServers, PoolState, PoolWorkloadHeadroomRequests, PoolFinishedHeadroomRequests, PoolSaturationRatio, PoolDrainMarginTokens, PoolDrainMarginRatio,
+		PoolDesiredServers}
 }

@@ -40,15 +40,22 @@ type Metric struct {
 	Pool bool
 }
 
-// Identity labels. Every per-server series carries ServerLabels; cluster and
-// pool come from the target's config and are empty (absent) when unset.
+// Identity labels. Every per-server series carries ServerLabels; the
+// inference cluster and the pool come from the target's config (its labels
+// cluster and pool) and are empty (absent) when unset.
+//
+// The inference cluster is exported as kv_cluster, not cluster:
+// kube-prometheus and multi-cluster Thanos or Mimir setups put the
+// Kubernetes cluster in a cluster label (an external label, or a target
+// label of the scrape), and a series' own cluster label would hide it
+// (docs/metrics.md, "Labels").
 const (
-	LabelServer  = "server"  // the target's name, by default host:port
-	LabelRole    = "role"    // prefill, decode, unified, router or cache
-	LabelCluster = "cluster" // from the config file
-	LabelPool    = "pool"    // from the config file
-	LabelDPRank  = "dp_rank" // data-parallel rank, as the engine labels it
-	LabelQueue   = "queue"   // waiting, prealloc, bootstrap, transfer, inflight
+	LabelServer  = "server"     // the target's name, by default host:port
+	LabelRole    = "role"       // prefill, decode, unified, router or cache
+	LabelCluster = "kv_cluster" // the inference cluster: the target's cluster label in the config file
+	LabelPool    = "pool"       // from the config file
+	LabelDPRank  = "dp_rank"    // data-parallel rank, as the engine labels it
+	LabelQueue   = "queue"      // waiting, prealloc, bootstrap, transfer, inflight
 	LabelRequest = "request_tokens"
 	LabelSignal  = "signal"
 	LabelProv    = "provenance"

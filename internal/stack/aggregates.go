@@ -24,7 +24,7 @@ type level struct {
 func levels() []level {
 	return []level{
 		{"pool", []string{signal.LabelCluster, signal.LabelPool, signal.LabelRole}},
-		{"cluster", []string{signal.LabelCluster, signal.LabelRole}},
+		{signal.LabelCluster, []string{signal.LabelCluster, signal.LabelRole}},
 		{"fleet", []string{signal.LabelRole}},
 	}
 }

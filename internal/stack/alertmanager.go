@@ -107,7 +107,7 @@ func alertmanagerConfig(o Options) amConfig {
 		if r.SlackWebhookURL != "" {
 			rc.SlackConfigs = append(rc.SlackConfigs, amSlack{
 				APIURL: r.SlackWebhookURL, Channel: r.SlackChannel, SendResolved: true,
-				Title: `[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] {{ .CommonLabels.alertname }} {{ .CommonLabels.cluster }}/{{ .CommonLabels.pool }}`,
+				Title: `[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] {{ .CommonLabels.alertname }} {{ .CommonLabels.` + signal.LabelCluster + ` }}/{{ .CommonLabels.pool }}`,
 				Text:  `{{ range .Alerts }}{{ .Annotations.description }} <{{ .Annotations.runbook_url }}|runbook>` + "\n" + `{{ end }}`,
 			})
 		}

@@ -105,7 +105,7 @@ const (
 // Grafana variable names.
 const (
 	varDatasource = "datasource"
-	varCluster    = "cluster"
+	varCluster    = signal.LabelCluster
 	varPool       = "pool"
 	varRole       = "role"
 	varServer     = "server"
@@ -129,6 +129,9 @@ func serverSel(extra ...string) string {
 func targetSel(extra ...string) string {
 	return "{" + strings.Join(append([]string{signal.LabelServer + `=~"$` + varServer + `"`}, extra...), ",") + "}"
 }
+
+// poolLegend names a pool-level series in a panel's legend.
+const poolLegend = "{{" + signal.LabelCluster + "}}/{{" + signal.LabelPool + "}} {{" + signal.LabelRole + "}}"
 
 // usageSteps colours KV usage by the alert thresholds.
 func usageSteps(o Options) []step {
@@ -156,7 +159,6 @@ func Dashboards(o Options) []DashboardSpec {
 	// A pool is one role in one cluster and pool: the fleet panels group
 	// by all three, so two clusters' decode servers are never summed.
 	poolKey := []string{signal.LabelCluster, signal.LabelPool, role}
-	const poolLegend = "{{cluster}}/{{pool}} {{role}}"
 	fleet := DashboardSpec{File: "kvwatch-fleet.json", UID: "kvwatch-fleet", Title: "kvwatch / Fleet KV cache", panels: []panelSpec{
 		{kind: kindStat, title: "KV usage by pool", unit: "percentunit", min: ratio, max: one, w: 6, h: 6,
 			description: "Capacity-weighted KV usage of each selected pool (one role in one cluster and pool: pools are never summed together): sum of used tokens over sum of capacity (never an average of ratios).",
@@ -164,7 +166,7 @@ func Dashboards(o Options) []DashboardSpec {
 			steps:       usageSteps(o)},
 		{kind: kindTimeseries, title: "KV usage per pool", unit: "percentunit", min: ratio, max: one, w: 18, h: 6,
 			description: "Capacity-weighted KV usage of each pool and role.",
-			queries:     []query{{expr: RecUsageRatio("pool") + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}"}},
+			queries:     []query{{expr: RecUsageRatio("pool") + poolSel(), legend: poolLegend}},
 			steps:       usageSteps(o)},
 		{kind: kindTimeseries, title: "KV tokens: used, available, capacity", unit: "short", w: 12, h: 8,
 			description: "Per selected pool, in tokens.",
@@ -191,11 +193,11 @@ func Dashboards(o Options) []DashboardSpec {
 			steps: []step{{nil, green}, {f(a.QueueLength), orange}}},
 		{kind: kindTimeseries, title: "Prefix-cache hit ratio", unit: "percentunit", min: ratio, max: one, w: 8, h: 8,
 			description: "Rate of prompt tokens found in the prefix cache over rate of tokens looked up (5m), per pool. No data for engines without prefix-cache counters.",
-			queries:     []query{{expr: RecHitRatio("pool") + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}"}},
+			queries:     []query{{expr: RecHitRatio("pool") + poolSel(), legend: poolLegend}},
 			steps:       []step{{nil, red}, {f(a.PrefixHitRatioLow), green}}},
 		{kind: kindTimeseries, title: "Preemptions / retractions per second", unit: "reqps", w: 8, h: 8,
 			description: "vLLM preemptions and SGLang retractions per second (5m rate), per pool.",
-			queries:     []query{{expr: recRate("pool", signal.Preemptions) + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}"}},
+			queries:     []query{{expr: recRate("pool", signal.Preemptions) + poolSel(), legend: poolLegend}},
 			steps:       []step{{nil, green}, {f(a.PreemptionsPerSecond), red}}},
 		{kind: kindTimeseries, title: "Throughput: prompt and generation tokens/s", unit: "short", w: 8, h: 8,
 			description: "Prompt (prefill) and generation (decode) tokens per second (5m rate), per role.",
@@ -414,7 +416,7 @@ func variables(withServer bool) []cog.Builder[dashboard.VariableModel] {
 	}
 	vs := []cog.Builder[dashboard.VariableModel]{
 		dashboard.NewDatasourceVariableBuilder(varDatasource).Label("Data source").Type("prometheus"),
-		qv(varCluster, "Cluster", fmt.Sprintf("label_values(%s, %s)", info, signal.LabelCluster)),
+		qv(varCluster, "Inference cluster", fmt.Sprintf("label_values(%s, %s)", info, signal.LabelCluster)),
 		qv(varPool, "Pool", fmt.Sprintf(`label_values(%s{%s=~"$%s"}, %s)`, info, signal.LabelCluster, varCluster, signal.LabelPool)),
 		qv(varRole, "Role", fmt.Sprintf(`label_values(%s{%s=~"$%s",%s=~"$%s"}, %s)`, info, signal.LabelCluster, varCluster, signal.LabelPool, varPool, signal.LabelRole)),
 	}

@@ -19,7 +19,7 @@ import (
 // Grafana would substitute them with "All" selected.
 var grafanaVars = strings.NewReplacer(
 	"$__rate_interval", "1m",
-	"$cluster", ".*", "$pool", ".*", "$role", ".*", "$server", ".*",
+	"$kv_cluster", ".*", "$pool", ".*", "$role", ".*", "$server", ".*",
 )
 
 func TestDashboardPanelsParse(t *testing.T) {
@@ -82,7 +82,7 @@ func TestDashboardJSON(t *testing.T) {
 		for _, v := range dash.Templating.List {
 			vars = append(vars, v.Name)
 		}
-		want := []string{"datasource", "cluster", "pool", "role"}
+		want := []string{"datasource", "kv_cluster", "pool", "role"}
 		if d.UID == "kvwatch-server" {
 			want = append(want, "server")
 		}

@@ -20,6 +20,11 @@ const goldenConfig = `targets:
     url: http://127.0.0.1:30001
     role: prefill
     labels: {cluster: c1, pool: p1}
+autoscaling:
+  workloads:
+    - {role: prefill, cluster: c1, pool: p1, namespace: inference, name: prefill-p1, max_servers: 8}
+    - {role: decode, cluster: c1, pool: p1, namespace: inference, name: decode-p1, kind: LeaderWorkerSet,
+       api_version: leaderworkerset.x-k8s.io/v1, min_servers: 2, max_servers: 16}
 `
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")

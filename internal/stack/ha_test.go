@@ -40,7 +40,7 @@ func haRemoteWrite(t *testing.T, v promVersion) {
 	exporter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		fmt.Fprintln(w, "# TYPE kvwatch_kv_usage_ratio gauge")
-		fmt.Fprintln(w, `kvwatch_kv_usage_ratio{cluster="inference-eu",pool="p1",role="decode",server="decode-0"} 0.5`)
+		fmt.Fprintln(w, `kvwatch_kv_usage_ratio{kv_cluster="inference-eu",pool="p1",role="decode",server="decode-0"} 0.5`)
 	}))
 	defer exporter.Close()
 	var mu sync.Mutex
@@ -102,8 +102,8 @@ func haRemoteWrite(t *testing.T, v promVersion) {
 			t.Errorf("%s remote-written with %v: want %s=1 and %s=kvwatch-eu", name, l, HAReplicaLabel, HAClusterLabel)
 		}
 	}
-	if kv["cluster"] != "inference-eu" {
-		t.Errorf("kvwatch_kv_usage_ratio remote-written with cluster %q, want its own inference-eu", kv["cluster"])
+	if kv["kv_cluster"] != "inference-eu" {
+		t.Errorf("kvwatch_kv_usage_ratio remote-written with kv_cluster %q, want its own inference-eu", kv["kv_cluster"])
 	}
 	if c, ok := up["cluster"]; ok {
 		t.Errorf("up remote-written with cluster=%q: the HA setup must not add a cluster label", c)

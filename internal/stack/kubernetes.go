@@ -320,5 +320,19 @@ func kubernetesFiles(o Options) (Files, error) {
 	if err := add("kubernetes/dashboards.yaml", cms...); err != nil {
 		return nil, err
 	}
+	keda, hpas, adapter, err := autoscalingObjects(o, meta)
+	if err != nil {
+		return nil, err
+	}
+	if adapter != nil {
+		for _, f := range []struct {
+			path string
+			objs []any
+		}{{KEDAFile, keda}, {HPAFile, hpas}, {PrometheusAdapterFile, []any{adapter}}} {
+			if err := add(f.path, f.objs...); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
 }

@@ -246,9 +246,11 @@ cat serve.log >&2
 
 
 // TestKubernetesManifestsValidate (issue 15 item 2; issue 31 item 4 for the
-// Secret and its volume) validates every generated manifest offline with kubectl-validate against Kubernetes 1.30's schemas
-// and the Prometheus Operator CRDs generated from the operator API module
-// the manifests are built with; a manifest with a wrong type is refused.
+// Secret and its volume) validates every generated manifest offline with
+// kubectl-validate against Kubernetes 1.30's schemas (the autoscaling/v2
+// HPAs among them), the Prometheus Operator CRDs generated from the operator
+// API module the manifests are built with and KEDA's CRDs from its module
+// (the ScaledObjects); a manifest with a wrong type is refused.
 func TestKubernetesManifestsValidate(t *testing.T) {
 	kv, crds := testenv.KubectlValidate(t)
 	validate := func(dir string) (string, error) {
@@ -281,6 +283,32 @@ func TestKubernetesManifestsValidate(t *testing.T) {
 	}
 	if out, err := validate(filepath.Join(dir, "kubernetes")); err == nil || !strings.Contains(out, "interval") {
 		t.Errorf("kubectl-validate accepted a ServiceMonitor interval of every-15s: %v\n%s", err, out)
+	}
+
+	// The autoscalers: a ScaledObject or HPA with a wrong field is
+	// refused, so the schemas are really in use.
+	for _, c := range []struct{ file, from, to, want string }{
+		{KEDAFile, "minReplicaCount: 1", "minReplicaCount: one", "minReplicaCount"},
+		{KEDAFile, "  triggers:", "  trigger:", "trigger"},
+		{HPAFile, "maxReplicas: 8", "maxReplicas: eight", "maxReplicas"},
+		{HPAFile, "minReplicas: 1", "minReplicas: one", "minReplicas"},
+	} {
+		_, dir := generateDir(t, goldenOptions())
+		p := filepath.Join(dir, filepath.FromSlash(c.file))
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := strings.Replace(string(b), c.from, c.to, 1)
+		if bad == string(b) {
+			t.Fatalf("%s has no %q to tamper with", c.file, c.from)
+		}
+		if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := validate(p); err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("kubectl-validate accepted %s with %q: %v\n%s", c.file, c.to, err, out)
+		}
 	}
 }
 

@@ -121,8 +121,8 @@ func poolTemplate(capital bool) string {
 	if capital {
 		named, unnamed = "Pool", "The"
 	}
-	return "{{ with $labels.pool }}" + named + " {{ . }} ({{ $labels.role }}{{ with $labels.cluster }}, cluster {{ . }}{{ end }})" +
-		"{{ else }}" + unnamed + " {{ $labels.role }} pool{{ with $labels.cluster }} of cluster {{ . }}{{ end }}{{ end }}"
+	return "{{ with $labels.pool }}" + named + " {{ . }} ({{ $labels.role }}{{ with $labels." + signal.LabelCluster + " }}, cluster {{ . }}{{ end }})" +
+		"{{ else }}" + unnamed + " {{ $labels.role }} pool{{ with $labels." + signal.LabelCluster + " }} of cluster {{ . }}{{ end }}{{ end }}"
 }
 
 // planningAlerts returns the planning alert group.
@@ -171,23 +171,23 @@ func planningPanels(o Options) []panelSpec {
 		{kind: kindBarGauge, title: "Planning: requests of today's mix that still fit", unit: "short", w: 8, h: 8,
 			description: "Per pool: free KV over the KV held per running request now (per DP rank, summed). Absent for idle pools: there is no mix to measure.",
 			emptyOK:     "every selected pool is idle",
-			queries:     []query{{expr: signal.PoolWorkloadHeadroomRequests.Name + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}", instant: true}},
+			queries:     []query{{expr: signal.PoolWorkloadHeadroomRequests.Name + poolSel(), legend: poolLegend, instant: true}},
 			steps:       []step{{nil, red}, {f(1), orange}, {f(10), green}}},
 		{kind: kindTable, title: "Planning: pool time to full (trend + queued demand)", unit: "s", w: 8, h: 8,
 			description: fmt.Sprintf("Seconds until each pool's free KV, less what its queued requests need, is gone at the fill trend of the last 15m. "+
 				"Pools filling more slowly than %g%% of capacity per 15m are not filling and absent here (see the filling state).", FillFloorPer15m*100),
 			emptyOK: "no selected pool is filling",
-			queries: []query{{expr: RecPoolTimeToFull + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}", instant: true}},
+			queries: []query{{expr: RecPoolTimeToFull + poolSel(), legend: poolLegend, instant: true}},
 			steps:   []step{{nil, red}, {f(within), orange}, {f(4 * within), green}}},
 		{kind: kindTimeseries, title: "Planning: N−1 drain margin", unit: "percentunit", min: ratio, max: one, w: 8, h: 8,
 			description: fmt.Sprintf("Per pool of more than one server: %s minus the usage the rest would have with its largest server drained "+
 				"(used plus queued demand of the whole pool). Below 0: draining it is unsafe.", pct(a.KVUsageWarning)),
 			emptyOK: "every selected pool has a single server (never N−1 safe)",
-			queries: []query{{expr: signal.PoolDrainMarginRatio.Name + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}"}},
+			queries: []query{{expr: signal.PoolDrainMarginRatio.Name + poolSel(), legend: poolLegend}},
 			steps:   []step{{nil, red}, {f(0), orange}, {f(0.1), green}}},
 		{kind: kindTimeseries, title: "Planning: pool saturation", unit: "percentunit", min: ratio, max: one, w: 12, h: 8,
 			description: "Capacity-weighted saturation of each pool: the fuller of KV and the batch per server, weighted by KV capacity.",
-			queries:     []query{{expr: signal.PoolSaturationRatio.Name + poolSel(), legend: "{{cluster}}/{{pool}} {{role}}"}},
+			queries:     []query{{expr: signal.PoolSaturationRatio.Name + poolSel(), legend: poolLegend}},
 			steps:       usageSteps(o)},
 		{kind: kindTable, title: "Planning: what limits each server", unit: "short", w: 12, h: 8,
 			description: "The limiting factor of each server now: kv (usage over the warning, demand beyond free KV, or preemptions), batch (running-request limit reached), queue (requests wait while KV and batch have room).",

@@ -109,9 +109,9 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 		// replica tells the replicas apart (Thanos --query.replica-label,
 		// Mimir's ha_replica_label); HAClusterLabel names the pair for
 		// Mimir's HA tracker (its ha_cluster_label). Not "cluster", which
-		// is kvwatch's own inference-cluster label: an external label never
-		// overrides a series' own label, so Mimir would see each inference
-		// cluster as an HA pair of its own (docs/stack.md, "HA").
+		// multi-cluster setups keep for the Kubernetes cluster the
+		// Prometheus runs in (kvwatch's inference cluster is kv_cluster):
+		// the pair's name must not take its place (docs/stack.md, "HA").
 		c.Global.ExternalLabels = map[string]string{HAReplicaLabel: replica, HAClusterLabel: o.HAClusterName}
 		// Alerts carry external labels; drop replica so the Alertmanagers
 		// see one alert from both replicas and deduplicate it.

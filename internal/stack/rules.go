@@ -92,6 +92,7 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 		below = l.name
 	}
 	planningRecording(&agg)
+	autoscalingRecording(&agg, o)
 	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{srv, agg}}
 }
 
@@ -167,7 +168,7 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 	a := o.Config.Alerts
 	// Only the labels a server has are named: no "cluster , pool " for a
 	// target without them.
-	srvLabels := "{{ $labels.server }} ({{ $labels.role }}{{ with $labels.cluster }}, cluster {{ . }}{{ end }}{{ with $labels.pool }}, pool {{ . }}{{ end }})"
+	srvLabels := "{{ $labels.server }} ({{ $labels.role }}{{ with $labels." + signal.LabelCluster + " }}, cluster {{ . }}{{ end }}{{ with $labels.pool }}, pool {{ . }}{{ end }})"
 	alert := func(name, severity string, forD model.Duration, expr, summary, description string) rulefmt.Rule {
 		return rulefmt.Rule{
 			Alert:  name,

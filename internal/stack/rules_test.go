@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
@@ -115,9 +116,9 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 		}
 	}
 	want := []string{RecUsageRatio("pool"), RecUsageRatio("fleet"), RecHitRatio("pool"),
-		RecReporting("pool") + `{cluster="c1",pool="p3",role="decode"}`, RecPartial("pool") + `{cluster="c1",pool="p1",role="decode"}`}
+		RecReporting("pool") + `{kv_cluster="c1",pool="p3",role="decode"}`, RecPartial("pool") + `{kv_cluster="c1",pool="p1",role="decode"}`}
 	// Every cluster and fleet rule, over the fleet of aggregateRuleTests.
-	want = append(append(want, aggregateNames("cluster")...), aggregateNames("fleet")...)
+	want = append(append(want, aggregateNames(signal.LabelCluster)...), aggregateNames("fleet")...)
 	for _, e := range want {
 		if !exprs[e] {
 			t.Errorf("no promtool test of recording rule %s", e)
@@ -155,7 +156,7 @@ func TestRecordingGroups(t *testing.T) {
 	for _, r := range gs[1].Rules {
 		l := level(r.Record)
 		if _, planning := map[string]bool{RecPoolFillRate: true, RecPoolFreeAfterDemand: true,
-			RecPoolTimeToFull: true, RecPoolFilling: true}[r.Record]; planning {
+			RecPoolTimeToFull: true, RecPoolFilling: true, RecPoolDesiredServers: true}[r.Record]; planning {
 			l = "planning"
 		}
 		if len(levels) == 0 || levels[len(levels)-1] != l {
@@ -175,7 +176,7 @@ func TestRecordingGroups(t *testing.T) {
 				t.Errorf("%s (%s level) reads the server rule %s; only the pool level does", r.Record, l, vs.Name)
 			case recorded[vs.Name] && !seen[vs.Name]:
 				t.Errorf("%s reads %s, which is not recorded before it in %s", r.Record, vs.Name, AggregatesGroup)
-			case (l == "cluster" || l == "fleet") && strings.HasPrefix(vs.Name, "kvwatch_") && r.Record != RecDemandRatio(l):
+			case (l == "kv_cluster" || l == "fleet") && strings.HasPrefix(vs.Name, "kvwatch_") && r.Record != RecDemandRatio(l):
 				// Only the demand ratio's denominator (the capacity of the
 				// servers that report demand) is recorded at no level.
 				t.Errorf("%s reads the raw series %s: the %s level sums the level below's series", r.Record, vs.Name, l)
@@ -184,7 +185,7 @@ func TestRecordingGroups(t *testing.T) {
 		})
 		seen[r.Record] = true
 	}
-	if d := cmp.Diff([]string{"pool", "cluster", "fleet", "planning"}, levels); d != "" {
+	if d := cmp.Diff([]string{"pool", "kv_cluster", "fleet", "planning"}, levels); d != "" {
 		t.Errorf("rule order in %s by level (-want +got):\n%s", AggregatesGroup, d)
 	}
 }

@@ -170,9 +170,9 @@ func fleetTierPanels(o Options) []panelSpec {
 			description: "Per pool: its targets (routers and cache servers aside), how many kvwatch reaches, and how many report used and capacity tokens, the servers the pool's KV sums add up. " +
 				"Fewer reporting than targets: the pool's tokens are a lower bound, not a total.",
 			queries: []query{
-				{expr: RecTargets("pool") + poolSel(), legend: "targets {{cluster}}/{{pool}} {{role}}"},
-				{expr: RecTargetsUp("pool") + poolSel(), legend: "up {{cluster}}/{{pool}} {{role}}"},
-				{expr: RecReporting("pool") + poolSel(), legend: "in the sums {{cluster}}/{{pool}} {{role}}"},
+				{expr: RecTargets("pool") + poolSel(), legend: "targets " + poolLegend},
+				{expr: RecTargetsUp("pool") + poolSel(), legend: "up " + poolLegend},
+				{expr: RecReporting("pool") + poolSel(), legend: "in the sums " + poolLegend},
 			},
 			steps: []step{{nil, green}}},
 	}

@@ -606,17 +606,19 @@ async function renderMix() {
   if (!out) return;
   const pools = state.report.planning || [];
   const ttf = new Map(), filling = new Map();
-  const key = (l) => [l.role || "", l.cluster || "", l.pool || ""].join("/");
+  // A pool's key: the report names the inference cluster "cluster" (the
+  // config's label), the exported series and the rules "kv_cluster".
+  const key = (role, cluster, pool) => [role || "", cluster || "", pool || ""].join("/");
   if (state.settings.history && state.settings.alerts) {
     for (const [m, name] of [[ttf, "pool:kvwatch_kv_seconds_to_full:deriv15m"], [filling, "pool:kvwatch_kv_filling:deriv15m"]]) {
       try {
-        for (const r of (await api("api/v1/query", { query: name })).result) m.set(key(r.metric), parseFloat(r.value[1]));
+        for (const r of (await api("api/v1/query", { query: name })).result) m.set(key(r.metric.role, r.metric.kv_cluster, r.metric.pool), parseFloat(r.value[1]));
       } catch (e) { /* no history yet: the column says so */ }
     }
   }
   // As status --trend and top write the time to full (textfmt.TimeToFull).
   const full = (p) => {
-    const k = key(p);
+    const k = key(p.role, p.cluster, p.pool);
     if (ttf.has(k)) return ttf.get(k) === 0 ? "full now (queue)" : "full in " + fmtSpan(ttf.get(k));
     if (filling.get(k) === 0) return "not filling";
     return "--";
@@ -629,13 +631,14 @@ async function renderMix() {
   const servers = state.report.servers.filter((s) => s.plan);
   out.innerHTML = `<div class="table-wrap"><table id="plan-pools"><thead><tr><th scope="col">Pool</th><th scope="col" class="num">Servers</th>
       <th scope="col" class="num">KV per running request</th><th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Saturation</th>
-      <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th><th scope="col">Limited by</th></tr></thead><tbody>
+      <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th>
+      <th scope="col" class="num" title="servers of the pool's size that keep it at or under the autoscaling target, plus one for N−1">Servers needed</th><th scope="col">Limited by</th></tr></thead><tbody>
     ${pools.map((p) => `<tr data-pool="${esc(p.name)}"><td>${esc(p.name)}</td><td class="num">${p.servers}</td>
       <td class="num">${cell("per-request", p.kv_per_running_request_tokens, fmtInt)}</td>
       <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(nothing runs)</span>' : ""}</td>
       <td class="num">${cell("saturation", p.saturation_ratio, fmtPct)}</td><td class="wrap" data-field="full">${esc(full(p))}</td>
       <td class="wrap" data-field="n1">${n1(p)}</td><td class="num">${p.drain_largest && p.servers > 1 ? cell("margin", p.drain_largest.margin_tokens, fmtInt) : "--"}</td>
-      <td class="wrap" data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
+      <td class="num">${cell("desired", p.desired_servers, fmtInt)}</td><td class="wrap" data-field="limiters">${limiters(p)}</td></tr>`).join("")}</tbody></table></div>
     <div class="table-wrap"><table id="plan-limits"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Limit</th>
       <th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Max running</th><th scope="col" class="num">Saturation</th><th scope="col">Why</th></tr></thead><tbody>
     ${servers.map((s) => `<tr data-server="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.role)}</td>
