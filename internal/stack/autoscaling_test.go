@@ -97,7 +97,6 @@ func TestAutoscalersQueryTheSignal(t *testing.T) {
 	}
 	files, dir := generateDir(t, Options{Config: cfg})
 
-	type kedaWant struct{ name, kind, apiVersion, query string }
 	var queries []exprTest
 	// Target 0.5 of 100,000-token servers: 50,000 a server. Prefill p1:
 	// 30,000 + 40,000 = 70,000 → 1.4 → 2 servers, 3 with the spare.

@@ -244,7 +244,6 @@ cat serve.log >&2
 	}
 }
 
-
 // TestKubernetesManifestsValidate (issue 15 item 2; issue 31 item 4 for the
 // Secret and its volume) validates every generated manifest offline with
 // kubectl-validate against Kubernetes 1.30's schemas (the autoscaling/v2
