@@ -105,6 +105,7 @@ func runStackGenerate(e *env, g *stackGenerateOpts) error {
 	} else if w != "" {
 		fmt.Fprint(e.Stderr, w)
 	}
+	fmt.Fprint(e.Stderr, stack.EngineScrapeWarning(o))
 	if err := files.Write(g.out); err != nil {
 		return err
 	}

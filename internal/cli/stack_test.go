@@ -174,9 +174,11 @@ func TestStackGenerateWarnsOfInlineSecrets(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
-	if !strings.HasPrefix(lines[0], "warning: the kvwatch config holds 13 secrets inline. ") || len(lines) != 14 ||
-		lines[1] != "  targets[0].basic_auth.password: write targets[0].basic_auth.password_file: FILE" {
-		t.Errorf("stderr:\n%s\nwant the warning, then the 13 secrets by key path, first targets[0].basic_auth.password", stderr.String())
+	if !strings.HasPrefix(lines[0], "warning: the kvwatch config holds 13 secrets inline. ") || len(lines) != 15 ||
+		lines[1] != "  targets[0].basic_auth.password: write targets[0].basic_auth.password_file: FILE" ||
+		!strings.HasPrefix(lines[14], "note: prometheus.yml scrapes these engines only through kvwatch, not directly: target sglang-basic, ") {
+		t.Errorf("stderr:\n%s\nwant the warning, then the 13 secrets by key path, first targets[0].basic_auth.password, "+
+			"then the note naming the engines prometheus.yml does not scrape directly", stderr.String())
 	}
 	if strings.Contains(stderr.String()+stdout.String(), "s3cret-") {
 		t.Errorf("the output shows a secret:\n%s%s", stdout.String(), stderr.String())

@@ -248,7 +248,9 @@ func Markdown(d *Dashboard, file, svgPath string) string {
 		}
 		fmt.Fprintf(&b, "%d. **%s** (%s; at column %d, row %d, %d×%d)", i+1, p.Title, kind, g.X, g.Y, g.W, g.H)
 		if p.Description != "" {
-			fmt.Fprintf(&b, ": %s", strings.TrimSpace(p.Description))
+			// One list item: the description's paragraphs (the
+			// "Empty when:" line) run on in it.
+			fmt.Fprintf(&b, ": %s", strings.Join(strings.Fields(p.Description), " "))
 		}
 		b.WriteString("\n")
 		for _, t := range p.Targets {

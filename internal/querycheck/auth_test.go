@@ -1,7 +1,6 @@
 package querycheck_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/kvwatch/kvwatch/internal/cli"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
@@ -37,22 +35,7 @@ func TestAgainstNeedsAuth(t *testing.T) {
 	if err := os.WriteFile(rules, []byte("groups:\n  - name: g\n    rules:\n      - alert: Full\n        expr: kvwatch_kv_usage_ratio > 0.9\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int)
-	go func() {
-		done <- cli.Run(ctx, []string{"serve", "--web.listen-address", addr, "--web.config.file", web, eps[0].URL + eps[0].MetricsPath},
-			cli.Streams{Stdin: strings.NewReader(""), Stdout: &strings.Builder{}, Stderr: &strings.Builder{}})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("serve did not stop within 10s")
-		}
-	})
-	base := "http://" + addr
+	base := startServe(t, "--web.config.file", web, eps[0].URL+eps[0].MetricsPath)
 	// Wait until serve answers (401 without credentials) and holds the series.
 	deadline := time.Now().Add(30 * time.Second)
 	for {

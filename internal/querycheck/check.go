@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kvwatch/kvwatch/internal/catalog"
-	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
 // Severity of a finding: an error breaks the query, a warning may, info
@@ -113,37 +112,14 @@ type Checker struct {
 	// Catalog is the offline knowledge, also used for suggestions against a
 	// store; nil means catalog.Default() plus kvwatch's own metrics.
 	Catalog *catalog.Catalog
+
+	names []string // the catalog's sample names, for did-you-mean
 }
 
 // targetLabels are labels a scraper or the usual relabelling adds, so an
 // engine's page does not have them and the offline catalog cannot know them.
 var targetLabels = []string{"job", "instance", "namespace", "pod", "container", "service", "endpoint", "node",
 	"cluster", "region", "zone", "env", "environment", "prometheus", "prometheus_replica", "exported_job", "exported_instance", "team"}
-
-// KVWatchCatalog is the default catalog plus kvwatch's own exported
-// metrics (from package signal), so kvwatch's generated dashboards and
-// rules are known offline.
-func KVWatchCatalog() *catalog.Catalog {
-	def := catalog.Default()
-	ms := def.Metrics()
-	for _, m := range signal.All() {
-		t := catalog.Gauge
-		if m.Type == signal.Counter {
-			t = catalog.Counter
-		}
-		l := slices.Clone(m.Labels)
-		if !m.Self {
-			l = append(signal.ServerLabels(), l...)
-		}
-		cond := ""
-		if m.Name == signal.TargetScrapeError.Name {
-			cond = "only while a target's scrapes fail"
-		}
-		ms = append(ms, catalog.Metric{Engine: "kvwatch", Name: m.Name, Type: t, Labels: l, Source: "kvwatch internal/signal/signal.go", Conditional: cond})
-	}
-	es := append(def.Engines(), catalog.Engine{Name: "kvwatch", Display: "kvwatch", Prefixes: []string{"kvwatch_"}, Source: "kvwatch internal/signal/signal.go"})
-	return catalog.New(ms, def.Renames(), es)
-}
 
 // Check checks every query of in.
 func (c *Checker) Check(ctx context.Context, in *Inputs) (*Report, error) {
@@ -175,7 +151,7 @@ func (c *Checker) Check(ctx context.Context, in *Inputs) (*Report, error) {
 			case Warning:
 				rep.Warnings++
 			}
-			if f.Kind == KindUnknownLabel || f.Kind == KindLabelValuesLabel {
+			if (f.Kind == KindUnknownLabel || f.Kind == KindLabelValuesLabel) && f.Severity != Info {
 				rep.UnknownLabels++
 			}
 		}
@@ -196,7 +172,7 @@ type selResult struct {
 func (c *Checker) checkQuery(ctx context.Context, q *Query, recorded map[string]Recorded) ([]Finding, int, error) {
 	base := Finding{File: q.File, Where: q.Where, Line: q.Line, Expr: q.Expr}
 	if q.LabelValues && q.Expr == "" {
-		return c.checkLabelName(ctx, base, q.Label)
+		return c.checkLabelName(ctx, base, q.Label, q.EmptyWhen)
 	}
 	text, sub := q.Expr, Substituted{}
 	if q.Grafana {
@@ -288,7 +264,7 @@ func (c *Checker) checkQuery(ctx context.Context, q *Query, recorded map[string]
 		return nil
 	})
 	if q.LabelValues {
-		fs, _, err := c.checkLabelOf(ctx, base, expr, q.Label)
+		fs, _, err := c.checkLabelOf(ctx, base, expr, q.Label, q.EmptyWhen)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -403,8 +379,14 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 	name := selectorName(vs)
 	res := &selResult{}
 	add := func(k Kind, s Severity, msg, suggestion string, fix *Fix) {
-		if k == KindNoSeries && s == Error && emptyOK != "" {
-			// absent(x), a unless x: no series may be what the rule wants.
+		if (k == KindNoSeries || k == KindRecordedMissing) && s != Info && q.EmptyWhen != "" && c.Store != nil && !c.engineUndefined(name) {
+			// The panel says when it is empty: absence is what it
+			// expects (a misspelt engine name stays an error).
+			s, msg = Info, msg+"; the panel declares it: empty when "+q.EmptyWhen
+		}
+		if k == KindNoSeries && s == Error && emptyOK != "" && !c.engineUndefined(name) {
+			// absent(x), a unless x: no series may be what the rule wants
+			// (not of a name no engine version defines: it never has any).
 			s, msg = Warning, msg+"; "+emptyOK
 		}
 		f := base
@@ -527,7 +509,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 }
 
 // checkLabelName checks label_values(label): some series must carry it.
-func (c *Checker) checkLabelName(ctx context.Context, base Finding, label string) ([]Finding, int, error) {
+func (c *Checker) checkLabelName(ctx context.Context, base Finding, label, emptyWhen string) ([]Finding, int, error) {
 	if c.Store == nil || templated(label) {
 		return nil, 0, nil
 	}
@@ -545,12 +527,22 @@ func (c *Checker) checkLabelName(ctx context.Context, base Finding, label string
 	f := base
 	f.Kind, f.Severity = KindLabelValuesLabel, Error
 	f.Message = "label_values(" + label + "): no series has a label " + label + ", so the variable has no values"
+	declaredEmpty(&f, emptyWhen)
 	return []Finding{f}, 0, nil
+}
+
+// declaredEmpty makes f, a variable without values, info when the
+// variable's description says when it is empty.
+func declaredEmpty(f *Finding, emptyWhen string) {
+	if emptyWhen != "" {
+		f.Severity = Info
+		f.Message += "; the variable declares it: empty when " + emptyWhen
+	}
 }
 
 // checkLabelOf checks that label_values(selector, label)'s label exists on
 // the selector's metric.
-func (c *Checker) checkLabelOf(ctx context.Context, base Finding, expr parser.Expr, label string) ([]Finding, int, error) {
+func (c *Checker) checkLabelOf(ctx context.Context, base Finding, expr parser.Expr, label, emptyWhen string) ([]Finding, int, error) {
 	vs, ok := expr.(*parser.VectorSelector)
 	if !ok || templated(label) {
 		return nil, 0, nil
@@ -589,5 +581,6 @@ func (c *Checker) checkLabelOf(ctx context.Context, base Finding, expr parser.Ex
 		f.Severity = Warning
 	}
 	f.Message = fmt.Sprintf("label_values(..., %s): %s has no label %s (it has %s), so the variable has no values", label, name, label, listOrNone(have))
+	declaredEmpty(&f, emptyWhen)
 	return []Finding{f}, 0, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/catalog"
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
 // diagnoseLive explains a name the store does not hold, with the catalog's
@@ -32,6 +33,13 @@ func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add 
 		msg := name + ": no series; " + renameText(c.Catalog, r)
 		if !ok {
 			msg += " (" + to + " has no series here either)"
+			hint, _, err := c.normalizedHint(ctx, to, r.Engine)
+			if err != nil {
+				return err
+			}
+			if hint != "" {
+				msg += "; " + hint
+			}
 		}
 		add(KindRenamed, Error, msg, to, fixOf(name, to))
 		return nil
@@ -68,13 +76,45 @@ func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add 
 			return nil
 		}
 	}
-	msg := name + ": no series"
+	msg, sug := name+": no series", ""
 	if ss := c.Catalog.Lookup(name); len(ss) > 0 {
 		e, _ := c.Catalog.Engine(ss[0].Metric.Engine)
-		msg += " (a " + displayName(e) + " name: is that engine scraped by this store, and does it run a version that exposes it?)"
+		hint, as, err := c.normalizedHint(ctx, name, ss[0].Metric.Engine)
+		if err != nil {
+			return err
+		}
+		if hint != "" {
+			msg, sug = name+": no series; "+hint, as
+		} else {
+			msg += " (a " + displayName(e) + " name: is that engine scraped by this store, and does it run a version that exposes it?)"
+		}
+	} else if e, ok := c.engineUndefinedOf(name); ok {
+		why, s := c.undefinedText(name, e)
+		msg, sug = name+": no series; "+strings.TrimPrefix(why, name+": "), s
 	}
-	add(KindNoSeries, Error, msg, "", nil)
+	add(KindNoSeries, Error, msg, sug, nil)
 	return nil
+}
+
+// normalizedHint explains an engine's own name that a store of kvwatch's
+// series lacks: "sglang:token_usage is not scraped here: kvwatch exports
+// kvwatch_kv_usage_ratio"; as is that kvwatch_* series. Both are "" when
+// the store holds no kvwatch series (it is not kvwatch's) or the name is
+// kvwatch's own or Prometheus'.
+func (c *Checker) normalizedHint(ctx context.Context, name, engine string) (hint, as string, err error) {
+	if engine == "kvwatch" || engine == "prometheus" {
+		return "", "", nil
+	}
+	own, err := c.Store.Metric(ctx, signal.TargetUp.Name)
+	if err != nil || !own.Exists {
+		return "", "", err
+	}
+	as = normalizedAs()[name]
+	hint = name + " is not scraped here: this store holds kvwatch's normalized series, not " + displayEngine(c.Catalog, engine) + "'s own"
+	if as != "" {
+		hint = name + " is not scraped here: kvwatch exports " + as
+	}
+	return hint + " (or scrape the engines too, as the engines-<role> jobs of `kvwatch stack generate` do)", as, nil
 }
 
 // diagnoseOffline checks name against the catalog. It returns the labels
@@ -119,12 +159,149 @@ func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Re
 		add(KindWrongPrefix, Error, name+": no such name; the engine exposes "+alt, alt, &Fix{Old: name, New: alt})
 		return nil, false, false
 	}
-	msg := name + ": not in kvwatch's catalog of engine metrics"
-	if e, ok := c.engineOfPrefix(name); ok {
-		msg = name + ": not a " + displayName(e) + " metric kvwatch knows"
+	if e, ok := c.engineUndefinedOf(name); ok {
+		msg, sug := c.undefinedText(name, e)
+		add(KindUnknownMetric, Error, msg, sug, nil)
+		return nil, false, false
 	}
-	add(KindUnknownMetric, Warning, msg+"; check it against a live store with --against", "", nil)
+	msg := name + ": not in kvwatch's catalog of engine metrics; check it against a live store with --against"
+	sug := c.didYouMean(name)
+	if sug != "" {
+		msg += " (did you mean " + sug + "?)"
+	}
+	add(KindUnknownMetric, Warning, msg, sug, nil)
 	return nil, false, false
+}
+
+// undefinedText is the message and suggestion for a name under engine e's
+// prefix that no version of e defines.
+func (c *Checker) undefinedText(name string, e catalog.Engine) (msg, suggestion string) {
+	msg = name + ": no " + displayName(e) + " version defines this name"
+	if e.Name == "kvwatch" {
+		msg = name + ": kvwatch exports no such metric (docs/metrics.md)"
+	}
+	suggestion = c.didYouMean(name)
+	if suggestion != "" {
+		msg += "; did you mean " + suggestion + "?"
+	}
+	return msg, suggestion
+}
+
+// engineUndefined reports whether name carries the prefix of an engine the
+// catalog knows whole, in either spelling, while no version of that engine
+// defines it: a misspelt name, not a series that may be absent.
+func (c *Checker) engineUndefined(name string) bool {
+	_, ok := c.engineUndefinedOf(name)
+	return ok
+}
+
+func (c *Checker) engineUndefinedOf(name string) (catalog.Engine, bool) {
+	e, ok := c.engineOfPrefix(name)
+	if !ok || e.Name == "prometheus_client" || e.Name == "prometheus" {
+		// prometheus_client's python_ and process_ are every Python or
+		// Go program's too: the catalog does not know them all.
+		return catalog.Engine{}, false
+	}
+	if c.catalogKnows(name) {
+		return catalog.Engine{}, false
+	}
+	for _, alt := range swapSeparator(name) {
+		if c.catalogKnows(alt) {
+			return catalog.Engine{}, false
+		}
+	}
+	return e, true
+}
+
+// catalogKnows reports whether the catalog has name as a sample, a rename,
+// or with a counter's _total, a histogram's _bucket added or removed (the
+// findings of those say what is wrong).
+func (c *Checker) catalogKnows(name string) bool {
+	if len(c.Catalog.Lookup(name)) > 0 || len(c.Catalog.RenamesOf(name)) > 0 || len(c.Catalog.Family(name+"_total")) > 0 {
+		return true
+	}
+	for _, suf := range []string{"_total", "_bucket"} {
+		if base, ok := strings.CutSuffix(name, suf); ok && len(c.Catalog.Family(base)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// didYouMean returns the catalog's sample name nearest to name by edit
+// distance, spelt as name spells its prefix separator, when it is close
+// enough to be a typo of it; "" otherwise.
+func (c *Checker) didYouMean(name string) string {
+	limit := min(3, max(1, len(name)/6))
+	best, bestD := "", limit+1
+	escaped := !strings.Contains(name, ":")
+	for _, cand := range c.sampleNames() {
+		if escaped && strings.Contains(cand, ":") {
+			cand = strings.Replace(cand, ":", "_", 1)
+		}
+		if d := editDistance(name, cand, bestD); d < bestD {
+			best, bestD = cand, d
+		}
+	}
+	if bestD > limit || best == name {
+		return ""
+	}
+	return best
+}
+
+// sampleNames are the sample names of every catalog entry: a histogram's
+// _bucket, _sum and _count, a summary's too.
+func (c *Checker) sampleNames() []string {
+	if c.names != nil {
+		return c.names
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Catalog.Metrics() {
+		names := []string{m.Name}
+		switch m.Type {
+		case catalog.Histogram:
+			names = []string{m.Name + "_bucket", m.Name + "_sum", m.Name + "_count"}
+		case catalog.Summary:
+			names = append(names, m.Name+"_sum", m.Name+"_count")
+		}
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				c.names = append(c.names, n)
+			}
+		}
+	}
+	slices.Sort(c.names)
+	return c.names
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes), or
+// any value of at least bound once it cannot be less.
+func editDistance(a, b string, bound int) int {
+	if d := len(a) - len(b); d >= bound || -d >= bound {
+		return bound
+	}
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		rowMin := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			rowMin = min(rowMin, cur[j])
+		}
+		if rowMin >= bound {
+			return bound
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 type offlineResult struct {
@@ -197,10 +374,12 @@ func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity,
 	return res, false
 }
 
+// engineOfPrefix returns the engine whose prefix name starts with, also in
+// the underscore spelling a store may hold for a Python engine's colon.
 func (c *Checker) engineOfPrefix(name string) (catalog.Engine, bool) {
 	for _, e := range c.Catalog.Engines() {
 		for _, p := range e.Prefixes {
-			if strings.HasPrefix(name, p) {
+			if strings.HasPrefix(name, p) || e.PythonClient && strings.HasPrefix(name, strings.Replace(p, ":", "_", 1)) {
 				return e, true
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
 // Query is one PromQL expression found in an input file.
@@ -36,6 +38,10 @@ type Query struct {
 	// Grafana is true when Grafana variables are substituted (dashboards
 	// and bare expression files, not rule files).
 	Grafana bool
+	// EmptyWhen is the condition under which the panel or variable holding
+	// the query is empty by design, from the signal.EmptyWhen line of its
+	// description ("" when it declares none).
+	EmptyWhen string
 }
 
 // Note is something an input held that was not checked, with the reason.
@@ -94,6 +100,7 @@ type gTarget struct {
 type gPanel struct {
 	ID           int             `json:"id"`
 	Title        string          `json:"title"`
+	Description  string          `json:"description"`
 	Type         string          `json:"type"`
 	Targets      []gTarget       `json:"targets"`
 	Panels       []gPanel        `json:"panels"`
@@ -102,11 +109,12 @@ type gPanel struct {
 }
 
 type gVariable struct {
-	Name       string          `json:"name"`
-	Type       string          `json:"type"`
-	Query      json.RawMessage `json:"query"`
-	Definition string          `json:"definition"`
-	Current    struct {
+	Name        string          `json:"name"`
+	Type        string          `json:"type"`
+	Description string          `json:"description"`
+	Query       json.RawMessage `json:"query"`
+	Definition  string          `json:"definition"`
+	Current     struct {
 		Value json.RawMessage `json:"value"`
 	} `json:"current"`
 	Datasource json.RawMessage `json:"datasource"`
@@ -172,14 +180,15 @@ func (in *Inputs) readDashboard(file, prefix string, data []byte) error {
 				in.Notes = append(in.Notes, Note{File: file, Where: where, Message: "label_values query not understood: " + q})
 				continue
 			}
-			in.Queries = append(in.Queries, Query{File: file, Where: where, Expr: sel, LabelValues: true, Label: label, Vars: vars, Grafana: true})
+			in.Queries = append(in.Queries, Query{File: file, Where: where, Expr: sel, LabelValues: true, Label: label, Vars: vars, Grafana: true,
+				EmptyWhen: emptyWhen(v.Description)})
 		case strings.HasPrefix(q, "query_result("):
 			inner := strings.TrimSuffix(strings.TrimPrefix(q, "query_result("), ")")
-			in.Queries = append(in.Queries, Query{File: file, Where: where, Expr: inner, Vars: vars, Grafana: true})
+			in.Queries = append(in.Queries, Query{File: file, Where: where, Expr: inner, Vars: vars, Grafana: true, EmptyWhen: emptyWhen(v.Description)})
 		case strings.HasPrefix(q, "label_names(") || strings.HasPrefix(q, "metrics("):
 			in.Notes = append(in.Notes, Note{File: file, Where: where, Message: "not checked: " + q + " lists names, it selects no series"})
 		default:
-			in.Queries = append(in.Queries, Query{File: file, Where: where, Expr: q, Vars: vars, Grafana: true})
+			in.Queries = append(in.Queries, Query{File: file, Where: where, Expr: q, Vars: vars, Grafana: true, EmptyWhen: emptyWhen(v.Description)})
 		}
 	}
 	for _, a := range d.Annotations.List {
@@ -210,7 +219,7 @@ func (in *Inputs) readDashboard(file, prefix string, data []byte) error {
 				if t.RefID != "" {
 					w += " query " + t.RefID
 				}
-				in.Queries = append(in.Queries, Query{File: file, Where: w, Expr: t.Expr, Vars: vars, Grafana: true})
+				in.Queries = append(in.Queries, Query{File: file, Where: w, Expr: t.Expr, Vars: vars, Grafana: true, EmptyWhen: emptyWhen(p.Description)})
 			}
 			walk(p.Panels, row)
 		}
@@ -220,6 +229,18 @@ func (in *Inputs) readDashboard(file, prefix string, data []byte) error {
 		walk(r.Panels, r.Title)
 	}
 	return nil
+}
+
+// emptyWhen returns the condition of the signal.EmptyWhen line of a panel's
+// or variable's description ("Empty when: no server has a cache tier"), or
+// "" when it has none.
+func emptyWhen(description string) string {
+	for _, l := range strings.Split(description, "\n") {
+		if cond, ok := strings.CutPrefix(strings.TrimSpace(l), signal.EmptyWhen); ok && strings.TrimSpace(cond) != "" {
+			return strings.TrimSuffix(strings.TrimSpace(cond), ".")
+		}
+	}
+	return ""
 }
 
 // promDatasource reports whether a datasource reference (absent, a name, a

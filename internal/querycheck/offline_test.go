@@ -87,7 +87,7 @@ func TestOfflineFindsEveryKind(t *testing.T) {
 		{"VLLMModelLabel", KindUnknownLabel, Warning, `vllm:num_requests_waiting{modelname="llama"}`, ""},
 		{"PrefixHitLow", KindRenamed, Error, "vllm:gpu_prefix_cache_queries_total", "vllm:prefix_cache_queries_total"},
 		{"PrefixHitLow", KindEmptyRatio, Error, "rate(vllm:gpu_prefix_cache_queries_total[5m])", ""},
-		{"Typo", KindUnknownMetric, Warning, "vllm:num_requests_runing", ""},
+		{"Typo", KindUnknownMetric, Error, "vllm:num_requests_runing", "vllm:num_requests_running"},
 		{"SGLangPrefillQueue", KindRenamed, Error, "sglang:num_prefill_prealloc_queue_reqs", "sglang:num_prefill_bootstrap_queue_reqs"},
 		{"SGLangRouterErrors", KindRenamed, Error, "sgl_router_request_errors_total", "smg_router_request_errors_total"},
 		{"line 3", KindRenamed, Error, "vllm:time_per_output_token_seconds_sum", "vllm:inter_token_latency_seconds_sum"},
@@ -106,11 +106,11 @@ func TestOfflineFindsEveryKind(t *testing.T) {
 	if rep.Queries != 24 {
 		t.Errorf("Queries = %d, want 24", rep.Queries)
 	}
-	// Broken: every query with an error above, counted by hand: rules 7
-	// (not the label, typo or recorded-series ones), manifest 2,
-	// expressions 4, dashboard 3.
-	if rep.Broken != 16 {
-		t.Errorf("Broken = %d, want 16", rep.Broken)
+	// Broken: every query with an error above, counted by hand: rules 8
+	// (not the label or recorded-series ones), manifest 2, expressions 4,
+	// dashboard 3.
+	if rep.Broken != 17 {
+		t.Errorf("Broken = %d, want 17", rep.Broken)
 	}
 	var notes []string
 	for _, n := range rep.Notes {
@@ -148,5 +148,55 @@ func TestOfflineAcceptsCurrentNames(t *testing.T) {
 	}
 	if rep.Queries != 28 || rep.Broken != 0 {
 		t.Errorf("Queries, Broken = %d, %d; want 28, 0", rep.Queries, rep.Broken)
+	}
+}
+
+// TestOfflineUnknownNames: a name under the prefix of an engine the catalog
+// knows whole, which no version of it defines, is an error with the
+// nearest catalog name (edit distance) as did-you-mean; a name under no
+// such prefix is a warning (the catalog does not know every exporter).
+func TestOfflineUnknownNames(t *testing.T) {
+	for _, tc := range []struct {
+		expr     string
+		severity Severity
+		suggest  string
+		message  string
+	}{
+		{"sglang:num_runing_reqs", Error, "sglang:num_running_reqs",
+			"sglang:num_runing_reqs: no SGLang version defines this name; did you mean sglang:num_running_reqs?"},
+		{"sglang_num_runing_reqs", Error, "sglang_num_running_reqs",
+			"sglang_num_runing_reqs: no SGLang version defines this name; did you mean sglang_num_running_reqs?"},
+		{"rate(vllm:num_preemption_total[5m])", Error, "vllm:num_preemptions_total",
+			"vllm:num_preemption_total: no vLLM version defines this name; did you mean vllm:num_preemptions_total?"},
+		{"tgi_queue_sizes", Error, "tgi_queue_size", "tgi_queue_sizes: no TGI version defines this name; did you mean tgi_queue_size?"},
+		{"kvwatch_kv_usage_ration", Error, "kvwatch_kv_usage_ratio",
+			"kvwatch_kv_usage_ration: kvwatch exports no such metric (docs/metrics.md); did you mean kvwatch_kv_usage_ratio?"},
+		{"sglang:kv_fragmentation_ratio", Error, "", "sglang:kv_fragmentation_ratio: no SGLang version defines this name"},
+		{"vlm:kv_cache_usage_perc", Warning, "vllm:kv_cache_usage_perc",
+			"vlm:kv_cache_usage_perc: not in kvwatch's catalog of engine metrics; check it against a live store with --against (did you mean vllm:kv_cache_usage_perc?)"},
+		{"process_gpu_seconds_total", Warning, "process_cpu_seconds_total",
+			"process_gpu_seconds_total: not in kvwatch's catalog of engine metrics; check it against a live store with --against (did you mean process_cpu_seconds_total?)"},
+		{"python_asyncio_tasks", Warning, "",
+			"python_asyncio_tasks: not in kvwatch's catalog of engine metrics; check it against a live store with --against"},
+		{"node_load1", Warning, "", "node_load1: not in kvwatch's catalog of engine metrics; check it against a live store with --against"},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			in := &Inputs{}
+			if err := in.ReadFile("q.promql", []byte(tc.expr+"\n")); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := (&Checker{}).Check(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Findings) != 1 {
+				t.Fatalf("findings = %+v, want one", rep.Findings)
+			}
+			f := rep.Findings[0]
+			if f.Kind != KindUnknownMetric || f.Severity != tc.severity || f.Suggestion != tc.suggest || f.Message != tc.message || f.Fix != nil {
+				t.Errorf("finding = %s %s %q %q (fix %v), want %s %s %q %q", f.Kind, f.Severity, f.Message, f.Suggestion, f.Fix,
+					KindUnknownMetric, tc.severity, tc.message, tc.suggest)
+			}
+		})
 	}
 }

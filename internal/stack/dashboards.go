@@ -56,8 +56,24 @@ type panelSpec struct {
 	w, h        uint32
 	// emptyOK says why the panel may legitimately show no data; "" means it
 	// must have data whenever kvwatch scrapes a live engine that reports the
-	// signal.
+	// signal. The generated description ends with it after
+	// signal.EmptyWhen, which `kvwatch check queries` reads.
 	emptyOK string
+}
+
+// panelDescription is p's description, with the line that declares when
+// the panel is empty by design.
+func panelDescription(p panelSpec) string {
+	return withEmptyWhen(p.description, p.emptyOK)
+}
+
+// withEmptyWhen appends the signal.EmptyWhen line of cond to description
+// (as a paragraph of its own: Grafana renders descriptions as Markdown).
+func withEmptyWhen(description, cond string) string {
+	if cond == "" {
+		return description
+	}
+	return description + "\n\n" + signal.EmptyWhen + cond + "."
 }
 
 // DashboardSpec is one generated dashboard.
@@ -260,6 +276,7 @@ func Dashboards(o Options) []DashboardSpec {
 			steps:       []step{{nil, red}, {f(time.Duration(a.KVFullWithin).Seconds()), orange}, {f(4 * time.Duration(a.KVFullWithin).Seconds()), green}}},
 		{kind: kindTimeseries, title: "Per-rank KV usage", unit: "percentunit", min: ratio, max: one, w: 12, h: 8,
 			description: "KV usage of each DP rank (TP and PP ranks collapsed by maximum). No series for a server with one DP rank: its usage is the server's.",
+			emptyOK:     "every selected server has one DP rank",
 			queries:     []query{{expr: signal.RankKVUsageRatio.Name + serverSel(), legend: "{{server}} dp={{dp_rank}}"}},
 			steps:       usageSteps(o)},
 		{kind: kindTimeseries, title: "Rank spread", unit: "percentunit", min: ratio, max: one, w: 12, h: 8,
@@ -354,7 +371,7 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 	colors := dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)
 	switch p.kind {
 	case kindStat:
-		b := stat.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
+		b := stat.NewPanelBuilder().Title(p.title).Description(panelDescription(p)).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
 			ColorMode(common.BigValueColorModeBackground).GraphMode(common.BigValueGraphModeNone).
 			Orientation(common.VizOrientationAuto).
@@ -364,7 +381,7 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 		}
 		return b
 	case kindGauge:
-		b := gauge.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
+		b := gauge.NewPanelBuilder().Title(p.title).Description(panelDescription(p)).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
 			Orientation(common.VizOrientationAuto).
 			ColorScheme(colors).ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
@@ -373,7 +390,7 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 		}
 		return b
 	case kindBarGauge:
-		b := bargauge.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
+		b := bargauge.NewPanelBuilder().Title(p.title).Description(panelDescription(p)).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
 			ColorScheme(colors).Orientation(common.VizOrientationHorizontal).
 			DisplayMode(common.BarGaugeDisplayModeGradient).
@@ -383,11 +400,11 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 		}
 		return b
 	case kindTable:
-		return table.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
+		return table.NewPanelBuilder().Title(p.title).Description(panelDescription(p)).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
 			ColorScheme(colors).CellOptions(common.TableCellOptions{TableAutoCellOptions: common.NewTableAutoCellOptions()})
 	default:
-		b := timeseries.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(dsRef()).
+		b := timeseries.NewPanelBuilder().Title(p.title).Description(panelDescription(p)).Datasource(dsRef()).
 			Targets(targets(p.queries)).Unit(p.unit).Thresholds(thresholds(p.steps)).GridPos(gp).
 			ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdPaletteClassic)).
 			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)).
@@ -408,16 +425,22 @@ func panelBuilder(p panelSpec) cog.Builder[dashboard.Panel] {
 // the ones before it.
 func variables(withServer bool) []cog.Builder[dashboard.VariableModel] {
 	info := signal.ServerInfo.Name
-	qv := func(name, label, q string) cog.Builder[dashboard.VariableModel] {
+	qv := func(name, label, q string) *dashboard.QueryVariableBuilder {
 		return dashboard.NewQueryVariableBuilder(name).Label(label).
 			Query(dashboard.StringOrMap{String: &q}).Datasource(dsRef()).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc).
 			Multi(true).IncludeAll(true).AllValue(".*")
 	}
+	// cluster and pool are optional target labels: without them the
+	// variable has no values and All (.*) selects every series.
+	optional := func(v *dashboard.QueryVariableBuilder, what string) *dashboard.QueryVariableBuilder {
+		return v.Description(withEmptyWhen("The "+what+" of the servers, from the labels of their targets in the kvwatch config.",
+			"no target has a "+what+"; All then selects every server"))
+	}
 	vs := []cog.Builder[dashboard.VariableModel]{
 		dashboard.NewDatasourceVariableBuilder(varDatasource).Label("Data source").Type("prometheus"),
-		qv(varCluster, "Inference cluster", fmt.Sprintf("label_values(%s, %s)", info, signal.LabelCluster)),
-		qv(varPool, "Pool", fmt.Sprintf(`label_values(%s{%s=~"$%s"}, %s)`, info, signal.LabelCluster, varCluster, signal.LabelPool)),
+		optional(qv(varCluster, "Inference cluster", fmt.Sprintf("label_values(%s, %s)", info, signal.LabelCluster)), "cluster"),
+		optional(qv(varPool, "Pool", fmt.Sprintf(`label_values(%s{%s=~"$%s"}, %s)`, info, signal.LabelCluster, varCluster, signal.LabelPool)), "pool"),
 		qv(varRole, "Role", fmt.Sprintf(`label_values(%s{%s=~"$%s",%s=~"$%s"}, %s)`, info, signal.LabelCluster, varCluster, signal.LabelPool, varPool, signal.LabelRole)),
 	}
 	if withServer {

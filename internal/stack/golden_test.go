@@ -11,7 +11,13 @@ import (
 	"github.com/kvwatch/kvwatch/internal/config"
 )
 
-const goldenConfig = `targets:
+// goldenConfig has a target of each kind the engine scrape jobs treat
+// apart: roles (one unset), a path, none (trtllm-serve's own), https and a
+// query, TLS settings or a proxy (not scraped directly), and file_sd files with and
+// without them.
+const goldenConfig = `global:
+  labels: {cluster: c0, model: llama}
+targets:
   - name: decode-0
     url: http://127.0.0.1:30002
     role: decode
@@ -20,6 +26,19 @@ const goldenConfig = `targets:
     url: http://127.0.0.1:30001
     role: prefill
     labels: {cluster: c1, pool: p1}
+  - url: https://127.0.0.1:30000/metrics?format=text
+  - name: trtllm-0
+    url: http://127.0.0.1:8000
+    engine: trtllm-serve
+    role: unified
+  - name: selfsigned-0
+    url: https://127.0.0.1:30003
+    role: decode
+    tls_config: {insecure_skip_verify: true}
+file_sd_configs:
+  - files: [engines/*.json]
+  - files: [proxied/*.json]
+    proxy_url: http://127.0.0.1:3128
 autoscaling:
   workloads:
     - {role: prefill, cluster: c1, pool: p1, namespace: inference, name: prefill-p1, max_servers: 8}

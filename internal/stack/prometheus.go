@@ -1,12 +1,20 @@
 package stack
 
 import (
+	"fmt"
 	"net/url"
+	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
+	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
 // Prometheus's config schema, as far as the stack uses it (our own types:
@@ -52,6 +60,8 @@ type promScrapeConfig struct {
 	ScrapeInterval model.Duration     `yaml:"scrape_interval,omitempty"`
 	ScrapeTimeout  model.Duration     `yaml:"scrape_timeout,omitempty"`
 	MetricsPath    string             `yaml:"metrics_path,omitempty"`
+	Scheme         string             `yaml:"scheme,omitempty"`
+	HonorLabels    bool               `yaml:"honor_labels,omitempty"`
 	StaticConfigs  []promStaticConfig `yaml:"static_configs,omitempty"`
 	FileSDConfigs  []promFileSD       `yaml:"file_sd_configs,omitempty"`
 	RelabelConfigs []promRelabel      `yaml:"relabel_configs,omitempty"`
@@ -105,6 +115,7 @@ func prometheusConfig(o Options, replica string, alertmanagers ...string) promCo
 			{JobName: "alertmanager", StaticConfigs: []promStaticConfig{{Targets: alertmanagers}}},
 		},
 	}
+	c.ScrapeConfigs = append(c.ScrapeConfigs, engineScrapeConfigs(o)...)
 	if replica != "" {
 		// replica tells the replicas apart (Thanos --query.replica-label,
 		// Mimir's ha_replica_label); HAClusterLabel names the pair for
@@ -162,4 +173,144 @@ func probeDropServeTargets(o Options) []promRelabel {
 	}
 	sort.Strings(urls)
 	return []promRelabel{{Action: "drop", SourceLabels: []string{"__address__"}, Regex: strings.Join(urls, "|")}}
+}
+
+// EngineJobPrefix starts the names of the jobs that scrape the engines
+// themselves: engines-<role> for the config's targets of each role
+// ("engines" for those without one), engines-file-sd for its file_sd
+// files.
+const EngineJobPrefix = "engines"
+
+// engineScrapeConfigs are the jobs that scrape the engines of kvwatch's
+// config directly, so that their own series (latency histograms and every
+// family kvwatch does not normalize) sit beside serve's kvwatch_* ones, as
+// the Kubernetes PodMonitor does. One job per role of the config's
+// targets, each target labelled as kvwatch labels its series (server,
+// role, cluster, pool) with its metrics path, scheme and query; and one
+// job per file_sd entry over the same files, with the same labels (server
+// is host:port, as kvwatch names those targets; the groups' engine and
+// model labels are dropped). The engines' own labels win (honor_labels):
+// SGLang's HiCache families carry a pool label of their own, vLLM's an
+// engine label. Targets that need credentials, TLS settings or a proxy
+// (EngineScrapeWarning) are left out: the stack's Prometheus does not have
+// their secrets.
+func engineScrapeConfigs(o Options) []promScrapeConfig {
+	byRole := map[string][]promStaticConfig{}
+	for _, t := range o.Config.Targets {
+		sc, ok := engineTarget(t)
+		if ok {
+			byRole[t.Role] = append(byRole[t.Role], sc)
+		}
+	}
+	var out []promScrapeConfig
+	for _, role := range append([]string{""}, config.Roles...) {
+		if len(byRole[role]) == 0 {
+			continue
+		}
+		job := EngineJobPrefix
+		if role != "" {
+			job += "-" + role
+		}
+		out = append(out, promScrapeConfig{JobName: job, HonorLabels: true, StaticConfigs: byRole[role]})
+	}
+	n := 0
+	for _, sd := range o.Config.FileSD {
+		if !reflect.DeepEqual(sd.HTTPClientConfig, promcfg.HTTPClientConfig{}) {
+			continue
+		}
+		n++
+		job := EngineJobPrefix + "-file-sd"
+		if n > 1 {
+			job += "-" + strconv.Itoa(n)
+		}
+		relabel := []promRelabel{
+			{SourceLabels: []string{"__address__"}, TargetLabel: signal.LabelServer},
+			{Action: "labeldrop", Regex: signal.LabelEngine + "|" + signal.LabelModel},
+		}
+		// The config's global labels, for the groups that set none.
+		for _, k := range []string{signal.LabelCluster, signal.LabelPool} {
+			if v := o.Config.Global.Labels[k]; v != "" {
+				relabel = append(relabel, promRelabel{SourceLabels: []string{k}, Regex: "^$", TargetLabel: k, Replacement: v})
+			}
+		}
+		scheme := sd.Scheme
+		if scheme == "http" {
+			scheme = "" // Prometheus' default
+		}
+		out = append(out, promScrapeConfig{JobName: job, Scheme: scheme, HonorLabels: true,
+			FileSDConfigs: []promFileSD{{Files: sd.Files, RefreshInterval: sd.RefreshInterval}}, RelabelConfigs: relabel})
+	}
+	return out
+}
+
+// engineTarget is t as a static target of its role's engine job; ok is
+// false when scraping it needs more than its URL (credentials, TLS
+// settings, a proxy, headers, a password in the URL).
+func engineTarget(t config.Target) (promStaticConfig, bool) {
+	u, err := config.ParseTargetURL(t.URL)
+	if err != nil || u.User != nil || !reflect.DeepEqual(t.HTTPClientConfig, promcfg.HTTPClientConfig{}) {
+		return promStaticConfig{}, false
+	}
+	path := u.Path
+	if path == "" || path == "/" {
+		path = engineMetricsPath(t.Engine)
+	}
+	labels := map[string]string{"__metrics_path__": path, signal.LabelServer: t.Name}
+	if u.Scheme != "http" {
+		labels["__scheme__"] = u.Scheme
+	}
+	for k, vs := range u.Query() {
+		labels["__param_"+k] = vs[0]
+	}
+	if t.Role != "" {
+		labels[signal.LabelRole] = t.Role
+	}
+	for _, k := range []string{signal.LabelCluster, signal.LabelPool} {
+		if v := t.Labels[k]; v != "" {
+			labels[k] = v
+		}
+	}
+	if labels[signal.LabelServer] == "" {
+		labels[signal.LabelServer] = u.Host
+	}
+	return promStaticConfig{Targets: []string{u.Host}, Labels: labels}, true
+}
+
+// engineMetricsPath is where engine serves its metrics when a target's URL
+// gives no path: its adapter's path (trtllm-serve: /prometheus/metrics), or
+// /metrics.
+func engineMetricsPath(name string) string {
+	if name != "" {
+		if a, err := engine.NewRegistry().ByName(name); err == nil {
+			if mp, ok := a.(engine.MetricsPath); ok {
+				return mp.MetricsPath()
+			}
+		}
+	}
+	return "/metrics"
+}
+
+// EngineScrapeWarning is what `stack generate` says on stderr about the
+// targets and file_sd entries of o's config that prometheus.yml does not
+// scrape directly (engineScrapeConfigs): each with why; "" when there are
+// none.
+func EngineScrapeWarning(o Options) string {
+	o = o.WithDefaults()
+	var skipped []string
+	for _, t := range o.Config.Targets {
+		if _, ok := engineTarget(t); !ok {
+			skipped = append(skipped, "target "+t.Name)
+		}
+	}
+	for i, sd := range o.Config.FileSD {
+		if !reflect.DeepEqual(sd.HTTPClientConfig, promcfg.HTTPClientConfig{}) {
+			skipped = append(skipped, fmt.Sprintf("file_sd_configs[%d]", i))
+		}
+	}
+	if len(skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("note: prometheus.yml scrapes these engines only through kvwatch, not directly: %s (they need credentials, TLS settings or a proxy, "+
+		"which the stack's Prometheus does not have); add a scrape job with them to see their own series beside kvwatch's (docs/stack.md, \"Files\").\n",
+		strings.Join(skipped, ", "))
 }

@@ -252,10 +252,13 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 	}}
 	health.Rules = append(health.Rules, targetWarningsAlert(alert))
 	meta := rulefmt.RuleGroup{Name: MetaGroup, Rules: []rulefmt.Rule{
+		// kvwatch is there when scraped (up) or when serve pushes its own
+		// series itself (--remote-write.url: no up is written then).
 		alert(AlertExporterAbsent, SeverityCritical, a.TargetDownFor,
-			`absent(up{job="kvwatch"})`,
-			"Prometheus has no kvwatch target",
-			"No target of job kvwatch exists in Prometheus (not down: absent), so every KV signal and alert of the fleet is blind. The scrape config, service discovery or the Prometheus Operator's selectors lost kvwatch."),
+			fmt.Sprintf(`absent(up{job="kvwatch"}) and absent(%s{job="kvwatch"})`, signal.Targets.Name),
+			"kvwatch is absent: neither scraped nor pushing",
+			"No target of job kvwatch exists here (not down: absent) and no kvwatch serve pushes its series, so every KV signal and alert of the fleet is blind. "+
+				"The scrape config, service discovery or the Prometheus Operator's selectors lost kvwatch, or a serve that remote-writes stopped or cannot reach the store."),
 		alert(AlertWatchdog, SeverityNone, 0,
 			"vector(1)",
 			"Alerting pipeline heartbeat",

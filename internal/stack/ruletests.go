@@ -228,9 +228,9 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 	case AlertTierFull:
 		summary, desc = tierAnnotations(o, l, value)
 	case AlertExporterAbsent:
-		summary = "Prometheus has no kvwatch target"
-		desc = "No target of job kvwatch exists in Prometheus (not down: absent), so every KV signal and alert of the fleet is blind. " +
-			"The scrape config, service discovery or the Prometheus Operator's selectors lost kvwatch."
+		summary = "kvwatch is absent: neither scraped nor pushing"
+		desc = "No target of job kvwatch exists here (not down: absent) and no kvwatch serve pushes its series, so every KV signal and alert of the fleet is blind. " +
+			"The scrape config, service discovery or the Prometheus Operator's selectors lost kvwatch, or a serve that remote-writes stopped or cannot reach the store."
 	case AlertWatchdog:
 		summary = "Alerting pipeline heartbeat"
 		desc = "Always firing while Prometheus evaluates kvwatch's rules and reaches Alertmanager. Route it to a dead man's switch that pages when it stops."
@@ -486,17 +486,42 @@ func ruleTests(o Options) ruleTestFile {
 		})
 	}
 	// kvwatch absent from Prometheus (no up{job="kvwatch"} series at all,
-	// only another job's): KVWatchAbsent fires with the job label absent()
-	// derives from its selector.
+	// only another job's, and no serve pushing): KVWatchAbsent fires with
+	// the job label absent() derives from its selectors.
 	{
 		down := a.TargetDownFor
 		n := ceilMinutes(afterFor(0, down)) + 5
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{"up" + renderLabels(map[string]string{"job": "prometheus", "instance": "127.0.0.1:9090"}), constant(1, n)},
+				{signal.Targets.Name + renderLabels(map[string]string{"job": "other", "instance": testInstance}), constant(3, n)},
 			},
 			AlertRuleTests: forChecks(AlertExporterAbsent, 0, down, []expAlert{expect(AlertExporterAbsent,
 				map[string]string{"job": testJob, "severity": SeverityCritical}, "")}),
+		})
+	}
+	// The push layout (serve --remote-write.url into a store that a ruler
+	// reads): no up{job="kvwatch"} anywhere, but serve's own series arrive
+	// with job kvwatch, so KVWatchAbsent stays quiet; when the pushes stop
+	// (the series end), it fires once the lookback (5m) has passed: at the
+	// evaluation 5m after the last push on Prometheus 3 (lookback open at
+	// its start), 6m after on 2.x (closed): both are checked clear of the
+	// edge.
+	{
+		down := a.TargetDownFor
+		pushed := ceilMinutes(afterFor(0, down)) + 2 // minutes of pushes
+		stop := mins(pushed)
+		fire := []expAlert{expect(AlertExporterAbsent, map[string]string{"job": testJob, "severity": SeverityCritical}, "")}
+		tests = append(tests, ruleTest{Interval: step,
+			InputSeries: []inputSeries{
+				{signal.Targets.Name + renderLabels(map[string]string{"job": testJob, "instance": testInstance}), constant(3, pushed)},
+			},
+			AlertRuleTests: []alertTest{
+				{afterFor(0, down), AlertExporterAbsent, none},
+				{stop + mins(4), AlertExporterAbsent, none},
+				{beforeFor(stop+mins(5), down), AlertExporterAbsent, none},
+				{afterFor(stop+mins(6), down), AlertExporterAbsent, fire},
+			},
 		})
 	}
 	// Recording rules, worked out by hand: in pool p1 decode-0 holds 900 of

@@ -145,7 +145,7 @@ func tierPanels(o Options) []panelSpec {
 			steps: []step{{nil, blue}}},
 		{kind: kindTimeseries, title: "Cache tiers: the engine's own hit rate", unit: "percentunit", min: ratio, max: one, w: 8, h: 8,
 			description: "A tier's hit rate as the engine computes it over its own window (Dynamo KVBM: the last 1,000 requests). Not a share of hits: not comparable with the panel beside it.",
-			emptyOK:     "only Dynamo KVBM reports a hit rate of its own",
+			emptyOK:     "no selected server is a Dynamo KVBM listener (only KVBM reports a hit rate of its own)",
 			queries:     []query{{expr: signal.KVPoolHitRate.Name + sel, legend: "{{server}} {{tier}}"}},
 			steps:       []step{{nil, blue}}},
 	}
