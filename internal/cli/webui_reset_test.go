@@ -87,9 +87,9 @@ sglang:generation_tokens_total %d
 		t.Fatal(err)
 	}
 	var chart struct {
-		Labels []any       `json:"labels"`
+		Labels []any        `json:"labels"`
 		Data   [][]*float64 `json:"data"`
-		Rate   string      `json:"rate"`
+		Rate   string       `json:"rate"`
 	}
 	if err := json.Unmarshal([]byte(js), &chart); err != nil {
 		t.Fatalf("the throughput chart is not drawn: %s", js)
