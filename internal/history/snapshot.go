@@ -233,7 +233,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // directory) gives the store every series that could still be read; the
 // file is then moved aside to <file>.corrupt-<time> and a warning says how
 // much was recovered. Temporary files of writes that never finished are
-// removed first. Each restore is logged (series, bytes, time).
+// removed first. Each restore is logged (series restored, series expired,
+// bytes, time); the series written are those restored, expired and lost.
 func (s *Store) Restore(now time.Time) error {
 	path := s.opts.SnapshotFile
 	if path == "" {
@@ -250,7 +251,7 @@ func (s *Store) Restore(now time.Time) error {
 		log.Error("history snapshot cannot be read; starting with an empty history (fix the file's permissions; the next snapshot write replaces it)", "file", path, "err", err)
 		return nil
 	}
-	var st restoreStats
+	st := restoreStats{lost: -1} // a directory: restore does not run
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
@@ -260,7 +261,7 @@ func (s *Store) Restore(now time.Time) error {
 		st, err = s.restore(f, fi.Size(), now.UnixMilli()-s.opts.Retention.Milliseconds())
 	}
 	f.Close()
-	attrs := []any{"file", path, "series", st.series, "bytes", st.bytes, "duration", time.Since(start).Round(time.Millisecond)}
+	attrs := []any{"file", path, "series", st.series, "expired", st.expired, "bytes", st.bytes, "duration", time.Since(start).Round(time.Millisecond)}
 	if err == nil {
 		log.Info("history snapshot restored", attrs...)
 		return nil
@@ -270,8 +271,12 @@ func (s *Store) Restore(now time.Time) error {
 		log.Error("history snapshot is damaged and cannot be moved aside; delete it", append(attrs, "problem", err, "err", rerr)...)
 		return nil
 	}
-	log.Warn(fmt.Sprintf("history snapshot is damaged: recovered %d series, %d unreadable; the file was moved aside and serve starts with what was recovered (keep the file to report the problem, or delete it)", st.series, st.lost),
-		append(attrs, "lost", st.lost, "moved_to", aside, "problem", err)...)
+	lost, unreadable := any(st.lost), fmt.Sprint(st.lost)
+	if st.lost < 0 { // unknown is not 0: the file's count could not be read
+		lost, unreadable = "unknown", "an unknown number"
+	}
+	log.Warn(fmt.Sprintf("history snapshot is damaged: recovered %d series, %s unreadable; the file was moved aside and serve starts with what was recovered (keep the file to report the problem, or delete it)", st.series, unreadable),
+		append(attrs, "lost", lost, "moved_to", aside, "problem", err)...)
 	return nil
 }
 
@@ -304,17 +309,20 @@ func globEscape(p string) string {
 
 // restoreStats says what a restore read.
 type restoreStats struct {
-	// series were restored; lost are the series of the file that could
-	// not be read (damaged records, or a count beyond a truncation).
-	series, lost int
-	bytes        int64
+	// series were restored; expired are the file's series read whole but
+	// with no sample inside the window (not kept); lost are the series of
+	// the file that could not be read (damaged records, or a count beyond
+	// a truncation), -1 while the file's series count is unknown (not a
+	// snapshot, a newer version, no count).
+	series, expired, lost int
+	bytes                 int64
 }
 
 // restore reads a snapshot of size bytes from f. On an error the store
 // keeps the series read before it (version 1 and 2) or every series whose
 // record is intact (version 3), and the error says what was wrong.
 func (s *Store) restore(f io.ReaderAt, size int64, mint int64) (st restoreStats, err error) {
-	st.bytes = size
+	st.bytes, st.lost = size, -1
 	head := make([]byte, len(snapshotMagic))
 	if _, err := f.ReadAt(head, 0); err != nil {
 		return st, errNotSnapshot
@@ -332,11 +340,9 @@ func (s *Store) restore(f io.ReaderAt, size int64, mint int64) (st restoreStats,
 	}()
 	switch v := head[len(magic)]; v {
 	case 1, 2:
-		return st, s.restoreV12(f, size, mint)
+		return st, s.restoreV12(f, size, mint, &st)
 	case 3:
-		lost, err := s.restoreV3(f, size, mint)
-		st.lost = lost
-		return st, err
+		return st, s.restoreV3(f, size, mint, &st)
 	default:
 		return st, fmt.Errorf("unknown snapshot version %d (%w)", v, errNewerVersion)
 	}
@@ -356,14 +362,15 @@ var (
 )
 
 // restoreV3 reads the series records of a version 3 snapshot, skipping
-// those whose checksum or contents are wrong, and returns how many of the
-// file's series it could not read.
-func (s *Store) restoreV3(f io.ReaderAt, size int64, mint int64) (lost int, err error) {
+// those whose checksum or contents are wrong, and counts in st the file's
+// series it could not read and those it read but did not keep.
+func (s *Store) restoreV3(f io.ReaderAt, size int64, mint int64, st *restoreStats) error {
 	r := bufio.NewReaderSize(io.NewSectionReader(f, int64(len(snapshotMagic)), size-int64(len(snapshotMagic))), snapshotBufSize)
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
-		return 0, fmt.Errorf("no series count: %w", err)
+		return fmt.Errorf("no series count: %w", err)
 	}
+	st.lost = 0
 	var (
 		rec, scratch []byte
 		sum          [4]byte
@@ -372,7 +379,7 @@ func (s *Store) restoreV3(f io.ReaderAt, size int64, mint int64) (lost int, err 
 		read         uint64
 	)
 	note := func(e error) {
-		lost++
+		st.lost++
 		if first == nil {
 			first = e
 		}
@@ -384,7 +391,7 @@ func (s *Store) restoreV3(f io.ReaderAt, size int64, mint int64) (lost int, err 
 			break
 		}
 		if l > maxSnapshotRecord || l > uint64(size) {
-			first = errors.Join(first, fmt.Errorf("series %d has a record length of %d bytes, beyond the file", read, l))
+			first = errors.Join(first, fmt.Errorf("series %d has a record length of %d bytes, beyond the file", read+1, l))
 			break
 		}
 		if uint64(cap(rec)) < l {
@@ -404,22 +411,27 @@ func (s *Store) restoreV3(f io.ReaderAt, size int64, mint int64) (lost int, err 
 			continue
 		}
 		rr.Reset(bytes.NewReader(rec))
-		if err := s.readSeriesLocked(rr, 3, int64(l), mint, &scratch); err != nil {
+		kept, err := s.readSeriesLocked(rr, 3, int64(l), mint, &scratch)
+		switch {
+		case err != nil:
 			note(fmt.Errorf("series %d: %w", read+1, err))
+		case !kept:
+			st.expired++
 		}
 	}
-	lost += int(min(n-read, 1<<31))
+	st.lost += int(min(n-read, 1<<31))
 	if first == nil {
 		if _, err := r.ReadByte(); err == nil {
 			first = errors.New("trailing bytes after the last series")
 		}
 	}
-	return lost, first
+	return first
 }
 
 // restoreV12 reads a version 1 or 2 snapshot: one checksum at the end.
-// The series read before an error are kept.
-func (s *Store) restoreV12(f io.ReaderAt, size int64, mint int64) error {
+// The series read before an error are kept; the one it stopped at and
+// those after it are lost.
+func (s *Store) restoreV12(f io.ReaderAt, size int64, mint int64, st *restoreStats) error {
 	if size < int64(len(snapshotMagic))+4 {
 		return errors.New("the file ends before its first series (truncated)")
 	}
@@ -431,7 +443,7 @@ func (s *Store) restoreV12(f io.ReaderAt, size int64, mint int64) error {
 		return err
 	}
 	version := head[len(head)-1]
-	err := s.restoreSeriesLocked(r, version, body, mint)
+	err := s.restoreSeriesLocked(r, version, body, mint, st)
 	// Hash what the parser did not read (trailing bytes, or the rest
 	// after an error), then compare: a wrong checksum explains a parse
 	// error better than the parse error does.
@@ -449,63 +461,71 @@ func (s *Store) restoreV12(f io.ReaderAt, size int64, mint int64) error {
 
 // restoreSeriesLocked reads the series count and the series of a version
 // 1 or 2 snapshot.
-func (s *Store) restoreSeriesLocked(r *bufio.Reader, version byte, size int64, mint int64) error {
+func (s *Store) restoreSeriesLocked(r *bufio.Reader, version byte, size int64, mint int64, st *restoreStats) error {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return err
 	}
 	var scratch []byte
-	for range n {
-		if err := s.readSeriesLocked(r, version, size, mint, &scratch); err != nil {
+	for i := range n {
+		kept, err := s.readSeriesLocked(r, version, size, mint, &scratch)
+		if err != nil {
+			st.lost = int(min(n-i, 1<<31))
 			return err
 		}
+		if !kept {
+			st.expired++
+		}
 	}
+	st.lost = 0
 	return nil
 }
 
 // readSeriesLocked reads one series (labels, then the version's series
-// encoding) and adds it to the store when it holds samples in the window.
-func (s *Store) readSeriesLocked(r *bufio.Reader, version byte, size int64, mint int64, scratch *[]byte) error {
+// encoding) and adds it to the store when it holds samples in the window,
+// and reports whether it did.
+func (s *Store) readSeriesLocked(r *bufio.Reader, version byte, size int64, mint int64, scratch *[]byte) (kept bool, err error) {
 	nl, err := binary.ReadUvarint(r)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if nl > 1<<10 {
-		return fmt.Errorf("%d labels: not a series", nl)
+		return false, fmt.Errorf("%d labels: not a series", nl)
 	}
 	var b labels.ScratchBuilder
 	for range nl {
 		name, err := getString(r)
 		if err != nil {
-			return err
+			return false, err
 		}
 		val, err := getString(r)
 		if err != nil {
-			return err
+			return false, err
 		}
 		b.Add(name, val)
 	}
 	b.Sort()
 	lset := b.Labels()
 	if _, dup := s.lookupLocked(lset); dup {
-		return fmt.Errorf("series %s appears twice", lset)
+		return false, fmt.Errorf("series %s appears twice", lset)
 	}
 	ms := newSeries(lset, &s.rawArena, &s.coarseArena)
 	if version == 1 {
 		// Version 1 kept no type; kvwatch's counters end in _total.
 		ms.counter = strings.HasSuffix(lset.Get(model.MetricNameLabel), "_total")
 		if err := readChunks(r, size, mint, ms, &ms.raw, scratch); err != nil {
-			return err
+			return false, err
 		}
 	} else if err := readSeriesV2(r, size, mint, ms, scratch); err != nil {
-		return err
+		return false, err
 	}
-	if ms.lastT != minInt64 {
-		s.addLocked(ms)
-		// Stale until gathered again: the series limits may drop it.
-		s.staleLocked(ms, ms.lastT)
+	if ms.lastT == minInt64 {
+		return false, nil
 	}
-	return nil
+	s.addLocked(ms)
+	// Stale until gathered again: the series limits may drop it.
+	s.staleLocked(ms, ms.lastT)
+	return true, nil
 }
 
 func readSeriesV2(r *bufio.Reader, size int64, mint int64, ms *memSeries, scratch *[]byte) error {

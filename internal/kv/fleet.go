@@ -276,24 +276,30 @@ type Rates struct {
 	PreemptionsPerSec Value `json:"preemptions_per_second"`
 	PromptTokensPS    Value `json:"prompt_tokens_per_second"`
 	GenTokensPS       Value `json:"generation_tokens_per_second"`
-	// Reset is true when a counter went down: the engine restarted, and the
-	// increase is counted from zero, never as a negative rate.
+	// Reset is true when a counter went down: the engine restarted (or
+	// its counter went backwards). A rate over that counter is then
+	// unavailable for this window, never a negative rate and never the
+	// new reading counted as the increase (Prometheus' rate() does that:
+	// a counter that went back from 1,000,000 to 995,000 in 2 s would be
+	// 497,500/s); the next window has rates again.
 	Reset bool `json:"counter_reset"`
 }
 
-// increase returns cur − prev for a counter, treating a decrease as a
-// restart from zero.
+// increase returns cur − prev for a counter; unavailable, with reset
+// true, when the counter went down.
 func increase(prev, cur Value) (Value, bool) {
 	if !prev.OK() || !cur.OK() {
 		return Value{}, false
 	}
 	if cur.V < prev.V {
-		return Value{V: cur.V, Prov: Derived}, true
+		return Value{}, true
 	}
 	return Value{V: cur.V - prev.V, Prov: Derived}, false
 }
 
-// RatesBetween computes rates from two counter readings dt apart.
+// RatesBetween computes rates from two counter readings dt apart. Each
+// rate is unavailable when its counter went down (Rates.Reset), the hit
+// ratio when either of its two did.
 func RatesBetween(prev, cur Counters, dt time.Duration) Rates {
 	r := Rates{Window: dt, WindowSeconds: dt.Seconds()}
 	if dt <= 0 {

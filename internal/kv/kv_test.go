@@ -77,12 +77,30 @@ func TestRatesBetween(t *testing.T) {
 				PromptTokensPS: DerivedOf(50), GenTokensPS: DerivedOf(60)},
 		},
 		{
-			name: "engine restarted: counted from zero, never negative",
+			name: "engine restarted: no rate over the restart, never negative",
 			cur: Counters{PrefixHitTokens: Of(10), PrefixQueryTokens: Of(40), Preemptions: Of(1),
 				PromptTokens: Of(200), GenerationTokens: Of(300)},
+			dt:   10 * time.Second,
+			want: Rates{Reset: true},
+		},
+		{
+			// 995,000 counted as the increase would be 497,500 tok/s.
+			name: "prompt tokens went back by 5,000: that rate unavailable, the others kept",
+			prev: &Counters{PrefixHitTokens: Of(100), PrefixQueryTokens: Of(400), Preemptions: Of(5),
+				PromptTokens: Of(1e6), GenerationTokens: Of(2000)},
+			cur: Counters{PrefixHitTokens: Of(160), PrefixQueryTokens: Of(500), Preemptions: Of(5),
+				PromptTokens: Of(995000), GenerationTokens: Of(2100)},
+			dt: 2 * time.Second,
+			want: Rates{PrefixHitRatio: DerivedOf(0.6), PreemptionsPerSec: DerivedOf(0),
+				GenTokensPS: DerivedOf(50), Reset: true},
+		},
+		{
+			name: "hit tokens went back: no hit ratio",
+			cur: Counters{PrefixHitTokens: Of(90), PrefixQueryTokens: Of(500), Preemptions: Of(5),
+				PromptTokens: Of(1000), GenerationTokens: Of(2000)},
 			dt: 10 * time.Second,
-			want: Rates{PrefixHitRatio: DerivedOf(0.25), PreemptionsPerSec: DerivedOf(0.1),
-				PromptTokensPS: DerivedOf(20), GenTokensPS: DerivedOf(30), Reset: true},
+			want: Rates{PreemptionsPerSec: DerivedOf(0), PromptTokensPS: DerivedOf(0),
+				GenTokensPS: DerivedOf(0), Reset: true},
 		},
 		{
 			name: "no traffic: hit ratio unknown, rates 0",

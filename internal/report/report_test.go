@@ -77,8 +77,14 @@ func TestTrackerRatesAndHeadroom(t *testing.T) {
 	t2 := t1.Add(5 * time.Second)
 	r3 := tr.Update(t2, []scrape.Result{{Target: dec, Time: t2, Server: decode(50, 0, 0, 0)}})
 	r = r3.Servers[0].Rates
-	if r == nil || !r.Reset || r.PromptTokensPS.V != 10 || r.PrefixHitRatio.OK() {
-		t.Errorf("after a restart: %+v; want a reset, 50 tokens in 5 s, no hit ratio without traffic", r)
+	if r == nil || !r.Reset || r.PromptTokensPS.OK() || r.PrefixHitRatio.OK() {
+		t.Errorf("after a restart: %+v; want a reset, no token rate nor hit ratio over it", r)
+	}
+	// The window after the restart has rates again: 50 to 450 prompt tokens in 5 s.
+	t3 := t2.Add(5 * time.Second)
+	r = tr.Update(t3, []scrape.Result{{Target: dec, Time: t3, Server: decode(450, 0, 0, 0)}}).Servers[0].Rates
+	if r == nil || r.Reset || r.PromptTokensPS.V != 80 {
+		t.Errorf("after the restart's window: %+v; want 80 prompt tokens/s", r)
 	}
 }
 

@@ -107,6 +107,16 @@ func (p *Proc) exited() bool {
 	}
 }
 
+// Pid returns the process id of the running program, 0 when stopped.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Log returns the path of the program's log.
 func (p *Proc) Log() string { return p.log }
 

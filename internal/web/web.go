@@ -12,9 +12,11 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -90,9 +92,7 @@ type UI struct {
 func Register(mux Handler, o Options) *UI {
 	ui := &UI{}
 	ui.ApplyConfig(o)
-	sub, _ := fs.Sub(static, "static")
-	files := http.FileServerFS(sub)
-	mux.Handle("GET /static/", http.StripPrefix("/static/", noAssets(files)))
+	mux.Handle("GET /static/", noAssets(http.HandlerFunc(staticFile)))
 	mux.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := CheckAssets(); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -161,6 +161,32 @@ func noAssets(h http.Handler) http.Handler {
 		w.Header().Set("Cache-Control", "no-cache")
 		h.ServeHTTP(w, r)
 	})
+}
+
+// staticFile serves one embedded file under /static/, and answers 404 for
+// every other path: a missing file, a directory (no listing, no index), a
+// trailing slash, "..", an empty element or invalid UTF-8 (which
+// http.FileServerFS answered with a 500), whether written plainly or
+// percent-encoded.
+func staticFile(w http.ResponseWriter, r *http.Request) {
+	name, _ := strings.CutPrefix(r.URL.Path, "/static/")
+	if !fs.ValidPath(name) || name == "." {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := static.Open("static/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	rs, seeks := f.(io.ReadSeeker)
+	if err != nil || fi.IsDir() || !seeks {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeContent(w, r, name, fi.ModTime(), rs)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

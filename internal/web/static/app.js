@@ -265,6 +265,14 @@ const units = {
   times: { axis: (v) => fmtCompact(v) + "×", legend: fmtTimes },
 };
 
+// rateOf is the per-second rate of counter selector sel over range r
+// ("$rate": the chart's), without the windows in which the counter went
+// down. Across a reset PromQL's rate() counts the new reading as the
+// increase: a counter back from 1,000,000 to 995,000 would be drawn at
+// about 995,000 / range per second. Those windows are left out (a gap in
+// the chart), as status and top show "--" for that window.
+function rateOf(sel, r = "$rate") { return `(rate(${sel}[${r}]) unless resets(${sel}[${r}]) > 0)`; }
+
 // chart draws range queries into el over state.win. Each query is
 // {q, label(metric)}; "$rate" in q is replaced by the rate() range.
 // opts: {unit, thresholds: true to draw the KV warning/critical lines}.
@@ -400,7 +408,7 @@ function fleetCards(r) {
 async function hitRatios() {
   if (!state.settings.history) return new Map();
   const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
-  const q = `sum by (server) (rate(kvwatch_prefix_cache_hit_tokens_total[${win}])) / sum by (server) (rate(kvwatch_prefix_cache_query_tokens_total[${win}]))`;
+  const q = `sum by (server) (${rateOf("kvwatch_prefix_cache_hit_tokens_total", win)}) / sum by (server) (${rateOf("kvwatch_prefix_cache_query_tokens_total", win)})`;
   const res = await api("api/v1/query", { query: q, time: state.win.end });
   return new Map((res.result || []).map((r) => [r.metric.server, parseFloat(r.value[1])]));
 }
@@ -544,11 +552,11 @@ async function serverPage(main, name) {
       { q: `kvwatch_requests_running{${sq}}`, label: () => "running" },
       { q: `kvwatch_requests_queued{${sq}}`, label: (m) => "queued " + m.queue }], { unit: "requests" }),
     chart(document.getElementById("c-preempt"), [
-      { q: `rate(kvwatch_preemptions_total{${sq}}[$rate])`, label: () => "preemptions/s" }], { unit: "rate",
+      { q: rateOf(`kvwatch_preemptions_total{${sq}}`), label: () => "preemptions/s" }], { unit: "rate",
       unavailable: none(counters.preemptions, "preemption or retraction counter") }),
     chart(document.getElementById("c-tput"), [
-      { q: `rate(kvwatch_prompt_tokens_total{${sq}}[$rate])`, label: () => "prompt" },
-      { q: `rate(kvwatch_generation_tokens_total{${sq}}[$rate])`, label: () => "generation" }], { unit: "rate",
+      { q: rateOf(`kvwatch_prompt_tokens_total{${sq}}`), label: () => "prompt" },
+      { q: rateOf(`kvwatch_generation_tokens_total{${sq}}`), label: () => "generation" }], { unit: "rate",
       unavailable: val(counters.prompt_tokens) == null && val(counters.generation_tokens) == null ? none(null, "token counters") : "" }),
     (sv.cache_pools || []).length ? cachePoolsChart(sq, sv) : null,
   ]);
