@@ -28,8 +28,8 @@ import (
 const (
 	// MinPeriods is how many usable periods a trend needs.
 	MinPeriods = 5
-	// MinCoverage is the share of a period's instants that must have data
-	// for its peak to count: with less, the peak may have been missed.
+	// MinCoverage is the share of a whole period's samples a period must
+	// have for its peak to count: with less, the peak may have been missed.
 	MinCoverage = 0.5
 	// CapacityTolerance is the relative change of a pool's capacity that
 	// counts as a change (a restarted engine may size its KV cache a few
@@ -55,15 +55,23 @@ type Period struct {
 	PeakUsed    *float64 `json:"peak_used_tokens"`
 	PeakDemand  *float64 `json:"peak_demand_tokens"`
 	PeakRunning *float64 `json:"peak_running_requests"`
-	// CapacityMax and CapacityMin are the highest and lowest capacity of
-	// the pool in the period, in tokens: apart when a server was missing
-	// for a while (a restart) or the capacity changed.
-	CapacityMax *float64 `json:"capacity_tokens"`
-	CapacityMin *float64 `json:"capacity_min_tokens"`
-	// Servers is the most servers reporting capacity at one instant.
+	// CapacityTokens is the capacity of every server seen in the period
+	// (each at its largest): a restart does not lower it, a server added
+	// or removed within the period counts until it is gone.
+	CapacityTokens *float64 `json:"capacity_tokens"`
+	// Servers is the number of servers seen in the period.
 	Servers *float64 `json:"servers"`
-	// Coverage is the share of the period's instants with used tokens, 0–1.
-	Coverage float64 `json:"coverage"`
+	// Samples and SamplesMin are the most and fewest samples of used
+	// tokens one server of the pool has in the period; Coverage is Samples
+	// over the pool's median per period (0–1): a period with less than
+	// MinCoverage may have missed its peak.
+	Samples    *float64 `json:"samples"`
+	SamplesMin *float64 `json:"samples_min"`
+	Coverage   float64  `json:"coverage"`
+	// ServerGaps is true when some server has fewer than 95 % of the
+	// samples of the fullest: a restart, a failed scrape, a server that
+	// came or went.
+	ServerGaps bool `json:"server_gaps"`
 	// Use says whether the period's peak is in the fit, and why not.
 	Use Use `json:"use"`
 }
@@ -77,7 +85,7 @@ const (
 	UseNoData         Use = "no_data"         // no sample in the period
 	UsePartial        Use = "partial"         // coverage below MinCoverage
 	UseBeforeChange   Use = "before_change"   // before the pool's last capacity change
-	UseCapacityChange Use = "capacity_change" // the capacity changed within the period
+	UseCapacityChange Use = "capacity_change" // the first period at a new capacity: the change may be within it
 	UseUnused         Use = "unused"          // data, in a pool with none lately: not planned
 )
 
@@ -231,7 +239,7 @@ func Plan(h History, o Options) PoolPlan {
 	p := PoolPlan{PoolKey: h.Key, Name: h.Key.String(), Periods: slices.Clone(h.Periods)}
 	last := -1 // the last period with data
 	for i, pe := range p.Periods {
-		if pe.PeakLoad != nil && pe.CapacityMax != nil {
+		if pe.PeakLoad != nil && pe.CapacityTokens != nil {
 			last = i
 		} else {
 			p.Periods[i].Use = UseNoData
@@ -271,38 +279,33 @@ func Plan(h History, o Options) PoolPlan {
 }
 
 // classify marks the periods before the last capacity change and the
-// period it happened in, and the partial ones; it returns the index of
-// the first period with data.
+// first period at the new capacity (the change may be within it: an
+// added server counts from the period it came in, a removed one until the
+// period it left), and the partial ones; it returns the index of the
+// first period with data.
 func (p *PoolPlan) classify(o Options) (first int) {
 	ps := p.Periods
 	first = slices.IndexFunc(ps, func(pe Period) bool { return pe.Use != UseNoData })
 	last := len(ps) - 1
-	level := *ps[last].CapacityMax
+	level := *ps[last].CapacityTokens
 	p.CapacityTokens = level
 	// The last change: walking back from the end, the first period at
 	// another capacity.
 	for i := last - 1; i >= 0; i-- {
 		pe := &ps[i]
-		if pe.Use == UseNoData || !differs(*pe.CapacityMax, level) {
+		if pe.Use == UseNoData || !differs(*pe.CapacityTokens, level) {
 			continue
 		}
 		next := i + 1
 		for ps[next].Use == UseNoData {
 			next++
 		}
-		p.Change = &Change{PeriodEnd: ps[next].End, FromTokens: *pe.CapacityMax, ToTokens: level,
+		p.Change = &Change{PeriodEnd: ps[next].End, FromTokens: *pe.CapacityTokens, ToTokens: level,
 			FromServers: pe.Servers, ToServers: ps[next].Servers}
 		for j := 0; j <= i; j++ {
-			if ps[j].Use != UseNoData {
-				ps[j].Use = UseBeforeChange
-			}
+			ps[j].Use = UseBeforeChange
 		}
-		// An addition shows in the period it happened in: its lowest
-		// capacity is the old one. (A removal shows in the period before,
-		// whose highest capacity is still the old one.)
-		if differs(*ps[next].CapacityMin, level) {
-			ps[next].Use = UseCapacityChange
-		}
+		ps[next].Use = UseCapacityChange
 		break
 	}
 	for i := range ps {
@@ -338,17 +341,17 @@ func (p *PoolPlan) tooShort(o Options, first int) string {
 	again := day0(o.At.Add(time.Duration(need) * o.Period))
 	unit := periodName(o.Period)
 	if c := p.Change; c != nil {
-		return fmt.Sprintf("capacity changed from %s to %s tokens%s in the %s ending %s: %s since, a trend needs %d; plan again on %s",
+		return fmt.Sprintf("capacity changed from %s to %s tokens%s in the %s ending %s: %s since; a trend needs %d: plan again on %s",
 			count(c.FromTokens), count(c.ToTokens), serversChange(c), unit, day0(c.PeriodEnd), plural(p.Fitted, "usable "+unit), MinPeriods, again)
 	}
-	why := plural(p.Fitted, "usable "+unit)
+	parts := []string{plural(p.Fitted, "usable "+unit)}
 	if first > 0 {
-		why += fmt.Sprintf(" (the series start in the %s ending %s)", unit, day0(p.Periods[first].End))
+		parts = append(parts, fmt.Sprintf("the series start in the %s ending %s", unit, day0(p.Periods[first].End)))
 	}
-	if left := p.leftOut(); left != "" {
-		why += "; left out: " + left
+	if left := p.leftOut(unit); left != "" {
+		parts = append(parts, "left out: "+left)
 	}
-	return fmt.Sprintf("%s, a trend needs %d; plan again on %s", why, MinPeriods, again)
+	return fmt.Sprintf("%s; a trend needs %d: plan again on %s", strings.Join(parts, "; "), MinPeriods, again)
 }
 
 // plan fits the trend and plans dates and servers; servers are the
@@ -363,15 +366,18 @@ func (p *PoolPlan) plan(servers []float64, o Options) {
 		if pe.Use != UseFitted {
 			continue
 		}
-		x = append(x, pe.End.Sub(o.At).Hours()/24)
+		// A peak is placed in the middle of its period: where in the
+		// period it was is not read, so a date is off by at most half a
+		// period (less where the daily peak comes at about one hour).
+		x = append(x, pe.End.Add(-o.Period/2).Sub(o.At).Hours()/24)
 		y = append(y, *pe.PeakLoad)
 		if pe.PeakDemand != nil {
 			demand = true
 		}
-		if pe.PeakUsed != nil && *pe.PeakUsed >= saturatedRatio**pe.CapacityMax {
+		if pe.PeakUsed != nil && *pe.PeakUsed >= saturatedRatio**pe.CapacityTokens {
 			saturated = true
 		}
-		if pe.CapacityMin != nil && differs(*pe.CapacityMin, *pe.CapacityMax) {
+		if pe.ServerGaps {
 			restarts++
 		}
 		if pe.PeakRunning != nil {
@@ -432,7 +438,7 @@ func (p *PoolPlan) plan(servers []float64, o Options) {
 		p.note("capacity changed from %s to %s tokens%s in the %s ending %s: fitted the %s since",
 			count(c.FromTokens), count(c.ToTokens), serversChange(c), periodName(o.Period), day0(c.PeriodEnd), plural(p.Fitted, periodName(o.Period)))
 	}
-	if left := p.leftOut(); left != "" {
+	if left := p.leftOut(periodName(o.Period)); left != "" {
 		p.note("left out: %s", left)
 	}
 	if restarts > 0 {
@@ -512,25 +518,20 @@ func ServersToAdd(load, w, capacity, size, largest float64) (n int, ok bool) {
 
 // leftOut lists the periods left out of the fit other than around a
 // capacity change (the change's note says so): without data (after the
-// first with data) and partial.
-func (p *PoolPlan) leftOut() string {
+// first with data) and partial; "2026-03-07 (no data), 2026-03-10 (data
+// for less than half of the day)".
+func (p *PoolPlan) leftOut(unit string) string {
 	var parts []string
-	for _, u := range []struct {
-		use  Use
-		what string
-	}{{UseNoData, "without data"}, {UsePartial, "with data for less than half of it"}} {
-		var ends []string
-		first := slices.IndexFunc(p.Periods, func(pe Period) bool { return pe.Use != UseNoData })
-		for i, pe := range p.Periods {
-			if pe.Use == u.use && (u.use != UseNoData || i > first) {
-				ends = append(ends, day0(pe.End))
-			}
-		}
-		if len(ends) > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s (ending %s)", len(ends), u.what, strings.Join(ends, ", ")))
+	first := slices.IndexFunc(p.Periods, func(pe Period) bool { return pe.Use != UseNoData })
+	for i, pe := range p.Periods {
+		switch {
+		case pe.Use == UseNoData && i > first:
+			parts = append(parts, day0(pe.End)+" (no data)")
+		case pe.Use == UsePartial:
+			parts = append(parts, fmt.Sprintf("%s (data for less than half of the %s)", day0(pe.End), unit))
 		}
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, ", ")
 }
 
 func (p *PoolPlan) note(format string, args ...any) {

@@ -16,16 +16,16 @@ var planAt = time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
 func periodEnd(i int) time.Time { return planAt.Add(-time.Duration(13-i) * day) }
 
 // history builds 14 daily periods: period i has peak load load(x) at x =
-// i − 13 days (nil: no data) and the capacity capOf(i) returns (highest,
-// lowest, servers), coverage 1; servers are the last period's capacities.
-func history(load func(x float64) *float64, capOf func(i int) (hi, lo, n float64), servers ...float64) History {
+// i − 13.5 days, its middle (nil: no data), the capacity and servers
+// capOf(i) returns, coverage 1; servers are the last period's capacities.
+func history(load func(x float64) *float64, capOf func(i int) (capacity, n float64), servers ...float64) History {
 	h := History{Key: kv.PoolKey{Role: kv.RoleDecode, Cluster: "a"}, Servers: servers}
 	for i := range 14 {
 		pe := Period{End: periodEnd(i)}
-		if v := load(float64(i - 13)); v != nil {
-			hi, lo, n := capOf(i)
+		if v := load(float64(i) - 13.5); v != nil {
+			c, n := capOf(i)
 			pe.PeakLoad, pe.PeakUsed = v, v
-			pe.CapacityMax, pe.CapacityMin, pe.Servers = &hi, &lo, &n
+			pe.CapacityTokens, pe.Servers = &c, &n
 			pe.Coverage = 1
 		}
 		h.Periods = append(h.Periods, pe)
@@ -38,7 +38,7 @@ func line(a, b float64) func(float64) *float64 {
 }
 
 // fourServers is a pool of 4 servers of 250 tokens throughout.
-func fourServers(int) (float64, float64, float64) { return 1000, 1000, 4 }
+func fourServers(int) (float64, float64) { return 1000, 4 }
 
 var quarter = []float64{250, 250, 250, 250}
 
@@ -134,7 +134,7 @@ func TestPlan(t *testing.T) {
 			// absorb): 78 of the 91 slopes are 10, so the median is too.
 			name: "outlier",
 			h: history(func(x float64) *float64 {
-				if x == -6 {
+				if x == -6.5 {
 					return ptr(1.3 * (700 + 10*x))
 				}
 				return ptr(700 + 10*x)
@@ -150,14 +150,11 @@ func TestPlan(t *testing.T) {
 			// 3 servers of 250 until period 7, in which a fourth came: the
 			// fit starts at period 8 (6 periods), the line is the same.
 			name: "capacity added",
-			h: history(line(700, 10), func(i int) (float64, float64, float64) {
-				switch {
-				case i < 7:
-					return 750, 750, 3
-				case i == 7:
-					return 1000, 750, 4
+			h: history(line(700, 10), func(i int) (float64, float64) {
+				if i < 7 {
+					return 750, 3
 				}
-				return 1000, 1000, 4
+				return 1000, 4
 			}, quarter...),
 			want: PoolPlan{State: Planned, Trend: Growing, Fitted: 6,
 				Change:        &Change{PeriodEnd: periodEnd(7), FromTokens: 750, ToTokens: 1000, FromServers: ptr(3.0), ToServers: ptr(4.0)},
@@ -169,55 +166,49 @@ func TestPlan(t *testing.T) {
 			uses: "bbbbbbbcffffff",
 		},
 		{
-			// A server went away in period 6 (its lowest capacity is the
-			// new one); period 7 is whole at 750 and is fitted: 7 periods.
-			// 0.9 × 750 = 675 is the warning, 675 − 700 < 0: now.
+			// A server went away in period 6 or 7 (seen in 6, not in 7):
+			// the fit starts at period 8, 6 periods. 0.9 × 750 = 675 is
+			// the warning, 675 − 700 < 0: now.
 			name: "capacity removed",
-			h: history(line(700, 10), func(i int) (float64, float64, float64) {
-				switch {
-				case i < 6:
-					return 1000, 1000, 4
-				case i == 6:
-					return 1000, 750, 4
+			h: history(line(700, 10), func(i int) (float64, float64) {
+				if i < 7 {
+					return 1000, 4
 				}
-				return 750, 750, 3
+				return 750, 3
 			}, 250, 250, 250),
-			want: PoolPlan{State: Planned, Trend: Growing, Fitted: 7,
+			want: PoolPlan{State: Planned, Trend: Growing, Fitted: 6,
 				Change:        &Change{PeriodEnd: periodEnd(7), FromTokens: 1000, ToTokens: 750, FromServers: ptr(4.0), ToServers: ptr(3.0)},
 				PeakNowTokens: ptr(700.0), PeakNowRatio: ptr(700.0 / 750),
 				Warning: &Crossing{ThresholdTokens: 675, State: CrossNow, Date: now, Earliest: now, Latest: now},
 				Full:    &Crossing{ThresholdTokens: 750, State: CrossDate, Date: days(5), Earliest: days(5), Latest: days(5)},
-				Notes:   []string{"capacity changed from 1,000 to 750 tokens (4 → 3 servers) in the day ending 2026-03-09: fitted the 7 days since"},
+				Notes:   []string{"capacity changed from 1,000 to 750 tokens (4 → 3 servers) in the day ending 2026-03-09: fitted the 6 days since"},
 			},
-			uses: "bbbbbbbfffffff",
+			uses: "bbbbbbbcffffff",
 		},
 		{
 			// Added in period 11: periods 12 and 13 only. 3 more days.
 			name: "capacity added lately",
-			h: history(line(700, 10), func(i int) (float64, float64, float64) {
-				switch {
-				case i < 11:
-					return 750, 750, 3
-				case i == 11:
-					return 1000, 750, 4
+			h: history(line(700, 10), func(i int) (float64, float64) {
+				if i < 11 {
+					return 750, 3
 				}
-				return 1000, 1000, 4
+				return 1000, 4
 			}, quarter...),
 			want: PoolPlan{State: TooShort, Fitted: 2,
 				Change: &Change{PeriodEnd: periodEnd(11), FromTokens: 750, ToTokens: 1000, FromServers: ptr(3.0), ToServers: ptr(4.0)},
-				Reason: "capacity changed from 750 to 1,000 tokens (3 → 4 servers) in the day ending 2026-03-13: 2 usable days since, a trend needs 5; plan again on 2026-03-18"},
+				Reason: "capacity changed from 750 to 1,000 tokens (3 → 4 servers) in the day ending 2026-03-13: 2 usable days since; a trend needs 5: plan again on 2026-03-18"},
 			uses: "bbbbbbbbbbbcff",
 		},
 		{
 			name: "one day of history",
 			h: history(func(x float64) *float64 {
-				if x < 0 {
+				if x < -1 {
 					return nil
 				}
 				return ptr(700.0)
 			}, fourServers, quarter...),
 			want: PoolPlan{State: TooShort, Fitted: 1,
-				Reason: "1 usable day (the series start in the day ending 2026-03-15), a trend needs 5; plan again on 2026-03-19"},
+				Reason: "1 usable day; the series start in the day ending 2026-03-15; a trend needs 5: plan again on 2026-03-19"},
 			uses: "nnnnnnnnnnnnnf",
 		},
 		{
@@ -251,19 +242,18 @@ func TestPlan(t *testing.T) {
 				PeakNowTokens: ptr(700.0), PeakNowRatio: ptr(0.7),
 				Warning: &Crossing{ThresholdTokens: 900, State: CrossDate, Date: days(20)},
 				Full:    &Crossing{ThresholdTokens: 1000, State: CrossDate, Date: days(30)},
-				Notes:   []string{"left out: 1 without data (ending 2026-03-07); 1 with data for less than half of it (ending 2026-03-10)"},
+				Notes:   []string{"left out: 2026-03-07 (no data), 2026-03-10 (data for less than half of the day)"},
 			},
 			uses: "fffffnffpfffff",
 		},
 		{
 			// A server missing for part of period 10: not a change.
 			name: "restart",
-			h: history(line(700, 10), func(i int) (float64, float64, float64) {
-				if i == 10 {
-					return 1000, 750, 4
-				}
-				return 1000, 1000, 4
-			}, quarter...),
+			h: func() History {
+				h := history(line(700, 10), fourServers, quarter...)
+				h.Periods[10].ServerGaps = true
+				return h
+			}(),
 			want: PoolPlan{State: Planned, Trend: Growing, Fitted: 14,
 				PeakNowTokens: ptr(700.0), PeakNowRatio: ptr(0.7),
 				Warning: &Crossing{ThresholdTokens: 900, State: CrossDate, Date: days(20)},
@@ -276,7 +266,7 @@ func TestPlan(t *testing.T) {
 			// One server of 1000: N−1 is gone now; at 90 days 1,600 needs
 			// 0.9 × 1000k ≥ 1600, k = 2.
 			name: "single server",
-			h:    history(line(700, 10), func(int) (float64, float64, float64) { return 1000, 1000, 1 }, 1000),
+			h:    history(line(700, 10), func(int) (float64, float64) { return 1000, 1 }, 1000),
 			want: PoolPlan{State: Planned, Trend: Growing, Fitted: 14,
 				PeakNowTokens: ptr(700.0), PeakNowRatio: ptr(0.7),
 				Warning:      &Crossing{ThresholdTokens: 900, State: CrossDate, Date: days(20)},
@@ -347,7 +337,7 @@ func TestPlan(t *testing.T) {
 // TestPlanPool checks the pool's servers, sizes and demand, and the
 // running requests' trend.
 func TestPlanPool(t *testing.T) {
-	h := history(line(700, 10), func(int) (float64, float64, float64) { return 1000, 1000, 3 }, 300, 200, 500)
+	h := history(line(700, 10), func(int) (float64, float64) { return 1000, 3 }, 300, 200, 500)
 	for i := range h.Periods {
 		h.Periods[i].PeakRunning = ptr(40 + 2*float64(i))
 	}

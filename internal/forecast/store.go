@@ -1,6 +1,7 @@
 package forecast
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,9 +44,8 @@ var (
 const (
 	DefaultWindow     = 14 * day
 	DefaultPeriod     = day
-	DefaultHorizon    = 90 * day
-	DefaultResolution = 5 * time.Minute
-	DefaultTimeout    = 2 * time.Minute
+	DefaultHorizon = 90 * day
+	DefaultTimeout = 2 * time.Minute
 )
 
 // maxAnswer bounds an answer's body: a few series per pool and period.
@@ -66,13 +66,13 @@ type Request struct {
 	At time.Time
 	// Window is how far back; Window / Period periods are read.
 	Window, Period time.Duration
-	// Resolution is the step at which the pool sums are evaluated within
-	// each period; Period is a multiple of it.
+	// Resolution is the length of the windows each server's values are
+	// averaged over, and the step of the pool's sums within a period;
+	// Period is a multiple of it. At the warning's hold
+	// (alerts.kv_usage_warning_for), a peak is the highest load the pool
+	// held for as long as the warning needs to fire: a shorter burst does
+	// not count.
 	Resolution time.Duration
-	// Hold is the window each server's values are averaged over before a
-	// peak is taken (alerts.kv_usage_warning_for): a burst shorter than
-	// it does not count.
-	Hold time.Duration
 }
 
 // Periods is the number of periods in the window.
@@ -89,35 +89,46 @@ const (
 	sUsed
 	sDemand
 	sRunning
-	sCapMax
-	sCapMin
+	sCapacity
 	sServers
-	sCoverage
+	sSamplesMax
+	sSamplesMin
 	nSeries
 )
 
+// serverGap is the share of the pool's fullest server's samples under
+// which a server had a gap in a period.
+const serverGap = 0.95
+
 // Queries are the range queries Read asks, one per value of a Period,
 // each evaluated once per period at its end. Every name and label comes
-// from package signal.
+// from package signal. The peaks are subqueries (the pool's sum at each
+// step of the period, then its highest); the rest are range functions
+// over each server's raw samples, which cost a store little.
 func (r Request) Queries() [nSeries]string {
-	by := "sum by (" + strings.Join(signal.PoolLabels(), ", ") + ") "
-	cnt := "count by (" + strings.Join(signal.PoolLabels(), ", ") + ") "
+	labels := strings.Join(signal.PoolLabels(), ", ")
+	by := func(agg string) string { return agg + " by (" + labels + ") " }
+	period := "[" + model.Duration(r.Period).String() + "]"
 	sub := "[" + model.Duration(r.Period).String() + ":" + model.Duration(r.Resolution).String() + "]"
 	avg := func(m signal.Metric) string {
-		return "avg_over_time(" + m.Name + "[" + model.Duration(r.Hold).String() + "])"
+		return "avg_over_time(" + m.Name + "[" + model.Duration(r.Resolution).String() + "])"
 	}
+	peak := func(expr string) string { return "max_over_time((" + by("sum") + "(" + expr + "))" + sub + ")" }
 	u, d, c := avg(signal.KVUsedTokens), avg(signal.KVDemandTokens), signal.KVCapacityTokens.Name
 	var q [nSeries]string
 	// Load: used plus demand of each server at one instant, used alone
 	// where a server reports no demand (+ binds before or).
-	q[sLoad] = "max_over_time((" + by + "(" + u + " + " + d + " or " + u + "))" + sub + ")"
-	q[sUsed] = "max_over_time((" + by + "(" + u + "))" + sub + ")"
-	q[sDemand] = "max_over_time((" + by + "(" + d + "))" + sub + ")"
-	q[sRunning] = "max_over_time((" + by + "(" + avg(signal.RequestsRunning) + "))" + sub + ")"
-	q[sCapMax] = "max_over_time((" + by + "(" + c + "))" + sub + ")"
-	q[sCapMin] = "min_over_time((" + by + "(" + c + "))" + sub + ")"
-	q[sServers] = "max_over_time((" + cnt + "(" + c + "))" + sub + ")"
-	q[sCoverage] = "count_over_time((" + by + "(" + signal.KVUsedTokens.Name + "))" + sub + ")"
+	q[sLoad] = peak(u + " + " + d + " or " + u)
+	q[sUsed] = peak(u)
+	q[sDemand] = peak(d)
+	q[sRunning] = peak(avg(signal.RequestsRunning))
+	// Every server seen in the period counts, at its largest: a restart
+	// or an outage does not change the capacity, a server added or
+	// removed does.
+	q[sCapacity] = by("sum") + "(max_over_time(" + c + period + "))"
+	q[sServers] = by("count") + "(max_over_time(" + c + period + "))"
+	q[sSamplesMax] = by("max") + "(count_over_time(" + signal.KVUsedTokens.Name + period + "))"
+	q[sSamplesMin] = by("min") + "(count_over_time(" + signal.KVUsedTokens.Name + period + "))"
 	return q
 }
 
@@ -128,7 +139,8 @@ func (r Request) ServersQuery() string {
 }
 
 // Read reads every pool's periods and its servers' capacities. The
-// queries run at once; the first error ends Read.
+// queries run at once (the load's after them, where needed); the first
+// error ends Read.
 func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 	n := r.Periods()
 	start := r.At.Add(-time.Duration(n-1) * r.Period)
@@ -150,6 +162,9 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for i, q := range qs {
+		if series(i) == sLoad {
+			continue // below, where some server reports demand
+		}
 		wg.Go(func() {
 			m, err := s.rangeQuery(ctx, q, start, r.At, r.Period)
 			if err != nil {
@@ -173,6 +188,18 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	// The load is the used tokens where no server reports demand (most
+	// engines): the load query, which reads the used tokens twice, runs
+	// only where some does.
+	if len(results[sDemand]) > 0 {
+		m, err := s.rangeQuery(ctx, qs[sLoad], start, r.At, r.Period)
+		if err != nil {
+			return nil, err
+		}
+		results[sLoad] = m
+	} else {
+		results[sLoad] = results[sUsed]
+	}
 	pools := map[kv.PoolKey]*History{}
 	pool := func(m model.Metric) *History {
 		k := keyOf(m)
@@ -186,7 +213,6 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 		}
 		return h
 	}
-	steps := float64(r.Period / r.Resolution)
 	for si, m := range results {
 		for _, ss := range m {
 			h := pool(ss.Metric)
@@ -206,17 +232,20 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 					pe.PeakDemand = ptr(v)
 				case sRunning:
 					pe.PeakRunning = ptr(v)
-				case sCapMax:
-					pe.CapacityMax = ptr(v)
-				case sCapMin:
-					pe.CapacityMin = ptr(v)
+				case sCapacity:
+					pe.CapacityTokens = ptr(v)
 				case sServers:
 					pe.Servers = ptr(v)
-				case sCoverage:
-					pe.Coverage = min(v/steps, 1)
+				case sSamplesMax:
+					pe.Samples = ptr(v)
+				case sSamplesMin:
+					pe.SamplesMin = ptr(v)
 				}
 			}
 		}
+	}
+	for _, h := range pools {
+		coverage(h.Periods)
 	}
 	for _, smp := range servers {
 		if v := float64(smp.Value); v > 0 && !math.IsInf(v, 0) {
@@ -233,8 +262,47 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 	for _, h := range pools {
 		out = append(out, *h)
 	}
-	slices.SortFunc(out, func(a, b History) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	slices.SortFunc(out, func(a, b History) int { return comparePools(a.Key, b.Key) })
 	return out, nil
+}
+
+// coverage sets each period's Coverage, its samples over the median of
+// the periods with samples (a whole period has as many as most), and
+// ServerGaps.
+func coverage(ps []Period) {
+	var counts []float64
+	for _, pe := range ps {
+		if pe.Samples != nil {
+			counts = append(counts, *pe.Samples)
+		}
+	}
+	if len(counts) == 0 {
+		return
+	}
+	slices.Sort(counts)
+	whole := median(counts)
+	for i := range ps {
+		if pe := &ps[i]; pe.Samples != nil {
+			pe.Coverage = min(*pe.Samples/whole, 1)
+			pe.ServerGaps = pe.SamplesMin != nil && *pe.SamplesMin < serverGap**pe.Samples
+		}
+	}
+}
+
+// comparePools orders pools by cluster and pool, then role: a cluster's
+// prefill pool next to its decode pool.
+func comparePools(a, b kv.PoolKey) int {
+	rank := func(r kv.Role) int {
+		switch r {
+		case kv.RolePrefill:
+			return 0
+		case kv.RoleDecode:
+			return 1
+		}
+		return 2
+	}
+	return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Pool, b.Pool),
+		rank(a.Role)-rank(b.Role), strings.Compare(string(a.Role), string(b.Role)))
 }
 
 // keyOf is the pool of a series, by the labels of signal.PoolLabels.
@@ -280,7 +348,8 @@ func unix(t time.Time) string {
 func (s *Store) call(ctx context.Context, path string, form url.Values, want model.ValueType, result any) error {
 	if dl, ok := ctx.Deadline(); ok {
 		// The store stops evaluating when the plan stops waiting.
-		form.Set("timeout", strconv.FormatFloat(max(time.Until(dl).Seconds(), 0.001), 'f', 3, 64)+"s")
+		// In milliseconds: Prometheus 2 reads no fractional seconds.
+		form.Set("timeout", strconv.FormatInt(max(time.Until(dl).Milliseconds(), 1), 10)+"ms")
 	}
 	u := *s.Base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path

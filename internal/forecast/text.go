@@ -19,13 +19,12 @@ import (
 type Report struct {
 	Store string    `json:"store"`
 	At    time.Time `json:"at"`
-	// Window, Period, Horizon, Resolution and Hold are durations as
-	// Prometheus writes them ("14d", "5m").
+	// Window, Period, Horizon and Resolution are durations as Prometheus
+	// writes them ("14d", "10m").
 	Window     string  `json:"window"`
 	Period     string  `json:"period"`
 	Horizon    string  `json:"horizon"`
 	Resolution string  `json:"resolution"`
-	Hold       string  `json:"hold"`
 	Warning    float64 `json:"warning_ratio"`
 	// ActionNeeded is true when some pool needs servers within the
 	// horizon (ServersToAdd > 0); NeedServers lists them.
@@ -38,8 +37,8 @@ type Report struct {
 
 // NewReport plans every pool of histories.
 func NewReport(store string, r Request, histories []History, o Options) *Report {
-	rep := &Report{Store: store, At: o.At.UTC(), Window: dur(r.Window), Period: dur(r.Period), Horizon: dur(o.Horizon),
-		Resolution: dur(r.Resolution), Hold: dur(r.Hold), Warning: o.Warning,
+	rep := &Report{Store: store, At: o.At.UTC(), Window: FormatDuration(r.Window), Period: FormatDuration(r.Period), Horizon: FormatDuration(o.Horizon),
+		Resolution: FormatDuration(r.Resolution), Warning: o.Warning,
 		NeedServers: []string{}, Unplanned: []string{}}
 	for _, h := range histories {
 		p := Plan(h, o)
@@ -55,9 +54,9 @@ func NewReport(store string, r Request, histories []History, o Options) *Report 
 	return rep
 }
 
-// dur writes a duration as Prometheus does, whole days in days ("14d",
-// not "2w": as the flags are written).
-func dur(d time.Duration) string {
+// FormatDuration writes a duration as Prometheus does, whole days in days
+// ("14d", not "2w": as the flags are written).
+func FormatDuration(d time.Duration) string {
 	if d >= day && d%day == 0 {
 		return fmt.Sprintf("%dd", d/day)
 	}

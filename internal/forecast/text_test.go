@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -19,20 +20,17 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 func reportPools() []History {
 	growing := history(line(700, 10), fourServers, quarter...)
 	growing.Key = kv.PoolKey{Role: kv.RoleDecode, Cluster: "eu"}
-	prefill := history(line(300, 0), func(int) (float64, float64, float64) { return 1000, 1000, 2 }, 500, 500)
+	prefill := history(line(300, 0), func(int) (float64, float64) { return 1000, 2 }, 500, 500)
 	prefill.Key = kv.PoolKey{Role: kv.RolePrefill, Cluster: "eu"}
-	added := history(line(700, 10), func(i int) (float64, float64, float64) {
-		switch {
-		case i < 7:
-			return 750, 750, 3
-		case i == 7:
-			return 1000, 750, 4
+	added := history(line(700, 10), func(i int) (float64, float64) {
+		if i < 7 {
+			return 750, 3
 		}
-		return 1000, 1000, 4
+		return 1000, 4
 	}, quarter...)
 	added.Key = kv.PoolKey{Role: kv.RoleDecode, Cluster: "us"}
 	young := history(func(x float64) *float64 {
-		if x < -1 {
+		if x < -2 {
 			return nil
 		}
 		return ptr(200.0)
@@ -42,7 +40,7 @@ func reportPools() []History {
 }
 
 func goldenReport() *Report {
-	r := Request{At: planAt, Window: 14 * day, Period: day, Resolution: DefaultResolution, Hold: DefaultResolution * 2}
+	r := Request{At: planAt, Window: 14 * day, Period: day, Resolution: 10 * time.Minute}
 	return NewReport("http://127.0.0.1:9090", r, reportPools(), planOpts)
 }
 
