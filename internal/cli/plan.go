@@ -87,6 +87,9 @@ func (o *planOptions) planRequest(now time.Time) (*forecast.Store, forecast.Requ
 		if err != nil {
 			return nil, req, opts, err
 		}
+		if at.After(now) {
+			return nil, req, opts, fmt.Errorf("--at %s is in the future: the store has nothing there yet", o.at)
+		}
 		opts.At = at
 	}
 	req.At = opts.At

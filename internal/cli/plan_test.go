@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvwatch/kvwatch/internal/forecast"
+	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
@@ -41,10 +42,17 @@ const (
 	planNoise = 0.02
 )
 
-// planHistory is the accuracy fleet's history, ending at end.
+// planHistory is the accuracy fleet's history, ending at end, with a
+// router's running requests (a router holds no KV: it is in no pool).
 func planHistory(end time.Time) (start time.Time, series []*synthSeries) {
 	start = end.Add(-planDays * histDay)
-	return start, synthHistory([]synthPool{planGrow, planPrefill, planFlat, planGrown, planYoung}, start, planDays, 5*time.Minute, planNoise, planOutages, 1)
+	series = synthHistory([]synthPool{planGrow, planPrefill, planFlat, planGrown, planYoung}, start, planDays, 5*time.Minute, planNoise, planOutages, 1)
+	router := &synthSeries{name: signal.RequestsRunning.Name,
+		labels: fmt.Sprintf(`{%s="router-0",%s="router",%s="grow"}`, signal.LabelServer, signal.LabelRole, signal.LabelCluster)}
+	for t := start; !t.After(end); t = t.Add(5 * time.Minute) {
+		router.samples = append(router.samples, synthSample{t.UnixMilli(), 40})
+	}
+	return start, append(series, router)
 }
 
 // planEnd is the end of the history: the last 17:55 UTC before now. A
@@ -186,6 +194,12 @@ func TestPlanAccuracy(t *testing.T) {
 					t.Errorf("at end−%s: decode{cluster=grown}: change %+v, %d periods fitted; want 3Mi → 4Mi tokens and at most the 9 days since", back, c, grown.Fitted)
 				}
 
+				for _, p := range rep.Pools {
+					if p.Role == "router" {
+						t.Errorf("at end−%s: a pool of routers, %s: routers hold no KV", back, p.Name)
+					}
+				}
+
 				young := poolOf(t, rep, "decode{cluster=young}")
 				if young.State != forecast.TooShort || !strings.Contains(young.Reason, "a trend needs 5") {
 					t.Errorf("at end−%s: decode{cluster=young}: state %s, reason %q; want too_short: a trend needs 5", back, young.State, young.Reason)
@@ -262,6 +276,8 @@ func TestPlanBadInput(t *testing.T) {
 		{"store not a URL", []string{"--against", "prometheus:9090"}, exitUsage, "want the http(s) base URL of a Prometheus-compatible API"},
 		{"time not a time", []string{"--against", vm, "--at", "yesterday"}, exitUsage,
 			"kvwatch: plan: --at \"yesterday\": want an RFC 3339 time (2026-03-15T12:00:00Z) or Unix seconds\n"},
+		{"time in the future", []string{"--against", vm, "--at", "2999-01-01T00:00:00Z"}, exitUsage,
+			"kvwatch: plan: --at 2999-01-01T00:00:00Z is in the future: the store has nothing there yet\n"},
 		{"http config not valid", []string{"--against", vm, "--against.http-config", httpConfig}, exitUsage, "kvwatch: plan: --against.http-config: "},
 		{"config file missing", []string{"--against", vm, "--config.file", filepath.Join(t.TempDir(), "kvwatch.yml")}, exitUsage, "kvwatch: plan: read config: "},
 	}

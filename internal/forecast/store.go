@@ -215,6 +215,9 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 	}
 	for si, m := range results {
 		for _, ss := range m {
+			if !keyOf(ss.Metric).Role.HoldsKV() {
+				continue // a router's running requests: no KV pool
+			}
 			h := pool(ss.Metric)
 			for _, sp := range ss.Values {
 				i := int(math.Round(float64(sp.Timestamp.Time().Sub(start)) / float64(r.Period)))
@@ -248,7 +251,7 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 		coverage(h.Periods)
 	}
 	for _, smp := range servers {
-		if v := float64(smp.Value); v > 0 && !math.IsInf(v, 0) {
+		if v := float64(smp.Value); v > 0 && !math.IsInf(v, 0) && keyOf(smp.Metric).Role.HoldsKV() {
 			h := pool(smp.Metric)
 			h.Servers = append(h.Servers, v)
 		}
