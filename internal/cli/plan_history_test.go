@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
@@ -44,6 +45,11 @@ type synthPool struct {
 	// restartAt is when server 1 is down for 3 hours (0: never), its load
 	// spread over the others.
 	restartAt float64
+}
+
+// name is the pool's name in kvwatch's output.
+func (p synthPool) name() string {
+	return kv.PoolKey{Role: kv.Role(p.role), Cluster: p.cluster}.String()
 }
 
 // firstCapacity is the pool's capacity at the start, tokens.

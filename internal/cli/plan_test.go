@@ -149,11 +149,11 @@ func TestPlanAccuracy(t *testing.T) {
 					ratio float64
 					cross func(forecast.PoolPlan) *forecast.Crossing
 				}{
-					{planGrow, "decode{cluster=grow}", 0.9, func(p forecast.PoolPlan) *forecast.Crossing { return p.Warning }},
-					{planGrow, "decode{cluster=grow}", 1, func(p forecast.PoolPlan) *forecast.Crossing { return p.Full }},
-					{planPrefill, "prefill{cluster=grow}", 0.9, func(p forecast.PoolPlan) *forecast.Crossing { return p.Warning }},
-					{planPrefill, "prefill{cluster=grow}", 1, func(p forecast.PoolPlan) *forecast.Crossing { return p.Full }},
-					{planGrown, "decode{cluster=grown}", 0.9, func(p forecast.PoolPlan) *forecast.Crossing { return p.Warning }},
+					{planGrow, planGrow.name(), 0.9, func(p forecast.PoolPlan) *forecast.Crossing { return p.Warning }},
+					{planGrow, planGrow.name(), 1, func(p forecast.PoolPlan) *forecast.Crossing { return p.Full }},
+					{planPrefill, planPrefill.name(), 0.9, func(p forecast.PoolPlan) *forecast.Crossing { return p.Warning }},
+					{planPrefill, planPrefill.name(), 1, func(p forecast.PoolPlan) *forecast.Crossing { return p.Full }},
+					{planGrown, planGrown.name(), 0.9, func(p forecast.PoolPlan) *forecast.Crossing { return p.Warning }},
 				} {
 					p := poolOf(t, rep, c.name)
 					truth := c.pool.truthDay(c.ratio) - atDays
@@ -166,12 +166,12 @@ func TestPlanAccuracy(t *testing.T) {
 					}
 				}
 
-				grow := poolOf(t, rep, "decode{cluster=grow}")
+				grow := poolOf(t, rep, planGrow.name())
 				if want := truthServers(planGrow, atDays+90); grow.ServersToAdd == nil || *grow.ServersToAdd < want || *grow.ServersToAdd > want+1 {
-					t.Errorf("at end−%s: decode{cluster=grow}: %v servers to add, want %d (the truth; +1 for the noise's peaks)", back, grow.ServersToAdd, want)
+					t.Errorf("at end−%s: %s: %v servers to add, want %d (the truth; +1 for the noise's peaks)", back, grow.Name, grow.ServersToAdd, want)
 				}
 				if !grow.DemandCounted {
-					t.Errorf("at end−%s: decode{cluster=grow}: demand not counted; its servers report it", back)
+					t.Errorf("at end−%s: %s: demand not counted; its servers report it", back, grow.Name)
 				}
 				notes := strings.Join(grow.Notes, "\n")
 				// The 30-hour outage: which periods it leaves without data
@@ -179,19 +179,19 @@ func TestPlanAccuracy(t *testing.T) {
 				// store (VictoriaMetrics carries a sample further).
 				for _, want := range []string{"left out: ", "servers were missing for part of 1 fitted day"} {
 					if !strings.Contains(notes, want) {
-						t.Errorf("at end−%s: decode{cluster=grow}: notes %q do not say %q", back, notes, want)
+						t.Errorf("at end−%s: %s: notes %q do not say %q", back, grow.Name, notes, want)
 					}
 				}
 
-				flat := poolOf(t, rep, "decode{cluster=flat}")
+				flat := poolOf(t, rep, planFlat.name())
 				if flat.State != forecast.Planned || flat.Warning.Date != nil || flat.Full.Date != nil {
-					t.Errorf("at end−%s: decode{cluster=flat}: state %s, trend %s, warning %+v, full %+v; want planned without dates",
-						back, flat.State, flat.Trend, flat.Warning, flat.Full)
+					t.Errorf("at end−%s: %s: state %s, trend %s, warning %+v, full %+v; want planned without dates",
+						back, flat.Name, flat.State, flat.Trend, flat.Warning, flat.Full)
 				}
 
-				grown := poolOf(t, rep, "decode{cluster=grown}")
+				grown := poolOf(t, rep, planGrown.name())
 				if c := grown.Change; c == nil || c.FromTokens != 3<<20 || c.ToTokens != 4<<20 || grown.Fitted > 9 {
-					t.Errorf("at end−%s: decode{cluster=grown}: change %+v, %d periods fitted; want 3Mi → 4Mi tokens and at most the 9 days since", back, c, grown.Fitted)
+					t.Errorf("at end−%s: %s: change %+v, %d periods fitted; want 3Mi → 4Mi tokens and at most the 9 days since", back, grown.Name, c, grown.Fitted)
 				}
 
 				for _, p := range rep.Pools {
@@ -200,9 +200,9 @@ func TestPlanAccuracy(t *testing.T) {
 					}
 				}
 
-				young := poolOf(t, rep, "decode{cluster=young}")
+				young := poolOf(t, rep, planYoung.name())
 				if young.State != forecast.TooShort || !strings.Contains(young.Reason, "a trend needs 5") {
-					t.Errorf("at end−%s: decode{cluster=young}: state %s, reason %q; want too_short: a trend needs 5", back, young.State, young.Reason)
+					t.Errorf("at end−%s: %s: state %s, reason %q; want too_short: a trend needs 5", back, young.Name, young.State, young.Reason)
 				}
 			}
 
@@ -220,8 +220,8 @@ func TestPlanAccuracy(t *testing.T) {
 				t.Fatalf("plan: exit %d, stderr %q; want 1 and nothing", code, errs)
 			}
 			t.Logf("plan's text:\n%s", out)
-			for _, want := range []string{"decode{cluster=grow} ", "prefill{cluster=grow} ", "decode{cluster=young}  ", "? too short",
-				"Action needed: add servers within 90d", "Data missing: 1 pool not planned: decode{cluster=young}"} {
+			for _, want := range []string{planGrow.name() + " ", planPrefill.name() + " ", planYoung.name() + "  ", "? too short",
+				"Action needed: add servers within 90d", "Data missing: 1 pool not planned: " + planYoung.name()} {
 				if !strings.Contains(out, want) {
 					t.Errorf("plan's text has no %q:\n%s", want, out)
 				}
@@ -290,7 +290,6 @@ func TestPlanBadInput(t *testing.T) {
 		})
 	}
 }
-
 
 // BenchmarkPlanPrometheus: kvwatch plan over 200 pools (2 servers each)
 // with 14 days of 5-minute samples in Debian's Prometheus on this machine,

@@ -294,8 +294,8 @@ func TestPlan(t *testing.T) {
 			if uses != c.uses {
 				t.Errorf("period uses = %s, want %s", uses, c.uses)
 			}
-			if got.Name != "decode{cluster=a}" {
-				t.Errorf("Name = %q, want decode{cluster=a}", got.Name)
+			if got.Name != c.h.Key.String() {
+				t.Errorf("Name = %q, want %q", got.Name, c.h.Key.String())
 			}
 			// Compare what the case sets: the fields it leaves zero are
 			// not compared (a nil pointer, an empty string or slice).

@@ -42,8 +42,8 @@ var (
 
 // Defaults of `kvwatch plan`'s flags.
 const (
-	DefaultWindow     = 14 * day
-	DefaultPeriod     = day
+	DefaultWindow  = 14 * day
+	DefaultPeriod  = day
 	DefaultHorizon = 90 * day
 	DefaultTimeout = 2 * time.Minute
 )

@@ -109,12 +109,15 @@ func TestComparePools(t *testing.T) {
 		{Role: kv.RolePrefill},
 	}
 	slices.SortFunc(keys, comparePools)
-	var got []string
-	for _, k := range keys {
-		got = append(got, k.String())
+	want := []kv.PoolKey{
+		{Role: kv.RolePrefill},
+		{Role: kv.RoleUnified},
+		{Role: kv.RolePrefill, Cluster: "grow"},
+		{Role: kv.RoleDecode, Cluster: "grow"},
+		{Role: kv.RoleDecode, Cluster: "grow", Pool: "b"},
+		{Role: kv.RoleDecode, Cluster: "grown"},
 	}
-	want := []string{"prefill", "unified", "prefill{cluster=grow}", "decode{cluster=grow}", "decode{cluster=grow,pool=b}", "decode{cluster=grown}"}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("sorted pools (-want +got):\n%s", diff)
 	}
 }
