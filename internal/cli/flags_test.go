@@ -102,6 +102,17 @@ var flagCases = map[string]flagCase{
 	"check queries --strict":              {[]string{"--strict"}, "true"},
 	"check queries <file>":                {[]string{"stack/grafana/dashboards/kvwatch-fleet.json", "stack/rules/kvwatch-alerts.yml"}, "stack/grafana/dashboards/kvwatch-fleet.json,stack/rules/kvwatch-alerts.yml"},
 
+	"plan --against":             {[]string{"--against", "http://10.0.0.9:8428"}, "http://10.0.0.9:8428"},
+	"plan --against.http-config": {[]string{"--against.http-config", "/etc/kvwatch/against.yml"}, "/etc/kvwatch/against.yml"},
+	"plan --against.timeout":     {[]string{"--against.timeout", "5m"}, "5m0s"},
+	"plan --config.file":         {[]string{"--config.file", "/etc/kvwatch/kvwatch.yml"}, "/etc/kvwatch/kvwatch.yml"},
+	"plan --window":              {[]string{"--window", "28d"}, "28d"},
+	"plan --period":              {[]string{"--period", "7d"}, "7d"},
+	"plan --horizon":             {[]string{"--horizon", "180d"}, "180d"},
+	"plan --resolution":          {[]string{"--resolution", "1m"}, "1m"},
+	"plan --at":                  {[]string{"--at", "2026-03-15T12:00:00Z"}, "2026-03-15T12:00:00Z"},
+	"plan --output":              {[]string{"--output", "json"}, "json"},
+
 	"simulate --scenario":    {[]string{"--scenario", "vllm-dp"}, "vllm-dp"},
 	"simulate --servers":     {[]string{"--servers", "200"}, "200"},
 	"simulate --engine":      {[]string{"--engine", "vllm"}, "vllm"},

@@ -78,6 +78,7 @@ func newApp() (*kingpin.Application, registry, *promslog.Config) {
 	addTop(app, r)
 	addServe(app, r)
 	addCheck(app, r)
+	addPlan(app, r)
 	addSimulate(app, r)
 	addDemo(app, r)
 	addStack(app, r)
