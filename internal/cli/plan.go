@@ -38,7 +38,7 @@ type planOptions struct {
 // addPlan registers `kvwatch plan`.
 func addPlan(app *kingpin.Application, r registry) {
 	o := &planOptions{}
-	cmd := app.Command("plan", "Project each pool's KV capacity over days from a central store: the daily peak of KV load and its trend, the dates the peak reaches the warning threshold, full and the end of N−1 safety, and the servers to add per pool (docs/planning.md). Exit code 0: nothing needed within the horizon; 1: some pool needs servers; 2: usage error; 3: data missing (the store could not be read, holds no kvwatch series, or a pool has too little history).")
+	cmd := app.Command("plan", "Project each pool's KV capacity over days from a central store: the daily peak of KV load and its trend, the dates the peak reaches the warning threshold, full and the end of N-1 safety, and the servers to add per pool (docs/planning.md). Exit code 0: nothing needed within the horizon; 1: some pool needs servers; 2: usage error; 3: data missing (the store could not be read, holds no kvwatch series, or a pool has too little history).")
 	cmd.Flag("against", "Base URL of the Prometheus-compatible API holding the kvwatch_* series: Prometheus, VictoriaMetrics, Mimir, Thanos or kvwatch serve. Required.").PlaceHolder("URL").StringVar(&o.against)
 	cmd.Flag("against.http-config", "Auth and TLS for --against, in the keys a kvwatch target uses (basic_auth, authorization, bearer_token_file, tls_config, proxy_url).").PlaceHolder("FILE").StringVar(&o.httpConfig)
 	cmd.Flag("against.timeout", "Timeout of all the queries against --against; the store is told to stop evaluating then too.").Default(model.Duration(forecast.DefaultTimeout).String()).DurationVar(&o.timeout)

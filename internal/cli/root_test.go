@@ -149,7 +149,7 @@ words=(kvwatch demo --base); CURRENT=3; _kvwatch
 `)
 		// The script hands zsh every candidate; compadd filters by prefix.
 		got := strings.Split(strings.TrimSpace(out), "\n")
-		if len(got) != 3 || got[0] != "registered: _kvwatch" || got[1] != "added: help status top serve check simulate demo stack" || !strings.Contains(" "+got[2]+" ", " --base-port ") {
+		if len(got) != 3 || got[0] != "registered: _kvwatch" || got[1] != "added: help status top serve check plan simulate demo stack" || !strings.Contains(" "+got[2]+" ", " --base-port ") {
 			t.Errorf("zsh:\n%s\nwant registered: _kvwatch, added: every command, then a list with --base-port", out)
 		}
 	})

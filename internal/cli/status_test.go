@@ -422,9 +422,12 @@ sglang:prefill_effective_tokens_total{engine_type="unified",mode="input",model_n
 	if !r.PreemptionsPerSec.OK() || r.PreemptionsPerSec.V <= 0 {
 		t.Errorf("preemptions/s = %+v, want > 0", r.PreemptionsPerSec)
 	}
+	// Over a window in which the counters went down (a restart), no rate
+	// of them is shown: a rate across a reset is unavailable, never a
+	// guess (docs/status.md), and the next window has rates again.
 	r = reps[2].Servers[0].Rates
-	if r == nil || !r.Reset || r.PreemptionsPerSec.V < 0 || r.PrefixHitRatio.V != 0.5 {
-		t.Errorf("after restart rates = %+v, want reset, no negative rate, hit 100/200", r)
+	if r == nil || !r.Reset || r.PreemptionsPerSec.OK() || r.PrefixHitRatio.OK() {
+		t.Errorf("after restart rates = %+v, want reset and no rate of the counters that went down", r)
 	}
 }
 

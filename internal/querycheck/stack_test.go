@@ -254,7 +254,7 @@ func compareMessages(t *testing.T, rep *querycheck.Report, want []string) {
 func declaredEmpty(t *testing.T, rep *querycheck.Report) {
 	t.Helper()
 	for _, want := range []struct{ where, condition string }{
-		{"variable cluster", "the variable declares it: empty when no target has a cluster"},
+		{"variable kv_cluster", "the variable declares it: empty when no target has a cluster"},
 		{"variable pool", "the variable declares it: empty when no target has a pool"},
 		{`panel "Per-rank KV usage"`, "empty when every selected server has one DP rank"},
 		{`panel "Reserved ratio"`, "empty when the engine makes no reservations (only TGI does)"},
