@@ -35,15 +35,18 @@ func TestDocsDefaults(t *testing.T) {
 	d := Default()
 	limits := reflect.ValueOf(DefaultLimits())
 	sections := map[string]reflect.Value{ // heading: the value of its keys
-		"`global`":            reflect.ValueOf(d.Global),
-		"`targets[]`":         reflect.ValueOf(defaultTarget()),
-		"`file_sd_configs[]`": reflect.ValueOf(defaultFileSD()),
-		"`probe`":             reflect.ValueOf(d.Probe),
-		"`alerts`":            reflect.ValueOf(d.Alerts),
-		"`history`":           reflect.ValueOf(d.History),
-		"`alerting`":          reflect.ValueOf(d.Alerting),
-		"`remote_write[]`":    reflect.ValueOf(DefaultRemoteWrite()),
-		"Limits":              limits,
+		"`global`":                  reflect.ValueOf(d.Global),
+		"`targets[]`":               reflect.ValueOf(defaultTarget()),
+		"`file_sd_configs[]`":       reflect.ValueOf(defaultFileSD()),
+		"`probe`":                   reflect.ValueOf(d.Probe),
+		"`alerts`":                  reflect.ValueOf(d.Alerts),
+		"`history`":                 reflect.ValueOf(d.History),
+		"`alerting`":                reflect.ValueOf(d.Alerting),
+		"`remote_write[]`":          reflect.ValueOf(DefaultRemoteWrite()),
+		"`kubernetes_sd_configs[]`": reflect.ValueOf(defaultKubernetesSD()),
+		"`dns_sd_configs[]`":        reflect.ValueOf(defaultDNSSD()),
+		"`http_sd_configs[]`":       reflect.ValueOf(defaultHTTPSD()),
+		"Limits":                    limits,
 	}
 	documented := map[string][]string{} // heading: the keys of its table
 	tick := regexp.MustCompile("`([^`]*)`")
@@ -188,7 +191,8 @@ func isKeyPath(s string) bool {
 }
 
 // ownKeys lists kvwatch's own keys of struct type t, nested structs as
-// dotted paths, without the Prometheus HTTP client keys (httpKeys).
+// dotted paths (a URL, written as one string, is one key), without the
+// Prometheus HTTP client keys (httpKeys).
 func ownKeys(t reflect.Type, prefix string, httpKeys map[string]reflect.Type) []string {
 	fields := map[string]reflect.Type{}
 	yamlFields(t, fields)
@@ -197,7 +201,7 @@ func ownKeys(t reflect.Type, prefix string, httpKeys map[string]reflect.Type) []
 		if _, ok := httpKeys[k]; ok {
 			continue
 		}
-		if ft.Kind() == reflect.Struct {
+		if ft.Kind() == reflect.Struct && ft != urlType {
 			out = append(out, ownKeys(ft, prefix+k+".", httpKeys)...)
 			continue
 		}
