@@ -397,12 +397,14 @@ func (r *Runner) report(s Set, kept int, taken []string) {
 	for _, reason := range dropReasons {
 		r.m.dropped.WithLabelValues(s.Name, reason).Set(float64(s.Dropped[reason]))
 	}
-	level := slog.LevelDebug // churn is normal
-	if r.logged[s.Name+"/targets"] == "" {
-		level = slog.LevelInfo
+	if !r.seen.at(s.Name).IsZero() { // its discoverer has answered
+		level := slog.LevelDebug // churn is normal
+		if r.logged[s.Name+"/targets"] == "" {
+			level = slog.LevelInfo
+		}
+		r.logOnce(s.Name, "targets", fmt.Sprint(kept, "/", s.Dropped[ReasonRelabeled]), level,
+			fmt.Sprintf("%d targets (%d dropped by relabel_configs)", kept, s.Dropped[ReasonRelabeled]))
 	}
-	r.logOnce(s.Name, "targets", fmt.Sprint(kept, "/", s.Dropped[ReasonRelabeled]), level,
-		fmt.Sprintf("%d targets (%d dropped by relabel_configs)", kept, s.Dropped[ReasonRelabeled]))
 	msg := ""
 	if len(s.Invalid) > 0 {
 		msg = fmt.Sprintf("%d targets cannot be scraped and are left out: %s", s.Dropped[ReasonInvalid], strings.Join(s.Invalid, "; "))

@@ -46,6 +46,7 @@ func TestDiscovered(t *testing.T) {
 		r.mu.Lock()
 		r.groups = map[string][]*targetgroup.Group{set: {g}}
 		r.mu.Unlock()
+		r.seen.sent(set)
 	}
 	names := func(p *pipeline.Pipeline) []string {
 		var out []string
