@@ -1,8 +1,8 @@
 // Package app is the runtime of `kvwatch serve` (and of `kvwatch demo`'s
 // serve): from the command line's options and one validated config it
-// builds the exporter daemon, the history, the rule manager with its
-// notifiers, the query API, the web UI and the remote writer, runs them
-// under one run group, and owns the config in effect: a reload (SIGHUP,
+// builds the exporter daemon, service discovery, the history, the rule
+// manager with its notifiers, the query API, the web UI and the remote
+// writer, runs them under one run group, and owns the config in effect: a reload (SIGHUP,
 // POST /-/reload) loads the config once and hands it to every component
 // that reads it, or to none. Alertmanager's app and Prometheus' main.go
 // reloaders are its models. It also owns the process-wide GOGC while serve
@@ -30,6 +30,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/discovery"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/pipeline"
@@ -96,6 +97,7 @@ type Serve struct {
 	o      Options
 	log    *slog.Logger
 	daemon *serve.Daemon
+	disc   *discovery.Runner
 	store  *history.Store
 	rules  *alerting.Manager
 	ui     *web.UI
@@ -139,7 +141,8 @@ func New(o Options) (*Serve, error) {
 	s.daemon, err = serve.New(serve.Options{Pipeline: p, Reload: s.Reload,
 		ListenAddresses: o.ListenAddresses, WebConfigFile: o.WebConfigFile, InsecureListen: o.InsecureListen,
 		AllowedHosts: o.AllowedHosts, MaxConnections: o.MaxConnections,
-		Registry: o.Registry, Logger: o.Logger, MaxConcurrentScrapes: o.MaxConcurrentScrapes, Shard: o.Shard})
+		Registry: o.Registry, Logger: o.Logger, MaxConcurrentScrapes: o.MaxConcurrentScrapes, Shard: o.Shard,
+		Discovered: func(p *pipeline.Pipeline) *pipeline.Pipeline { return s.disc.Discovered(p) }})
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +155,14 @@ func New(o Options) (*Serve, error) {
 			}
 		}
 	}()
-	s.components = append(s.components, component{"targets", s.prepareDaemon})
+	// Service discovery: the daemon asks it for the discovered targets
+	// of every pipeline it applies, and again when they change.
+	s.disc, err = discovery.New(discovery.Options{Registry: s.daemon.Registerer(), Logger: o.Logger,
+		Engines: pipeline.EngineNames(o.Engines), Changed: s.daemon.DiscoveryChanged}, p.Config)
+	if err != nil {
+		return nil, err
+	}
+	s.components = append(s.components, component{"discovery", s.prepareDiscovery}, component{"targets", s.prepareDaemon})
 	hs := s.historySettings(p.Config)
 	if hs.Retention > 0 {
 		if err := s.buildHistory(p, hs); err != nil {
@@ -365,6 +375,14 @@ func (s *Serve) prepareDaemon(ctx context.Context, p *pipeline.Pipeline) (func()
 	return func() error { return s.daemon.ApplyConfig(ctx, p) }, nil
 }
 
+func (s *Serve) prepareDiscovery(ctx context.Context, p *pipeline.Pipeline) (func() error, error) {
+	apply, err := s.disc.Prepare(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { apply(); return nil }, nil
+}
+
 func (s *Serve) prepareHistory(ctx context.Context, p *pipeline.Pipeline) (func() error, error) {
 	n := s.historySettings(p.Config)
 	if n.Retention <= 0 {
@@ -519,6 +537,7 @@ func (s *Serve) Run(ctx context.Context) error {
 	// actor ends the others. Every actor's error is returned (the
 	// history's last snapshot write among them).
 	actor("serve", s.daemon.Run)
+	actor("discovery", s.disc.Run)
 	if s.store != nil {
 		actor("history", func(ctx context.Context) error { return s.store.Run(ctx, Feeder(s.daemon)) })
 		actor("rules", s.rules.Run)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -170,6 +171,12 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 	eng := testenv.EngineServer(t, "", page(t))
 	other := testenv.EngineServer(t, "", page(t))
 	hook := testenv.EngineServer(t, "/hook", []byte("ok"))
+	// An http_sd endpoint listing the other engine, as Prometheus reads one.
+	sd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `[{"targets": [%q], "labels": {"role": "decode", "__meta_team": "kv"}}]`, strings.TrimPrefix(other.URL, "http://"))
+	}))
+	t.Cleanup(sd.Close)
 	dir := t.TempDir()
 	base := fmt.Sprintf("targets:\n  - {name: a, url: %q}\n", eng.URL)
 	for _, c := range []struct {
@@ -262,6 +269,15 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 				_, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "b"})
 				return ok
 			})
+		}},
+		{"http_sd_configs", "http_sd_configs:\n  - url: " + sd.URL + "\n    relabel_configs: [{source_labels: [__meta_team], target_label: pool}, {target_label: name, replacement: c}]\n", func(t *testing.T, s *Serve, url string) {
+			waitFor(t, "target c, found by http_sd and relabeled", func() bool {
+				up, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "c", "role": "decode", "pool": "kv"})
+				return ok && up == 1
+			})
+			if got, _ := gauge(t, s.o.Registry, signal.DiscoveryTargets.Name, map[string]string{signal.LabelSDConfig: "http_sd_configs[0]"}); got != 1 {
+				t.Errorf("%s = %g, want 1", signal.DiscoveryTargets.Name, got)
+			}
 		}},
 		{"probe.allow", "probe: {allow: [127.0.0.1]}\n", func(t *testing.T, s *Serve, url string) {
 			resp, err := http.Get(url + "probe?target=" + eng.URL)
@@ -469,7 +485,7 @@ func TestComponents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Daemon().Close()
-	want := []string{"targets", "history", "rules", "web UI", "remote write"}
+	want := []string{"discovery", "targets", "history", "rules", "web UI", "remote write"}
 	if got := srv.Components(); !slices.Equal(got, want) {
 		t.Errorf("components = %v, want %v", got, want)
 	}

@@ -20,6 +20,7 @@ import (
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/kvwatch/kvwatch/internal/discovery"
 	"github.com/kvwatch/kvwatch/internal/safetext"
 )
 
@@ -168,6 +169,7 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	logCfg.Writer = s.Stderr
 	// Every log line is redacted and escaped (text from targets, URLs).
 	e := &env{Streams: s, Logger: slog.New(safetext.Handler(promslog.New(logCfg).Handler())), Interactive: isTerminal(s.Stdout)}
+	discovery.LogKubernetesClient(e.Logger) // service discovery's Kubernetes client logs through ours
 	run, ok := r[cmd]
 	if !ok {
 		fmt.Fprintf(s.Stderr, "kvwatch: no command given; see 'kvwatch --help'\n")

@@ -72,7 +72,7 @@ func addStatus(app *kingpin.Application, r registry) {
 }
 
 func (o *statusOptions) run(ctx context.Context, e *env) int {
-	p, err := o.targets.load()
+	p, err := o.targets.load(ctx, e.Logger)
 	if err != nil {
 		return exitCode(e, err)
 	}

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/discovery"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/pipeline"
 )
@@ -34,8 +37,10 @@ func (f *targetFlags) register(cmd *kingpin.CmdClause) {
 
 // load builds the pipeline (config, targets, scraper, trackers) from the
 // flags with package pipeline, as serve and `check config` do (file_sd
-// files included). Errors are usage errors (exit code 2).
-func (f *targetFlags) load() (*pipeline.Pipeline, error) {
+// files included), and adds the targets the config's service discovery
+// finds (discovery.Once: at most discovery.DefaultOnceTimeout). Errors are
+// usage errors (exit code 2).
+func (f *targetFlags) load(ctx context.Context, log *slog.Logger) (*pipeline.Pipeline, error) {
 	reg := engine.NewRegistry()
 	src := config.Sources{File: f.configFile, Engines: pipeline.EngineNames(reg)}
 	for _, a := range f.args {
@@ -69,7 +74,13 @@ func (f *targetFlags) load() (*pipeline.Pipeline, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
+	if p, err = discovery.Once(ctx, p, log, src.Engines, 0); err != nil {
+		return nil, usageError{err}
+	}
 	if len(p.Targets) == 0 {
+		if p.Config.HasDiscovery() {
+			return nil, usageError{fmt.Errorf("no targets: service discovery found none (the log says why when it knows) and the config lists none")}
+		}
 		return nil, usageError{fmt.Errorf("no targets: give URLs (e.g. http://127.0.0.1:30000) or --config.file")}
 	}
 	return p, nil

@@ -64,7 +64,7 @@ func runTop(ctx context.Context, e *env, o *topOpts) int {
 		}
 		src, title = rs, "serve "+o.serveURL
 	} else {
-		p, err := o.targets.load()
+		p, err := o.targets.load(ctx, e.Logger)
 		if err != nil {
 			return exitCode(e, err)
 		}

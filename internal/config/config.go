@@ -34,13 +34,18 @@ import (
 
 // Config is the whole config file.
 type Config struct {
-	Global   Global   `yaml:"global"`
-	Targets  []Target `yaml:"targets"`
-	FileSD   []FileSD `yaml:"file_sd_configs"`
-	Probe    Probe    `yaml:"probe"`
-	Alerts   Alerts   `yaml:"alerts"`
-	History  History  `yaml:"history"`
-	Alerting Alerting `yaml:"alerting"`
+	Global  Global   `yaml:"global"`
+	Targets []Target `yaml:"targets"`
+	FileSD  []FileSD `yaml:"file_sd_configs"`
+	// KubernetesSD, DNSSD and HTTPSD are Prometheus' service discovery
+	// with relabeling (discovery.go), run by serve, status and top.
+	KubernetesSD []KubernetesSD `yaml:"kubernetes_sd_configs"`
+	DNSSD        []DNSSD        `yaml:"dns_sd_configs"`
+	HTTPSD       []HTTPSD       `yaml:"http_sd_configs"`
+	Probe        Probe          `yaml:"probe"`
+	Alerts       Alerts         `yaml:"alerts"`
+	History      History        `yaml:"history"`
+	Alerting     Alerting       `yaml:"alerting"`
 	// Autoscaling is the autoscaling signal's target and the workloads
 	// the stack's autoscalers scale (autoscaling.go).
 	Autoscaling Autoscaling `yaml:"autoscaling"`
@@ -242,8 +247,8 @@ const (
 	TargetLabelModel   = "model"
 )
 
-// allowedLabels are the target labels kvwatch carries into its output.
-var allowedLabels = []string{TargetLabelCluster, TargetLabelPool, TargetLabelModel}
+// TargetLabels are the target labels kvwatch carries into its output.
+var TargetLabels = []string{TargetLabelCluster, TargetLabelPool, TargetLabelModel}
 
 // unset marks a duration that was not written: a target's scrape_interval
 // and scrape_timeout inherit the global ones, the global scrape_timeout
@@ -268,8 +273,9 @@ const (
 // defaults is the config every file is decoded onto, blackbox_exporter's
 // way: what a file does not say keeps its default, what it says (0
 // included) survives to validation. It is the only place defaults live,
-// with the defaults of list entries: defaultTarget, defaultFileSD and
-// DefaultRemoteWrite.
+// with the defaults of list entries: defaultTarget, defaultFileSD,
+// DefaultRemoteWrite and the SD entries' (defaultKubernetesSD,
+// defaultDNSSD, defaultHTTPSD).
 func defaults() *Config {
 	return &Config{
 		Global: Global{
@@ -324,7 +330,7 @@ func defaultFileSD() FileSD {
 }
 
 // decodeEntries decodes the list entries of the file onto their defaults
-// (defaultTarget, defaultFileSD, DefaultRemoteWrite): yaml makes each
+// (defaultTarget, defaultFileSD, DefaultRemoteWrite, the SD entries'): yaml makes each
 // element of a list from its zero value, and drops one it cannot decode,
 // which would shift every later index. Here every entry is kept at its
 // index, and what it writes (0 included) survives. The decoding of the
@@ -334,6 +340,9 @@ func (c *Config) decodeEntries(root *yaml.Node) {
 	c.Targets = entriesOnto(root, "targets", defaultTarget, c.Targets)
 	c.FileSD = entriesOnto(root, "file_sd_configs", defaultFileSD, c.FileSD)
 	c.RemoteWrite = entriesOnto(root, "remote_write", DefaultRemoteWrite, c.RemoteWrite)
+	c.KubernetesSD = entriesOnto(root, "kubernetes_sd_configs", defaultKubernetesSD, c.KubernetesSD)
+	c.DNSSD = entriesOnto(root, "dns_sd_configs", defaultDNSSD, c.DNSSD)
+	c.HTTPSD = entriesOnto(root, "http_sd_configs", defaultHTTPSD, c.HTTPSD)
 	c.markWrittenWorkloads(root)
 }
 
@@ -415,6 +424,15 @@ func (c *Config) codeDefaults() {
 			sd.Scheme = d.Scheme
 		}
 	}
+	for i := range c.KubernetesSD {
+		codeSDDefaults(&c.KubernetesSD[i].SDTargets)
+	}
+	for i := range c.DNSSD {
+		codeSDDefaults(&c.DNSSD[i].SDTargets)
+	}
+	for i := range c.HTTPSD {
+		codeSDDefaults(&c.HTTPSD[i].SDTargets)
+	}
 	for i := range c.Autoscaling.Workloads {
 		w := &c.Autoscaling.Workloads[i]
 		w.setDefaults(func(key string) bool {
@@ -426,6 +444,13 @@ func (c *Config) codeDefaults() {
 			}
 			return w.APIVersion != ""
 		})
+	}
+}
+
+// codeSDDefaults gives an SD entry built in code the defaults of a file's.
+func codeSDDefaults(s *SDTargets) {
+	if s.TargetLimit == 0 {
+		s.TargetLimit = DefaultSDTargetLimit
 	}
 }
 
@@ -605,6 +630,7 @@ func (c *Config) resolvePaths(dir string) {
 		abs := promcfg.JoinDir(dir, *p)
 		c.History.SnapshotFile = &abs
 	}
+	c.resolveDiscoveryPaths(dir)
 }
 
 // validator collects problems, each prefixed with the line of its key.
@@ -776,6 +802,7 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 		}
 		checkHTTP(v, []any{"file_sd_configs", i}, &c.FileSD[i].HTTPClientConfig)
 	}
+	c.validateDiscovery(v)
 	for i := range c.RemoteWrite {
 		checkTLSKeys(v, []any{"remote_write", i}, &c.RemoteWrite[i].HTTPClientConfig, v.dir)
 	}
@@ -897,6 +924,16 @@ type fileRef struct {
 // checkHTTP checks auth and TLS settings, and that every secret or TLS file
 // they name exists (a missing one would fail every scrape).
 func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
+	checkHTTPFiles(v, path, h)
+	// Last: Validate moves bearer_token_file to authorization.
+	if err := h.Validate(); err != nil {
+		v.addf(path, "%v", err)
+	}
+}
+
+// checkHTTPFiles checks that every secret or TLS file h names exists, and
+// that its TLS keys are strong enough.
+func checkHTTPFiles(v *validator, path []any, h *promcfg.HTTPClientConfig) {
 	for _, f := range secretFiles(path, h) {
 		if v.skipFiles || f.file == "" {
 			continue
@@ -906,10 +943,6 @@ func checkHTTP(v *validator, path []any, h *promcfg.HTTPClientConfig) {
 		}
 	}
 	checkTLSKeys(v, path, h, "")
-	// Last: Validate moves bearer_token_file to authorization.
-	if err := h.Validate(); err != nil {
-		v.addf(path, "%v", err)
-	}
 }
 
 func checkLabels(v *validator, path []any, l map[string]string) {
@@ -919,8 +952,8 @@ func checkLabels(v *validator, path []any, l map[string]string) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !slices.Contains(allowedLabels, k) {
-			v.addf(append(append([]any{}, path...), k), "unknown label %q; kvwatch carries %s", k, strings.Join(allowedLabels, ", "))
+		if !slices.Contains(TargetLabels, k) {
+			v.addf(append(append([]any{}, path...), k), "unknown label %q; kvwatch carries %s", k, strings.Join(TargetLabels, ", "))
 		}
 	}
 }

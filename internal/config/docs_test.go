@@ -47,6 +47,9 @@ func TestDocsDefaults(t *testing.T) {
 		"`autoscaling`":             reflect.ValueOf(d.Autoscaling),
 		"`autoscaling.workloads[]`": reflect.ValueOf(defaultScaledWorkload()),
 		"`remote_write[]`":          reflect.ValueOf(DefaultRemoteWrite()),
+		"`kubernetes_sd_configs[]`": reflect.ValueOf(defaultKubernetesSD()),
+		"`dns_sd_configs[]`":        reflect.ValueOf(defaultDNSSD()),
+		"`http_sd_configs[]`":       reflect.ValueOf(defaultHTTPSD()),
 		"Limits":                    limits,
 	}
 	documented := map[string][]string{} // heading: the keys of its table
@@ -210,7 +213,8 @@ func isKeyPath(s string) bool {
 }
 
 // ownKeys lists kvwatch's own keys of struct type t, nested structs as
-// dotted paths, without the Prometheus HTTP client keys (httpKeys).
+// dotted paths (a URL, written as one string, is one key), without the
+// Prometheus HTTP client keys (httpKeys).
 func ownKeys(t reflect.Type, prefix string, httpKeys map[string]reflect.Type) []string {
 	fields := map[string]reflect.Type{}
 	yamlFields(t, fields)
@@ -219,7 +223,7 @@ func ownKeys(t reflect.Type, prefix string, httpKeys map[string]reflect.Type) []
 		if _, ok := httpKeys[k]; ok {
 			continue
 		}
-		if ft.Kind() == reflect.Struct {
+		if ft.Kind() == reflect.Struct && ft != urlType {
 			out = append(out, ownKeys(ft, prefix+k+".", httpKeys)...)
 			continue
 		}

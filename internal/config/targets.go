@@ -75,6 +75,9 @@ func LoadTargets(src Sources) (*Setup, error) {
 			c.Targets[i].Labels = maps.Clone(c.Targets[i].Labels)
 		}
 		c.FileSD = slices.Clone(c.FileSD)
+		c.KubernetesSD = slices.Clone(c.KubernetesSD)
+		c.DNSSD = slices.Clone(c.DNSSD)
+		c.HTTPSD = slices.Clone(c.HTTPSD)
 		c.codeDefaults()
 		f = &file{cfg: &c}
 		s.name = "config"
@@ -320,7 +323,7 @@ func (s *Setup) readSDFile(path string, sd *FileSD, v *validator) []sdTarget {
 			for k, val := range cfg.Global.Labels {
 				t.Labels[k] = val
 			}
-			for _, k := range allowedLabels {
+			for _, k := range TargetLabels {
 				if val, ok := labels[k]; ok {
 					t.Labels[k] = val
 				}

@@ -8,6 +8,8 @@
 package pipeline
 
 import (
+	"slices"
+
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/engine"
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -20,10 +22,14 @@ type Pipeline struct {
 	// Config is the parsed config (defaults applied).
 	Config *config.Config
 	// Targets are every target, config file and command line first, then
-	// file_sd targets in file name order.
+	// file_sd targets in file name order, then those service discovery
+	// found (WithDiscovered).
 	Targets []*scrape.Target
 	// FileSDTargets is how many of Targets came from file_sd files.
 	FileSDTargets int
+	// DiscoveredTargets is how many of Targets service discovery found
+	// (kubernetes_sd_configs, dns_sd_configs, http_sd_configs).
+	DiscoveredTargets int
 	// Engines are the adapters the scraper reads pages with.
 	Engines *engine.Registry
 
@@ -45,7 +51,7 @@ func Load(src config.Sources, reg *engine.Registry) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	return build(cs, reg, nil)
+	return build(cs, reg, nil, nil)
 }
 
 // EngineNames is reg's check of engine names for config.Sources; a nil reg
@@ -60,17 +66,23 @@ func EngineNames(reg *engine.Registry) func(string) error {
 	}
 }
 
-// build makes the targets and, unless one is given (a file_sd refresh
-// keeps its scraper and the caches it holds), the scraper of cs.
-func build(cs *config.Setup, reg *engine.Registry, s *scrape.Scraper) (*Pipeline, error) {
-	targets, err := scrape.Targets(&config.Config{Global: cs.Config.Global, Targets: cs.Targets})
+// build makes the targets of cs followed by discovered and, unless one is
+// given (a file_sd refresh or a discovery keeps its scraper and the caches
+// it holds), the scraper of cs.
+func build(cs *config.Setup, reg *engine.Registry, s *scrape.Scraper, discovered []config.Target) (*Pipeline, error) {
+	all := cs.Targets
+	if len(discovered) > 0 {
+		all = append(slices.Clip(cs.Targets), discovered...)
+	}
+	targets, err := scrape.Targets(&config.Config{Global: cs.Config.Global, Targets: all})
 	if err != nil {
 		return nil, err
 	}
 	if s == nil {
 		s = scrape.New(reg, cs.Config.Global.BodySizeLimitBytes)
 	}
-	return &Pipeline{Config: cs.Config, Targets: targets, FileSDTargets: cs.FileSDTargets, Engines: reg, scraper: s, cs: cs}, nil
+	return &Pipeline{Config: cs.Config, Targets: targets, FileSDTargets: cs.FileSDTargets, DiscoveredTargets: len(discovered),
+		Engines: reg, scraper: s, cs: cs}, nil
 }
 
 // Scraper is the scraper of every target of p (and of serve's probes): its
@@ -110,11 +122,34 @@ func (p *Pipeline) WithTargets(targets []*scrape.Target) *Pipeline {
 func (p *Pipeline) FileSDChanged() bool { return p.cs != nil && p.cs.FileSDChanged() }
 
 // RefreshFileSD re-reads the file_sd files with the same config; the
-// scraper is kept.
+// scraper is kept, discovered targets are not (WithDiscovered adds them).
 func (p *Pipeline) RefreshFileSD() (*Pipeline, error) {
 	cs, err := p.cs.Refresh()
 	if err != nil {
 		return nil, err
 	}
-	return build(cs, p.Engines, p.scraper)
+	return build(cs, p.Engines, p.scraper, nil)
+}
+
+// WithDiscovered returns p's config targets (config file, command line,
+// file_sd) followed by discovered, the targets service discovery found,
+// in place of those p had; the scraper is kept. A discovered target whose
+// name a config target or an earlier discovered one has is left out, and
+// its name returned in taken.
+func (p *Pipeline) WithDiscovered(discovered []config.Target) (np *Pipeline, taken []string, err error) {
+	names := make(map[string]bool, len(p.cs.Targets)+len(discovered))
+	for _, t := range p.cs.Targets {
+		names[t.Name] = true
+	}
+	kept := make([]config.Target, 0, len(discovered))
+	for _, t := range discovered {
+		if names[t.Name] {
+			taken = append(taken, t.Name)
+			continue
+		}
+		names[t.Name] = true
+		kept = append(kept, t)
+	}
+	np, err = build(p.cs, p.Engines, p.scraper, kept)
+	return np, taken, err
 }

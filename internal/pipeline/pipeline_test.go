@@ -98,3 +98,72 @@ func TestPartsCarryTheConfig(t *testing.T) {
 		})
 	}
 }
+
+// WithDiscovered puts the discovered targets after the config's and
+// file_sd's, leaves out a name already taken, replaces the discovered
+// targets it had, and shares the scraper; a file_sd refresh drops them
+// (the daemon adds them again).
+func TestWithDiscovered(t *testing.T) {
+	dir := t.TempDir()
+	sd := writeFile(t, dir, "sd.yml", "- targets: ['127.0.0.1:20']\n")
+	f := writeFile(t, dir, "kvwatch.yml", "targets: [{name: a, url: 'http://127.0.0.1:10'}]\nfile_sd_configs: [{files: ['"+sd+"']}]\n")
+	p, err := Load(config.Sources{File: f}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(p *Pipeline) []string {
+		var out []string
+		for _, t := range p.Targets {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	disc := func(names ...string) []config.Target {
+		var out []config.Target
+		for i, n := range names {
+			out = append(out, config.Target{Name: n, URL: "http://127.0.0.2:" + string(rune('1'+i)), Role: "decode"})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name       string
+		discovered []config.Target
+		want       []string
+		taken      []string
+	}{
+		{"none", nil, []string{"a", "127.0.0.1:20"}, nil},
+		{"two", disc("p0", "p1"), []string{"a", "127.0.0.1:20", "p0", "p1"}, nil},
+		{"names taken by the config, file_sd and an earlier one", disc("a", "127.0.0.1:20", "p0", "p0"), []string{"a", "127.0.0.1:20", "p0"}, []string{"a", "127.0.0.1:20", "p0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			np, taken, err := p.WithDiscovered(c.discovered)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(np); !slices.Equal(got, c.want) {
+				t.Errorf("targets = %v, want %v", got, c.want)
+			}
+			if !slices.Equal(taken, c.taken) {
+				t.Errorf("taken = %v, want %v", taken, c.taken)
+			}
+			if np.Scraper() != p.Scraper() || np.FileSDTargets != 1 || np.DiscoveredTargets != len(c.want)-2 {
+				t.Errorf("scraper shared %v, file_sd targets %d, discovered %d", np.Scraper() == p.Scraper(), np.FileSDTargets, np.DiscoveredTargets)
+			}
+			// Again on the result: the discovered targets are replaced, not added.
+			again, _, err := np.WithDiscovered(disc("q0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := names(again), []string{"a", "127.0.0.1:20", "q0"}; !slices.Equal(got, want) {
+				t.Errorf("targets after a second discovery = %v, want %v", got, want)
+			}
+			r, err := np.RefreshFileSD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := names(r), []string{"a", "127.0.0.1:20"}; !slices.Equal(got, want) || r.DiscoveredTargets != 0 {
+				t.Errorf("targets after a file_sd refresh = %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -77,6 +77,11 @@ type Options struct {
 	MaxConcurrentScrapes int
 	// Shard keeps only this instance's share of the targets (shard.go).
 	Shard Shard
+	// Discovered, when set, returns a pipeline with the targets service
+	// discovery found added to the given one's (package discovery's
+	// Runner.Discovered); the daemon asks it for every pipeline it
+	// applies, and again after DiscoveryChanged.
+	Discovered func(*pipeline.Pipeline) *pipeline.Pipeline
 }
 
 // Daemon is a running exporter. Its methods are safe for concurrent use.
@@ -115,6 +120,7 @@ type Daemon struct {
 
 	reloadCh chan *pipeline.Pipeline
 	sdCh     chan struct{}
+	discCh   chan struct{}
 	running  atomic.Bool
 	started  atomic.Bool
 }
@@ -171,7 +177,7 @@ func New(opts Options) (*Daemon, error) {
 		kvReg: prometheus.NewRegistry(), mux: http.NewServeMux(), handled: map[string]bool{},
 		sem: make(chan struct{}, opts.MaxConcurrentScrapes), timedOut: make(chan struct{}, max(1, opts.MaxConcurrentScrapes/2)),
 		workers: newWorkerPool(workerIdleTimeout), states: map[string]*targetState{},
-		reloadCh: make(chan *pipeline.Pipeline), sdCh: make(chan struct{}, 1)}
+		reloadCh: make(chan *pipeline.Pipeline), sdCh: make(chan struct{}, 1), discCh: make(chan struct{}, 1)}
 	d.probes = newProbeCache(1024)
 	d.timeouts = defaultTimeouts
 	d.conns, d.guard = newConnLimiter(opts.MaxConnections), newGuard(&d.timeouts, hosts, opts.Logger)
@@ -278,6 +284,10 @@ func (d *Daemon) Handle(pattern string, h http.Handler) {
 	d.handledMu.Unlock()
 }
 
+// Registerer registers kvwatch's own metrics (e.g. service discovery's),
+// as RegisterOwn does.
+func (d *Daemon) Registerer() prometheus.Registerer { return d.own }
+
 // RegisterOwn adds a collector of kvwatch's own metrics (e.g. the
 // history's size), served on /metrics next to the process and Go metrics
 // and never recorded into the history.
@@ -376,6 +386,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.apply(ctx, p)
 		case <-d.sdCh:
 			d.refreshFileSD(ctx)
+		case <-d.discCh:
+			d.apply(ctx, d.setup.Load())
 		}
 	}
 }
@@ -394,6 +406,15 @@ func (d *Daemon) ApplyConfig(ctx context.Context, p *pipeline.Pipeline) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// DiscoveryChanged tells the daemon that service discovery found other
+// targets: it asks Options.Discovered again. It does not block.
+func (d *Daemon) DiscoveryChanged() {
+	select {
+	case d.discCh <- struct{}{}:
+	default: // already told
 	}
 }
 
@@ -462,6 +483,9 @@ func fingerprint(t *scrape.Target, s *pipeline.Pipeline) string {
 // stop, new ones start; counters carry over by name. It runs on Run's
 // goroutine only.
 func (d *Daemon) apply(ctx context.Context, s *pipeline.Pipeline) {
+	if d.opts.Discovered != nil {
+		s = d.opts.Discovered(s)
+	}
 	s = d.opts.Shard.apply(s)
 	d.setup.Store(s)
 	keys := make(map[string]string, len(s.Targets))

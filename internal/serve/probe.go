@@ -3,6 +3,7 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path"
@@ -150,12 +151,14 @@ func (c *probeCache) get(key string, mk func() (*probeTarget, error)) (*probeTar
 }
 
 // serveProbe scrapes ?target=URL once (blackbox-exporter style) and answers
-// with that server's kvwatch_* metrics. Optional: engine=, role=.
+// with that server's kvwatch_* metrics. Optional: engine=, role= and the
+// target labels cluster=, pool=, model= (over global.labels), as a
+// configured or discovered target has them.
 func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	raw := q.Get("target")
 	if raw == "" {
-		http.Error(w, "probe: give the server as ?target=http://host:port (optional: &engine=sglang&role=decode)", http.StatusBadRequest)
+		http.Error(w, "probe: give the server as ?target=http://host:port (optional: &engine=sglang&role=decode&cluster=c&pool=p&model=m)", http.StatusBadRequest)
 		return
 	}
 	u, err := config.ParseTargetURL(raw)
@@ -201,14 +204,22 @@ func (d *Daemon) serveProbe(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	key := strings.Join([]string{dial.String(), name, eng, role, timeout.String()}, "\x00")
+	labels := maps.Clone(s.Config.Global.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	keyParts := []string{dial.String(), name, eng, role, timeout.String()}
+	for _, k := range config.TargetLabels {
+		if v := q.Get(k); v != "" {
+			labels[k] = v
+		}
+		keyParts = append(keyParts, labels[k])
+	}
+	key := strings.Join(keyParts, "\x00")
 	pt, err := d.probes.get(key, func() (*probeTarget, error) {
-		ct := &config.Target{Name: name, URL: dial.String(), Role: role, Engine: eng, Labels: map[string]string{},
+		ct := &config.Target{Name: name, URL: dial.String(), Role: role, Engine: eng, Labels: labels,
 			ScrapeTimeout: model.Duration(timeout), ScrapeInterval: s.Config.Global.ScrapeInterval,
 			Limits: s.Config.Global.Limits}
-		for k, v := range s.Config.Global.Labels {
-			ct.Labels[k] = v
-		}
 		t, err := scrape.NewTargetWithClient(ct, d.probes.client)
 		if err != nil {
 			return nil, err

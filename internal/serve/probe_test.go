@@ -89,6 +89,15 @@ func TestProbe(t *testing.T) {
 		t.Errorf("probe body has kvwatch's own metrics; want only the target's")
 	}
 
+	// The target labels, as a configured or discovered target has them.
+	code, body = probe("target=" + url.QueryEscape(good.URL) + "&role=decode&cluster=east&pool=pd-a&model=probe-model")
+	if want := fmt.Sprintf(`%s{cluster="east",pool="pd-a",role="decode",server="%s"} 750`, signal.KVUsedTokens.Name, u.Host); code != 200 || !strings.Contains(body, want) {
+		t.Errorf("probe with cluster and pool = %d, body lacks %q:\n%s", code, want, body)
+	}
+	if want := `model="test-model"`; !strings.Contains(body, want) { // the page names its model: it wins, as for a configured target
+		t.Errorf("probe with model: body lacks the page's %q:\n%s", want, body)
+	}
+
 	// A name is scraped when a name entry allows it.
 	code, body = probe("target=" + url.QueryEscape("http://localhost:"+u.Port()) + "&engine=sglang")
 	if code != 200 || !strings.Contains(body, fmt.Sprintf(`%s{kv_cluster="",pool="",role="unified",server="localhost:%s"} 2000`, signal.KVCapacityTokens.Name, u.Port())) {

@@ -176,7 +176,7 @@ var (
 	ScrapeDeadlineMisses = Metric{Name: "kvwatch_scrape_deadline_misses_total", Type: Counter, Unit: "", Self: true,
 		Help: "Scheduled scrapes that could not start on time because the previous scrape of the same target (or the wait for a free scrape slot) was still running."}
 	Targets = Metric{Name: "kvwatch_targets", Type: Gauge, Unit: "", Self: true,
-		Help: "Targets serve scrapes (config file, command line and file_sd)."}
+		Help: "Targets serve scrapes (config file, command line, file_sd and service discovery)."}
 )
 
 // LabelTier is the label of the history families that are per tier:
