@@ -359,7 +359,7 @@ func endToEnd(t *testing.T, bin string, v promVersion) {
 		as, err := activeAlerts(ctx, am, AlertKVCritical)
 		decodeAlerts = decodeAlerts[:0]
 		for _, a := range as {
-			if a.Labels["role"] == "decode" && a.Labels["severity"] == SeverityCritical && a.Labels["cluster"] == "e2e" {
+			if a.Labels["role"] == "decode" && a.Labels["severity"] == SeverityCritical && a.Labels["kv_cluster"] == "e2e" {
 				decodeAlerts = append(decodeAlerts, a)
 			}
 		}
