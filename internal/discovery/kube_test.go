@@ -277,9 +277,9 @@ func TestKubernetesDiscovery(t *testing.T) {
 
 	ex := example(t)
 	s := serve(t, k.Kubeconfig, ns, static, ex.KubernetesSD[0], ex.KubernetesSD[4])
-	qwen := map[string]string{"pool": "qwen3-8b", "cluster": "prod-east"}
+	qwen := map[string]string{"pool": "qwen3-8b", signal.LabelCluster: "prod-east"}
 	waitFor(t, discoveryWait, "the discovered pods' targets", func() bool {
-		return s.up(t, "inference/ms-decode-0", map[string]string{"role": "decode", "pool": "qwen3-8b", "cluster": "prod-east"}) &&
+		return s.up(t, "inference/ms-decode-0", map[string]string{"role": "decode", "pool": "qwen3-8b", signal.LabelCluster: "prod-east"}) &&
 			s.up(t, "inference/ms-prefill-0", map[string]string{"role": "prefill", "pool": "qwen3-8b"}) &&
 			s.up(t, "inference/sglang-0", map[string]string{"role": "unified"}) && s.up(t, "static", nil)
 	})
