@@ -196,7 +196,7 @@ func TestDebianPackage(t *testing.T) {
 print -r -- "registered: $_comps[kvwatch]"
 compadd() { print -r -- "added: ${(P)2}" }
 words=(kvwatch sta); CURRENT=2; _kvwatch`, "zsh", usrBin, filepath.Join(share, "zsh/vendor-completions"))
-		if out != "registered: _kvwatch\nadded: help status top serve check simulate demo stack\n" {
+		if out != "registered: _kvwatch\nadded: help status top serve check plan simulate demo stack\n" {
 			t.Errorf("packaged zsh completion:\n%s", out)
 		}
 	}
