@@ -91,7 +91,7 @@ func TestProbe(t *testing.T) {
 
 	// The target labels, as a configured or discovered target has them.
 	code, body = probe("target=" + url.QueryEscape(good.URL) + "&role=decode&cluster=east&pool=pd-a&model=probe-model")
-	if want := fmt.Sprintf(`%s{cluster="east",pool="pd-a",role="decode",server="%s"} 750`, signal.KVUsedTokens.Name, u.Host); code != 200 || !strings.Contains(body, want) {
+	if want := fmt.Sprintf(`%s{kv_cluster="east",pool="pd-a",role="decode",server="%s"} 750`, signal.KVUsedTokens.Name, u.Host); code != 200 || !strings.Contains(body, want) {
 		t.Errorf("probe with cluster and pool = %d, body lacks %q:\n%s", code, want, body)
 	}
 	if want := `model="test-model"`; !strings.Contains(body, want) { // the page names its model: it wins, as for a configured target
