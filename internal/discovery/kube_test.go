@@ -402,9 +402,19 @@ func TestKubernetesDiscoveryOverLimit(t *testing.T) {
 	waitFor(t, discoveryWait, "the static target", func() bool { return s.up(t, "static", nil) })
 }
 
-// createPods creates n running pods on 127.0.0.1 in ns, 32 at a time, with
-// the annotations and port each gets.
+// createPods creates n running pods on 127.0.0.1 in ns, with the
+// annotations and port each gets.
 func createPods(t testing.TB, k kube, ns string, n int, of func(i int) (map[string]string, int32)) {
+	t.Helper()
+	createEach(t, n, func(i int) error {
+		a, port := of(i)
+		return k.createPod(ns, fmt.Sprintf("pod-%05d", i), "127.0.0.1", nil, a, "http", port)
+	})
+}
+
+// createEach runs create(i) for every i below n, 32 at a time, and fails
+// the test with the first error.
+func createEach(t testing.TB, n int, create func(i int) error) {
 	t.Helper()
 	work := make(chan int)
 	errs := make(chan error, 32)
@@ -414,10 +424,9 @@ func createPods(t testing.TB, k kube, ns string, n int, of func(i int) (map[stri
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				a, port := of(i)
-				if err := k.createPod(ns, fmt.Sprintf("pod-%05d", i), "127.0.0.1", nil, a, "http", port); err != nil {
+				if err := create(i); err != nil {
 					errs <- err
-					for range work { // drain
+					for range work { // let the others finish
 					}
 					return
 				}
