@@ -32,6 +32,14 @@ import (
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
+// TestMain sets klog's logger before any informer runs: it may not change
+// while one logs, and TestStatusDiscovers' cli.Run sets it again (which
+// then only swaps where it forwards).
+func TestMain(m *testing.M) {
+	discovery.LogKubernetesClient(slog.New(slog.DiscardHandler))
+	os.Exit(m.Run())
+}
+
 // The engines are simulated servers on loopback; every pod's IP is
 // 127.0.0.1 and its metrics port is its engine's port, so each pod has a
 // port of its own.
