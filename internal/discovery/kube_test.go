@@ -3,9 +3,16 @@ package discovery_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -116,8 +123,14 @@ func (k kube) namespace(ns string) {
 // kubeconfig writes a kubeconfig for server with token, trusting k's CA.
 func (k kube) kubeconfig(server, token string) string {
 	k.t.Helper()
+	return k.kubeconfigCA(server, token, k.CA)
+}
+
+// kubeconfigCA is kubeconfig trusting ca instead.
+func (k kube) kubeconfigCA(server, token string, ca []byte) string {
+	k.t.Helper()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: k.CA}
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
 	cfg.CurrentContext = "c"
@@ -356,6 +369,8 @@ func TestKubernetesDiscoveryFailures(t *testing.T) {
 			"service discovery: kubernetes_sd_configs[0]: cannot reach the Kubernetes API at " + nobody + ": "},
 		{"unauthorized", k.kubeconfig(k.URL, "not-a-token"), "unauthorized",
 			"service discovery: kubernetes_sd_configs[0]: the Kubernetes API at " + k.URL + " refuses kvwatch's credentials: "},
+		{"another CA", k.kubeconfigCA(k.URL, k.AdminToken, otherCA(t)), "other",
+			"service discovery: kubernetes_sd_configs[0]: listing pods in namespace inference at " + k.URL + ": "},
 		{"forbidden", k.kubeconfig(k.URL, k.UserToken), "forbidden",
 			"service discovery: kubernetes_sd_configs[0]: kvwatch may not list pods in namespace inference: pods is forbidden: User \\\"" + testenv.KubeUser + "\\\" cannot list resource \\\"pods\\\""},
 	} {
@@ -522,4 +537,21 @@ func TestStatusDiscovers(t *testing.T) {
 	if !strings.Contains(errs, "did not answer within 10s; showing the targets found so far") {
 		t.Errorf("stderr does not say that discovery timed out:\n%s", errs)
 	}
+}
+
+// otherCA is the PEM certificate of a CA that signed nothing k serves.
+func otherCA(t testing.TB) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
