@@ -29,7 +29,7 @@ type targetFlags struct {
 // register adds the flags and the TARGET arguments to cmd.
 func (f *targetFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Arg("target", "Servers to read, as [ROLE=]URL (ROLE: prefill, decode, unified, router, cache), NAME=URL or ROLE:NAME=URL, e.g. decode=http://127.0.0.1:30002 or decode:d0=http://127.0.0.1:30002. A URL without a path means /metrics.").StringsVar(&f.args)
-	cmd.Flag("config.file", "Read targets (and headroom sizes, timeouts, auth) from this kvwatch config file, the same file serve reads.").PlaceHolder("FILE").StringVar(&f.configFile)
+	cmd.Flag("config.file", "Read targets (and headroom sizes, timeouts, auth) from this kvwatch config file, the same file serve reads: its targets, file_sd files and service discovery (run once, at most 10s).").PlaceHolder("FILE").StringVar(&f.configFile)
 	cmd.Flag("engine", "Force this engine's adapter instead of detecting it: "+strings.Join(engine.NewRegistry().Names(), ", ")+".").PlaceHolder("ENGINE").StringVar(&f.engine)
 	cmd.Flag("headroom", "Request sizes in tokens for headroom, comma-separated (the server's own context length is added when it reports one). Default: the config's global.headroom_tokens.").PlaceHolder("4096,8192,32768").StringVar(&f.headroom)
 	cmd.Flag("scrape.timeout", "Timeout of one scrape. Default: the config's global.scrape_timeout.").PlaceHolder("DURATION").StringVar(&f.timeout)

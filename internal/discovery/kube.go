@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -254,11 +256,16 @@ func (k *kubeCheck) explain(resource, ns string, err error) error {
 // type.
 func apiReason(err error) string {
 	var ne net.Error
+	var ve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
 	switch {
 	case apierrors.IsForbidden(err):
 		return APIForbidden
 	case apierrors.IsUnauthorized(err):
 		return APIUnauthorized
+	case errors.As(err, &ve), errors.As(err, &ua), errors.As(err, &he):
+		return APIOther // reached, but its certificate is not trusted: a url.Error, yet no network fault
 	case errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded):
 		return APIUnreachable
 	}

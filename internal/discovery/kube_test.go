@@ -3,9 +3,16 @@ package discovery_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,6 +38,14 @@ import (
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
+
+// TestMain sets klog's logger before any informer runs: it may not change
+// while one logs, and TestStatusDiscovers' cli.Run sets it again (which
+// then only swaps where it forwards).
+func TestMain(m *testing.M) {
+	discovery.LogKubernetesClient(slog.New(slog.DiscardHandler))
+	os.Exit(m.Run())
+}
 
 // The engines are simulated servers on loopback; every pod's IP is
 // 127.0.0.1 and its metrics port is its engine's port, so each pod has a
@@ -108,8 +123,14 @@ func (k kube) namespace(ns string) {
 // kubeconfig writes a kubeconfig for server with token, trusting k's CA.
 func (k kube) kubeconfig(server, token string) string {
 	k.t.Helper()
+	return k.kubeconfigCA(server, token, k.CA)
+}
+
+// kubeconfigCA is kubeconfig trusting ca instead.
+func (k kube) kubeconfigCA(server, token string, ca []byte) string {
+	k.t.Helper()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: k.CA}
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
 	cfg.CurrentContext = "c"
@@ -348,6 +369,8 @@ func TestKubernetesDiscoveryFailures(t *testing.T) {
 			"service discovery: kubernetes_sd_configs[0]: cannot reach the Kubernetes API at " + nobody + ": "},
 		{"unauthorized", k.kubeconfig(k.URL, "not-a-token"), "unauthorized",
 			"service discovery: kubernetes_sd_configs[0]: the Kubernetes API at " + k.URL + " refuses kvwatch's credentials: "},
+		{"another CA", k.kubeconfigCA(k.URL, k.AdminToken, otherCA(t)), "other",
+			"service discovery: kubernetes_sd_configs[0]: listing pods in namespace inference at " + k.URL + ": "},
 		{"forbidden", k.kubeconfig(k.URL, k.UserToken), "forbidden",
 			"service discovery: kubernetes_sd_configs[0]: kvwatch may not list pods in namespace inference: pods is forbidden: User \\\"" + testenv.KubeUser + "\\\" cannot list resource \\\"pods\\\""},
 	} {
@@ -402,9 +425,19 @@ func TestKubernetesDiscoveryOverLimit(t *testing.T) {
 	waitFor(t, discoveryWait, "the static target", func() bool { return s.up(t, "static", nil) })
 }
 
-// createPods creates n running pods on 127.0.0.1 in ns, 32 at a time, with
-// the annotations and port each gets.
+// createPods creates n running pods on 127.0.0.1 in ns, with the
+// annotations and port each gets.
 func createPods(t testing.TB, k kube, ns string, n int, of func(i int) (map[string]string, int32)) {
+	t.Helper()
+	createEach(t, n, func(i int) error {
+		a, port := of(i)
+		return k.createPod(ns, fmt.Sprintf("pod-%05d", i), "127.0.0.1", nil, a, "http", port)
+	})
+}
+
+// createEach runs create(i) for every i below n, 32 at a time, and fails
+// the test with the first error.
+func createEach(t testing.TB, n int, create func(i int) error) {
 	t.Helper()
 	work := make(chan int)
 	errs := make(chan error, 32)
@@ -414,10 +447,9 @@ func createPods(t testing.TB, k kube, ns string, n int, of func(i int) (map[stri
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				a, port := of(i)
-				if err := k.createPod(ns, fmt.Sprintf("pod-%05d", i), "127.0.0.1", nil, a, "http", port); err != nil {
+				if err := create(i); err != nil {
 					errs <- err
-					for range work { // drain
+					for range work { // let the others finish
 					}
 					return
 				}
@@ -505,4 +537,21 @@ func TestStatusDiscovers(t *testing.T) {
 	if !strings.Contains(errs, "did not answer within 10s; showing the targets found so far") {
 		t.Errorf("stderr does not say that discovery timed out:\n%s", errs)
 	}
+}
+
+// otherCA is the PEM certificate of a CA that signed nothing k serves.
+func otherCA(t testing.TB) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
