@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
@@ -32,7 +31,7 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillT
 			fill = "\t" + fillCell(p.FillForecast, trend, wide)
 		}
 		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s%s\n", p.Name, plural(p.Servers, "server"),
-			fits, textfmt.Percent(p.Saturation), drainCell(p), limitersCell(p.Limiters), fill)
+			fits, textfmt.Percent(p.Saturation), drainCell(p), textfmt.Limiters(p.Limiters), fill)
 	}
 	renderStates(w, rep, wide)
 	if !wide {
@@ -93,19 +92,6 @@ func drainCell(p *kv.PoolPlan) string {
 	}
 	return "N−1 unknown"
 }
-
-// limitersCell names the servers that limit the pool, with their factor.
-func limitersCell(ls []kv.Limiter) string {
-	if len(ls) == 0 {
-		return "nothing limits admission"
-	}
-	parts := make([]string, len(ls))
-	for i, l := range ls {
-		parts[i] = fmt.Sprintf("%s (%s)", l.Server, l.Factor)
-	}
-	return "limited by " + strings.Join(parts, ", ")
-}
-
 
 // fillCell is a pool's time to full: "full in 12m" and, wide, how: the
 // fill rate, the free KV after demand, the floor and the samples.
