@@ -296,3 +296,20 @@ func TestAlertCounts(t *testing.T) {
 		}
 	}
 }
+
+func TestHitWindows(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"", ""}, ""},
+		{[]string{"over the last 5s", "", "over the last 5s"}, "hit ratio over the last 5s"},
+		{[]string{SinceStart, ""}, "† hit ratio since engine start"},
+		{[]string{"over the last 5s", SinceStart, "over the last 4s"}, "hit ratio over the last 5s, over the last 4s; † since engine start"},
+	} {
+		if got := HitWindows(c.in); got != c.want {
+			t.Errorf("HitWindows(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
