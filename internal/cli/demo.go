@@ -66,7 +66,7 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	printDemo(e.Stdout, sc.Name, c.Endpoints(), srv.Daemon().URL())
+	printDemo(e.Stdout, selfCommand(), sc.Name, c.Endpoints(), srv.Daemon().URL())
 	statusLoop(ctx, e, srv, done)
 	cancel()
 	return <-done
