@@ -154,7 +154,7 @@ func TestBytes(t *testing.T) {
 	}
 }
 
-// sharedCases are testdata/durations.json: the duration and time-to-full
+// sharedCases are testdata/shared.json: the duration and time-to-full
 // texts that textfmt and the web UI's script must both write.
 type sharedCases struct {
 	Duration []struct {
@@ -171,7 +171,7 @@ type sharedCases struct {
 
 func readSharedCases(t *testing.T) sharedCases {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "durations.json"))
+	b, err := os.ReadFile(filepath.Join("testdata", "shared.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func readSharedCases(t *testing.T) sharedCases {
 		t.Fatal(err)
 	}
 	if len(c.Duration) == 0 || len(c.TimeToFull) == 0 {
-		t.Fatal("testdata/durations.json holds no cases")
+		t.Fatal("testdata/shared.json holds no cases")
 	}
 	return c
 }
