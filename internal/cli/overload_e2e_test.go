@@ -489,7 +489,7 @@ func TestOverloadOneTruth(t *testing.T) {
 	type alertRow struct{ Name, Text, Title, Unit, Description, Runbook string }
 	readAlerts := func(table string) []alertRow {
 		t.Helper()
-		rows, err := chromedp.Run(bctx, chromedp.Evaluate[[]alertRow](`[...document.querySelectorAll('#` + table + ` tbody tr')].map(tr => {
+		rows, err := chromedp.Run(bctx, chromedp.Evaluate[[]alertRow](`[...document.querySelectorAll('#`+table+` tbody tr')].map(tr => {
 			const v = tr.querySelector('[data-field="alert-value"]'), d = tr.querySelector('[data-field="alert-description"]'), r = tr.querySelector('[data-field="runbook"]');
 			return {Name: tr.dataset.alert, Text: v.textContent, Title: v.title, Unit: v.dataset.unit, Description: d ? d.textContent : "", Runbook: r ? r.href : ""};
 		})`))
