@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -288,7 +287,7 @@ func renderStatus(w io.Writer, rep *report.Report, l statusLayout, trend kv.Fill
 		for _, x := range s.Warnings {
 			notes.addProse(2, x.Reason+": "+x.Detail, "warning", row.Name)
 		}
-		c := g.add(string(s.Role), row.Name, addrOf(row), s.Engine)
+		c := g.add(string(s.Role), row.Name, row.Address(), s.Engine)
 		if row.Plan != nil && row.Plan.State != kv.StateUnknown {
 			c.cells[colState] = textfmt.State(row.Plan.State)
 		}
@@ -372,16 +371,6 @@ func renderStatus(w io.Writer, rep *report.Report, l statusLayout, trend kv.Fill
 			fmt.Fprintln(w, line)
 		}
 	}
-}
-
-// addrOf is a row's address (host:port of its URL) when its name is
-// another; "" when the name is the address.
-func addrOf(row *report.Server) string {
-	u, err := url.Parse(row.URL)
-	if err != nil || u.Host == "" || u.Host == row.Name {
-		return ""
-	}
-	return u.Host
 }
 
 // poolRows adds one row per pool when there is more than one (prefill and

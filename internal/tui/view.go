@@ -183,6 +183,9 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 		barW, headW = 10, 17
 	}
 	all := []tableCol{
+		// The address beside the name where the name is another, on
+		// terminals wide enough for every other column (as in status).
+		{numColumns, "ADDRESS", 21, false, 11, func(m Model, s report.Server) string { return s.Address() }},
 		{colRole, "ROLE", 7, false, 2, func(m Model, s report.Server) string { return string(s.Role) }},
 		{colEngine, "ENGINE", 13, false, 9, func(m Model, s report.Server) string {
 			if s.Server == nil {
