@@ -745,7 +745,7 @@ async function renderMix() {
   const servers = state.report.servers.filter((s) => s.plan);
   out.innerHTML = `<div class="table-wrap"><table id="plan-pools"><thead><tr><th scope="col">Pool</th><th scope="col" class="num">Servers</th>
       <th scope="col" class="num">KV per running request</th><th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Saturation</th>
-      <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th><th scope="col">Limited by</th></tr></thead><tbody>
+      <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th><th scope="col">What limits it</th></tr></thead><tbody>
     ${pools.map((p) => `<tr data-pool="${esc(p.name)}"><td>${esc(p.name)}</td><td class="num">${p.servers}</td>
       <td class="num">${cell("per-request", p.kv_per_running_request_tokens, fmtInt)}</td>
       <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(nothing runs)</span>' : ""}</td>
