@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"time"
@@ -67,7 +66,7 @@ func runDemo(ctx context.Context, e *env, o *demoOpts) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	printDemo(e.Stdout, sc.Name, c.Endpoints(), srv.Daemon().URL())
+	printDemo(e.Stdout, selfCommand(), sc.Name, c.Endpoints(), srv.Daemon().URL())
 	statusLoop(ctx, e, srv, done)
 	cancel()
 	return <-done
@@ -126,46 +125,31 @@ func statusLoop(ctx context.Context, e *env, srv *app.Serve, done chan error) {
 			done <- err
 			return
 		case <-t.C:
-			line := statusLine(srv.Daemon().Report(), srv.Rules())
-			if e.Interactive {
-				fmt.Fprintf(e.Stdout, "\r\033[K%s", line)
-			} else {
-				io.WriteString(e.Stdout, line+"\n")
-			}
+			writeLine(e, statusLine(srv.Daemon().Report(), srv.Rules()), textWidth(e))
 		}
 	}
 }
 
-// statusLine summarizes the fleet: usage per KV server, then alerts.
+// statusLine is the whole fleet in one line (the demo's, and status -o
+// line's): a part per pool of KV servers, a pool of one server as that
+// server (by name; its role when that is another word), then the limiting
+// pool and, with rules, the alert counts. A part says the KV usage, the
+// tokens used, running and queued requests, the headroom and the state of
+// every server that needs an operator (leak, stuck, full, pressure); a
+// failed server says DOWN and why.
 func statusLine(r report.Report, rules *alerting.Manager) string {
 	var parts []string
-	for _, s := range r.Servers {
-		if !s.Role.HoldsKV() {
-			continue
-		}
-		name := s.Name
-		if string(s.Role) != s.Name {
-			name = fmt.Sprintf("%s (%s)", s.Name, s.Role)
-		}
-		if !s.OK || s.Server == nil {
-			parts = append(parts, fmt.Sprintf("%s DOWN: %s", name, orDash(s.Reason)))
-			continue
-		}
-		v := s.Server
-		part := fmt.Sprintf("%s KV %s %s tok, run=%s queue=%s", name, textfmt.Percent(v.UsageRatio), textfmt.Count(v.Used),
-			textfmt.Count(v.Running), textfmt.Count(v.Queued.QueuedTotal()))
-		if h, ok := s.FirstHeadroom(); ok {
-			part += ", fits " + textfmt.Headroom(h.Requests, h.Tokens)
-		}
-		if s.Plan != nil && s.Plan.State != kv.StateOK && s.Plan.State != kv.StateIdle {
-			part += ", " + strings.ToUpper(textfmt.State(s.Plan.State))
-		}
-		parts = append(parts, part)
+	for i := range r.Pools {
+		parts = append(parts, poolPart(&r, &r.Pools[i]))
 	}
 	if f := r.Fleet; f.LimitIndex >= 0 {
 		parts = append(parts, "limit: "+r.Pools[f.LimitIndex].Name+" pool KV "+textfmt.Percent(r.Pools[f.LimitIndex].UsageRatio))
 	}
-	line := time.Now().Format("15:04:05") + "  " + strings.Join(parts, " | ")
+	at := r.Time
+	if at.IsZero() { // no scrape yet
+		at = time.Now()
+	}
+	line := at.Local().Format("15:04:05") + "  " + strings.Join(parts, " | ")
 	if rules != nil {
 		firing, pending := 0, 0
 		for _, a := range rules.Alerts() {
@@ -175,7 +159,58 @@ func statusLine(r report.Report, rules *alerting.Manager) string {
 				pending++
 			}
 		}
-		line += fmt.Sprintf(" | alerts: %d firing, %d pending", firing, pending)
+		line += " | alerts: " + textfmt.AlertCounts(firing, pending)
 	}
 	return line
+}
+
+// poolPart is one pool's part of the status line.
+func poolPart(r *report.Report, p *report.Pool) string {
+	var members []*report.Server
+	for i := range r.Servers {
+		if s := &r.Servers[i]; s.Role.HoldsKV() && report.PoolKeyOf(s) == p.PoolKey {
+			members = append(members, s)
+		}
+	}
+	named := func(s *report.Server) string {
+		if string(s.Role) == s.Name {
+			return s.Name
+		}
+		return fmt.Sprintf("%s (%s)", s.Name, s.Role)
+	}
+	if len(members) == 1 && (!members[0].OK || members[0].Server == nil) {
+		return named(members[0]) + " DOWN: " + orDash(members[0].Reason)
+	}
+	var part, headroom string
+	if len(members) == 1 {
+		s := members[0]
+		v := s.Server
+		part = fmt.Sprintf("%s KV %s %s tok, run=%s queue=%s", named(s), textfmt.Percent(v.UsageRatio), textfmt.Count(v.Used),
+			textfmt.Count(v.Running), textfmt.Count(v.Queued.QueuedTotal()))
+		if h, ok := s.FirstHeadroom(); ok {
+			headroom = textfmt.Headroom(h.Requests, h.Tokens)
+		}
+	} else {
+		part = fmt.Sprintf("%s pool (%s) KV %s %s tok, run=%s queue=%s", p.Name, plural(p.Servers, "server"), textfmt.Percent(p.UsageRatio),
+			textfmt.Count(p.Used), textfmt.Count(p.Running), textfmt.Count(p.Queued))
+		if h, ok := p.FirstHeadroom(); ok {
+			headroom = textfmt.Headroom(h.Requests, h.Tokens)
+		}
+	}
+	if headroom != "" {
+		part += ", fits " + headroom
+	}
+	for _, s := range members {
+		switch {
+		case !s.OK || s.Server == nil:
+			part += ", " + s.Name + " DOWN: " + orDash(s.Reason)
+		case s.Plan != nil && s.Plan.State != kv.StateOK && s.Plan.State != kv.StateIdle && s.Plan.State != kv.StateUnknown:
+			st := strings.ToUpper(textfmt.State(s.Plan.State))
+			if len(members) > 1 {
+				st = s.Name + " " + st
+			}
+			part += ", " + st
+		}
+	}
+	return part
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/stack"
 	"github.com/kvwatch/kvwatch/internal/testenv"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
 
@@ -98,26 +99,6 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time,
 		return mfs
 	}
 	return d.URL(), d, feed
-}
-
-// counterOf sums the counter samples of family name with server=server.
-func counterOf(mfs []*dto.MetricFamily, name, server string) (float64, bool) {
-	var sum float64
-	found := false
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "server" && lp.GetValue() == server {
-					sum += m.GetCounter().GetValue()
-					found = true
-				}
-			}
-		}
-	}
-	return sum, found
 }
 
 // expectedRow formats a report row the way the UI must show it: as
@@ -190,14 +171,14 @@ func commas(n int64) string {
 // twice: with one sample in the history (charts say they are collecting
 // data; the rows match the report JSON), then with eight samples 10s apart
 // (charts draw over a range chosen from the data, the prefill server's
-// prefix hit ratio is the one of the history's counters, rates have data,
+// prefix hit ratio is the report's, its window named as status names it, rates have data,
 // per-DP-rank lines are named dp0, dp1; a server with one DP rank gets a
 // note instead of an empty chart).
 func TestBrowserOverviewAndServerPage(t *testing.T) {
 	chromium := testenv.Tool(t, "chromium", "chromium")
 	url, _, feed := demoEnv(t)
 	t0 := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
-	first := feed(t0, 0)
+	feed(t0, 0)
 
 	// The report as `kvwatch status --output json` and the UI read it.
 	rep := fetchReport(t, url)
@@ -312,29 +293,9 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	shot("web-overview-collecting.png")
 
 	// Seven more samples, 10s of simulated time apart.
-	last := first
 	for i := 1; i <= 7; i++ {
-		last = feed(t0.Add(time.Duration(i)*10*time.Second), 10*time.Second)
+		feed(t0.Add(time.Duration(i)*10*time.Second), 10*time.Second)
 	}
-	// The prefix hit ratio over the history's window, worked out from the
-	// counters appended: both series have the same timestamps, so
-	// rate(hit)/rate(query) is Δhit/Δquery.
-	var ends [2][2]float64
-	for i, mfs := range [][]*dto.MetricFamily{first, last} {
-		for j, name := range []string{"kvwatch_prefix_cache_hit_tokens_total", "kvwatch_prefix_cache_query_tokens_total"} {
-			v, ok := counterOf(mfs, name, "prefill")
-			if !ok {
-				t.Fatalf("serve exports no %s for prefill", name)
-			}
-			ends[i][j] = v
-		}
-	}
-	dq := ends[1][1] - ends[0][1]
-	if dq <= 0 {
-		t.Fatalf("the simulated prefill server looked up no prefix tokens in 70s (query counter %v → %v)", ends[0][1], ends[1][1])
-	}
-	wantHit := (ends[1][0] - ends[0][0]) / dq * 100
-
 	if err := chromedp.Do(bctx,
 		chromedp.Reload(),
 		chromedp.WaitVisible(css(`#servers tbody tr`)),
@@ -342,11 +303,23 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("overview with history: %v", err)
 	}
+	// The hit ratio is the report's, its window named under the table as
+	// status and top name it (the clock stands still: serve's last scrapes
+	// saw no traffic, so the ratio is since engine start).
 	rows = readRows()
-	hit := rows["prefill"]["hit"]
-	var gotHit float64
-	if _, err := fmt.Sscanf(hit.Text, "%f%%", &gotHit); err != nil || math.Abs(gotHit-wantHit) > 0.051 {
-		t.Errorf("prefill prefix hit = %q (title %q), want %.1f%% (Δhit/Δquery of the history's counters)", hit.Text, hit.Title, wantHit)
+	rep = fetchReport(t, url)
+	var windows []string
+	for _, s := range rep.Servers {
+		if s.Text != nil && s.Role != kv.RoleRouter {
+			windows = append(windows, s.Text.PrefixHitWindow)
+		}
+		if s.Name == "prefill" && (s.Text == nil || rows["prefill"]["hit"].Text != s.Text.PrefixHitRatio) {
+			t.Errorf("prefill prefix hit = %q, want the report's %+v", rows["prefill"]["hit"].Text, s.Text)
+		}
+	}
+	note, _ := chromedp.Run(bctx, chromedp.Text(css(`[data-field="hit-windows"]`)))
+	if want := textfmt.HitWindows(windows); want == "" || note != want {
+		t.Errorf("the overview names the hit ratio's window %q, want %q (the report's windows %q)", note, want, windows)
 	}
 	ds := dataset("chart-usage")
 	var points, start, end float64

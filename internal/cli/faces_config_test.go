@@ -1,11 +1,16 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -72,5 +77,82 @@ func TestStatusAndTopReadTheConfigInEffect(t *testing.T) {
 		if got := slices.Contains(row, string(kv.FactorKV)); got != c.want {
 			t.Errorf("top with %q: LIMIT kv = %v, want %v:\n%s", c.yml, got, c.want, out)
 		}
+	}
+}
+
+// status (text and JSON), top and serve's report (what the web UI shows)
+// name the targets of one config alike: a config name, a target without
+// one by its host:port, a NAME=URL argument and a ROLE=URL argument (by
+// its host:port) on the command line of status and top.
+func TestFacesNameTargetsAlike(t *testing.T) {
+	page := filepath.Join("testdata", "sglang-current-decode-tp2.prom")
+	named, unnamed := testenv.EngineFileServer(t, "/metrics", page), testenv.EngineFileServer(t, "/metrics", page)
+	arg, roleArg := testenv.EngineFileServer(t, "/metrics", page), testenv.EngineFileServer(t, "/metrics", page)
+	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
+	cfg := writeConfig(t, "targets:\n  - {name: decode-0, url: "+named.URL+"}\n  - {url: "+unnamed.URL+"}\n")
+	args := []string{"--config.file", cfg, "d1=" + arg.URL, "decode=" + roleArg.URL}
+	want := []string{"decode-0", host(unnamed.URL), "d1", host(roleArg.URL)}
+
+	t.Setenv("COLUMNS", "400")
+	_, out, errs := run(t, append([]string{"status", "-o", "json"}, args...)...)
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("status -o json: %v: %s", err, errs)
+	}
+	var jsonNames []string
+	for _, s := range rep.Servers {
+		jsonNames = append(jsonNames, s.Name)
+	}
+	if !slices.Equal(jsonNames, want) {
+		t.Errorf("status -o json names %q, want %q", jsonNames, want)
+	}
+	_, out, _ = run(t, append([]string{"status"}, args...)...)
+	_, top, _ := run(t, append([]string{"top", "--once", "--width", "200"}, args...)...)
+	for _, name := range want {
+		if !regexp.MustCompile(`(?m)^decode +` + regexp.QuoteMeta(name) + ` `).MatchString(out) {
+			t.Errorf("status has no row named %s:\n%s", name, out)
+		}
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + ` +(127\.0\.0\.1:\d+ +)?decode `).MatchString(top) {
+			t.Errorf("top has no row named %s:\n%s", name, top)
+		}
+	}
+
+	// serve with the config and the named targets of the command line in
+	// it (serve takes no target arguments): its report names them alike.
+	cfg = writeConfig(t, "global: {scrape_interval: 1s, scrape_timeout: 1s}\ntargets:\n  - {name: decode-0, url: "+named.URL+"}\n  - {url: "+unnamed.URL+"}\n"+
+		"  - {name: d1, url: "+arg.URL+"}\n  - {role: decode, url: "+roleArg.URL+"}\n")
+	addr := testenv.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "0"},
+			Streams{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard})
+	}()
+	defer func() { cancel(); <-done }()
+	var serveNames []string
+	for deadline := time.Now().Add(30 * time.Second); len(serveNames) < len(want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve's report names %q after 30s, want %q", serveNames, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+		resp, err := http.Get("http://" + addr + "/api/kvwatch/v1/report")
+		if err != nil {
+			continue
+		}
+		var r report.Report
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		serveNames = serveNames[:0]
+		for _, s := range r.Servers {
+			serveNames = append(serveNames, s.Name)
+		}
+	}
+	slices.Sort(serveNames)
+	slices.Sort(want)
+	if !slices.Equal(serveNames, want) {
+		t.Errorf("serve's report names %q, want %q as status and top", serveNames, want)
 	}
 }

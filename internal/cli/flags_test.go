@@ -34,7 +34,7 @@ var flagCases = map[string]flagCase{
 	"status --engine":         {[]string{"--engine", "vllm"}, "vllm"},
 	"status --headroom":       {[]string{"--headroom", "4096,8192,32768"}, "4096,8192,32768"},
 	"status --scrape.timeout": {[]string{"--scrape.timeout", "2s"}, "2s"},
-	"status --output":         {[]string{"--output", "json"}, "json"},
+	"status --output":         {[]string{"--output", "line"}, "line"},
 	"status --ranks":          {[]string{"--ranks"}, "true"},
 	"status --watch":          {[]string{"--watch", "5s"}, "5s"},
 	"status --trend":          {[]string{"--trend", "2m"}, "2m0s"},

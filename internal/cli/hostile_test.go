@@ -72,6 +72,7 @@ targets:
   - {name: redirect, url: %s}
   - {name: escmodel, url: %s}
 `, good.URL, h["ansi"], secretURL, h["bomb"], h["hugelabel"], h["redirect"], h["escmodel"]))
+	t.Setenv("COLUMNS", "1000") // every column, no line wrapped
 	code, out, errOut := run(t, "status", "--config.file", cfg, "--log.level=debug")
 	if code != 1 {
 		t.Errorf("exit code %d, want 1 (targets failed)", code)
@@ -81,7 +82,7 @@ targets:
 	}
 	out = strings.ReplaceAll(out, strings.TrimPrefix(good.URL, "http://"), "GOOD")
 	want := []string{
-		"unified  good       sglang  KV 124k / -- tok (28.0%)", // 123,859 used
+		"unified  good       GOOD  sglang  KV 124k / -- tok (28.0%)", // 123,859 used; its address after its name
 		`--  ansi       FAILED  scrape http://ANSI/metrics: 500 Internal Server Error: \x1b[2J\x1b[Hfake: all targets OK\x1b]0;owned\x07`,
 		"--  secret     FAILED  scrape http://bob:xxxxx@SECRET/metrics?token=xxxxx&sig=xxxxx&page=1: 503 Service Unavailable: unavailable",
 		"--  bomb       FAILED  read http://BOMB/metrics: the page holds more than sample_limit 20000 samples of the families kvwatch reads; nothing of this page is kept (raise sample_limit for this target, or globally, if the page is really like this)",

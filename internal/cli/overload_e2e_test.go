@@ -19,10 +19,14 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/model"
 
+	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/stack"
 	"github.com/kvwatch/kvwatch/internal/testenv"
+	"github.com/kvwatch/kvwatch/internal/textfmt"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
 
@@ -50,7 +54,12 @@ func timesText(x float64) string {
 // checks that status -o json, status text, top --once, the web UI (read in
 // Chromium), /metrics and the recording rules (PromQL over serve's history)
 // report the same decode-pool usage, demand and headroom, and that no face
-// shows a number that blends prefill and decode.
+// shows a number that blends prefill and decode. Issue 28: the faces
+// also say it in the same words: the decode server's state, its name
+// (status given the targets as the demo prints them), the prefix-hit
+// window each names, the time to full and alert values in one form, alert
+// counts that add up, and the bootstrap queue put on decode's
+// pre-allocation.
 func TestOverloadOneTruth(t *testing.T) {
 	chromium := testenv.Tool(t, "chromium", "chromium")
 	if err := web.CheckAssets(); err != nil {
@@ -64,8 +73,11 @@ func TestOverloadOneTruth(t *testing.T) {
 	var targets []string
 	for _, ep := range c.Endpoints() {
 		eps[ep.Name] = ep
-		targets = append(targets, ep.Role+"="+ep.URL+ep.MetricsPath)
+		targets = append(targets, demoTarget(ep)) // as the demo prints them
 	}
+	// Room for every column and one line per plan: the words are what is
+	// compared here (TestStatusFitsTheWidth fits the width).
+	t.Setenv("COLUMNS", "400")
 	post := func(ep, path string) {
 		resp, err := http.Post(eps[ep].URL+path, "", nil)
 		if err != nil {
@@ -175,19 +187,47 @@ func TestOverloadOneTruth(t *testing.T) {
 	if dec.Plan != nil {
 		states["status -o json"] = string(dec.Plan.State)
 	}
+	// The decode server's name on every face: the demo's.
+	names := map[string]string{"status -o json": dec.Name}
+	// The windows of the rows' hit ratios, as status -o json says them.
+	var jsonWindows []string
+	for _, s := range rep.Servers {
+		if s.Text != nil && s.Role != "router" {
+			jsonWindows = append(jsonWindows, s.Text.PrefixHitWindow)
+		}
+	}
 
 	// 2. status text: the decode pool line.
 	code, out, _ = run(t, append([]string{"status"}, targets...)...)
 	if code != 0 {
 		t.Fatalf("status: exit %d", code)
 	}
-	if m := regexp.MustCompile(`(?m)^pool +decode +1 server +KV [\d,.]+[kMG]? / [\d,.]+[kMG]? tok \(([\d.]+%)\) +headroom (\d+)×8k .*demand ([\d.]+×) capacity$`).FindStringSubmatch(out); m != nil {
+	if m := regexp.MustCompile(`(?m)^pool +decode +1 server +KV [\d,.]+[kMG]? / [\d,.]+[kMG]? tok \(([\d.]+%)\) +headroom (\d+)×8k .*demand ([\d.]+×) +(leak suspected|\S+)$`).FindStringSubmatch(out); m != nil {
 		faces["status"] = facts{m[1], m[3], m[2]}
+		states["status pool line"] = m[4]
 	} else {
 		t.Errorf("status has no decode pool line:\n%s", out)
 	}
 	if m := regexp.MustCompile(`(?m)^state +decode +(leak suspected|\S+)`).FindStringSubmatch(out); m != nil {
 		states["status"] = m[1]
+	}
+	// The server row: its name, then its address, as the demo names it.
+	addr := strings.TrimPrefix(eps["decode"].URL, "http://")
+	if m := regexp.MustCompile(`(?m)^decode +(\S+) +(\S+) +sglang +KV .*  (leak suspected|\S+)$`).FindStringSubmatch(out); m != nil {
+		names["status"], states["status server row"] = m[1], m[3]
+		if m[2] != addr {
+			t.Errorf("status shows the decode server's address as %q, want %q", m[2], addr)
+		}
+	} else {
+		t.Errorf("status has no decode server row:\n%s", out)
+	}
+	// The prefix-hit window, named once under the table.
+	if w := textfmt.HitWindows(jsonWindows); !strings.Contains(out, "\n"+w) {
+		t.Errorf("status does not name the hit ratio's window %q:\n%s", w, out)
+	}
+	// The prefill pool's queue waits on decode's pre-allocation.
+	if !strings.Contains(out, "limited by prefill (queue: waits on decode's pre-allocation)") {
+		t.Errorf("status blames prefill for the bootstrap queue:\n%s", out)
 	}
 	if !strings.Contains(out, "fleet    2 pools") || !strings.Contains(out, "decode pool is the limit: "+want.usage) {
 		t.Errorf("status fleet line does not name the decode pool as the limit:\n%s", out)
@@ -207,9 +247,14 @@ func TestOverloadOneTruth(t *testing.T) {
 	}
 	_, table, _ := strings.Cut(out, "SERVER")
 	for _, l := range strings.Split(table, "\n") {
-		if f := strings.Fields(l); len(f) > 1 && (f[0] == "decode" || f[1] == "decode") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == "decode" {
 			states["top"] = regexp.MustCompile(`leak suspected|stuck|full|pressure|ok|idle`).FindString(l)
+			names["top"] = f[0]
 		}
+	}
+	// top --once scrapes once, as status did: the same windows.
+	if w := textfmt.HitWindows(jsonWindows); !strings.Contains(head, w) {
+		t.Errorf("top does not name the hit ratio's window %q:\n%s", w, out)
 	}
 	if !strings.Contains(head, "limit: decode pool "+want.usage) {
 		t.Errorf("top does not name the decode pool as the limit:\n%s", out)
@@ -226,8 +271,9 @@ func TestOverloadOneTruth(t *testing.T) {
 	sc2.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc2.Scan() {
 		line := sc2.Text()
-		if strings.HasPrefix(line, "kvwatch_server_state{") && strings.Contains(line, `server="decode"`) && strings.HasSuffix(line, " 1") {
+		if strings.HasPrefix(line, "kvwatch_server_state{") && strings.Contains(line, `role="decode"`) && strings.HasSuffix(line, " 1") {
 			states["/metrics"] = regexp.MustCompile(`state="([a-z_]+)"`).FindStringSubmatch(line)[1]
+			names["/metrics"] = regexp.MustCompile(`server="([^"]*)"`).FindStringSubmatch(line)[1]
 		}
 		for _, k := range []string{"kvwatch_kv_usage_ratio{", "kvwatch_kv_demand_ratio{", "kvwatch_kv_headroom_requests{"} {
 			if strings.HasPrefix(line, k) && strings.Contains(line, `server="decode"`) &&
@@ -287,19 +333,42 @@ func TestOverloadOneTruth(t *testing.T) {
 		t.Errorf("fleet-level usage = %v, want one series per role", f)
 	}
 
-	// 6. The web UI, read in Chromium.
+	// 6. The web UI, read in Chromium, against serve's report and alerts.
+	serveRep := fetchReport(t, base)
+	var serveWindows []string
+	for _, s := range serveRep.Servers {
+		if s.Text != nil && s.Role != "router" {
+			serveWindows = append(serveWindows, s.Text.PrefixHitWindow)
+		}
+	}
+	alerts := srv.Rules().Alerts()
+	firing := 0
+	for _, a := range alerts {
+		if a.State == alerting.StateFiring {
+			firing++
+		}
+	}
+	wantCounts := textfmt.AlertCounts(firing, len(alerts)-firing)
+	// The demo's line says the same counts (it is printed from serve's rules).
+	if line := statusLine(d.Report(), srv.Rules()); !strings.HasSuffix(line, " | alerts: "+wantCounts) {
+		t.Errorf("the demo's line ends %q, want alerts: %s", line, wantCounts)
+	}
 	bctx := headless(t, chromium, 1280, 1000, 2*time.Minute)
-	type card struct{ Usage, Demand, Headroom, Limit, Fleet, State string }
+	type card struct{ Usage, Demand, Headroom, Limit, Fleet, State, Name, Addr, HitNote, Badge, PrefillLimit string }
 	if err := chromedp.Do(bctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`[data-pool="decode"]`))); err != nil {
 		t.Fatalf("web UI: %v", err)
 	}
 	got, err := chromedp.Run(bctx, chromedp.Evaluate[card](`(() => {
 			const p = document.querySelector('[data-pool="decode"]');
 			const f = (n) => p.querySelector('[data-field="' + n + '"]').textContent.trim();
+			const text = (sel) => (document.querySelector(sel) || {textContent: ""}).textContent.trim();
 			return {Usage: f("usage"), Demand: f("demand"), Headroom: f("headroom"),
 				Limit: document.querySelector('[data-limit]').dataset.limit,
 				Fleet: document.querySelector('.fleet').textContent,
-				State: (p.querySelector('[data-field="pool-state"]') || {textContent: ""}).textContent.trim()};
+				State: (p.querySelector('[data-field="pool-state"]') || {textContent: ""}).textContent.trim(),
+				Name: text('tr[data-server="decode"] a'), Addr: text('tr[data-server="decode"] [data-field="addr"]'),
+				HitNote: text('[data-field="hit-windows"]'), Badge: document.getElementById("alert-count").textContent,
+				PrefillLimit: text('[data-pool="prefill"] [data-field="pool-limit"]')};
 		})()`))
 	if err != nil {
 		t.Fatalf("web UI: %v", err)
@@ -314,7 +383,7 @@ func TestOverloadOneTruth(t *testing.T) {
 		t.Errorf("web UI limit card names %q, want decode", got.Limit)
 	}
 	states["web UI"], _, _ = strings.Cut(got.State, ":")
-	for _, face := range []string{"status -o json", "status", "top", "/metrics", "web UI"} {
+	for _, face := range []string{"status -o json", "status", "status pool line", "status server row", "top", "/metrics", "web UI"} {
 		want := "leak suspected"
 		if face == "status -o json" || face == "/metrics" {
 			want = "leak_suspected"
@@ -322,6 +391,52 @@ func TestOverloadOneTruth(t *testing.T) {
 		if states[face] != want {
 			t.Errorf("%s names the decode server's state %q, want %q (all: %v)", face, states[face], want, states)
 		}
+	}
+	// One name on every face, and its address where there is room.
+	names["web UI"] = got.Name
+	for _, face := range []string{"status -o json", "status", "top", "/metrics", "web UI"} {
+		if names[face] != "decode" {
+			t.Errorf("%s names the decode server %q, want decode, the demo's name (all: %v)", face, names[face], names)
+		}
+	}
+	if got.Addr != addr {
+		t.Errorf("web UI shows the decode server's address %q, want %q", got.Addr, addr)
+	}
+	// The hit ratio's window: the report's, in textfmt's words.
+	if w := textfmt.HitWindows(serveWindows); w == "" || got.HitNote != w {
+		t.Errorf("web UI names the hit ratio's window %q, want %q (the report's windows %q)", got.HitNote, w, serveWindows)
+	}
+	// Alert counts: the badge says them as the demo's line does, and the
+	// rows and pool cards add up to it with the alerts of neither.
+	if got.Badge != wantCounts {
+		t.Errorf("web UI alert badge %q, want %q", got.Badge, wantCounts)
+	}
+	counted, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-field="alert-counts"]')].map(e => e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sumF, sumP := 0, 0
+	for _, a := range alerts {
+		if a.Labels.Get("server") == "" && a.Labels.Get("role") == "" { // on no row or card
+			if a.State == alerting.StateFiring {
+				sumF++
+			} else {
+				sumP++
+			}
+		}
+	}
+	for _, c := range counted {
+		var f, p int
+		if _, err := fmt.Sscanf(c, "%d firing, %d pending", &f, &p); err != nil {
+			t.Errorf("alert counts %q: %v", c, err)
+		}
+		sumF, sumP = sumF+f, sumP+p
+	}
+	if textfmt.AlertCounts(sumF, sumP) != wantCounts || len(counted) == 0 {
+		t.Errorf("the rows' and cards' alert counts %q add up to %d firing, %d pending; the badge says %q", counted, sumF, sumP, wantCounts)
+	}
+	if want := "limited by prefill (queue: waits on decode's pre-allocation)"; got.PrefillLimit != want {
+		t.Errorf("web UI prefill card: %q, want %q", got.PrefillLimit, want)
 	}
 	noBlend("web UI", got.Fleet)
 	if png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)); err == nil {
@@ -364,34 +479,102 @@ func TestOverloadOneTruth(t *testing.T) {
 	if err != nil || !strings.Contains(kvText, "unavailable: a router holds no KV cache") {
 		t.Errorf("router KV chart says %q (%v), want unavailable", kvText, err)
 	}
-	// Alerts: the decode pool is over the critical threshold; values are
-	// rounded to 4 significant digits, the raw value in the title.
+	// Alerts: each with its description and runbook, its value in its
+	// rule's unit (value_unit), worked out here apart from the UI: ratios
+	// as status writes a percentage, seconds as a duration, requests as a
+	// count; the raw value in the title.
 	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/alerts"), chromedp.WaitVisible(chromedp.CSS(`#alerts`))); err != nil {
 		t.Fatalf("alerts page: %v", err)
 	}
-	type alertValue struct{ Text, Title string }
-	vals, err := chromedp.Run(bctx, chromedp.Evaluate[[]alertValue](`[...document.querySelectorAll('[data-field="alert-value"]')].map(e => ({Text: e.textContent, Title: e.title}))`))
-	if err != nil || len(vals) == 0 {
-		t.Errorf("no alert values on the alerts page (%v)", err)
-	}
-	t.Logf("alert values: %v", vals)
-	for _, v := range vals {
-		raw, err := strconv.ParseFloat(v.Title, 64)
+	type alertRow struct{ Name, Text, Title, Unit, Description, Runbook string }
+	readAlerts := func(table string) []alertRow {
+		t.Helper()
+		rows, err := chromedp.Run(bctx, chromedp.Evaluate[[]alertRow](`[...document.querySelectorAll('#`+table+` tbody tr')].map(tr => {
+			const v = tr.querySelector('[data-field="alert-value"]'), d = tr.querySelector('[data-field="alert-description"]'), r = tr.querySelector('[data-field="runbook"]');
+			return {Name: tr.dataset.alert, Text: v.textContent, Title: v.title, Unit: v.dataset.unit, Description: d ? d.textContent : "", Runbook: r ? r.href : ""};
+		})`))
 		if err != nil {
-			t.Errorf("alert value title %q: %v", v.Title, err)
-			continue
+			t.Fatalf("read #%s: %v", table, err)
 		}
-		// Worked out apart from the UI: 4 significant digits, integers as is.
+		return rows
+	}
+	rows := readAlerts("alerts")
+	if len(rows) != len(alerts) {
+		t.Errorf("the alerts page lists %d alerts, the rules hold %d", len(rows), len(alerts))
+	}
+	units := map[string]string{}
+	for _, a := range alerts {
+		units[a.Labels.Get("alertname")] = a.Annotations.Get("value_unit")
+	}
+	checkAlert := func(page string, r alertRow) {
+		t.Helper()
+		raw, err := strconv.ParseFloat(r.Title, 64)
+		if err != nil {
+			t.Errorf("%s: alert %s value title %q: %v", page, r.Name, r.Title, err)
+			return
+		}
 		var want string
-		if raw == math.Trunc(raw) && math.Abs(raw) < 1e15 {
-			want = commas(int64(raw))
-		} else {
-			w, _ := strconv.ParseFloat(strconv.FormatFloat(raw, 'g', 4, 64), 64)
-			want = strconv.FormatFloat(w, 'f', -1, 64)
+		switch r.Unit {
+		case "ratio":
+			want = pctText(raw)
+		case "seconds":
+			want = textfmt.Duration(raw)
+		case "requests":
+			want = kmg(raw) + " requests"
+		default:
+			t.Errorf("%s: alert %s has unit %q: every alert of this overload has one", page, r.Name, r.Unit)
 		}
-		if v.Text != want {
-			t.Errorf("alert value %q shown as %q, want %q", v.Title, v.Text, want)
+		if r.Text != want || r.Unit != units[r.Name] {
+			t.Errorf("%s: alert %s value %q (unit %q) shown as %q, want %q (unit %q)", page, r.Name, r.Title, r.Unit, r.Text, want, units[r.Name])
 		}
+		if r.Description == "" || !strings.HasPrefix(r.Runbook, stack.DefaultRunbookURL+"#") {
+			t.Errorf("%s: alert %s shows description %q and runbook %q", page, r.Name, r.Description, r.Runbook)
+		}
+	}
+	for _, r := range rows {
+		checkAlert("alerts page", r)
+		// KVPoolFullSoon: its value is the pool's time to full, 0 while its
+		// queue needs more than is free.
+		if r.Name == stack.AlertPoolFullSoon && r.Text != "0s" {
+			t.Errorf("KVPoolFullSoon of a pool full by its queue shows %q, want 0s", r.Text)
+		}
+	}
+	t.Logf("alerts: %+v", rows)
+	// The decode page lists the decode server's alerts alike.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/server/decode"), chromedp.WaitVisible(chromedp.CSS(`#server-alerts`))); err != nil {
+		t.Fatalf("decode page alerts: %v", err)
+	}
+	serverRows := readAlerts("server-alerts")
+	decodeAlerts := 0
+	for _, a := range alerts {
+		if a.Labels.Get("server") == "decode" {
+			decodeAlerts++
+		}
+	}
+	if len(serverRows) != decodeAlerts || decodeAlerts == 0 {
+		t.Errorf("the decode page lists %d alerts, the rules hold %d for decode", len(serverRows), decodeAlerts)
+	}
+	for _, r := range serverRows {
+		checkAlert("decode page", r)
+	}
+	// The planner's time to full, in textfmt's words for what the
+	// recording rules say: the decode pool is full by its queue (its KV has
+	// room, its demand is beyond it).
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/planner"), chromedp.WaitVisible(chromedp.CSS(`#plan-pools tr[data-pool="decode"] [data-field="full"]`))); err != nil {
+		t.Fatalf("planner: %v", err)
+	}
+	full, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#plan-pools tr[data-pool="decode"] [data-field="full"]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttf := query(`pool:kvwatch_kv_seconds_to_full:deriv15m{role="decode"}`)
+	sp := serveRep.Pools[1]
+	f := &kv.FillForecast{TimeToFullState: kv.FillFull, TimeToFullSeconds: kv.DerivedOf(0),
+		FullByQueue: sp.Demand.V > 0 && sp.Capacity.V-sp.Used.V > 0}
+	if v, ok := ttf["decode"]; !ok || v != 0 || sp.Name != "decode" {
+		t.Errorf("the decode pool's time to full is %v (%v) in the recording rules, pool %s: want 0, full by its queue", v, ok, sp.Name)
+	} else if want := textfmt.TimeToFull(f, kv.TrendMinTop); full != want || want != "full now (queue)" {
+		t.Errorf("the planner says the decode pool is %q, want %q as status --trend and top say it", full, want)
 	}
 
 	for _, face := range []string{"status", "top", "/metrics", "PromQL", "web UI"} {

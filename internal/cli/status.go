@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -64,7 +63,7 @@ func addStatus(app *kingpin.Application, r registry) {
 	o := &statusOptions{}
 	cmd := app.Command("status", "Print one line per server (KV used / capacity, headroom, running, queued, prefix-cache hit) and a capacity-weighted fleet line. Exit code 1 if a target failed, 2 on usage errors.")
 	o.targets.register(cmd)
-	cmd.Flag("output", "Output format: text, wide (all signals) or json (stable schema, see docs/status.md; with --watch one JSON document per line).").Short('o').Default("text").EnumVar(&o.output, "text", "wide", "json")
+	cmd.Flag("output", "Output format: text (fitted to the terminal's width, else $COLUMNS, else 100), wide (every column, whatever the width), line (the whole fleet in one line; with --watch one per refresh) or json (stable schema, see docs/status.md; with --watch one JSON document per line).").Short('o').Default("text").EnumVar(&o.output, "text", "wide", "line", "json")
 	cmd.Flag("ranks", "Also print one row per TP/DP/PP rank, with the usage spread across DP ranks.").BoolVar(&o.ranks)
 	cmd.Flag("watch", "Refresh every DURATION until interrupted; rates (prefix-cache hit ratio, preemptions/s, tokens/s) come from counter deltas between refreshes.").PlaceHolder("DURATION").DurationVar(&o.watch)
 	cmd.Flag("trend", "Scrape at the start and every 5s (a sixth of a shorter DURATION) for DURATION (at least 10s), then print each pool's demand-aware time to full from the fill trend over that time (full in 12m, full now (queue), not filling; docs/planning.md). Without it status has no history and says nothing about the time to full.").PlaceHolder("DURATION").DurationVar(&o.trend)
@@ -102,24 +101,48 @@ func (o *statusOptions) run(ctx context.Context, e *env) int {
 				code = exitFailed
 			}
 		}
-		if o.watch > 0 && o.output != "json" && e.Interactive {
+		width := textWidth(e)
+		switch {
+		case o.watch > 0 && o.output == "line":
+			// One line per refresh, rewritten in place on a terminal.
+			writeLine(e, statusLine(rep, nil), width)
+		case o.watch > 0 && o.output != "json" && e.Interactive:
 			fmt.Fprint(e.Stdout, "\033[H\033[2J")
-		}
-		if err := o.print(e.Stdout, &rep); err != nil {
-			return exitCode(e, err)
+			fallthrough
+		default:
+			if err := o.print(e.Stdout, &rep, width); err != nil {
+				return exitCode(e, err)
+			}
 		}
 		if o.watch == 0 {
 			return code
 		}
 		select {
 		case <-ctx.Done():
+			if o.output == "line" && e.Interactive {
+				fmt.Fprintln(e.Stdout)
+			}
 			return code
 		case <-time.After(o.watch):
 		}
-		if o.output != "json" && !e.Interactive {
+		if o.output != "json" && o.output != "line" && !e.Interactive {
 			fmt.Fprintln(e.Stdout)
 		}
 	}
+}
+
+// writeLine writes a status line: on a terminal over the last one, cut to
+// the width (a wrapped line could not be rewritten), else as a line of its
+// own.
+func writeLine(e *env, line string, width int) {
+	if !e.Interactive {
+		fmt.Fprintln(e.Stdout, line)
+		return
+	}
+	if r := []rune(line); width > 1 && len(r) > width-1 {
+		line = string(r[:width-2]) + "…"
+	}
+	fmt.Fprintf(e.Stdout, "\r\033[K%s", line)
 }
 
 // runTrend is status --trend: rounds of scrapes trendStep apart for
@@ -159,7 +182,7 @@ func (o *statusOptions) runTrend(ctx context.Context, e *env, s *scrape.Scraper,
 			code = exitFailed
 		}
 	}
-	if err := o.print(e.Stdout, &rep); err != nil {
+	if err := o.print(e.Stdout, &rep, textWidth(e)); err != nil {
 		return exitCode(e, err)
 	}
 	return code
@@ -171,7 +194,7 @@ func (o *statusOptions) trendMin() kv.FillTrend {
 	return kv.FillTrend{MinSamples: 3, MinSpan: o.trend / 2}
 }
 
-func (o *statusOptions) print(w io.Writer, rep *report.Report) error {
+func (o *statusOptions) print(w io.Writer, rep *report.Report, width int) error {
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -179,21 +202,63 @@ func (o *statusOptions) print(w io.Writer, rep *report.Report) error {
 			enc.SetIndent("", "  ")
 		}
 		return enc.Encode(rep)
-	default:
-		renderStatus(w, rep, o.output == "wide", o.ranks, o.watch > 0, o.trendMin())
-		return nil
+	case "line":
+		_, err := fmt.Fprintln(w, statusLine(*rep, nil))
+		return err
 	}
+	if o.output == "wide" {
+		width = 0 // every column, whatever the width
+	}
+	renderStatus(w, rep, statusLayout{wide: o.output == "wide", ranks: o.ranks, watching: o.watch > 0, width: width}, o.trendMin())
+	return nil
 }
 
+// statusLayout is how status writes its text: wide (-o wide: every column,
+// no width limit), the rank rows, under --watch, and the width (0: no
+// limit).
+type statusLayout struct {
+	wide, ranks, watching bool
+	width                 int
+}
+
+// The columns of status's table, in order. Server, pool and fleet rows
+// share them; -o wide adds its columns after state.
+const (
+	colRole = iota
+	colName
+	colAddr // the target's address, where its name is another
+	colEngine
+	colKV
+	colHeadroom
+	colRun
+	colQueued
+	colHit
+	colDemand
+	colState
+	colWide
+)
+
+// wideCols are -o wide's columns after state.
+const wideCols = 10
+
+// statusFit is how status fits its table to a narrow terminal, step by
+// step until it fits: it drops the address and the engine, shortens the
+// queues to their total and the headroom to the smallest size, then drops
+// the hit ratio, demand, running and the queues. Role, name, KV, headroom
+// and state stay.
+var statusFit = []fitStep{drop(colAddr), drop(colEngine), shorten(colQueued), shorten(colHeadroom), drop(colHit),
+	drop(colDemand), drop(colRun), drop(colQueued)}
+
 // renderStatus writes the text table: a line per server, rank rows when
-// asked, errors with their reason, and the fleet line.
-func renderStatus(w io.Writer, rep *report.Report, wide, ranks, watching bool, trend kv.FillTrend) {
-	tw := tabwriter.NewWriter(&trimWriter{w: w}, 0, 0, 2, ' ', 0)
-	lifetime := false
+// asked, the pools and the fleet line, the planning and state lines, then
+// failed targets, warnings and the notes on the marks, fitted to the width
+// (statusDrop, then wrapped).
+func renderStatus(w io.Writer, rep *report.Report, l statusLayout, trend kv.FillTrend) {
 	// The demand column is there when any server reports demand (SGLang PD
-	// decode), so that the columns stay aligned. A reservation (TGI) is
-	// marked in its ratios and explained under the table.
+	// decode). A reservation (TGI) is marked in its ratios and explained
+	// under the table.
 	demandCol, reserved := false, false
+	var hitWindows []string
 	for _, row := range rep.Servers {
 		if row.Server != nil && row.Server.DemandRatio.OK() {
 			demandCol = true
@@ -201,156 +266,167 @@ func renderStatus(w io.Writer, rep *report.Report, wide, ranks, watching bool, t
 		if row.Server != nil && (row.Server.UsageRatio.Prov == kv.Reserved || row.Server.ReservedRatio.Prov == kv.Reserved) {
 			reserved = true
 		}
+		if ph := row.PrefixHit(); ph.Ratio.OK() && row.Role != kv.RoleRouter {
+			hitWindows = append(hitWindows, textfmt.HitWindow(ph.WindowSeconds, ph.SinceStart))
+		}
 	}
-	if watching {
+	if l.watching {
 		fmt.Fprintf(w, "kvwatch status at %s\n", rep.Time.UTC().Format(time.RFC3339))
 	}
-	// Failed targets and warnings come after the table: lines with fewer
-	// cells in the middle would break its columns.
-	var notes []string
+	g := newGrid(colWide+wideCols, statusFit...)
+	// Failed targets and warnings come after the table, in a grid of
+	// their own: their long texts would widen its columns.
+	notes := newGrid(4)
 	for i := range rep.Servers {
 		row := &rep.Servers[i]
 		if !row.OK {
-			notes = append(notes, fmt.Sprintf("%s\t%s\tFAILED\t%s", orDash(string(row.Role)), row.Name, row.Error))
+			notes.addProse(3, row.Error, orDash(string(row.Role)), row.Name, "FAILED")
 			continue
 		}
 		s := row.Server
+		for _, x := range s.Warnings {
+			notes.addProse(2, x.Reason+": "+x.Detail, "warning", row.Name)
+		}
+		c := g.add(string(s.Role), row.Name, row.Address(), s.Engine)
+		if row.Plan != nil && row.Plan.State != kv.StateUnknown {
+			c.cells[colState] = textfmt.State(row.Plan.State)
+		}
 		if s.Role == kv.RoleRouter {
-			line := fmt.Sprintf("%s\t%s\t%s\tworkers %s/%s healthy", s.Role, row.Name, s.Engine,
-				textfmt.Count(s.Router.WorkersHealthy), textfmt.Count(s.Router.WorkersTotal))
-			if wide {
-				line += fmt.Sprintf("\trun=%s", textfmt.Count(s.Running))
+			c.cells[colKV] = fmt.Sprintf("workers %s/%s healthy", textfmt.Count(s.Router.WorkersHealthy), textfmt.Count(s.Router.WorkersTotal))
+			if l.wide {
+				c.cells[colRun] = "run=" + textfmt.Count(s.Running)
 			}
-			fmt.Fprintln(tw, line)
 			continue
 		}
 		ph := row.PrefixHit()
-		hit := textfmt.Hit(ph.Ratio, ph.SinceStart)
-		lifetime = lifetime || ph.SinceStart
+		c.cells[colHit] = "hit " + textfmt.Hit(ph.Ratio, ph.SinceStart)
 		if s.Role == kv.RoleCache {
 			// Tiers only, no KV pool: its tiers, then as any server's.
-			cols := []string{string(s.Role), row.Name, s.Engine, "tiers " + textfmt.Tiers(s), "", "", "", "hit " + hit}
-			if demandCol {
-				cols = append(cols, "")
+			c.cells[colKV] = "tiers " + textfmt.Tiers(s)
+			if l.wide { // model and names under those of the KV servers
+				copy(c.cells[colWide+7:], []string{"model=" + orDash(s.Model), "names=" + s.Generation, fmt.Sprintf("scrape=%.0fms", row.ScrapeSeconds*1000)})
 			}
-			if wide { // model and names under those of the KV servers
-				cols = append(cols, "", "", "", "", "", "", "", "model="+orDash(s.Model), "names="+s.Generation, fmt.Sprintf("scrape=%.0fms", row.ScrapeSeconds*1000))
-			}
-			fmt.Fprintln(tw, strings.Join(cols, "\t"))
-			if ranks || wide {
-				renderCachePools(tw, s, len(cols)-1)
-			}
-			for _, x := range s.Warnings {
-				notes = append(notes, fmt.Sprintf("warning\t%s\t%s: %s", row.Name, x.Reason, x.Detail))
+			if l.ranks || l.wide {
+				cachePoolRows(g, s)
 			}
 			continue
 		}
-		cols := []string{string(s.Role), row.Name, s.Engine,
-			"KV " + kvCell(s.Used, s.Capacity, s.UsageRatio),
-			"headroom " + headroomCell(row, wide),
-			"run=" + textfmt.Count(s.Running),
-			"queued=" + queueCell(s.Queued),
-			"hit " + hit}
-		if demandCol {
-			cols = append(cols, "demand "+textfmt.Times(s.DemandRatio))
+		c.cells[colKV] = "KV " + kvCell(s.Used, s.Capacity, s.UsageRatio)
+		c.cells[colHeadroom] = "headroom " + headroomCell(row, l.wide)
+		if h, ok := row.FirstHeadroom(); ok && h.Requests.OK() {
+			c.setShort(colHeadroom, "headroom "+textfmt.Headroom(h.Requests, h.Tokens))
 		}
-		if wide {
-			cols = append(cols,
-				"evictable="+textfmt.Count(s.Evictable),
-				"reserved="+textfmt.Percent(s.ReservedRatio),
-				"demand_tokens="+textfmt.Count(s.Demand),
-				"preempt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PreemptionsPerSec }, s.Counters.Preemptions),
-				"prompt="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PromptTokensPS }, s.Counters.PromptTokens),
-				"gentok="+rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.GenTokensPS }, s.Counters.GenerationTokens),
-				"spread="+textfmt.Percent(s.Spread),
-				"model="+orDash(s.Model),
-				"names="+s.Generation,
-				fmt.Sprintf("scrape=%.0fms", row.ScrapeSeconds*1000))
+		c.cells[colRun] = "run=" + textfmt.Count(s.Running)
+		c.cells[colQueued] = "queued=" + queueCell(s.Queued)
+		c.setShort(colQueued, "queued="+textfmt.Count(s.Queued.QueuedTotal()))
+		if demandCol {
+			c.cells[colDemand] = "demand " + textfmt.Times(s.DemandRatio)
+		}
+		if l.wide {
+			copy(c.cells[colWide:], []string{
+				"evictable=" + textfmt.Count(s.Evictable),
+				"reserved=" + textfmt.Percent(s.ReservedRatio),
+				"demand_tokens=" + textfmt.Count(s.Demand),
+				"preempt=" + rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PreemptionsPerSec }, s.Counters.Preemptions),
+				"prompt=" + rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.PromptTokensPS }, s.Counters.PromptTokens),
+				"gentok=" + rateOrTotal(row, func(r *kv.Rates) kv.Value { return r.GenTokensPS }, s.Counters.GenerationTokens),
+				"spread=" + textfmt.Percent(s.Spread),
+				"model=" + orDash(s.Model),
+				"names=" + s.Generation,
+				fmt.Sprintf("scrape=%.0fms", row.ScrapeSeconds*1000)})
 			if row.Rates != nil && row.Rates.Reset {
-				cols = append(cols, "counter-reset")
+				c.note = "counter-reset"
 			}
 		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
-		if ranks {
-			renderRanks(tw, s, len(cols)-1)
+		if l.ranks {
+			rankRows(g, s)
 		}
-		if ranks || wide {
-			renderCachePools(tw, s, len(cols)-1)
-		}
-		for _, x := range s.Warnings {
-			notes = append(notes, fmt.Sprintf("warning\t%s\t%s: %s", row.Name, x.Reason, x.Detail))
+		if l.ranks || l.wide {
+			cachePoolRows(g, s)
 		}
 	}
-	renderPools(tw, rep)
-	tw.Flush()
-	renderPlanning(w, rep, wide, trend)
-	if len(notes) > 0 {
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, n := range notes {
-			fmt.Fprintln(tw, n)
-		}
-		tw.Flush()
-	}
+	poolRows(g, rep)
+	kept := g.write(w, l.width)
+	renderPlanning(w, rep, l, trend)
+	notes.write(w, l.width)
+	var marks []string
 	if reserved {
-		fmt.Fprintln(w, textfmt.ReservedMark+" "+textfmt.ReservedNote)
+		marks = append(marks, textfmt.ReservedMark+" "+textfmt.ReservedNote)
 	}
-	if lifetime {
-		note := " hit ratio " + textfmt.SinceStart + "; use --watch for the ratio over each refresh"
-		if watching {
-			note = " hit ratio " + textfmt.SinceStart + " (no prefix-cache traffic since the last refresh)"
+	if hit := textfmt.HitWindows(hitWindows); hit != "" && kept[colHit] {
+		if slices.Contains(hitWindows, textfmt.SinceStart) {
+			if l.watching {
+				hit += " (no prefix-cache traffic since the last refresh)"
+			} else {
+				hit += "; use --watch for the ratio over each refresh"
+			}
 		}
-		fmt.Fprintln(w, textfmt.SinceStartMark+note)
+		marks = append(marks, hit)
+	}
+	for _, m := range marks {
+		for i, line := range wrapText(m, l.width-2) {
+			if i > 0 {
+				line = "  " + line
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
 }
 
-// renderPools writes one line per pool when there is more than one (prefill
-// and decode are never summed together) and the fleet line: the single
-// pool's totals, or the most constrained pool, named, and the others.
-func renderPools(w io.Writer, rep *report.Report) {
+// poolRows adds one row per pool when there is more than one (prefill and
+// decode are never summed together) and the fleet row: the single pool's
+// totals, or the most constrained pool, named, and the others.
+func poolRows(g *grid, rep *report.Report) {
 	f := rep.Fleet
-	failed := ""
+	var more []string
 	if f.Failed > 0 {
-		failed = fmt.Sprintf("\t%d failed", f.Failed)
+		more = append(more, fmt.Sprintf("%d failed", f.Failed))
 	}
 	if f.CacheServers > 0 {
 		// Counted apart: they hold tiers, not a KV pool to sum.
-		failed += fmt.Sprintf("\t+%s (tiers only)", plural(f.CacheServers, "cache server"))
+		more = append(more, fmt.Sprintf("+%s (tiers only)", plural(f.CacheServers, "cache server")))
 	}
 	if len(rep.Pools) <= 1 {
 		var p report.Pool
 		if len(rep.Pools) == 1 {
 			p = rep.Pools[0]
 		}
-		line := fmt.Sprintf("fleet\t%s\t\tKV %s", plural(p.Servers, "server"), kvCell(p.Used, p.Capacity, p.UsageRatio))
+		line := "KV " + kvCell(p.Used, p.Capacity, p.UsageRatio)
 		if p.UsageRatio.OK() {
 			line = strings.TrimSuffix(line, ")") + ", capacity-weighted)"
 		}
 		if p.Counted < p.Servers {
-			line += fmt.Sprintf("\t%d of %d report KV tokens", p.Counted, p.Servers)
+			more = append([]string{fmt.Sprintf("%d of %d report KV tokens", p.Counted, p.Servers)}, more...)
 		}
 		if p.DemandRatio.OK() {
-			line += "\tdemand " + textfmt.Times(p.DemandRatio) + " capacity"
+			more = append([]string{"demand " + textfmt.Times(p.DemandRatio) + " capacity"}, more...)
 		}
-		fmt.Fprintln(w, line+failed)
+		g.addProse(colKV, strings.Join(append([]string{line}, more...), gap), "fleet", plural(p.Servers, "server"))
 		return
 	}
-	for _, p := range rep.Pools {
-		line := fmt.Sprintf("pool\t%s\t%s\tKV %s\theadroom %s\trun=%s\tqueued=%s", p.Name, plural(p.Servers, "server"),
-			kvCell(p.Used, p.Capacity, p.UsageRatio), poolHeadroom(&p), textfmt.Count(p.Running), textfmt.Count(p.Queued))
-		if p.Counted < p.Servers {
-			line += fmt.Sprintf("\t%d of %d report KV tokens", p.Counted, p.Servers)
-		}
+	for i := range rep.Pools {
+		p := &rep.Pools[i]
+		c := g.add("pool", p.Name, "", plural(p.Servers, "server"))
+		c.cells[colKV] = "KV " + kvCell(p.Used, p.Capacity, p.UsageRatio)
+		c.cells[colHeadroom] = "headroom " + poolHeadroom(p)
+		c.cells[colRun] = "run=" + textfmt.Count(p.Running)
+		c.cells[colQueued] = "queued=" + textfmt.Count(p.Queued)
 		if p.DemandRatio.OK() {
-			line += "\tdemand " + textfmt.Times(p.DemandRatio) + " capacity"
+			c.cells[colDemand] = "demand " + textfmt.Times(p.DemandRatio)
 		}
-		fmt.Fprintln(w, line)
+		if p.Text != nil {
+			c.cells[colState] = p.Text.State
+		}
+		if p.Counted < p.Servers {
+			c.note = fmt.Sprintf("%d of %d report KV tokens", p.Counted, p.Servers)
+		}
 	}
-	line := fmt.Sprintf("fleet\t%s\t\t", plural(len(rep.Pools), "pool"))
+	line := ""
 	if f.LimitIndex < 0 {
-		line += "no pool reports KV usage"
+		line = "no pool reports KV usage"
 	} else {
 		p := rep.Pools[f.LimitIndex]
-		line += fmt.Sprintf("%s pool is the limit: %s (%s), headroom %s", p.Name, textfmt.Percent(p.UsageRatio),
+		line = fmt.Sprintf("%s pool is the limit: %s (%s), headroom %s", p.Name, textfmt.Percent(p.UsageRatio),
 			textfmt.UsedOf(p.Used, p.Capacity), poolHeadroom(&p))
 		var others []string
 		for i, o := range rep.Pools {
@@ -360,7 +436,10 @@ func renderPools(w io.Writer, rep *report.Report) {
 		}
 		line += "; " + strings.Join(others, ", ")
 	}
-	fmt.Fprintln(w, line+failed)
+	if len(more) > 0 {
+		line += "; " + strings.Join(more, ", ")
+	}
+	g.addProse(colKV, line, "fleet", plural(len(rep.Pools), "pool"))
 }
 
 // poolHeadroom is "0×8k" for the smallest configured size, -- if unknown.
@@ -378,54 +457,26 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// renderRanks writes one row per rank and the DP spread. cells is the
-// number of tab-terminated cells of the server's own row: every line under
-// it carries as many, so that tabwriter keeps one column block and the next
-// server row stays aligned with this one (the line writer trims the
-// padding of the empty cells at the end).
-func renderRanks(w io.Writer, s *kv.Server, cells int) {
+// rankRows adds one row per rank and the DP spread, under the server's
+// row and in its columns.
+func rankRows(g *grid, s *kv.Server) {
 	if len(s.Ranks) < 2 {
 		return
 	}
-	line := func(c ...string) {
-		for len(c) < cells+1 {
-			c = append(c, "")
-		}
-		fmt.Fprintln(w, strings.Join(c, "\t"))
-	}
 	for _, r := range s.Ranks {
-		line("", "  "+rankName(r.RankID), "", "KV "+kvCell(r.Used, r.Capacity, r.UsageRatio), "",
-			"run="+textfmt.Count(r.Running), "queued="+queueCell(r.Queued))
+		c := g.add("", "  "+rankName(r.RankID))
+		c.cells[colKV] = "KV " + kvCell(r.Used, r.Capacity, r.UsageRatio)
+		c.cells[colRun] = "run=" + textfmt.Count(r.Running)
+		c.cells[colQueued] = "queued=" + queueCell(r.Queued)
+		c.setShort(colQueued, "queued="+textfmt.Count(r.Queued.QueuedTotal()))
 	}
 	// Short enough for the KV column: a longer text there would widen it
 	// for the whole table. docs/status.md says what the spread is.
-	if !s.MultiDP() {
-		line("", "  imbalance", "", "none: one DP rank")
-		return
+	c := g.add("", "  imbalance")
+	c.cells[colKV] = "none: one DP rank"
+	if s.MultiDP() {
+		c.cells[colKV] = "DP usage spread " + textfmt.Percent(s.Spread)
 	}
-	line("", "  imbalance", "", "DP usage spread "+textfmt.Percent(s.Spread))
-}
-
-// trimWriter drops the spaces at the end of each line: tabwriter pads the
-// empty cells that keep its column blocks whole.
-type trimWriter struct {
-	w    io.Writer
-	line []byte
-}
-
-func (t *trimWriter) Write(p []byte) (int, error) {
-	for _, b := range p {
-		if b != '\n' {
-			t.line = append(t.line, b)
-			continue
-		}
-		t.line = append(bytes.TrimRight(t.line, " "), '\n')
-		if _, err := t.w.Write(t.line); err != nil {
-			return 0, err
-		}
-		t.line = t.line[:0]
-	}
-	return len(p), nil
 }
 
 func rankName(id kv.RankID) string {

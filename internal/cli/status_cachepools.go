@@ -2,30 +2,28 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/textfmt"
 )
 
-// renderCachePools writes one row per further KV pool of s (kv.Server.CachePools):
-// hybrid-model pools and cache tiers, under the server's row, with
-// --ranks and -o wide.
-//
-// Each line has at least cells+1 cells, like the rank rows: a line with
-// fewer would end the table's column block, and the next server row would
-// not line up with the ones above.
-func renderCachePools(w io.Writer, s *kv.Server, cells int) {
+// cachePoolRows adds one row per further KV pool of s
+// (kv.Server.CachePools): hybrid-model pools and cache tiers, under the
+// server's row and in its columns, with --ranks and -o wide. The hits a
+// tier served, and why its fill is unknown, follow the row.
+func cachePoolRows(g *grid, s *kv.Server) {
 	for _, p := range s.CachePools {
-		cols := []string{"", "  " + textfmt.CachePoolName(p), "", cachePoolFill(p), "", cachePoolHits(p)}
+		c := g.add("", "  "+textfmt.CachePoolName(p))
+		c.cells[colKV] = cachePoolFill(p)
+		var note []string
+		if h := cachePoolHits(p); h != "" {
+			note = append(note, h)
+		}
 		if p.Note != "" && !p.Used.OK() && !p.UsageRatio.OK() {
-			cols = append(cols, "fill unavailable: "+p.Note)
+			note = append(note, "fill unavailable: "+p.Note)
 		}
-		for len(cols) < cells+1 {
-			cols = append(cols, "")
-		}
-		fmt.Fprintln(w, strings.Join(cols, "\t"))
+		c.note = strings.Join(note, gap)
 	}
 }
 

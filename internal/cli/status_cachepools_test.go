@@ -17,14 +17,18 @@ func TestRenderCachePools(t *testing.T) {
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: kv.Of(100), Note: "not exported"},
 	}}
 	var b strings.Builder
-	renderCachePools(&b, s, 0)
+	g := newGrid(colWide)
+	cachePoolRows(g, s)
+	g.write(&b, 0)
+	// Written by hand: the name and KV columns, 2 spaces between, the
+	// hits and notes after the row.
 	want := strings.Join([]string{
-		"\t  host tier\t\tKV 4,000 / 8,000 tok (50.0%)\t\thits 1,200 tok",
-		"\t  swa pool\t\tKV -- / -- tok (90.0%)\t\t",
+		"  host tier               KV 4,000 / 8,000 tok (50.0%)  hits 1,200 tok",
+		"  swa pool                KV -- / -- tok (90.0%)",
 		// The escape sequence from the page never reaches the terminal.
-		"\t  lmcache-l2 tier fs??2J\t\tKV 3.0 GiB / -- (--)\t\t",
-		"\t  disk tier\t\tKV -- / -- tok (--)\t\thit rate 18.0%",
-		"\t  host tier\t\tKV -- / -- tok (--)\t\thits 100 tok\tfill unavailable: not exported",
+		"  lmcache-l2 tier fs??2J  KV 3.0 GiB / -- (--)",
+		"  disk tier               KV -- / -- tok (--)  hit rate 18.0%",
+		"  host tier               KV -- / -- tok (--)  hits 100 tok  fill unavailable: not exported",
 	}, "\n") + "\n"
 	if got := b.String(); got != want {
 		t.Errorf("renderCachePools:\n%q\nwant\n%q", got, want)
@@ -49,7 +53,7 @@ func TestStatusCachePoolsAligned(t *testing.T) {
 	}}
 	for _, wide := range []bool{false, true} {
 		var b strings.Builder
-		renderStatus(&b, rep, wide, !wide, false, kv.FillTrend{})
+		renderStatus(&b, rep, statusLayout{wide: wide, ranks: !wide}, kv.FillTrend{})
 		var rows []string
 		for _, l := range strings.Split(b.String(), "\n") {
 			if strings.HasPrefix(l, "unified  ") {

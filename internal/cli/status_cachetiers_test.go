@@ -111,6 +111,7 @@ func TestStatusCacheServer(t *testing.T) {
 	if !l1.OK() || l1.V <= 0 {
 		t.Fatalf("the LMCache L1 usage is %v at 3m; want it partly full", l1)
 	}
+	t.Setenv("COLUMNS", "1000") // every column, no line wrapped
 	code, out, errs = run(t, append([]string{"status"}, args...)...)
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, errs)

@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -13,14 +13,15 @@ import (
 
 // renderPlanning writes the capacity-planning lines (docs/planning.md): one
 // per pool (how many more of today's requests fit, the N−1 answer, what
-// limits it), and with wide one per server (its limit and why, its workload
-// headroom, the KV per running request, the batch limit, its drain margin).
+// limits it), the diagnosis lines, and with wide one plan line per server
+// (its limit and why, its workload headroom, the KV per running request,
+// the batch limit, its drain margin). Aligned in columns where they fit
+// the width, else each line's words wrap after its name.
 //
 // With a trend (status --trend) each pool's line also says its time to
 // full; without one it says nothing of it (no history, no forecast).
-func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillTrend) {
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	defer w.Flush()
+func renderPlanning(out io.Writer, rep *report.Report, l statusLayout, trend kv.FillTrend) {
+	g := newGrid(9)
 	for i := range rep.Planning {
 		p := &rep.Planning[i]
 		fits := fitsCell(p.WorkloadHeadroom, p.KVPerRequest)
@@ -29,15 +30,36 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillT
 		}
 		fill := ""
 		if p.FillForecast != nil {
-			fill = "\t" + fillCell(p.FillForecast, trend, wide)
+			fill = fillCell(p.FillForecast, trend, l.wide)
 		}
-		fmt.Fprintf(w, "plan\t%s\t%s\t%s\tsaturation %s\t%s\t%s%s\n", p.Name, plural(p.Servers, "server"),
-			fits, textfmt.Percent(p.Saturation), drainCell(p), limitersCell(p.Limiters), fill)
+		g.add("plan", p.Name, plural(p.Servers, "server"), fits, "saturation "+textfmt.Percent(p.Saturation),
+			drainCell(p), textfmt.Limiters(p.Limiters), fill)
 	}
-	renderStates(w, rep, wide)
-	if !wide {
+	stateRows(g, rep, l.wide)
+	if l.width > 0 {
+		if w, keep := g.layout(0); span(w, keep) > l.width {
+			for i := range g.rows {
+				if r := &g.rows[i]; r.proseAt < 0 {
+					r.prose, r.proseAt = strings.Join(slices.DeleteFunc(slices.Clone(r.cells[3:]), func(c string) bool { return c == "" }), gap), 3
+				}
+			}
+		}
+	}
+	if !l.wide {
+		g.write(out, l.width)
 		return
 	}
+	// Each server's plan line has columns of its own, after the pools'
+	// plan and state lines, and shares their first three.
+	sg := newGrid(9)
+	planServerRows(sg, rep)
+	alignFirst(g, sg, 3)
+	g.write(out, 0)
+	sg.write(out, 0)
+}
+
+// planServerRows are -o wide's plan line per server.
+func planServerRows(g *grid, rep *report.Report) {
 	drains := map[string]kv.DrainCase{}
 	for _, p := range rep.Planning {
 		if p.Servers > 1 {
@@ -68,8 +90,8 @@ func renderPlanning(out io.Writer, rep *report.Report, wide bool, trend kv.FillT
 		if p.FinishedRequestTokens.OK() {
 			finished = fmt.Sprintf("finished=%s×%s tok", textfmt.Count(p.FinishedHeadroom), textfmt.Count(p.FinishedRequestTokens))
 		}
-		fmt.Fprintf(w, "plan\t%s\t\tlimit %s\t%s\t%s\tmax_run=%s batch_left=%s\tsaturation %s\tdrain margin %s\n", row.Name, limit,
-			fitsCell(p.WorkloadHeadroom, p.KVPerRequest), finished, maxRun, textfmt.Count(p.BatchHeadroom), textfmt.Percent(p.Saturation), drain)
+		g.add("plan", row.Name, "", "limit "+limit, fitsCell(p.WorkloadHeadroom, p.KVPerRequest), finished,
+			"max_run="+maxRun+" batch_left="+textfmt.Count(p.BatchHeadroom), "saturation "+textfmt.Percent(p.Saturation), "drain margin "+drain)
 	}
 }
 
@@ -94,18 +116,6 @@ func drainCell(p *kv.PoolPlan) string {
 	return "N−1 unknown"
 }
 
-// limitersCell names the servers that limit the pool, with their factor.
-func limitersCell(ls []kv.Limiter) string {
-	if len(ls) == 0 {
-		return "nothing limits admission"
-	}
-	parts := make([]string, len(ls))
-	for i, l := range ls {
-		parts[i] = fmt.Sprintf("%s (%s)", l.Server, l.Factor)
-	}
-	return "limited by " + strings.Join(parts, ", ")
-}
-
 // fillCell is a pool's time to full: "full in 12m" and, wide, how: the
 // fill rate, the free KV after demand, the floor and the samples.
 func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
@@ -124,20 +134,20 @@ func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
 		textfmt.Rate(f.FillRate), textfmt.Rate(f.FillFloor), textfmt.Count(f.FreeAfterDemand), demand, f.TrendSamples, textfmt.Window(f.TrendSeconds))
 }
 
-// renderStates writes the diagnosis lines (kv.Diagnose, docs/runbook.md):
-// one per pool with its most severe server's state and evidence, and with
+// stateRows are the diagnosis lines (kv.Diagnose, docs/runbook.md): one
+// per pool with its most severe server's state and evidence, and with
 // wide one per server.
-func renderStates(w io.Writer, rep *report.Report, wide bool) {
+func stateRows(g *grid, rep *report.Report, wide bool) {
 	for i := range rep.Planning {
 		p := &rep.Planning[i]
-		fmt.Fprintf(w, "state\t%s\t%s\t%s\n", p.Name, textfmt.State(p.State), orDash(p.Evidence))
+		g.addProse(3, orDash(p.Evidence), "state", p.Name, textfmt.State(p.State))
 	}
 	if !wide {
 		return
 	}
 	for i := range rep.Servers {
 		if p := rep.Servers[i].Plan; p != nil {
-			fmt.Fprintf(w, "state\t%s\t%s\t%s\n", rep.Servers[i].Name, textfmt.State(p.State), orDash(p.Evidence))
+			g.addProse(3, orDash(p.Evidence), "state", rep.Servers[i].Name, textfmt.State(p.State))
 		}
 	}
 }

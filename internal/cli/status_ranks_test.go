@@ -12,6 +12,7 @@ import (
 // decode row's columns).
 func TestStatusRanksAligned(t *testing.T) {
 	cfg := writeConfig(t, pdCluster(t))
+	t.Setenv("COLUMNS", "1000") // every column
 	code, out, errs := run(t, "status", "--config.file", cfg, "--ranks")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, errs)

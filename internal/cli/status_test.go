@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -94,7 +96,7 @@ func TestStatusPD(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("wide: exit %d", code)
 	}
-	golden(t, "status_pd_wide.golden", regexp.MustCompile(`scrape=\d+ms`).ReplaceAllString(out, "scrape=Nms"))
+	golden(t, "status_pd_wide.golden", maskPorts(regexp.MustCompile(`scrape=\d+ms`).ReplaceAllString(out, "scrape=Nms")))
 }
 
 // TestStatusJSON checks the JSON schema against values worked out by hand
@@ -493,7 +495,8 @@ func TestStatusImplausible(t *testing.T) {
 }
 
 // TestStatusWideAllSizes: -o wide shows headroom for every --headroom size
-// and the context length; text shows the smallest and the context length.
+// and the context length; text shows the smallest and the context length
+// where the width allows (TestStatusFitsTheWidth: else the smallest).
 func TestStatusWideAllSizes(t *testing.T) {
 	cfg := writeConfig(t, pdCluster(t))
 	_, out, _ := run(t, "status", "--config.file", cfg, "-o", "wide", "--headroom", "4096,8192,32768")
@@ -502,6 +505,7 @@ func TestStatusWideAllSizes(t *testing.T) {
 	if !strings.Contains(out, "headroom 554×4k 276×8k 68×32k 4×512k") {
 		t.Errorf("wide lacks every headroom size:\n%s", out)
 	}
+	t.Setenv("COLUMNS", "1000") // room for every column
 	_, out, _ = run(t, "status", "--config.file", cfg, "--headroom", "4096,8192,32768")
 	if !strings.Contains(out, "headroom 554×4k 4×512k ") {
 		t.Errorf("text headroom is not the smallest size and the context length:\n%s", out)
@@ -569,6 +573,96 @@ func TestStatusNamedTargets(t *testing.T) {
 	for i, w := range want {
 		if got := [2]string{rep.Servers[i].Name, string(rep.Servers[i].Role)}; got != w {
 			t.Errorf("row %d = %v, want %v", i, got, w)
+		}
+	}
+}
+
+// TestStatusFitsTheWidth: status's text fits $COLUMNS (stdout is no
+// terminal here), dropping and shortening columns in statusFit's order;
+// -o wide keeps every column whatever the width. Worked out by hand from
+// the PD pages' cells (the prefill row is 7+9+15+10+27+22+5+8+10+12+2
+// characters and 20 of gaps, its decode neighbour's queues 24 longer):
+// 171 wide in all; 154 without the address; 142 without the engine; 118
+// with the queues' total only; 111 with the smallest headroom only; 99
+// without the hit ratio; 85 without demand; 78 without running; 68
+// without the queues.
+func TestStatusFitsTheWidth(t *testing.T) {
+	cfg := writeConfig(t, pdCluster(t))
+	const addr, engine, pdQueues, context, hit, demand, run_, queued = "127.0.0.1:", "sglang", "(prealloc=2 transfer=1)", "4×512k", "hit ", "demand ", "run=", "queued="
+	all := []string{addr, engine, pdQueues, context, hit, demand, run_, queued}
+	for _, tt := range []struct {
+		width   int
+		without []string
+	}{
+		{250, nil},
+		{171, nil},
+		{170, []string{addr}},
+		{160, []string{addr}},
+		{120, []string{addr, engine, pdQueues}},
+		{100, []string{addr, engine, pdQueues, context, hit}},
+		{80, []string{addr, engine, pdQueues, context, hit, demand, run_}},
+		{70, all},
+	} {
+		t.Run(fmt.Sprint(tt.width), func(t *testing.T) {
+			t.Setenv("COLUMNS", fmt.Sprint(tt.width))
+			code, out, errs := run(t, "status", "--config.file", cfg)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			var row string
+			for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				if n := utf8.RuneCountInString(l); n > tt.width {
+					t.Errorf("%d characters, over %d: %q", n, tt.width, l)
+				}
+				if strings.HasPrefix(l, "decode  ") {
+					row = l
+				}
+			}
+			for _, cell := range all {
+				if want := !slices.Contains(tt.without, cell); strings.Contains(row, cell) != want {
+					t.Errorf("%q in the decode row: %v, want %v:\n%s", cell, !want, want, out)
+				}
+			}
+			for _, cell := range []string{"decode-0", "KV 12.0k / 2.58M tok (0.5%)", "headroom 313×8k", "ok"} {
+				if !strings.Contains(row, cell) {
+					t.Errorf("the decode row lacks %q, which no width drops:\n%s", cell, out)
+				}
+			}
+		})
+	}
+	t.Setenv("COLUMNS", "80")
+	_, out, _ := run(t, "status", "--config.file", cfg, "-o", "wide")
+	for _, cell := range append(all, "evictable=", "scrape=") {
+		if !strings.Contains(out, cell) {
+			t.Errorf("-o wide at 80 columns lacks %q:\n%s", cell, out)
+		}
+	}
+}
+
+// TestStatusOutputLine: -o line is the whole fleet in one line (the
+// demo's), and with --watch one line per refresh; values as the PD pages'
+// text rows show them (status_pd.golden).
+func TestStatusOutputLine(t *testing.T) {
+	cfg := writeConfig(t, pdCluster(t))
+	const want = "prefill-0 (prefill) KV 12.0% 310k tok, run=4 queue=0, fits 276×8k | decode-0 (decode) KV 0.5% 12.0k tok, run=3 queue=3, fits 313×8k | limit: prefill pool KV 12.0%"
+	line := regexp.MustCompile(`^\d\d:\d\d:\d\d  (.*)$`)
+	code, out, errs := run(t, "status", "--config.file", cfg, "-o", "line")
+	if m := line.FindStringSubmatch(strings.TrimSuffix(out, "\n")); code != 0 || m == nil || m[1] != want || strings.Count(out, "\n") != 1 {
+		t.Errorf("status -o line: exit %d (%s), got\n%q\nwant a time and\n%q", code, errs, out, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var b bytes.Buffer
+	w := &lineCounter{Buffer: &b, n: 2, cancel: cancel}
+	if code := Run(ctx, []string{"status", "--config.file", cfg, "-o", "line", "--watch", "50ms"}, Streams{Stdout: w, Stderr: &bytes.Buffer{}}); code != 0 {
+		t.Fatalf("--watch: exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("--watch -o line: %d lines, want one per refresh (2):\n%s", len(lines), b.String())
+	}
+	for _, l := range lines {
+		if m := line.FindStringSubmatch(l); m == nil || m[1] != want {
+			t.Errorf("--watch line %q, want a time and %q", l, want)
 		}
 	}
 }

@@ -110,6 +110,7 @@ func runTrend(t *testing.T, c *sim.Cluster, names []string, args ...string) (*si
 // time to full of the simulator's own used tokens, fitted here; the pool of
 // the drain server once drained (idle, used 0) is not filling.
 func TestStatusTrend(t *testing.T) {
+	t.Setenv("COLUMNS", "1000") // plan lines on one line each
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := startBuiltin(ctx, t, "planning", 7)

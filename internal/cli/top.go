@@ -103,6 +103,12 @@ func frameWidth(e *env, flag int) int {
 	if flag > 0 {
 		return flag
 	}
+	return termWidth(e, 160)
+}
+
+// termWidth is the width of the terminal when stdout is one, else
+// $COLUMNS, else def.
+func termWidth(e *env, def int) int {
 	if f, ok := e.Stdout.(*os.File); ok && e.Interactive {
 		if w, _, err := term.GetSize(f.Fd()); err == nil && w > 0 {
 			return w
@@ -111,5 +117,5 @@ func frameWidth(e *env, flag int) int {
 	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
 		return n
 	}
-	return 160
+	return def
 }

@@ -71,6 +71,9 @@ type ServerPlan struct {
 	// Limit is what limits admission now, Why says it with the numbers.
 	Limit Factor `json:"limiting_factor"`
 	Why   string `json:"limit_reason,omitempty"`
+	// WaitsOn names what a queue limit waits on when it is not the server
+	// itself (WaitsOnDecodePrealloc); "" otherwise.
+	WaitsOn string `json:"waits_on,omitempty"`
 	// State is the server's diagnosis (Diagnose) and Evidence says it
 	// with the numbers; "" when the engine reports too little.
 	State    State  `json:"state"`
@@ -206,37 +209,53 @@ func PlanServer(s *Server, maxRunningOverride int, preemptions Value, warning fl
 			}
 		}
 	}
-	p.Limit, p.Why = limitOf(s, p.MaxRunning, preemptions, warning)
+	p.Limit, p.Why, p.WaitsOn = limitOf(s, p.MaxRunning, preemptions, warning)
 	return p
 }
 
+// WaitsOnDecodePrealloc is what the requests in a PD prefill server's
+// bootstrap queue wait on: the decode server pre-allocating their KV, not
+// the prefill server's own KV or batch.
+const WaitsOnDecodePrealloc = "decode's pre-allocation"
+
 // limitOf applies the rules of docs/planning.md in order: kv, batch,
-// queue, none; unknown when the values needed are not reported.
-func limitOf(s *Server, maxRunning, preemptions Value, warning float64) (Factor, string) {
+// queue, none; unknown when the values needed are not reported. A queue
+// that is all in the bootstrap queue (PD prefill) waits on decode's
+// pre-allocation, which the words and waitsOn say.
+func limitOf(s *Server, maxRunning, preemptions Value, warning float64) (f Factor, why, waitsOn string) {
 	u := s.UsageRatio
 	if u.Trusted() && u.V >= warning {
-		return FactorKV, fmt.Sprintf("KV %s used, at or above the %s warning", pctOf(u.V), pctOf(warning))
+		return FactorKV, fmt.Sprintf("KV %s used, at or above the %s warning", pctOf(u.V), pctOf(warning)), ""
 	}
 	if d, a := s.Demand, s.Available(); d.Trusted() && d.V > 0 && a.OK() && d.V > a.V {
-		return FactorKV, fmt.Sprintf("queued requests need %.0f KV tokens, %.0f are free", d.V, a.V)
+		return FactorKV, fmt.Sprintf("queued requests need %.0f KV tokens, %.0f are free", d.V, a.V), ""
 	}
 	if preemptions.Trusted() && preemptions.V > 0 {
-		return FactorKV, fmt.Sprintf("%.2g requests/s preempted or retracted", preemptions.V)
+		return FactorKV, fmt.Sprintf("%.2g requests/s preempted or retracted", preemptions.V), ""
 	}
 	if !u.Trusted() {
-		return FactorUnknown, "KV usage not reported"
+		return FactorUnknown, "KV usage not reported", ""
 	}
 	if maxRunning.OK() && s.Running.Trusted() && s.Running.V >= maxRunning.V {
-		return FactorBatch, fmt.Sprintf("%s running of %s allowed while KV is %s used", countOf(s.Running.V), countOf(maxRunning.V), pctOf(u.V))
+		return FactorBatch, fmt.Sprintf("%s running of %s allowed while KV is %s used", countOf(s.Running.V), countOf(maxRunning.V), pctOf(u.V)), ""
 	}
 	q := admissionQueue(s.Queued)
 	if !q.OK() {
-		return FactorUnknown, "queue not reported"
+		return FactorUnknown, "queue not reported", ""
 	}
-	if q.V > 0 {
-		return FactorQueue, fmt.Sprintf("%s requests wait while KV (%s used) and the batch have room", countOf(q.V), pctOf(u.V))
+	if q.V <= 0 {
+		return FactorNone, "", ""
 	}
-	return FactorNone, ""
+	boot := s.Queued.Bootstrap
+	if !boot.Trusted() || boot.V <= 0 {
+		return FactorQueue, fmt.Sprintf("%s requests wait while KV (%s used) and the batch have room", countOf(q.V), pctOf(u.V)), ""
+	}
+	if own := q.V - boot.V; own > 0 {
+		return FactorQueue, fmt.Sprintf("%s requests wait while KV (%s used) and the batch have room, %s more in the bootstrap queue for %s",
+			countOf(own), pctOf(u.V), countOf(boot.V), WaitsOnDecodePrealloc), ""
+	}
+	return FactorQueue, fmt.Sprintf("%s requests wait in the bootstrap queue for %s, not for this server's KV (%s used) or batch",
+		countOf(boot.V), WaitsOnDecodePrealloc, pctOf(u.V)), WaitsOnDecodePrealloc
 }
 
 // pctOf formats a ratio as a percentage of three significant digits.
@@ -277,6 +296,9 @@ type PlanMember struct {
 type Limiter struct {
 	Server string `json:"server"`
 	Factor Factor `json:"factor"`
+	// WaitsOn is the server's plan's WaitsOn: what its queue waits on
+	// when that is not the server itself.
+	WaitsOn string `json:"waits_on,omitempty"`
 }
 
 // DrainCase is the answer for draining one server of a pool: the pool's
@@ -399,7 +421,7 @@ func planPool(k PoolKey, ms []PlanMember, warning, target float64) PoolPlan {
 		heads[i] = m.Server.WorkloadHeadroom(p.KVPerRequest)
 		if m.Plan != nil {
 			if f := m.Plan.Limit; f == FactorKV || f == FactorBatch || f == FactorQueue {
-				p.Limiters = append(p.Limiters, Limiter{Server: m.Name, Factor: f})
+				p.Limiters = append(p.Limiters, Limiter{Server: m.Name, Factor: f, WaitsOn: m.Plan.WaitsOn})
 			}
 			if sat, c := m.Plan.Saturation, m.Server.Capacity; sat.Trusted() && c.Trusted() && c.V > 0 {
 				weighted += sat.V * c.V

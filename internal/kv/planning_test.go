@@ -128,6 +128,38 @@ func TestLimitingFactor(t *testing.T) {
 	}
 }
 
+// A PD prefill server whose queue is all in the bootstrap queue waits on
+// decode's pre-allocation, and its words and its pool's limiter say so;
+// a queue of its own is still its own.
+func TestLimitBootstrapWaitsOnDecode(t *testing.T) {
+	tests := []struct {
+		name    string
+		q       Queues
+		why     string
+		waitsOn string
+	}{
+		{"bootstrap only", Queues{Waiting: Of(0), Bootstrap: Of(20347)},
+			"20,347 requests wait in the bootstrap queue for decode's pre-allocation, not for this server's KV (0% used) or batch", "decode's pre-allocation"},
+		{"its own queue too", Queues{Waiting: Of(12), Bootstrap: Of(300)},
+			"12 requests wait while KV (0% used) and the batch have room, 300 more in the bootstrap queue for decode's pre-allocation", ""},
+		{"no bootstrap", Queues{Waiting: Of(12), Bootstrap: Of(0)},
+			"12 requests wait while KV (0% used) and the batch have room", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := srvOf(RolePrefill, Signals{Capacity: Of(1000), Used: Of(0), Running: Of(0), Queued: tt.q})
+			p := PlanServer(s, 0, Value{}, 0.9)
+			if p.Limit != FactorQueue || p.Why != tt.why || p.WaitsOn != tt.waitsOn {
+				t.Errorf("limit %s (%q), waits on %q; want queue (%q), waits on %q", p.Limit, p.Why, p.WaitsOn, tt.why, tt.waitsOn)
+			}
+			pools := PlanPools([]PlanMember{{Key: PoolKey{Role: RolePrefill}, Name: "prefill", Server: s, Plan: &p}}, 0.9)
+			if want := []Limiter{{Server: "prefill", Factor: FactorQueue, WaitsOn: tt.waitsOn}}; len(pools) != 1 || !cmp.Equal(pools[0].Limiters, want) {
+				t.Errorf("pools %+v, want one with limiters %+v", pools, want)
+			}
+		})
+	}
+}
+
 func member(name string, role Role, s *Server) PlanMember {
 	m := PlanMember{Key: PoolKey{Role: role}, Name: name, Server: s}
 	if s != nil {
@@ -250,7 +282,7 @@ func TestPoolPlanSaturationAndLimiters(t *testing.T) {
 	if !cmp.Equal(d.Saturation, DerivedOf(0.69), valueCmp) {
 		t.Errorf("saturation = %+v, want 0.69", d.Saturation)
 	}
-	if want := []Limiter{{"b", FactorKV}}; !cmp.Equal(d.Limiters, want) {
+	if want := []Limiter{{Server: "b", Factor: FactorKV}}; !cmp.Equal(d.Limiters, want) {
 		t.Errorf("limiters = %+v, want %+v", d.Limiters, want)
 	}
 	// Mix: 345,000 / 125 = 2,760 per request. a: 40,000 / 2,000 = 20;

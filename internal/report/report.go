@@ -12,6 +12,7 @@ package report
 
 import (
 	"cmp"
+	"net/url"
 	"slices"
 	"time"
 
@@ -134,6 +135,18 @@ type Server struct {
 	// Text is the row's values as status and top write them (text.go);
 	// set by Summarize, nil for a failed row.
 	Text *ServerText `json:"text,omitempty"`
+}
+
+// Address is the row's address, the host:port of its URL, where its name
+// is another (a config name, NAME=URL); "" where the name is the address
+// (a target without a name) or the URL has no host. The faces show it
+// beside the name where there is room.
+func (s *Server) Address() string {
+	u, err := url.Parse(s.URL)
+	if err != nil || u.Host == "" || u.Host == s.Name {
+		return ""
+	}
+	return u.Host
 }
 
 // PrefixHit is a row's prefix-cache hit ratio as every face shows it:

@@ -175,11 +175,11 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			Expr:   expr,
 			For:    forD,
 			Labels: map[string]string{"severity": severity},
-			Annotations: map[string]string{
+			Annotations: valueUnitAnnotation(name, map[string]string{
 				"summary":     summary,
 				"description": description,
 				"runbook_url": o.RunbookURL + "#" + strings.ToLower(name),
-			},
+			}),
 		}
 	}
 	ratio := signal.KVUsageRatio.Name

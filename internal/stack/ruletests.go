@@ -237,8 +237,8 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 	default:
 		panic("expectedAnnotations: no expectation for alert " + name)
 	}
-	return map[string]string{"summary": summary, "description": desc,
-		"runbook_url": o.RunbookURL + "#" + strings.ToLower(name)}
+	return valueUnitAnnotation(name, map[string]string{"summary": summary, "description": desc,
+		"runbook_url": o.RunbookURL + "#" + strings.ToLower(name)})
 }
 
 // poolWhere names a pool as the planning alerts do: "pool p1 (decode,

@@ -37,6 +37,25 @@ func TimeToFull(f *kv.FillForecast, min kv.FillTrend) string {
 	return "time to full " + NA
 }
 
+// Limiters names the servers that limit a pool's admission, with their
+// factor and, where their queue waits on another server, on what:
+// "limited by decode-1 (kv), prefill-0 (queue: waits on decode's
+// pre-allocation)"; "nothing limits admission" when none does.
+func Limiters(ls []kv.Limiter) string {
+	if len(ls) == 0 {
+		return "nothing limits admission"
+	}
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		f := string(l.Factor)
+		if l.WaitsOn != "" {
+			f += ": waits on " + l.WaitsOn
+		}
+		parts[i] = l.Server + " (" + f + ")"
+	}
+	return "limited by " + strings.Join(parts, ", ")
+}
+
 // State is a diagnosis in words, the same on every face: "leak suspected",
 // "stuck", "full", "pressure", "ok", "idle"; -- when unknown.
 func State(s kv.State) string {

@@ -1,8 +1,9 @@
 // Package textfmt writes kvwatch's values the way people read them: whole
 // numbers (tokens, requests) exact below 10,000 and with k, M, G beyond,
 // ratios as percentages, demand as a multiple (17.6×), rates, bytes,
-// request sizes (8k), durations (12m, 2h05m), the time to full and the
-// window of the prefix-cache hit ratio. It is the one form of `status`,
+// request sizes (8k), durations (12m, 2h05m), the time to full, the
+// window of the prefix-cache hit ratio, the servers that limit a pool and
+// alert counts ("2 firing, 3 pending"). It is the one form of `status`,
 // `top` and, through the report's text (package report), the web UI, so that
 // the three faces print a value alike.
 //
@@ -15,6 +16,7 @@ package textfmt
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -245,6 +247,33 @@ func Hit(v kv.Value, sinceStart bool) string {
 	return Percent(v)
 }
 
+// HitWindows says once for a table what its prefix-cache hit ratios are
+// over, from each row's HitWindow ("" for a row without a ratio): "hit
+// ratio over the last 5s", "† hit ratio since engine start", or both
+// ("hit ratio over the last 5s; † since engine start"); "" when no row
+// has a ratio.
+func HitWindows(windows []string) string {
+	var over []string
+	since := false
+	for _, w := range windows {
+		switch {
+		case w == SinceStart:
+			since = true
+		case w != "" && !slices.Contains(over, w):
+			over = append(over, w)
+		}
+	}
+	switch {
+	case len(over) > 0 && since:
+		return "hit ratio " + strings.Join(over, ", ") + "; " + SinceStartMark + " " + SinceStart
+	case len(over) > 0:
+		return "hit ratio " + strings.Join(over, ", ")
+	case since:
+		return SinceStartMark + " hit ratio " + SinceStart
+	}
+	return ""
+}
+
 // HitWindow says what a prefix-cache hit ratio is over: "over the last
 // 5s", or "since engine start".
 func HitWindow(windowSeconds float64, sinceStart bool) string {
@@ -252,4 +281,12 @@ func HitWindow(windowSeconds float64, sinceStart bool) string {
 		return SinceStart
 	}
 	return Window(windowSeconds)
+}
+
+// AlertCounts writes how many alerts fire and how many are pending (their
+// condition holds, not yet for their hold time), both always: "2 firing,
+// 3 pending". Every face counts alerts in these words, so that a server's
+// counts add up with the fleet's.
+func AlertCounts(firing, pending int) string {
+	return thousands(int64(firing)) + " firing, " + thousands(int64(pending)) + " pending"
 }

@@ -1,9 +1,11 @@
 package textfmt
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
@@ -152,22 +154,59 @@ func TestBytes(t *testing.T) {
 	}
 }
 
+// sharedCases are testdata/shared.json: the duration and time-to-full
+// texts that textfmt and the web UI's script must both write.
+type sharedCases struct {
+	Duration []struct {
+		Seconds float64 `json:"seconds"`
+		Text    string  `json:"text"`
+	} `json:"duration"`
+	TimeToFull []struct {
+		State       kv.FillState `json:"state"`
+		Seconds     float64      `json:"seconds"`
+		FullByQueue bool         `json:"full_by_queue"`
+		Text        string       `json:"text"`
+	} `json:"time_to_full"`
+}
+
+func readSharedCases(t *testing.T) sharedCases {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "shared.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c sharedCases
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Duration) == 0 || len(c.TimeToFull) == 0 {
+		t.Fatal("testdata/shared.json holds no cases")
+	}
+	return c
+}
+
 func TestDuration(t *testing.T) {
-	for _, c := range []struct {
-		in   time.Duration
-		want string
-	}{
-		{-time.Second, "0s"}, {0, "0s"}, {1500 * time.Millisecond, "1s"}, {45 * time.Second, "45s"}, {99 * time.Second, "99s"},
-		{100 * time.Second, "1m"}, {750 * time.Second, "12m"}, {99 * time.Minute, "99m"}, {100 * time.Minute, "1h40m"},
-		{7530 * time.Second, "2h05m"}, {47*time.Hour + 59*time.Minute, "47h59m"}, {3*24*time.Hour + 4*time.Hour + 59*time.Second, "3d04h"},
-		{1200 * 24 * time.Hour, "1200d"},
-	} {
-		if got := Duration(c.in.Seconds()); got != c.want {
-			t.Errorf("Duration(%v) = %q, want %q", c.in, got, c.want)
+	for _, c := range readSharedCases(t).Duration {
+		if got := Duration(c.Seconds); got != c.Text {
+			t.Errorf("Duration(%v) = %q, want %q", c.Seconds, got, c.Text)
 		}
 	}
 	if got := Duration(math.NaN()); got != "0s" {
 		t.Errorf("Duration(NaN) = %q, want 0s", got)
+	}
+}
+
+// TestTimeToFullShared: the states the web UI can tell from the recording
+// rules, written as status and top write them.
+func TestTimeToFullShared(t *testing.T) {
+	for _, c := range readSharedCases(t).TimeToFull {
+		f := &kv.FillForecast{TimeToFullState: c.State, FullByQueue: c.FullByQueue}
+		if c.State == kv.FillFilling || c.State == kv.FillFull {
+			f.TimeToFullSeconds = kv.DerivedOf(c.Seconds)
+		}
+		if got := TimeToFull(f, kv.TrendMinTop); got != c.Text {
+			t.Errorf("TimeToFull(%+v) = %q, want %q", f, got, c.Text)
+		}
 	}
 }
 
@@ -243,6 +282,34 @@ func TestState(t *testing.T) {
 		kv.StatePressure: "pressure", kv.StateOK: "ok", kv.StateIdle: "idle", kv.StateUnknown: "--"} {
 		if got := State(st); got != want {
 			t.Errorf("State(%q) = %q, want %q", st, got, want)
+		}
+	}
+}
+
+func TestAlertCounts(t *testing.T) {
+	for _, c := range []struct {
+		firing, pending int
+		want            string
+	}{{0, 0, "0 firing, 0 pending"}, {2, 3, "2 firing, 3 pending"}, {0, 4, "0 firing, 4 pending"}, {12000, 1, "12,000 firing, 1 pending"}} {
+		if got := AlertCounts(c.firing, c.pending); got != c.want {
+			t.Errorf("AlertCounts(%d, %d) = %q, want %q", c.firing, c.pending, got, c.want)
+		}
+	}
+}
+
+func TestHitWindows(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"", ""}, ""},
+		{[]string{"over the last 5s", "", "over the last 5s"}, "hit ratio over the last 5s"},
+		{[]string{SinceStart, ""}, "† hit ratio since engine start"},
+		{[]string{"over the last 5s", SinceStart, "over the last 4s"}, "hit ratio over the last 5s, over the last 4s; † since engine start"},
+	} {
+		if got := HitWindows(c.in); got != c.want {
+			t.Errorf("HitWindows(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

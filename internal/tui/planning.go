@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
@@ -118,11 +117,7 @@ func (m Model) poolPlanParts(key kv.PoolKey) []string {
 			parts = append(parts, m.st.bad.Render("N−1 unsafe ("+textfmt.Percent(pp.Drain.After)+" after draining "+pp.Drain.Server+")"))
 		}
 		if len(pp.Limiters) > 0 {
-			ls := make([]string, len(pp.Limiters))
-			for i, l := range pp.Limiters {
-				ls[i] = l.Server + " " + string(l.Factor)
-			}
-			parts = append(parts, "limits: "+strings.Join(ls, ", "))
+			parts = append(parts, textfmt.Limiters(pp.Limiters))
 		}
 		return parts
 	}

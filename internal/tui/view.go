@@ -183,6 +183,9 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 		barW, headW = 10, 17
 	}
 	all := []tableCol{
+		// The address beside the name where the name is another, on
+		// terminals wide enough for every other column (as in status).
+		{numColumns, "ADDRESS", 21, false, 11, func(m Model, s report.Server) string { return s.Address() }},
 		{colRole, "ROLE", 7, false, 2, func(m Model, s report.Server) string { return string(s.Role) }},
 		{colEngine, "ENGINE", 13, false, 9, func(m Model, s report.Server) string {
 			if s.Server == nil {
@@ -441,6 +444,15 @@ func (m Model) fleetLines(w int) []string {
 	if n := warnedServers(m.rep); n > 0 {
 		parts = append(parts, m.st.bad.Render(fmt.Sprintf("%d with warnings (!)", n)))
 	}
+	// What the HIT column is over, said once, as status and the web UI
+	// say it.
+	var windows []string
+	for _, s := range m.rep.Servers {
+		if ph := s.PrefixHit(); ph.Ratio.OK() && s.Role != kv.RoleRouter {
+			windows = append(windows, textfmt.HitWindow(ph.WindowSeconds, ph.SinceStart))
+		}
+	}
+	hit := textfmt.HitWindows(windows)
 	pools := m.rep.Pools
 	if len(pools) <= 1 {
 		var p report.Pool
@@ -448,11 +460,17 @@ func (m Model) fleetLines(w int) []string {
 			p = pools[0]
 		}
 		parts = append(parts, m.poolParts(p)...)
+		if hit != "" {
+			parts = append(parts, m.st.dim.Render(hit))
+		}
 		return flow(parts, w, "       ")
 	}
 	if f.LimitIndex >= 0 {
 		l := pools[f.LimitIndex]
 		parts = append(parts, "limit: "+m.st.bold.Render(l.Name)+" pool "+m.level(l.UsageRatio.V).Render(textfmt.Percent(l.UsageRatio)))
+	}
+	if hit != "" {
+		parts = append(parts, m.st.dim.Render(hit))
 	}
 	out := flow(parts, w, "       ")
 	for _, p := range pools {
@@ -676,7 +694,7 @@ func (m Model) helpView(w int) []string {
 			m.st.warn.Render("yellow") + " from " + textfmt.PercentOf(m.opts.Warn) + ", " + m.st.crit.Render("red") + " from " + textfmt.PercentOf(m.opts.Crit) +
 			"; " + textfmt.ReservedMark + " marks " + textfmt.ReservedNote},
 		{"HEADROOM", "requests that still fit, N×size: the smallest configured size, then the server's context length (as in status)"},
-		{"HIT", "prefix-cache hit ratio since the last refresh; " + textfmt.SinceStartMark + " " + textfmt.SinceStart},
+		{"HIT", "prefix-cache hit ratio since the last refresh (the FLEET line names the window); " + textfmt.SinceStartMark + " " + textfmt.SinceStart},
 		{"PRE/S", "preemptions (vLLM) or retractions (SGLang) per second"},
 		{"TOK/S", "prompt plus generation tokens per second"},
 		{"AGE", "time since the last scrape of the server; … : its scrape is still running (a slow server), the row is the previous one"},

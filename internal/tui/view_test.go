@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -267,6 +268,32 @@ func TestBarEighths(t *testing.T) {
 	} {
 		if got := m.bar(kv.Of(c.ratio), 10); got != c.want {
 			t.Errorf("bar(%v) = %q, want %q", c.ratio, got, c.want)
+		}
+	}
+}
+
+// TestAddressWhereThereIsRoom: a server named other than its address shows
+// its address beside its name once the terminal is wide enough for every
+// other column (as status does), and not before; a server named by its
+// address shows it once.
+func TestAddressWhereThereIsRoom(t *testing.T) {
+	srv := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, Signals: kv.Signals{Capacity: kv.Of(1000), Used: kv.Of(10)}}
+	srv.Rollup()
+	mk := func(name, host string) scrape.Result {
+		u, _ := url.Parse("http://" + host + "/metrics")
+		return scrape.Result{Target: &scrape.Target{Name: name, URL: u}, Time: t0, Server: srv}
+	}
+	r := report.NewTracker([]int{8192}).Update(t0, []scrape.Result{mk("decode", "10.0.0.12:30002"), mk("10.0.0.13:30002", "10.0.0.13:30002")})
+	for _, tt := range []struct {
+		width int
+		addr  bool
+	}{{160, false}, {200, true}} {
+		v := drive(New(Options{Title: "t"}), tea.WindowSizeMsg{Width: tt.width, Height: 30}, ReportMsg{Report: r, At: t0}).View()
+		if got := strings.Contains(v, "ADDRESS") && regexp.MustCompile(`decode +10\.0\.0\.12:30002 +decode`).MatchString(v); got != tt.addr {
+			t.Errorf("%d columns: the address beside the name: %v, want %v:\n%s", tt.width, got, tt.addr, v)
+		}
+		if n := strings.Count(v, "10.0.0.13:30002"); n != 1 {
+			t.Errorf("%d columns: the server named by its address shows it %d times, want once:\n%s", tt.width, n, v)
 		}
 	}
 }

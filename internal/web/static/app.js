@@ -6,7 +6,11 @@
 // values as status and top write them, formatted and summed once in Go.
 // The formatting below is for what the report has no text for: chart
 // axes and legends (PromQL), alert values, and the exact values of the
-// server page's signal table and the planner.
+// server page's signal table and the planner. Where a value has a text
+// form in Go (package textfmt), the function here writes the same:
+// fmtSpan, fmtTimeToFull, fmtCount, fmtRate, alertCounts, hitWindows,
+// limitersText (internal/cli TestWebUIFormatsAsTextfmt compares them with
+// textfmt's shared cases).
 "use strict";
 
 const state = { settings: null, report: null, alerts: [], charts: [], timer: null, page: "", range: 3600, win: null };
@@ -42,6 +46,47 @@ function fmtValue(v) {
   if (!isFinite(x)) return String(v);
   return Number.isInteger(x) ? x.toLocaleString("en-US") : String(parseFloat(x.toPrecision(4)));
 }
+// fmtCount writes a whole quantity as textfmt.Count: exact below 10,000
+// ("9,999"), then three significant digits with k, M or G ("20.5k"), in
+// exponent form from 10^12.
+function fmtCount(x) {
+  if (x == null || !isFinite(x)) return "--";
+  if (Math.abs(x) < 9999.5) return (Math.sign(x) * Math.round(Math.abs(x))).toLocaleString("en-US");
+  const [mant, exp] = x.toExponential(2).split("e");
+  const n = parseInt(exp, 10);
+  if (n >= 12) return x.toExponential(2).replace(/\.?0+e/, "e");
+  const digits = mant.replace("-", "").replace(".", "");
+  const whole = (n % 3) + 1;
+  return (x < 0 ? "-" : "") + digits.slice(0, whole) + (whole < 3 ? "." + digits.slice(whole) : "") + "kMG"[Math.floor(n / 3) - 1];
+}
+// fmtRate writes a rate as textfmt.Rate: two decimals below 10, then as
+// fmtCount.
+function fmtRate(x) {
+  if (x == null || !isFinite(x)) return "--";
+  return Math.abs(x) < 9.995 ? x.toFixed(2) : fmtCount(x);
+}
+// fmtAlertValue writes an alert's value (a string from the API) in the
+// unit its rule's value_unit annotation names (internal/stack units.go):
+// a ratio as a percentage, seconds as a duration, tokens and requests as
+// counts with their unit; without a unit as fmtValue.
+function fmtAlertValue(v, unit) {
+  const x = parseFloat(v);
+  if (!isFinite(x)) return String(v);
+  switch (unit) {
+    case "ratio": return fmtPct(x);
+    case "seconds": return fmtSpan(x);
+    case "tokens": return fmtCount(x) + " tok";
+    case "requests": return fmtCount(x) + " requests";
+    case "requests/s": return fmtRate(x) + " requests/s";
+  }
+  return fmtValue(v);
+}
+// alertCounts says how many of the alerts fire and how many are pending,
+// as textfmt.AlertCounts: "2 firing, 3 pending".
+function alertCounts(list) {
+  const firing = list.filter((a) => a.state === "firing").length;
+  return `${fmtInt(firing)} firing, ${fmtInt(list.length - firing)} pending`;
+}
 function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
@@ -62,6 +107,43 @@ function fmtSpan(sec) {
   if (sec < 48 * 3600) return Math.floor(sec / 3600) + "h" + two((sec % 3600) / 60) + "m";
   const d = Math.floor(sec / 86400);
   return d >= 1000 ? d + "d" : d + "d" + two((sec % 86400) / 3600) + "h";
+}
+// fmtTimeToFull writes a pool's time to full as textfmt.TimeToFull does:
+// state "filling" (in seconds), "full" (byQueue: its queued demand alone
+// fills it), "not_filling", else unavailable.
+function fmtTimeToFull(state, seconds, byQueue) {
+  switch (state) {
+    case "filling": return "full in " + fmtSpan(seconds);
+    case "full": return byQueue ? "full now (queue)" : "full now";
+    case "not_filling": return "not filling";
+  }
+  return "time to full --";
+}
+// limitersText names the servers that limit a pool as textfmt.Limiters:
+// "limited by prefill (queue: waits on decode's pre-allocation)".
+function limitersText(ls) {
+  if (!(ls || []).length) return "nothing limits admission";
+  return "limited by " + ls.map((l) => `${l.server} (${l.factor}${l.waits_on ? ": waits on " + l.waits_on : ""})`).join(", ");
+}
+// hitWindows says once what the rows' prefix hit ratios are over, from
+// their text's windows, as textfmt.HitWindows: "hit ratio over the last
+// 5s; † since engine start".
+function hitWindows(windows) {
+  const over = [...new Set(windows.filter((w) => w && w !== "since engine start"))];
+  const since = windows.includes("since engine start");
+  if (over.length && since) return "hit ratio " + over.join(", ") + "; † since engine start";
+  if (over.length) return "hit ratio " + over.join(", ");
+  return since ? "† hit ratio since engine start" : "";
+}
+// addrOf is a row's address (host:port of its URL) where its name is
+// another, as status shows it; "" when the name is the address.
+function addrOf(s) {
+  try {
+    const host = new URL(s.url).host;
+    return host === s.name ? "" : host;
+  } catch (e) {
+    return "";
+  }
 }
 
 // Provenance markers: a reservation is not real use (TGI), a derived value
@@ -212,17 +294,32 @@ async function refreshData() {
   state.alerts = state.settings.alerts ? (await api("api/v1/alerts")).alerts || [] : [];
   const n = state.alerts.filter((a) => a.state === "firing").length;
   const badge = document.getElementById("alert-count");
-  badge.hidden = n === 0;
-  badge.textContent = n;
+  badge.hidden = state.alerts.length === 0;
+  badge.textContent = alertCounts(state.alerts);
+  badge.classList.toggle("pending", n === 0);
   document.getElementById("updated").textContent = "updated " + new Date(state.report.time).toLocaleTimeString();
   state.win = state.settings.history && (state.page === "overview" || state.page === "server") ? await timeWindow() : null;
 }
 function alertsOf(server) { return state.alerts.filter((a) => a.labels.server === server); }
+// poolAlertsOf are a pool's own alerts (KVPoolFullSoon, ...): its role,
+// cluster and pool labels, no server.
+function poolAlertsOf(p) {
+  return state.alerts.filter((a) => !a.labels.server && a.labels.role === p.role &&
+    (a.labels.cluster || "") === (p.cluster || "") && (a.labels.pool || "") === (p.pool || ""));
+}
+// alertsLink is a row's or a card's alert counts, linked to the alerts
+// page; "" when there is none.
+function alertsLink(list) {
+  if (!list.length) return "";
+  const firing = list.some((a) => a.state === "firing");
+  // Each count on one line: "4 firing," and "1 pending" wrap between them.
+  const [f, p] = alertCounts(list).split(", ");
+  return `<a href="#/alerts" data-field="alert-counts" class="${firing ? "state-firing" : "state-pending"}"><span class="nowrap">${esc(f)},</span> <span class="nowrap">${esc(p)}</span></a>`;
+}
 
 // Range choices of the charts, cut to the history window.
 const ranges = [900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400];
 const minSpan = 5 * 60; // a chart spans at least 5 minutes
-const hitWindow = 5 * 60; // the overview's prefix hit ratio window
 
 // timeWindow decides the charts' time range, step and rate() range from
 // the data the history holds: from the first sample (at least minSpan) up
@@ -397,54 +494,40 @@ function fleetCards(r) {
       <div>${textCell("used", p.used_tokens, t.used_tokens)} / ${textCell("capacity", p.capacity_tokens, t.capacity_tokens)} tok</div>
       <div title="more requests of the smallest configured size that fit">headroom ${textCell("headroom", h && h.requests, t.headroom)}</div>
       <div>running ${textCell("running", p.running, t.running)} · queued ${textCell("queued", p.queued, t.queued)}</div>
-      ${val(p.demand_ratio) != null ? `<div>demand ${textCell("demand", p.demand_ratio, t.demand_ratio)} capacity</div>` : ""}${poolPlanLine(r, p)}</div>`;
+      ${val(p.demand_ratio) != null ? `<div>demand ${textCell("demand", p.demand_ratio, t.demand_ratio)} capacity</div>` : ""}${poolPlanLine(r, p)}
+      ${p.role && poolAlertsOf(p).length ? `<div>alerts ${alertsLink(poolAlertsOf(p))}</div>` : ""}</div>`;
   };
   const failed = f.failed ? `<div class="card"><div class="muted">Down</div><div class="v error">${f.failed}</div></div>` : "";
   return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${failed}</div>`;
 }
 
-// hitRatios reads every server's prefix-cache hit ratio over hitWindow
-// from the history: a Map server → ratio (NaN: counters, but no traffic).
-async function hitRatios() {
-  if (!state.settings.history) return new Map();
-  const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
-  const q = `sum by (server) (${rateOf("kvwatch_prefix_cache_hit_tokens_total", win)}) / sum by (server) (${rateOf("kvwatch_prefix_cache_query_tokens_total", win)})`;
-  const res = await api("api/v1/query", { query: q, time: state.win.end });
-  return new Map((res.result || []).map((r) => [r.metric.server, parseFloat(r.value[1])]));
-}
-// hitCell shows the windowed hit ratio from the history, else the report's
-// (since the previous scrape, or since the engine started, marked †),
-// else "--" with the reason.
-function hitCell(s, hits) {
-  const win = fmtDur(Math.max(hitWindow, 4 * state.settings.scrape_interval_seconds));
+// hitCell shows the report's prefix-cache hit ratio (servers[].text): over
+// the window named under the table, or since the engine started, marked
+// †, as status and top show it; else "--" with the reason.
+function hitCell(s) {
   const sv = s.server;
-  const out = (text, why, p) => `<span data-field="hit" title="${esc(why)}">${text}</span>${p ? mark(p, why) : ""}`;
+  const out = (text, why, p) => `<span data-field="hit" title="${esc(why)}">${esc(text)}</span>${p ? mark(p, why) : ""}`;
   if (s.role === "router") return out("--", "routers hold no KV cache");
   if (!sv) return out("--", "unavailable: the last scrape failed");
   const c = sv.counters || {};
   if (val(c.prefix_query_tokens) == null || val(c.prefix_hit_tokens) == null) {
     return out("--", `unavailable: ${sv.engine || "the engine"} exports no prefix-cache counters`);
   }
-  const h = hits.get(s.name);
-  if (h != null && isFinite(h)) return out(fmtPct(h), `rate of hit over rate of queried tokens over the last ${win}`, "derived");
   const t = s.text || {};
-  if (t.prefix_hit_window) return out(esc(t.prefix_hit_ratio), `hit over queried tokens ${t.prefix_hit_window}`, "derived");
-  if (h != null) return out("--", `no prefix-cache traffic in the last ${win}`);
+  if (t.prefix_hit_window) return out(t.prefix_hit_ratio, `hit over queried tokens ${t.prefix_hit_window}`, "derived");
   return out("--", "no prefix-cache traffic since the engine started");
 }
 
 async function overview(main) {
   const r = state.report;
-  const hits = await hitRatios();
   const rows = r.servers.map((s) => {
     const sv = s.server || {};
     const t = s.text || {};
     const hr = headroom(s);
-    const al = alertsOf(s.name);
-    const firing = al.filter((a) => a.state === "firing").length;
     const status = s.ok ? warnings(sv) : `<div class="error">${esc(s.error || s.reason || "scrape failed")}</div>`;
+    const addr = addrOf(s);
     return `<tr data-server="${esc(s.name)}">
-      <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${status}</td>
+      <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${addr ? `<div class="muted addr" data-field="addr">${esc(addr)}</div>` : ""}${status}</td>
       <td data-field="role">${esc(s.role)}</td>
       <td data-field="engine">${esc(sv.engine || "--")}</td>
       <td>${s.role === "router" ? routerCell(s) : s.role === "cache" ? cacheServerCell(s) : bar(sv.usage_ratio)}</td>
@@ -455,20 +538,27 @@ async function overview(main) {
       <td class="num">${textCell("running", sv.running, t.running)}</td>
       <td class="num">${textCell("queued", s.queued_total, t.queued_total)}</td>
       <td class="num">${textCell("demand", sv.demand_ratio, t.demand_ratio)}</td>
-      <td class="num">${hitCell(s, hits)}</td>
-      <td data-field="alerts">${al.length === 0 ? "" : `<a href="#/alerts" class="${firing ? "state-firing" : "state-pending"}">${al.length} ${firing ? "firing" : "pending"}</a>`}</td>
+      <td class="num">${hitCell(s)}</td>
+      <td data-field="alerts">${alertsLink(alertsOf(s.name))}</td>
     </tr>`;
   }).join("");
   main.innerHTML = fleetCards(r) + `
     <div class="table-wrap"><table id="servers"><thead><tr><th scope="col">Server</th><th scope="col">Role</th><th scope="col">Engine</th><th scope="col">KV cache</th>
       <th scope="col" class="num">Usage</th><th scope="col" class="num">Used tok</th><th scope="col" class="num">Capacity tok</th>
       <th scope="col" class="num" title="more requests of the smallest configured size that fit, per DP rank and summed: 276×8k is 276 of 8,192 tokens">Headroom</th><th scope="col" class="num">Running</th><th scope="col" class="num">Queued</th>
-      <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
+      <th scope="col" class="num" title="KV that waiting requests need, over capacity (unbounded above)">Demand</th><th scope="col" class="num" title="the report's prefix-cache hit ratio, over the window named under the table">Prefix hit</th><th scope="col">Alerts</th></tr></thead><tbody>${rows}</tbody></table></div>
+    ${hitNote(r)}
     ${state.settings.history ? windowNote() + `<div class="charts single">${chartBox("chart-usage", "KV usage by server", "dashed: warning and critical")}</div>`
       : '<p class="muted">History is off (serve --history=0): no charts.</p>'}`;
   if (state.settings.history) {
     await chart(document.getElementById("chart-usage"), [{ q: "kvwatch_kv_usage_ratio", label: (m) => m.server }], { unit: "ratio", thresholds: true });
   }
+}
+
+// hitNote names the window of the overview's hit ratios, once.
+function hitNote(r) {
+  const w = hitWindows(r.servers.filter((s) => s.role !== "router").map((s) => (s.text || {}).prefix_hit_window || ""));
+  return w ? `<p class="muted hit-note" data-field="hit-windows">${esc(w)}</p>` : "";
 }
 
 function signalRow(name, v, fmt) {
@@ -499,7 +589,7 @@ async function serverPage(main, name) {
     ${signalRow("context_length_tokens", sv.context_length_tokens, fmtInt)}
     ${signalRow("rank_spread_ratio", sv.rank_spread_ratio, fmtPct)}
     ${(s.headroom || []).map((h) => signalRow("headroom ×" + h.request_tokens, h.requests, fmtInt)).join("")}
-    ${signalRow("prefix_hit_ratio", rates.prefix_hit_ratio, fmtPct)}
+    ${signalRow("prefix_hit_ratio" + (val(rates.prefix_hit_ratio) != null && (s.text || {}).prefix_hit_window ? " (" + s.text.prefix_hit_window + ")" : ""), rates.prefix_hit_ratio, fmtPct)}
     ${signalRow("preemptions_per_second", rates.preemptions_per_second, fmtNum)}
     ${signalRow("prompt_tokens_per_second", rates.prompt_tokens_per_second, fmtNum)}
     ${signalRow("generation_tokens_per_second", rates.generation_tokens_per_second, fmtNum)}
@@ -521,6 +611,7 @@ async function serverPage(main, name) {
     ${s.ok ? "" : `<p class="error">${esc(s.error || s.reason)}</p>`}
     <p class="muted">${esc(s.url)}</p>
     ${warnings(sv)}
+    ${alertsOf(name).length ? `<h3>Alerts <span class="muted" data-field="alert-counts">${esc(alertCounts(alertsOf(name)))}</span></h3>${alertsTable("server-alerts", alertsOf(name))}` : ""}
     ${state.settings.history ? windowNote() + `<div class="charts">
       ${chartBox("c-usage", "KV usage (and reserved)", "dashed: warning and critical")}
       ${chartBox("c-demand", "Queued KV demand (× capacity)", "unbounded above; 1× is a full cache")}
@@ -562,22 +653,40 @@ async function serverPage(main, name) {
   ]);
 }
 
+// runbookLink links an alert's runbook_url (http and https only).
+function runbookLink(a) {
+  const u = (a.annotations || {}).runbook_url || "";
+  return /^https?:\/\//i.test(u) ? `<a href="${esc(u)}" data-field="runbook" target="_blank" rel="noopener noreferrer">runbook</a>` : "";
+}
+// alertsTable lists alerts: state, name, where (server or pool), severity,
+// summary and description, since when, the value in its unit (the raw
+// value on hover) and the runbook.
+function alertsTable(id, list) {
+  const rows = list.map((a) => {
+    const ann = a.annotations || {};
+    const where = a.labels.server ? esc(a.labels.server) : a.labels.role ? `<span class="muted">${esc(a.labels.role)} pool</span>` : "";
+    return `<tr data-alert="${esc(a.labels.alertname)}"><td class="state-${esc(a.state)}">${esc(a.state)}</td>
+      <td>${esc(a.labels.alertname)}</td><td>${where}</td><td>${esc(a.labels.severity || "")}</td>
+      <td class="wrap"><div data-field="alert-summary">${esc(ann.summary || "")}</div>${ann.description ? `<div class="muted" data-field="alert-description">${esc(ann.description)}</div>` : ""}</td>
+      <td>${esc(new Date(a.activeAt).toLocaleString())}</td>
+      <td class="num" data-field="alert-value" data-unit="${esc(ann.value_unit || "")}" title="${esc(a.value)}">${esc(fmtAlertValue(a.value, ann.value_unit))}</td>
+      <td>${runbookLink(a)}</td></tr>`;
+  }).join("");
+  return `<div class="table-wrap"><table id="${esc(id)}"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server / pool</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th><th scope="col">Runbook</th></tr></thead><tbody>${rows}</tbody></table></div>`;
+}
+
 async function alertsPage(main) {
   if (!state.settings.alerts) {
     main.innerHTML = '<p class="muted">No alert rules are evaluated (serve runs without --rules or history).</p>';
     return;
   }
   const rules = ((await api("api/v1/rules", { type: "alert" })).groups || []).flatMap((g) => g.rules || []);
-  const active = state.alerts.map((a) => `<tr><td class="state-${esc(a.state)}">${esc(a.state)}</td>
-      <td>${esc(a.labels.alertname)}</td><td>${a.labels.server ? esc(a.labels.server) : a.labels.role ? `<span class="muted">${esc(a.labels.role)} pool</span>` : ""}</td><td>${esc(a.labels.severity || "")}</td>
-      <td class="wrap">${esc((a.annotations || {}).summary || "")}</td><td>${esc(new Date(a.activeAt).toLocaleString())}</td><td class="num" data-field="alert-value" title="${esc(a.value)}">${esc(fmtValue(a.value))}</td></tr>`).join("");
-  main.innerHTML = `<h2>Active alerts</h2>
-    ${active ? `<div class="table-wrap"><table id="alerts"><thead><tr><th scope="col">State</th><th scope="col">Alert</th><th scope="col">Server / pool</th><th scope="col">Severity</th><th scope="col">Summary</th><th scope="col">Active since</th><th scope="col" class="num">Value</th></tr></thead><tbody>${active}</tbody></table></div>`
-      : '<p id="alerts" class="muted">No alert is pending or firing.</p>'}
+  main.innerHTML = `<h2>Active alerts <span class="muted" data-field="alert-counts">${esc(alertCounts(state.alerts))}</span></h2>
+    ${state.alerts.length ? alertsTable("alerts", state.alerts) : '<p id="alerts" class="muted">No alert is pending or firing.</p>'}
     <h2>Rules</h2><div class="table-wrap"><table><thead><tr><th scope="col">Rule</th><th scope="col">State</th><th scope="col">Health</th><th scope="col">For</th><th scope="col">Expression</th></tr></thead><tbody>
     ${rules.map((r) => `<tr><td>${esc(r.name)}</td><td class="state-${esc(r.state)}">${esc(r.state)}</td>
       <td>${esc(r.health)}${r.lastError ? ` <span class="error">${esc(r.lastError)}</span>` : ""}</td>
-      <td>${r.duration ? esc(r.duration + "s") : ""}</td><td class="wrap"><code>${esc(r.query)}</code></td></tr>`).join("")}
+      <td>${r.duration ? esc(fmtSpan(r.duration)) : ""}</td><td class="wrap"><code>${esc(r.query)}</code></td></tr>`).join("")}
     </tbody></table></div>`;
 }
 
@@ -599,7 +708,7 @@ async function plannerPage(main) {
 function poolPlanLine(r, p) {
   const pp = (r.planning || []).find((x) => x.name === p.name);
   if (!pp) return "";
-  const lim = pp.limiters.length ? "limited by " + pp.limiters.map((l) => `${esc(l.server)} (${esc(l.factor)})`).join(", ") : "nothing limits admission";
+  const lim = esc(limitersText(pp.limiters));
   const n1 = pp.n1_safe && pp.drain_largest ? `N−1 safe: draining ${esc(pp.drain_largest.server)} leaves ${shown(pp.drain_largest.after_usage_ratio, fmtPct)} of the rest`
     : esc(pp.n1_note || "N−1 unknown");
   const t = p.text || {};
@@ -624,23 +733,30 @@ async function renderMix() {
       } catch (e) { /* no history yet: the column says so */ }
     }
   }
-  // As status --trend and top write the time to full (textfmt.TimeToFull).
+  // As status --trend and top write the time to full (textfmt.TimeToFull):
+  // 0 s is full now, by the queue when the pool's KV itself still has room
+  // and requests wait for more than is free.
   const full = (p) => {
     const k = key(p.role, p.cluster, p.pool);
-    if (ttf.has(k)) return ttf.get(k) === 0 ? "full now (queue)" : "full in " + fmtSpan(ttf.get(k));
-    if (filling.get(k) === 0) return "not filling";
-    return "--";
+    if (ttf.has(k) && ttf.get(k) > 0) return fmtTimeToFull("filling", ttf.get(k));
+    if (ttf.has(k)) {
+      const rp = state.report.pools.find((x) => key(x.role, x.cluster, x.pool) === k) || {};
+      const free = val(rp.capacity_tokens) - val(rp.used_tokens);
+      return fmtTimeToFull("full", 0, val(rp.demand_tokens) > 0 && free > 0);
+    }
+    if (filling.get(k) === 0) return fmtTimeToFull("not_filling");
+    return fmtTimeToFull("unavailable");
   };
   const n1 = (p) => {
     if (p.n1_safe && p.drain_largest) return `safe: draining ${esc(p.drain_largest.server)} leaves ${shown(p.drain_largest.after_usage_ratio, fmtPct)} of the rest`;
     return esc(p.n1_note || "--");
   };
-  const limiters = (p) => p.limiters.length ? p.limiters.map((l) => `${esc(l.server)} (${esc(l.factor)})`).join(", ") : "nothing";
+  const limiters = (p) => esc(limitersText(p.limiters));
   const servers = state.report.servers.filter((s) => s.plan);
   out.innerHTML = `<div class="table-wrap"><table id="plan-pools"><thead><tr><th scope="col">Pool</th><th scope="col" class="num">Servers</th>
       <th scope="col" class="num">KV per running request</th><th scope="col" class="num">More of today's mix</th><th scope="col" class="num">Saturation</th>
       <th scope="col">Full</th><th scope="col">N−1</th><th scope="col" class="num">N−1 margin tokens</th>
-      <th scope="col" class="num" title="servers of the pool's size that keep it at or under the autoscaling target, plus one for N−1">Servers needed</th><th scope="col">Limited by</th></tr></thead><tbody>
+      <th scope="col" class="num" title="servers of the pool's size that keep it at or under the autoscaling target, plus one for N−1">Servers needed</th><th scope="col">What limits it</th></tr></thead><tbody>
     ${pools.map((p) => `<tr data-pool="${esc(p.name)}"><td>${esc(p.name)}</td><td class="num">${p.servers}</td>
       <td class="num">${cell("per-request", p.kv_per_running_request_tokens, fmtInt)}</td>
       <td class="num">${cell("workload", p.workload_headroom_requests, fmtInt)}${val(p.kv_per_running_request_tokens) == null ? ' <span class="muted">(nothing runs)</span>' : ""}</td>
