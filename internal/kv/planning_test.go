@@ -152,7 +152,7 @@ func TestLimitBootstrapWaitsOnDecode(t *testing.T) {
 			if p.Limit != FactorQueue || p.Why != tt.why || p.WaitsOn != tt.waitsOn {
 				t.Errorf("limit %s (%q), waits on %q; want queue (%q), waits on %q", p.Limit, p.Why, p.WaitsOn, tt.why, tt.waitsOn)
 			}
-			pools := PlanPools([]PlanMember{{Key: PoolKey{Role: RolePrefill}, Name: "prefill", Server: s, Plan: &p}}, 0.9)
+			pools := PlanPools([]PlanMember{{Key: PoolKey{Role: RolePrefill}, Name: "prefill", Server: s, Plan: &p}}, 0.9, 0.8)
 			if want := []Limiter{{Server: "prefill", Factor: FactorQueue, WaitsOn: tt.waitsOn}}; len(pools) != 1 || !cmp.Equal(pools[0].Limiters, want) {
 				t.Errorf("pools %+v, want one with limiters %+v", pools, want)
 			}
