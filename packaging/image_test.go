@@ -200,7 +200,9 @@ func TestImagePush(t *testing.T) {
 
 	repo := addr + "/inference/kvwatch"
 	cmd(t, "", true, mk, "-s", "image-push", "VERSION="+imageVersion, "IMAGE_REPOSITORY="+repo)
-	var cfg struct{ Config struct{ Labels map[string]string } }
+	var cfg struct {
+		Config struct{ Labels map[string]string }
+	}
 	raw := cmd(t, "", false, crane, "config", repo+":v0.0.0-imagetest-5")
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		t.Fatalf("crane config: %v\n%s", err, raw)
