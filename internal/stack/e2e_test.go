@@ -327,6 +327,12 @@ func endToEnd(t *testing.T, bin string, v promVersion) {
 		n, err := promQuery(ctx, prom, `kvwatch_kv_usage_ratio{role="decode"}`)
 		return n == 1, err
 	})
+	// Prometheus scrapes the decode engine itself, labelled as kvwatch's
+	// series are, so the engine's own families join kvwatch's.
+	eventually(ctx, t, "the engine job scrapes the decode server under kvwatch's labels", func() (bool, error) {
+		n, err := promQuery(ctx, prom, `up{job="engines-decode",server="decode",role="decode",kv_cluster="e2e",pool="p1"} == 1`)
+		return n == 1, err
+	})
 	// The probe job scrapes the probe-only engine through /probe...
 	eventually(ctx, t, "the probe job scrapes the engine only Prometheus knows", func() (bool, error) {
 		n, err := promQuery(ctx, prom, fmt.Sprintf(`kvwatch_kv_capacity_tokens{job="kvwatch-probe",instance=%q}`, probeOnly))

@@ -227,12 +227,16 @@ func engineScrapeConfigs(o Options) []promScrapeConfig {
 			{SourceLabels: []string{"__address__"}, TargetLabel: signal.LabelServer},
 			{Action: "labeldrop", Regex: signal.LabelEngine + "|" + signal.LabelModel},
 		}
-		// The config's global labels, for the groups that set none.
-		for _, k := range []string{signal.LabelCluster, signal.LabelPool} {
-			if v := o.Config.Global.Labels[k]; v != "" {
-				relabel = append(relabel, promRelabel{SourceLabels: []string{k}, Regex: "^$", TargetLabel: k, Replacement: v})
+		// The config's global labels, for the groups that set none; then
+		// the group's cluster under kvwatch's series name for it.
+		for _, l := range seriesLabels {
+			if v := o.Config.Global.Labels[l.key]; v != "" {
+				relabel = append(relabel, promRelabel{SourceLabels: []string{l.key}, Regex: "^$", TargetLabel: l.key, Replacement: v})
 			}
 		}
+		relabel = append(relabel,
+			promRelabel{SourceLabels: []string{config.TargetLabelCluster}, Regex: "(.+)", TargetLabel: signal.LabelCluster},
+			promRelabel{Action: "labeldrop", Regex: config.TargetLabelCluster})
 		scheme := sd.Scheme
 		if scheme == "http" {
 			scheme = "" // Prometheus' default
@@ -241,6 +245,14 @@ func engineScrapeConfigs(o Options) []promScrapeConfig {
 			FileSDConfigs: []promFileSD{{Files: sd.Files, RefreshInterval: sd.RefreshInterval}}, RelabelConfigs: relabel})
 	}
 	return out
+}
+
+// seriesLabels are the target labels the engine jobs carry, each under
+// the name kvwatch's own series give it: the config's cluster is
+// kv_cluster, leaving cluster to the Prometheus (docs/metrics.md).
+var seriesLabels = []struct{ key, series string }{
+	{config.TargetLabelCluster, signal.LabelCluster},
+	{config.TargetLabelPool, signal.LabelPool},
 }
 
 // engineTarget is t as a static target of its role's engine job; ok is
@@ -265,9 +277,9 @@ func engineTarget(t config.Target) (promStaticConfig, bool) {
 	if t.Role != "" {
 		labels[signal.LabelRole] = t.Role
 	}
-	for _, k := range []string{signal.LabelCluster, signal.LabelPool} {
-		if v := t.Labels[k]; v != "" {
-			labels[k] = v
+	for _, l := range seriesLabels {
+		if v := t.Labels[l.key]; v != "" {
+			labels[l.series] = v
 		}
 	}
 	if labels[signal.LabelServer] == "" {

@@ -4,6 +4,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestEngineScrapeJobs: each target of the config in its role's engine
@@ -26,13 +30,13 @@ targets:
 `,
 			want: []promScrapeConfig{
 				{JobName: "engines", HonorLabels: true, StaticConfigs: []promStaticConfig{
-					{Targets: []string{"10.0.0.3:8000"}, Labels: map[string]string{"__metrics_path__": "/prometheus/metrics", "server": "t0", "cluster": "east"}},
+					{Targets: []string{"10.0.0.3:8000"}, Labels: map[string]string{"__metrics_path__": "/prometheus/metrics", "server": "t0", "kv_cluster": "east"}},
 					{Targets: []string{"10.0.0.4:8443"}, Labels: map[string]string{"__metrics_path__": "/custom/metrics", "__scheme__": "https",
-						"__param_key": "v", "server": "10.0.0.4:8443/custom/metrics", "cluster": "east"}}, // kvwatch's name for it
+						"__param_key": "v", "server": "10.0.0.4:8443/custom/metrics", "kv_cluster": "east"}}, // kvwatch's name for it
 				}},
 				{JobName: "engines-decode", HonorLabels: true, StaticConfigs: []promStaticConfig{
-					{Targets: []string{"10.0.0.1:30000"}, Labels: map[string]string{"__metrics_path__": "/metrics", "server": "d0", "role": "decode", "cluster": "east", "pool": "a"}},
-					{Targets: []string{"10.0.0.2:30000"}, Labels: map[string]string{"__metrics_path__": "/metrics", "server": "d1", "role": "decode", "cluster": "west"}},
+					{Targets: []string{"10.0.0.1:30000"}, Labels: map[string]string{"__metrics_path__": "/metrics", "server": "d0", "role": "decode", "kv_cluster": "east", "pool": "a"}},
+					{Targets: []string{"10.0.0.2:30000"}, Labels: map[string]string{"__metrics_path__": "/metrics", "server": "d1", "role": "decode", "kv_cluster": "west"}},
 				}},
 			}},
 		{name: "credentials, TLS settings, proxies",
@@ -52,9 +56,11 @@ file_sd_configs:
 					{Targets: []string{"10.0.0.1:30000"}, Labels: map[string]string{"__metrics_path__": "/metrics", "server": "ok", "role": "prefill"}},
 				}},
 				{JobName: "engines-file-sd", HonorLabels: true, FileSDConfigs: []promFileSD{{Files: []string{"a.json"}, RefreshInterval: dur("1m")}},
-					RelabelConfigs: []promRelabel{{SourceLabels: []string{"__address__"}, TargetLabel: "server"}, {Action: "labeldrop", Regex: "engine|model"}}},
+					RelabelConfigs: []promRelabel{{SourceLabels: []string{"__address__"}, TargetLabel: "server"}, {Action: "labeldrop", Regex: "engine|model"},
+						{SourceLabels: []string{"cluster"}, Regex: "(.+)", TargetLabel: "kv_cluster"}, {Action: "labeldrop", Regex: "cluster"}}},
 				{JobName: "engines-file-sd-2", Scheme: "https", HonorLabels: true, FileSDConfigs: []promFileSD{{Files: []string{"b.json"}, RefreshInterval: dur("1m")}},
-					RelabelConfigs: []promRelabel{{SourceLabels: []string{"__address__"}, TargetLabel: "server"}, {Action: "labeldrop", Regex: "engine|model"}}},
+					RelabelConfigs: []promRelabel{{SourceLabels: []string{"__address__"}, TargetLabel: "server"}, {Action: "labeldrop", Regex: "engine|model"},
+						{SourceLabels: []string{"cluster"}, Regex: "(.+)", TargetLabel: "kv_cluster"}, {Action: "labeldrop", Regex: "cluster"}}},
 			},
 			warn: "note: prometheus.yml scrapes these engines only through kvwatch, not directly: target pw, target tls, file_sd_configs[2] (they need credentials, " +
 				"TLS settings or a proxy, which the stack's Prometheus does not have); add a scrape job with them to see their own series beside kvwatch's (docs/stack.md, \"Files\").\n"},
@@ -68,5 +74,52 @@ file_sd_configs:
 				t.Errorf("EngineScrapeWarning = %q, want %q", got, tc.warn)
 			}
 		})
+	}
+}
+
+// TestEngineFileSDRelabel runs the file_sd engine job's relabel_configs,
+// as written to prometheus.yml, through Prometheus' relabel package: a
+// group's cluster arrives as kv_cluster (the name of kvwatch's series), the
+// config's global cluster fills groups without one, engine and model go.
+func TestEngineFileSDRelabel(t *testing.T) {
+	o := Options{Config: mustParseConfig(t, "global: {labels: {cluster: east, pool: p0}}\nfile_sd_configs: [{files: [a.json]}]\n")}
+	var job *promScrapeConfig
+	for _, j := range engineScrapeConfigs(o) {
+		if j.JobName == EngineJobPrefix+"-file-sd" {
+			job = &j
+		}
+	}
+	if job == nil {
+		t.Fatal("no engines-file-sd job")
+	}
+	b, err := yaml.Marshal(job.RelabelConfigs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rcs []*relabel.Config
+	if err := yaml.Unmarshal(b, &rcs); err != nil {
+		t.Fatalf("Prometheus refuses the relabel_configs: %v\n%s", err, b)
+	}
+	for _, rc := range rcs {
+		if err := rc.Validate(model.UTF8Validation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		group map[string]string
+		want  map[string]string
+	}{
+		{map[string]string{"__address__": "10.0.0.1:30000", "cluster": "west", "pool": "a", "engine": "sglang", "model": "m"},
+			map[string]string{"__address__": "10.0.0.1:30000", "server": "10.0.0.1:30000", "kv_cluster": "west", "pool": "a"}},
+		{map[string]string{"__address__": "10.0.0.2:30000"},
+			map[string]string{"__address__": "10.0.0.2:30000", "server": "10.0.0.2:30000", "kv_cluster": "east", "pool": "p0"}},
+	} {
+		lb := labels.NewBuilder(labels.FromMap(tc.group))
+		if !relabel.ProcessBuilder(lb, rcs...) {
+			t.Fatalf("%v dropped", tc.group)
+		}
+		if diff := cmp.Diff(tc.want, lb.Labels().Map()); diff != "" {
+			t.Errorf("%v relabelled (-want +got):\n%s", tc.group, diff)
+		}
 	}
 }
