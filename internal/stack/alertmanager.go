@@ -125,8 +125,15 @@ func alertmanagerConfig(o Options) amConfig {
 		},
 		InhibitRules: []amInhibit{
 			{
-				SourceMatchers: []string{matcher("alertname", "=", AlertKVCritical)},
+				SourceMatchers: []string{matcher("alertname", "=~", AlertKVCritical+"|"+AlertKVExhausted)},
 				TargetMatchers: []string{matcher("alertname", "=~", AlertKVHigh+"|"+AlertKVFullSoon)},
+				Equal:          []string{signal.LabelCluster, signal.LabelPool, signal.LabelServer},
+			},
+			// The fast window pages first; the slow critical window that
+			// follows on the same server is the same incident.
+			{
+				SourceMatchers: []string{matcher("alertname", "=", AlertKVExhausted)},
+				TargetMatchers: []string{matcher("alertname", "=", AlertKVCritical)},
 				Equal:          []string{signal.LabelCluster, signal.LabelPool, signal.LabelServer},
 			},
 			{
