@@ -89,16 +89,19 @@ const poolFullNow = "le $value 0.0"
 // fullNowRuleTests are the promtool tests of the full-now texts, at the
 // tests' one-minute steps.
 //
-// KVCacheFullSoon: decode-0 is at 55 % at 0, 80 % at 1m and 100 % from
-// 2m on: predict_linear over 15m says full (the slope of a filled cache is
-// positive, and a flat 100 % forecasts 100 %), and the usage is above the
-// kv_full_min_usage, from 1m on; after kv_full_for it fires with the usage
-// now, 100 %: "is full". decode-1 at 55 % and flat: never.
+// KVCacheFullSoon: decode-0 is at a tenth of the way from
+// KVFullMinUsage to full at 0 (55 % at the default 50 %), six tenths at 1m
+// (80 %) and 100 % from 2m on: predict_linear over 15m says full (the
+// slope of a filled cache is positive, and a flat 100 % forecasts
+// 100 %), and the usage is above KVFullMinUsage, from 1m on; after
+// KVFullFor it fires with the usage now, 100 %: "is full". decode-1 stays
+// at the first value: never.
 //
-// KVPoolFullSoon: pool pq holds 60,000 of 100,000 tokens, flat, and its
-// queued requests need 50,000 more: free after demand −10,000, time to
-// full 0 from the first evaluation on, usage 60 % above the minimum. After
-// kv_full_for it fires: "is full".
+// KVPoolFullSoon: pool pq holds two tenths of the way from KVFullMinUsage
+// to full of its 100,000 tokens (60,000 at the default), flat, and its
+// queued requests need 10,000 more than the rest: free after demand
+// −10,000, time to full 0 from the first evaluation on, usage above
+// KVFullMinUsage. After KVFullFor it fires: "is full".
 func fullNowRuleTests(o Options, expect func(name string, labels map[string]string, value string) expAlert) []ruleTest {
 	o = o.WithDefaults()
 	none := []expAlert{}
@@ -107,10 +110,11 @@ func fullNowRuleTests(o Options, expect func(name string, labels map[string]stri
 	{
 		n := ceilMinutes(afterFor(mins(1), o.KVFullFor)) + 5
 		l := dec.alertLabels(SeverityWarning)
+		way := func(f float64) float64 { return o.KVFullMinUsage + (1-o.KVFullMinUsage)*f }
 		tests = append(tests, ruleTest{Interval: testStep,
 			InputSeries: []inputSeries{
-				{dec.sel(signal.KVUsageRatio.Name), "0.55 0.8 " + constant(1, n-2)},
-				{dec1.sel(signal.KVUsageRatio.Name), constant(0.55, n)},
+				{dec.sel(signal.KVUsageRatio.Name), num(way(0.1)) + " " + num(way(0.6)) + " " + constant(1, n-2)},
+				{dec1.sel(signal.KVUsageRatio.Name), constant(way(0.1), n)},
 			},
 			AlertRuleTests: []alertTest{
 				{0, AlertKVFullSoon, none},
@@ -120,13 +124,14 @@ func fullNowRuleTests(o Options, expect func(name string, labels map[string]stri
 	}
 	{
 		n := ceilMinutes(afterFor(0, o.KVFullFor)) + 5
+		used := math.Round(100000 * (o.KVFullMinUsage + (1-o.KVFullMinUsage)*0.2))
 		pq := srv{"demand-0", "decode", testCluster, "pq"}
 		l := map[string]string{signal.LabelCluster: testCluster, signal.LabelPool: "pq", signal.LabelRole: "decode", "severity": SeverityWarning}
 		tests = append(tests, ruleTest{Interval: testStep,
 			InputSeries: []inputSeries{
 				{pq.sel(signal.KVCapacityTokens.Name), constant(100000, n)},
-				{pq.sel(signal.KVUsedTokens.Name), constant(60000, n)},
-				{pq.sel(signal.KVDemandTokens.Name), constant(50000, n)},
+				{pq.sel(signal.KVUsedTokens.Name), constant(used, n)},
+				{pq.sel(signal.KVDemandTokens.Name), constant(100000-used+10000, n)},
 			},
 			AlertRuleTests: []alertTest{
 				{beforeFor(0, o.KVFullFor), AlertPoolFullSoon, none},
@@ -188,13 +193,15 @@ func fastRuleTests(o Options) ruleTestFile {
 	dec := server("decode-0", "decode", "p1")
 	l := dec.alertLabels(SeverityCritical)
 	fire := []expAlert{{l, expectedAnnotations(o, AlertKVExhausted, l, "")}}
+	// The usage before the fill and around the burst: 5 %, or 0 under a
+	// threshold as low as 10 %.
+	low := 0.05
+	if thr <= 2*low {
+		low = 0
+	}
 	var tests []ruleTest
 	for _, c := range cadences(o) {
 		// The fill. Above a threshold of 1 (never) nothing fires.
-		low := 0.05
-		if thr <= 2*low {
-			low = 0
-		}
 		if thr < 1 {
 			for _, phase := range phases(e) {
 				t0 := w + e + phase
@@ -232,7 +239,7 @@ func fastRuleTests(o Options) ruleTestFile {
 				if t >= t0 && t <= t0+d {
 					return 1
 				}
-				return 0.05
+				return low
 			}
 			var checks []alertTest
 			for t := time.Duration(0); t <= end; t += e {
@@ -244,7 +251,9 @@ func fastRuleTests(o Options) ruleTestFile {
 		}
 	}
 	if thr < 1 {
-		tests = append(tests, slowClimbRuleTest(o, dec, fire))
+		if t, ok := slowClimbRuleTest(o, dec, fire); ok {
+			tests = append(tests, t)
+		}
 	}
 	return ruleTestFile{
 		RuleFiles:          []string{path.Base(RecordingRulesFile), path.Base(AlertRulesFile)},
@@ -262,9 +271,10 @@ func fastRuleTests(o Options) ruleTestFile {
 // kv_usage_warning_for and two evaluation intervals after the climb's
 // first sample above kv_usage_warning, long before the climb passes
 // kv_usage_exhausted; KVCacheExhausted is quiet until then and fires by
-// then plus the window and one evaluation interval. The climb's values are multiples of 2^-24,
-// so that promtool's running sum of the steps is exact.
-func slowClimbRuleTest(o Options, dec srv, fire []expAlert) ruleTest {
+// then plus the window and one evaluation interval. The climb's values
+// are multiples of 2^-24, so that promtool's running sum of the steps is
+// exact; a climb too slow for steps of 2^-24 is not tested (false).
+func slowClimbRuleTest(o Options, dec srv, fire []expAlert) (ruleTest, bool) {
 	a := o.Config.Alerts
 	e := time.Duration(o.EvaluationInterval)
 	w := time.Duration(a.KVUsageExhaustedWindow)
@@ -272,6 +282,9 @@ func slowClimbRuleTest(o Options, dec srv, fire []expAlert) ruleTest {
 	dyadic := func(v float64) float64 { return math.Floor(v*(1<<24)) / (1 << 24) }
 	climb := max(10*time.Minute, 2*(time.Duration(a.KVUsageWarningFor)+e)+w+time.Minute)
 	step := dyadic((a.KVUsageExhausted - a.KVUsageWarning) * float64(s) / float64(climb))
+	if step <= 0 {
+		return ruleTest{}, false
+	}
 	start := max(0, dyadic(a.KVUsageWarning-step*float64(e+time.Minute)/float64(s)))
 	// The climb passes kv_usage_exhausted at passed (continuously) and its
 	// first sample above it is sample top.
@@ -296,13 +309,13 @@ func slowClimbRuleTest(o Options, dec srv, fire []expAlert) ruleTest {
 			{model.Duration(warnBy), AlertKVExhausted, []expAlert{}},
 			{model.Duration(before), AlertKVExhausted, []expAlert{}},
 			{model.Duration(by), AlertKVExhausted, fire},
-		}}
+		}}, true
 }
 
 // phases are the offsets, in whole seconds, at which a test starts within
 // one period: every second, or 15 evenly spaced ones.
 func phases(period time.Duration) []time.Duration {
-	step := max(time.Second, (period/15).Truncate(time.Second))
+	step := max(time.Second, (period / 15).Truncate(time.Second))
 	var out []time.Duration
 	for p := time.Duration(0); p < period; p += step {
 		out = append(out, p)
