@@ -221,6 +221,11 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 				t.Errorf("web UI: kv_usage_critical = %v, want 0.95", got)
 			}
 		}},
+		{"alerts.kv_usage_exhausted, alerts.kv_usage_exhausted_window", "alerts: {kv_usage_exhausted: 0.995, kv_usage_exhausted_window: 1m}\n", func(t *testing.T, s *Serve, url string) {
+			if q, _ := ruleQuery(t, url, "KVCacheExhausted"); !strings.HasSuffix(q, "[1m]) > 0.995") {
+				t.Errorf("rules: KVCacheExhausted = %q, want the window 1m and the threshold 0.995", q)
+			}
+		}},
 		{"global.evaluation_interval", "global: {evaluation_interval: 7s}\n", func(t *testing.T, s *Serve, url string) {
 			if _, iv := ruleQuery(t, url, "KVCacheUsageHigh"); iv != 7 {
 				t.Errorf("rules: group interval = %gs, want 7s", iv)

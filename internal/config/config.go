@@ -165,6 +165,12 @@ type Alerts struct {
 	TierFullUsage float64        `yaml:"tier_full_usage"`
 	TargetDownFor model.Duration `yaml:"target_down_for"`
 	StaleAfter    model.Duration `yaml:"stale_after"`
+
+	// KVUsageExhausted (ratio) and KVUsageExhaustedWindow are the fast
+	// window of the KV alerts (KVCacheExhausted): every sample of the
+	// window above the ratio pages at once, with no for-duration.
+	KVUsageExhausted       float64        `yaml:"kv_usage_exhausted"`
+	KVUsageExhaustedWindow model.Duration `yaml:"kv_usage_exhausted_window"`
 }
 
 // History configures serve's in-memory history.
@@ -306,6 +312,14 @@ func defaults() *Config {
 			TierFullUsage:        0.90,
 			TargetDownFor:        model.Duration(2 * time.Minute),
 			StaleAfter:           model.Duration(2 * time.Minute),
+
+			// 45s: three samples of the stack's Prometheus (15s scrapes),
+			// nine of serve's (5s), so a burst to full shorter than 30s
+			// (Prometheus) or 40s (serve) does not page, and a cache full
+			// above 99% pages within 45s and one evaluation interval
+			// (docs/stack.md, "Fast and slow KV alerts").
+			KVUsageExhausted:       0.99,
+			KVUsageExhaustedWindow: model.Duration(45 * time.Second),
 		},
 		History: History{
 			Retention:          model.Duration(time.Hour),
@@ -820,6 +834,12 @@ func (c *Config) validate(v *validator, engines func(string) error) {
 		}
 	}
 	c.Alerts.validate(v)
+	// A window of fewer than two scrapes holds one sample or none at some
+	// evaluations: KVCacheExhausted would page on one sample and flap.
+	if w, s := c.Alerts.KVUsageExhaustedWindow, c.Global.ScrapeInterval; w > 0 && s > 0 && w < 2*s {
+		v.addf([]any{"alerts", "kv_usage_exhausted_window"}, "%s is shorter than two scrape intervals (global.scrape_interval %s); write at least %s",
+			w, s, 2*s)
+	}
 	h := c.History
 	if h.Retention > 0 && h.Retention < c.Global.ScrapeInterval {
 		v.addf([]any{"history", "retention"}, "%s is shorter than one scrape interval; write 0s to turn history off", h.Retention)
@@ -853,7 +873,8 @@ func (a *Alerts) validate(v *validator) {
 		key string
 		v   float64
 	}{{"kv_usage_warning", a.KVUsageWarning}, {"kv_usage_critical", a.KVUsageCritical},
-		{"prefix_hit_ratio_low", a.PrefixHitRatioLow}, {"leak_usage", a.LeakUsage}, {"rank_spread", a.RankSpread}} {
+		{"prefix_hit_ratio_low", a.PrefixHitRatioLow}, {"leak_usage", a.LeakUsage}, {"rank_spread", a.RankSpread},
+		{"kv_usage_exhausted", a.KVUsageExhausted}} {
 		if !(r.v > 0 && r.v <= 1) {
 			v.addf(at(r.key), "%g is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%%", r.v)
 		}
@@ -865,6 +886,12 @@ func (a *Alerts) validate(v *validator) {
 	}
 	if a.KVUsageWarning >= a.KVUsageCritical {
 		v.addf(at("kv_usage_warning"), "%g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical)
+	}
+	// The fast window has the higher threshold (checked between ratios
+	// only: a bad kv_usage_critical has its own message).
+	if a.KVUsageExhausted < a.KVUsageCritical && a.KVUsageCritical <= 1 {
+		v.addf(at("kv_usage_exhausted"), "%g is below kv_usage_critical %g; the fast window takes the higher threshold, e.g. 0.99",
+			a.KVUsageExhausted, a.KVUsageCritical)
 	}
 	for _, r := range []struct {
 		key string
@@ -878,7 +905,7 @@ func (a *Alerts) validate(v *validator) {
 	for _, d := range []struct {
 		key string
 		v   model.Duration
-	}{{"kv_full_within", a.KVFullWithin}, {"stale_after", a.StaleAfter}} {
+	}{{"kv_full_within", a.KVFullWithin}, {"stale_after", a.StaleAfter}, {"kv_usage_exhausted_window", a.KVUsageExhaustedWindow}} {
 		if d.v <= 0 {
 			v.addf(at(d.key), "must be positive")
 		}

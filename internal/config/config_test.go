@@ -230,6 +230,18 @@ remote_write:
   line 7: autoscaling.workloads[2].max_servers: 4 is below min_servers 5
   line 7: autoscaling.workloads[2]: the pool of workloads[1] again: one workload per pool
   line 7: autoscaling.workloads[2].name: inference/decode-a is also workloads[1]: two autoscalers would fight over one workload`},
+		{"the fast KV window: below the critical threshold, shorter than two scrapes", `
+global:
+  scrape_interval: 30s
+alerts:
+  kv_usage_exhausted: 0.95
+  kv_usage_exhausted_window: 45s
+`, `kvwatch.yml: 2 problems:
+  line 5: alerts.kv_usage_exhausted: 0.95 is below kv_usage_critical 0.97; the fast window takes the higher threshold, e.g. 0.99
+  line 6: alerts.kv_usage_exhausted_window: 45s is shorter than two scrape intervals (global.scrape_interval 30s); write at least 1m`},
+		{"the fast KV window: not a ratio, not positive", "alerts:\n  kv_usage_exhausted: 1.5\n  kv_usage_exhausted_window: 0s\n", `kvwatch.yml: 2 problems:
+  line 2: alerts.kv_usage_exhausted: 1.5 is not a ratio; use a number in (0, 1], e.g. 0.9 for 90%
+  line 3: alerts.kv_usage_exhausted_window: must be positive`},
 		{"history shorter than a scrape", "history: {retention: 1s}\n",
 			"kvwatch.yml: line 1: history.retention: 1s is shorter than one scrape interval; write 0s to turn history off"},
 		{"a bad duration says where it is", "global:\n  scrape_interval: 5x\n",
@@ -312,6 +324,7 @@ func TestDefaultsByHand(t *testing.T) {
 		KVFullWithin: min(30), QueueLength: 50, QueueFor: min(5), PreemptionsPerSecond: 0.1, PreemptionsFor: min(10),
 		PrefixHitRatioLow: 0.10, PrefixHitMinTokensPS: 1000, PrefixHitFor: min(15), LeakUsage: 0.50, LeakFor: min(15),
 		RankSpread: 0.30, RankSpreadFor: min(15), TierFullUsage: 0.90, TargetDownFor: min(2), StaleAfter: min(2)}
+	want.KVUsageExhausted, want.KVUsageExhaustedWindow = 0.99, model.Duration(45*time.Second)
 	if diff := cmp.Diff(want, d.Alerts); diff != "" {
 		t.Errorf("alerts (-want +got):\n%s", diff)
 	}

@@ -137,8 +137,15 @@ func alertmanagerConfig(o Options) amConfig {
 		},
 		InhibitRules: []amInhibit{
 			{
-				SourceMatchers: []amMatcher{matcher("alertname", "=", AlertKVCritical)},
+				SourceMatchers: []amMatcher{matcher("alertname", "=~", AlertKVCritical+"|"+AlertKVExhausted)},
 				TargetMatchers: []amMatcher{matcher("alertname", "=~", AlertKVHigh+"|"+AlertKVFullSoon)},
+				Equal:          []string{signal.LabelCluster, signal.LabelPool, signal.LabelServer},
+			},
+			// The fast window pages first; the slow critical window that
+			// follows on the same server is the same incident.
+			{
+				SourceMatchers: []amMatcher{matcher("alertname", "=", AlertKVExhausted)},
+				TargetMatchers: []amMatcher{matcher("alertname", "=", AlertKVCritical)},
 				Equal:          []string{signal.LabelCluster, signal.LabelPool, signal.LabelServer},
 			},
 			{

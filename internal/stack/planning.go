@@ -148,9 +148,12 @@ func planningAlerts(o Options, alert func(name, severity string, forD model.Dura
 			fmt.Sprintf("%s < %d and on (%s) (sum by (%s) (%s) / sum by (%s) (%s) > %s)",
 				RecPoolTimeToFull, within, pl, pl, signal.KVUsedTokens.Name, pl, signal.KVCapacityTokens.Name,
 				strconv.FormatFloat(o.KVFullMinUsage, 'g', -1, 64)),
-			"KV cache of "+pool+" will be full within "+a.KVFullWithin.String(),
-			"At the fill trend of the last "+fillWindow+" plus the KV its queued requests need, the free KV of "+pool+
-				" is gone in {{ $value | humanizeDuration }} (threshold "+a.KVFullWithin.String()+")."),
+			// The value is the time to full: 0 is "full now".
+			"KV cache of "+pool+" "+ifValue(poolFullNow, "is full", "will be full within "+a.KVFullWithin.String()),
+			ifValue(poolFullNow,
+				"The free KV of "+pool+" is gone now: what its servers hold plus what its queued requests need is at least its capacity.",
+				"At the fill trend of the last "+fillWindow+" plus the KV its queued requests need, the free KV of "+pool+
+					" is gone in {{ $value | humanizeDuration }} (threshold "+a.KVFullWithin.String()+").")),
 		alert(AlertPoolDrain, SeverityWarning, drainUnsafeFor,
 			fmt.Sprintf("%s < 0 and on (%s) (%s > 1)", signal.PoolDrainMarginRatio.Name, pl, signal.PoolServers.Name),
 			poolCap+" cannot lose its largest server",

@@ -133,7 +133,7 @@ const MetaGroup = "kvwatch-meta"
 
 // AlertNames lists every generated alert in file order.
 func AlertNames() []string {
-	return []string{AlertKVHigh, AlertKVCritical, AlertKVFullSoon, AlertQueue, AlertPreemptions,
+	return []string{AlertKVHigh, AlertKVCritical, AlertKVExhausted, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
 		AlertMetricsStale, AlertTargetWarnings, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertExporterAbsent, AlertWatchdog}
 }
@@ -194,12 +194,18 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"KV cache of "+srvLabels+" is nearly full",
 			"The KV cache of {{ $labels.server }} is {{ $value | humanizePercentage }} full (critical above "+pct(a.KVUsageCritical)+
 				" for "+a.KVUsageCriticalFor.String()+"). Requests queue, and vLLM preempts or SGLang retracts running ones."),
+		exhaustedAlert(o, srvLabels, alert),
+		// The value is the usage now: the texts say "full now" above the
+		// fast window's threshold.
 		alert(AlertKVFullSoon, SeverityWarning, o.KVFullFor,
-			fmt.Sprintf("predict_linear(%s[15m], %d) >= 1 and %s > %s", ratio,
-				int64(time.Duration(a.KVFullWithin)/time.Second), ratio, num(o.KVFullMinUsage)),
-			"KV cache of "+srvLabels+" will be full within "+a.KVFullWithin.String(),
-			"At the fill rate of the last 15m, the KV cache of {{ $labels.server }} (now above "+pct(o.KVFullMinUsage)+
-				") reaches 100% within "+a.KVFullWithin.String()+"."),
+			fmt.Sprintf("%s > %s and predict_linear(%s[15m], %d) >= 1", ratio, num(o.KVFullMinUsage), ratio,
+				int64(time.Duration(a.KVFullWithin)/time.Second)),
+			"KV cache of "+srvLabels+" "+ifValue(serverFullNow(o), "is full", "will be full within "+a.KVFullWithin.String()),
+			ifValue(serverFullNow(o),
+				"The KV cache of {{ $labels.server }} is full now ({{ $value | humanizePercentage }}, above "+pct(a.KVUsageExhausted)+
+					") and was still filling over the last 15m; "+AlertKVExhausted+" pages once it stays full for "+a.KVUsageExhaustedWindow.String()+".",
+				"At the fill rate of the last 15m, the KV cache of {{ $labels.server }} (now above "+pct(o.KVFullMinUsage)+
+					") reaches 100% within "+a.KVFullWithin.String()+".")),
 		// The diagnosis (kvwatch_server_state, kv.Diagnose) names the
 		// leak whatever the queue: a leaking server under load fills and
 		// queues. Its value is the usage, for the description.

@@ -44,7 +44,7 @@ func TestRulesPromtool(t *testing.T) {
 			t.Run("prometheus"+v.name+"/"+name, func(t *testing.T) {
 				_, dir := generateDir(t, o)
 				run(t, dir, v.promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
-				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile), filepath.FromSlash(AlertFastTestsFile))
 			})
 		}
 	}
@@ -73,9 +73,102 @@ func TestRuleTestsAnyFor(t *testing.T) {
 		for _, v := range versions {
 			t.Run(fmt.Sprintf("for=%s/prometheus%s", d, v.name), func(t *testing.T) {
 				_, dir := generateDir(t, o)
-				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile), filepath.FromSlash(AlertFastTestsFile))
 			})
 		}
+	}
+}
+
+// TestFastWindowTestsAnyConfig (issue 28): the fast window's tests, whose
+// series and evaluations follow serve's scrape interval, the stack's
+// Prometheus scrape interval, the evaluation interval and the window,
+// pass under both promtools for windows, intervals and thresholds across
+// their ranges: the shortest window the config accepts (two scrapes), one
+// long against its intervals, equal cadences, a threshold of 1 (nothing
+// fires: only the bursts are tested), thresholds low enough that the fill
+// starts from 0, sub-minute for-durations.
+func TestFastWindowTestsAnyConfig(t *testing.T) {
+	versions := promVersions(t)
+	for _, c := range []struct {
+		name                  string
+		scrape, prom, eval, w string
+		warn, crit, exhausted float64
+		warnFor               string
+	}{
+		{"defaults", "5s", "15s", "15s", "45s", 0.9, 0.97, 0.99, "10m"},
+		{"1s everything", "1s", "1s", "1s", "45s", 0.9, 0.97, 0.99, "10m"},
+		{"two scrapes", "5s", "5s", "15s", "10s", 0.9, 0.97, 0.99, "30s"},
+		{"long window, slow evaluations", "10s", "30s", "1m", "2m", 0.8, 0.9, 0.995, "3m"},
+		{"threshold 1", "15s", "15s", "30s", "30s", 0.9, 0.97, 1, "10m"},
+		{"low thresholds", "5s", "15s", "15s", "45s", 0.05, 0.08, 0.1, "1s"},
+	} {
+		o := Options{Config: config.Default(), ScrapeInterval: dur(c.prom), EvaluationInterval: dur(c.eval)}
+		o.Config.Global.ScrapeInterval = dur(c.scrape)
+		a := &o.Config.Alerts
+		a.KVUsageWarning, a.KVUsageCritical, a.KVUsageExhausted = c.warn, c.crit, c.exhausted
+		a.KVUsageExhaustedWindow, a.KVUsageWarningFor = dur(c.w), dur(c.warnFor)
+		for _, v := range versions {
+			t.Run(c.name+"/prometheus"+v.name, func(t *testing.T) {
+				_, dir := generateDir(t, o)
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertFastTestsFile))
+			})
+		}
+	}
+}
+
+// TestGenerateFastWindowScrapes: the fast window must hold two of
+// Prometheus' scrapes of kvwatch.
+func TestGenerateFastWindowScrapes(t *testing.T) {
+	for _, c := range []struct {
+		scrape, window string
+		want           string // "" for no error
+	}{
+		{"15s", "45s", ""},
+		{"15s", "30s", ""},
+		{"30s", "45s", "stack options: alerts: kv_usage_exhausted_window 45s holds fewer than two of Prometheus' scrapes of kvwatch (every 30s), " +
+			"so KVCacheExhausted would page on one sample; raise it to at least 1m"},
+	} {
+		o := Options{Config: config.Default(), ScrapeInterval: dur(c.scrape)}
+		o.Config.Alerts.KVUsageExhaustedWindow = dur(c.window)
+		_, err := Generate(o)
+		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+			t.Errorf("Generate(scrape %s, window %s) = %v, want %q", c.scrape, c.window, err, c.want)
+		}
+	}
+}
+
+// TestFastWindowTestsCatchWrongWindow: the fast window's tests fail on a
+// rule whose window is too short for the bursts (it pages on them) or too
+// long for the fill (it pages too late), and on one with a for-duration.
+func TestFastWindowTestsCatchWrongWindow(t *testing.T) {
+	promtool := testenv.Tool(t, "prometheus", "promtool")
+	right := "min_over_time(kvwatch_kv_usage_ratio[45s])"
+	for _, c := range []struct{ name, old, new string }{
+		{"window too short", right, "min_over_time(kvwatch_kv_usage_ratio[15s])"},
+		{"window too long", right, "min_over_time(kvwatch_kv_usage_ratio[1m30s])"},
+		{"instant usage", right, "kvwatch_kv_usage_ratio"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, dir := generateDir(t, Options{})
+			p := filepath.Join(dir, filepath.FromSlash(AlertRulesFile))
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := strings.Replace(string(b), c.old, c.new, 1)
+			if bad == string(b) {
+				t.Fatalf("%s has no %q to tamper with", AlertRulesFile, c.old)
+			}
+			if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertFastTestsFile))
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), AlertKVExhausted) {
+				t.Errorf("promtool test rules with %s: err %v, want a failure naming %s:\n%s", c.new, err, AlertKVExhausted, out)
+			}
+		})
 	}
 }
 
@@ -86,7 +179,7 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 	rt := ruleTests(Options{})
 	fires, quiet := map[string]bool{}, map[string]bool{}
 	exprs := map[string]bool{}
-	for _, g := range rt.Tests {
+	for _, g := range append(rt.Tests, fastRuleTests(Options{}).Tests...) {
 		for _, a := range g.AlertRuleTests {
 			if len(a.ExpAlerts) > 0 {
 				fires[a.Alertname] = true

@@ -179,10 +179,21 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 		summary = "KV cache of " + where + " is nearly full"
 		desc = "The KV cache of " + srvName + " is " + value + " full (critical above " + percent(a.KVUsageCritical) +
 			" for " + a.KVUsageCriticalFor.String() + "). Requests queue, and vLLM preempts or SGLang retracts running ones."
+	case AlertKVExhausted:
+		summary = "KV cache of " + where + " is exhausted"
+		desc = "Every sample of the KV cache usage of " + srvName + " in the last " + a.KVUsageExhaustedWindow.String() + " is above " +
+			percent(a.KVUsageExhausted) + ": the cache is full. New requests wait for KV, and vLLM preempts or SGLang retracts running ones."
 	case AlertKVFullSoon:
+		// value: the usage now when it is full now (above
+		// kv_usage_exhausted), else empty.
 		summary = "KV cache of " + where + " will be full within " + a.KVFullWithin.String()
 		desc = "At the fill rate of the last 15m, the KV cache of " + srvName + " (now above " + percent(o.KVFullMinUsage) +
 			") reaches 100% within " + a.KVFullWithin.String() + "."
+		if value != "" {
+			summary = "KV cache of " + where + " is full"
+			desc = "The KV cache of " + srvName + " is full now (" + value + ", above " + percent(a.KVUsageExhausted) +
+				") and was still filling over the last 15m; " + AlertKVExhausted + " pages once it stays full for " + a.KVUsageExhaustedWindow.String() + "."
+		}
 	case AlertLeak:
 		summary = "KV cache of " + where + " is held by requests that do not run"
 		desc = srvName + " holds " + value + " of its KV cache while the requests that could hold it do not run, for " +
@@ -218,6 +229,10 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 		summary = "KV cache of " + poolWhere(l) + " will be full within " + a.KVFullWithin.String()
 		desc = "At the fill trend of the last 15m plus the KV its queued requests need, the free KV of " + poolWhere(l) +
 			" is gone in " + value + " (threshold " + a.KVFullWithin.String() + ")."
+		if value == humanizeDuration(0) { // full now
+			summary = "KV cache of " + poolWhere(l) + " is full"
+			desc = "The free KV of " + poolWhere(l) + " is gone now: what its servers hold plus what its queued requests need is at least its capacity."
+		}
 	case AlertPoolDrain:
 		where := poolWhere(l)
 		summary = strings.ToUpper(where[:1]) + where[1:] + " cannot lose its largest server"
@@ -331,13 +346,19 @@ func ruleTests(o Options) ruleTestFile {
 		slope := 1.2 * (1 - start) / within
 		n := ceilMinutes(afterFor(mins(1), o.KVFullFor)) + 5
 		l := dec.alertLabels(SeverityWarning)
+		// The usage at the evaluation that fires, if the ramp has passed
+		// kv_usage_exhausted by then: the texts say "full now".
+		now := ""
+		if v := start + slope*float64(time.Duration(afterFor(mins(1), o.KVFullFor))/time.Minute); v > a.KVUsageExhausted {
+			now = humanizePercentage(v)
+		}
 		tests = append(tests, ruleTest{Interval: step,
 			InputSeries: []inputSeries{
 				{dec.sel(signal.KVUsageRatio.Name), ramp(start, slope, n)},
 				{dec1.sel(signal.KVUsageRatio.Name), constant(start, n)},
 			},
 			AlertRuleTests: append([]alertTest{{0, AlertKVFullSoon, none}},
-				forChecks(AlertKVFullSoon, mins(1), o.KVFullFor, []expAlert{expect(AlertKVFullSoon, l, "")})...),
+				forChecks(AlertKVFullSoon, mins(1), o.KVFullFor, []expAlert{expect(AlertKVFullSoon, l, now)})...),
 		})
 	}
 	// Leak: the server's diagnosis says leak_suspected (kv.Diagnose, which
@@ -562,6 +583,7 @@ func ruleTests(o Options) ruleTestFile {
 				{Expr: "round(" + RecTimeToFull + ")", EvalTime: mins(20), ExpSamples: []expSample{{renderLabels(dec.labels()), 1800}}},
 			}})
 	}
+	tests = append(tests, fullNowRuleTests(o, expect)...)
 	tests = append(tests, planningRuleTests(o, expect)...)
 	tests = append(tests, autoscalingRuleTests(o)...)
 	tests = append(tests, tierRuleTests(o, expect)...)

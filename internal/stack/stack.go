@@ -236,6 +236,12 @@ func (o Options) validate() error {
 	if a := o.Config.Alerts; a.KVUsageWarning >= a.KVUsageCritical {
 		errs = append(errs, fmt.Errorf("alerts: kv_usage_warning %g must be below kv_usage_critical %g", a.KVUsageWarning, a.KVUsageCritical))
 	}
+	// The fast window must hold two of Prometheus' samples, as it must
+	// hold two of serve's (config.validate).
+	if w, s := o.Config.Alerts.KVUsageExhaustedWindow, o.ScrapeInterval; w < 2*s {
+		errs = append(errs, fmt.Errorf("alerts: kv_usage_exhausted_window %s holds fewer than two of Prometheus' scrapes of kvwatch (every %s), "+
+			"so KVCacheExhausted would page on one sample; raise it to at least %s", w, s, 2*s))
+	}
 	errs = append(errs, validateK8sLabels(o.KubernetesLabels)...)
 	if strings.ContainsAny(o.HAClusterName, "\n\"") {
 		errs = append(errs, fmt.Errorf("--ha.cluster-name %q: want a plain name, e.g. kvwatch-eu1", o.HAClusterName))
@@ -334,6 +340,7 @@ func Generate(o Options) (Files, error) {
 		{RecordingRulesFile, 0o644, func() ([]byte, error) { return marshalYAML(RecordingRules(o)) }},
 		{AlertRulesFile, 0o644, func() ([]byte, error) { return marshalYAML(AlertRules(o)) }},
 		{AlertTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(ruleTests(o)) }},
+		{AlertFastTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(fastRuleTests(o)) }},
 		{"alertmanager.yml", 0o644, func() ([]byte, error) { return marshalYAML(alertmanagerConfig(o)) }},
 		{configFileName, configMode(o.secrets), func() ([]byte, error) { return kvwatchConfig(o) }},
 		{ProbeTargetsFile, 0o644, func() ([]byte, error) { return marshalYAML(probeTargets(o)) }},
