@@ -24,7 +24,8 @@ const (
 var alertValueUnits = map[string]string{
 	AlertKVHigh:        signal.KVUsageRatio.Unit,
 	AlertKVCritical:    signal.KVUsageRatio.Unit,
-	AlertKVFullSoon:    signal.KVUsageRatio.Unit, // predict_linear of the usage ratio
+	AlertKVExhausted:   signal.KVUsageRatio.Unit, // min_over_time of the usage ratio
+	AlertKVFullSoon:    signal.KVUsageRatio.Unit, // the usage ratio now (its texts say "full now" above the fast window's threshold)
 	AlertLeak:          signal.KVUsageRatio.Unit,
 	AlertRankImbalance: signal.RankSpreadRatio.Unit,
 	AlertQueue:         signal.RequestsQueued.Unit,

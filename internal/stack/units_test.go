@@ -9,7 +9,8 @@ func TestAlertValueUnits(t *testing.T) {
 	want := map[string]string{
 		"KVCacheUsageHigh":          "ratio",      // kvwatch_kv_usage_ratio > 0.9
 		"KVCacheUsageCritical":      "ratio",      // kvwatch_kv_usage_ratio > 0.97
-		"KVCacheFullSoon":           "ratio",      // predict_linear(kvwatch_kv_usage_ratio[15m], ...) >= 1
+		"KVCacheExhausted":          "ratio",      // min_over_time(kvwatch_kv_usage_ratio[45s]) > 0.99
+		"KVCacheFullSoon":           "ratio",      // kvwatch_kv_usage_ratio > 0.5 and predict_linear(...) >= 1
 		"KVCacheLeakSuspected":      "ratio",      // kvwatch_kv_usage_ratio and ... state == 1
 		"KVRankImbalance":           "ratio",      // kvwatch_kv_rank_spread_ratio > 0.2
 		"RequestQueueBuildingUp":    "requests",   // sum of kvwatch_requests_queued
