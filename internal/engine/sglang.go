@@ -181,10 +181,14 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 		sgPagesCapacity(p, r)
 	}
 	// The 0.01-rounded token_usage is a last resort: only for ranks that
-	// report neither tokens nor full_token_usage, and only where it is the
-	// full pool's: SGLang writes the max over the full, SWA and Mamba pools
-	// into it, so on a rank whose SWA or Mamba gauge reaches it, it may be
-	// another pool's and the full pool's usage is unknown.
+	// report neither tokens nor full_token_usage, on pages without the
+	// full pool's own gauges (full_token_usage, kv_used_tokens,
+	// kv_available_tokens: a version that has them writes into token_usage
+	// the max over the full, SWA and Mamba pools, sglang #22555), and only
+	// where it is the full pool's: on a rank whose SWA or Mamba gauge
+	// reaches it, it may be another pool's and the full pool's usage is
+	// unknown.
+	fullPool := p.Has(sgFullUsage) || p.Has(sgUsed) || p.Has(sgAvailable)
 	other := map[kv.RankID]float64{}
 	for _, n := range []string{sgSWAUsage, sgMambaUsage} {
 		for _, smp := range p.Samples(n) {
@@ -198,13 +202,15 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 			continue
 		}
 		rk := r.get(sgRank(smp))
-		if o, ok := other[sgRank(smp)]; ok && o > 0 && smp.Value <= o {
-			if !rk.UsageRatio.OK() && !(rk.Used.OK() && rk.Capacity.OK()) {
-				srv.Explain(kv.UnknownVersion, "KV usage unavailable: sglang:token_usage is the max over the full-attention, SWA and Mamba pools (sglang #22555) and another pool's gauge reaches it, and the page has no full_token_usage or kv_used_tokens")
-			}
+		if rk.UsageRatio.OK() || (rk.Used.OK() && rk.Capacity.OK()) {
 			continue
 		}
-		if !rk.UsageRatio.OK() && !(rk.Used.OK() && rk.Capacity.OK()) {
+		switch o, ok := other[sgRank(smp)]; {
+		case fullPool:
+			srv.Explain(kv.UnknownVersion, "KV usage unavailable: sglang:token_usage is the max over the full-attention, SWA and Mamba pools (sglang #22555), and the page's full-pool gauges give no ratio")
+		case ok && o > 0 && smp.Value <= o:
+			srv.Explain(kv.UnknownVersion, "KV usage unavailable: sglang:token_usage is the max over the full-attention, SWA and Mamba pools (sglang #22555) and another pool's gauge reaches it, and the page has no full_token_usage or kv_used_tokens")
+		default:
 			rk.UsageRatio = kv.Of(smp.Value)
 		}
 	}

@@ -74,6 +74,14 @@ func TestSGLangDialects(t *testing.T) {
 				Signals: kv.Signals{Capacity: der(256000), Used: dir(32000), UsageRatio: der(0.125)}, Spread: der(0.25)},
 		},
 		{
+			// A version with the full pool's own gauges writes the max over
+			// pools into token_usage (sglang #22555): never the KV ratio.
+			name: "token_usage beside kv_available_tokens, no capacity",
+			body: "sglang:num_running_reqs 1\nsglang:kv_available_tokens 500\nsglang:token_usage 0.4\n",
+			want: summary{Engine: "sglang", Generation: "legacy", Ranks: 1, Signals: kv.Signals{Running: dir(1)},
+				Unavailable: []string{kv.UnknownVersion}},
+		},
+		{
 			name: "max_total_num_tokens beats the pages",
 			body: "sglang:max_total_num_tokens 1000\nsglang:page_size 16\nsglang:num_pages 99\nsglang:kv_used_tokens 100\n",
 			want: summary{Engine: "sglang", Generation: "current", Ranks: 1,

@@ -84,6 +84,16 @@ const (
 	UnknownVersion = "version_semantics"
 )
 
+// Explained reports whether s says values are unavailable for the reason.
+func (s *Server) Explained(reason string) bool {
+	for _, u := range s.Unavailable {
+		if u.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
 // Explain records why values are unavailable (once per reason and detail).
 func (s *Server) Explain(reason, format string, args ...any) {
 	u := Unknown{Reason: reason, Detail: fmt.Sprintf(format, args...)}
