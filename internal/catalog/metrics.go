@@ -14,8 +14,10 @@ const (
 	srcVLLMV0         = "vllm-project/vllm vllm/engine/metrics.py (V0); docs/design/metrics.md@f7e3a0879e63 \"Deprecated Metrics\""
 	srcVLLMOffload    = "vllm-project/vllm vllm/v1/kv_offload/ (CPUOffloadingMetrics, OffloadPromMetrics; engine-metrics.md corrections: #35669, #45737, #47666)"
 	srcVLLMDocs       = "vllm-project/vllm docs/design/metrics.md@f7e3a0879e63, docs/usage/metrics.md@044a0565bc59"
+	srcVLLM2026       = "vllm-project/vllm vllm/v1/metrics/loggers.py (a stored revision without commit id: engine_sleep_state, num_requests_waiting_by_reason); PRs #38435, #33290, #49984"
 	srcSGLang         = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (older: python/sglang/srt/metrics/collector.py@44cedc2b9c7d)"
 	srcSGLangOld      = "sgl-project/sglang docs/references/production_metrics.md@00b08c497f07; examples/monitoring/grafana.json@f32b0841"
+	srcSGLang2026     = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py (a stored revision newer than @44cedc2b9c7d, without commit id); PRs #22555 (token_usage = max over pools), #24341 (bootstrap rename), #19009 (kv_transfer_* histograms), #24197 (page_size, num_pages gauges), #31495 (prefill num_running_reqs)"
 	srcSGLangRadix    = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (RadixCacheMetricsCollector, storage collector)"
 	srcSMG            = "sgl-project/sglang sgl-model-gateway/src/observability/metrics.rs@01b2d83a"
 	srcSGLRouter      = "sgl-project/sglang sgl-router/src/metrics.rs@584506b4"
@@ -96,20 +98,20 @@ func metrics() []Metric {
 
 	// vLLM V1.
 	t.add("vllm", Gauge, lVLLM, "0.8", "", srcVLLMLoggers, "vllm:num_requests_running", "vllm:num_requests_waiting")
-	t.add("vllm", Gauge, with(lVLLM, "reason"), "0.12", "", srcVLLMDocs, "vllm:num_requests_waiting_by_reason")
+	t.add("vllm", Gauge, with(lVLLM, "reason"), "0.12", "", srcVLLM2026, "vllm:num_requests_waiting_by_reason")
 	t.add("vllm", Gauge, lVLLM, "0.9.2", "", srcVLLMLoggers, "vllm:kv_cache_usage_perc")
 	t.add("vllm", Gauge, lVLLM, "", "0.11", srcVLLMLoggers, "vllm:gpu_cache_usage_perc")
 	t.add("vllm", Counter, lVLLM, "0.9.2", "", srcVLLMLoggers, "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
 	t.add("vllm", Counter, lVLLM, "0.8", "0.11", srcVLLMLoggers, "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total")
 	t.add("vllm", Counter, lVLLM, "0.10", "", srcVLLMLoggers, "vllm:external_prefix_cache_queries_total", "vllm:external_prefix_cache_hits_total",
 		"vllm:mm_cache_queries_total", "vllm:mm_cache_hits_total", "vllm:corrupted_requests_total", "vllm:prompt_tokens_cached_total", "vllm:prompt_tokens_recomputed_total")
-	t.add("vllm", Counter, with(lVLLM, "source"), "0.11", "", srcVLLMDocs, "vllm:prompt_tokens_by_source_total")
+	t.add("vllm", Counter, with(lVLLM, "source"), "0.11", "", srcVLLM2026, "vllm:prompt_tokens_by_source_total")
 	t.add("vllm", Counter, with(lVLLM, "reason"), "", "", srcVLLMDocs, "vllm:admission_rejections_total")
 	t.add("vllm", Counter, lVLLM, "", "", srcVLLMLoggers, "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
 	t.add("vllm", Counter, with(lVLLM, "finished_reason"), "", "", srcVLLMLoggers, "vllm:request_success_total")
 	t.add("vllm", Info, nil, "", "", srcVLLMLoggers, "vllm:cache_config_info")
 	t.add("vllm", Info, []string{"max_lora", "waiting_lora_adapters", "running_lora_adapters"}, "", "", srcVLLMLoggers, "vllm:lora_requests_info")
-	t.add("vllm", Gauge, with(lVLLM, "sleep_state"), "0.11", "", srcVLLMDocs, "vllm:engine_sleep_state")
+	t.add("vllm", Gauge, with(lVLLM, "sleep_state"), "0.11", "", srcVLLM2026, "vllm:engine_sleep_state")
 	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMLoggers, "vllm:iteration_tokens_total", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
 		"vllm:request_max_num_generation_tokens", "vllm:request_params_n", "vllm:request_params_max_tokens", "vllm:time_to_first_token_seconds",
 		"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_inference_time_seconds",
@@ -117,7 +119,7 @@ func metrics() []Metric {
 	t.add("vllm", Histogram, lVLLM, "0.10", "", srcVLLMLoggers, "vllm:time_per_prefill_token_request_seconds")
 	t.add("vllm", Histogram, lVLLM, "0.11", "", srcVLLMLoggers, "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds")
 	t.add("vllm", Histogram, lVLLM, "", "0.11", srcVLLMLoggers, "vllm:time_per_output_token_seconds")
-	t.add("vllm", Histogram, lVLLM, "", "", srcVLLMDocs, "vllm:request_num_preemptions")
+	t.add("vllm", Histogram, lVLLM, "", "", srcVLLM2026, "vllm:request_num_preemptions")
 	t.add("vllm", Histogram, lVLLM, "0.11", "", srcVLLMDocs, "vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds", "vllm:kv_block_reuse_gap_seconds")
 	t.add("vllm", Counter, lVLLM, "0.8", "", srcVLLMSpec, "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
 	t.add("vllm", Counter, with(lVLLM, "position"), "0.8", "", srcVLLMSpec, "vllm:spec_decode_num_accepted_tokens_per_pos_total")
@@ -456,8 +458,8 @@ func renames() []Rename {
 		{Engine: "vllm", Old: "vllm:model_execute_time_milliseconds", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
 		{Engine: "vllm", Old: "vllm:kv_offload_total_bytes_total", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_bytes_total and vllm:kv_offload_load_bytes_total", Source: srcVLLMOffload},
 		{Engine: "vllm", Old: "vllm:kv_offload_total_time_total", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_time_total and vllm:kv_offload_load_time_total", Source: srcVLLMOffload},
-		{Engine: "sglang", Old: "sglang:num_prefill_prealloc_queue_reqs", New: "sglang:num_prefill_bootstrap_queue_reqs", Version: "collector @016d8605e458 (the old name @44cedc2b9c7d)", Source: srcSGLang},
-		{Engine: "sglang", Old: "sglang:cache_config_info", New: "", Version: "collector @016d8605e458", Note: "its labels page_size and num_pages became the gauges sglang:page_size and sglang:num_pages", Source: srcSGLang},
+		{Engine: "sglang", Old: "sglang:num_prefill_prealloc_queue_reqs", New: "sglang:num_prefill_bootstrap_queue_reqs", Version: "sglang #24341 (collector @016d8605e458; the old name @44cedc2b9c7d)", Source: srcSGLang2026},
+		{Engine: "sglang", Old: "sglang:cache_config_info", New: "", Version: "sglang #24197 (collector @016d8605e458)", Note: "its labels page_size and num_pages became the gauges sglang:page_size and sglang:num_pages", Source: srcSGLang2026},
 		{Engine: "sglang", Old: "sglang:num_requests_running", New: "sglang:num_running_reqs", Version: "after the first Prometheus version (PR #1853, label name)", Source: srcSGLangOld},
 		{Engine: "sglang", Old: "sglang:num_requests_waiting", New: "sglang:num_queue_reqs", Version: "after the first Prometheus version (PR #1853, label name)", Source: srcSGLangOld},
 		{Engine: "sglang", Old: "sglang:time_per_output_token_seconds", New: "sglang:inter_token_latency_seconds", Version: "after the late-2024 collector (docs sample @00b08c497f07)", Source: srcSGLangOld},

@@ -79,7 +79,9 @@ func TestVersionDrift(t *testing.T) {
 			name: "sglang PD prefill: bootstrap (new name) wins over prealloc (old name); inflight apart",
 			body: "sglang:num_prefill_bootstrap_queue_reqs{engine_type=\"prefill\"} 3\nsglang:num_prefill_prealloc_queue_reqs{engine_type=\"prefill\"} 9\nsglang:num_prefill_inflight_queue_reqs{engine_type=\"prefill\"} 1\nsglang:num_queue_reqs{engine_type=\"prefill\"} 2\n",
 			want: summary{Engine: "sglang", Generation: "legacy", Role: kv.RolePrefill, Ranks: 1,
-				Signals: kv.Signals{Queued: kv.Queues{Waiting: dir(2), Bootstrap: dir(3), Inflight: dir(1)}}},
+				Signals: kv.Signals{Queued: kv.Queues{Waiting: dir(2), Bootstrap: dir(3), Inflight: dir(1)}},
+				// 3 under the new name, 9 under the old: two dialects disagree.
+				Warnings: []string{kv.WarnMixedDialect}},
 		},
 		{
 			name: "sglang PD decode: pending pre-allocation is demand, not a reservation",

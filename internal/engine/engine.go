@@ -203,7 +203,9 @@ func several(match []Spec) Spec {
 			return srv, err
 		}
 		from := first.Name
-		if !hasKV(&srv) {
+		// An asleep engine has released its KV: another engine's KV on
+		// its page is not its.
+		if !hasKV(&srv) && !srv.Explained(kv.UnknownAsleep) {
 			for _, m := range match[1:] {
 				o, err := m.Normalize(in)
 				if err != nil || !hasKV(&o) {
@@ -216,7 +218,10 @@ func several(match []Spec) Spec {
 			}
 		}
 		kvFrom := "KV from " + from
-		if !hasKV(&srv) {
+		switch {
+		case srv.Explained(kv.UnknownAsleep):
+			kvFrom = "no KV: " + first.Name + " is asleep"
+		case !hasKV(&srv):
 			kvFrom = "no engine on the page reports KV"
 		}
 		srv.Warn(kv.WarnTwoEngines, "page matches %s; read as %s (the first in detection order), %s",

@@ -42,6 +42,8 @@ type summary struct {
 	Warnings []string
 	// Pools are the server's further KV pools.
 	Pools []kv.CachePool
+	// Unavailable are the reasons the server gives for unknown values.
+	Unavailable []string
 }
 
 func summarize(s kv.Server) summary {
@@ -50,6 +52,9 @@ func summarize(s kv.Server) summary {
 		Pools: s.CachePools}
 	for _, w := range s.Warnings {
 		out.Warnings = append(out.Warnings, w.Reason)
+	}
+	for _, u := range s.Unavailable {
+		out.Unavailable = append(out.Unavailable, u.Reason)
 	}
 	return out
 }

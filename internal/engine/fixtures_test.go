@@ -117,6 +117,97 @@ var fixtureCases = []fixtureCase{
 			Signals: kv.Signals{Used: dir(0), UsageRatio: dir(0), Running: dir(0)}, Spread: der(0)},
 	},
 	{
+		// Current SGLang, PD decode, DP 2 (written from the collector's
+		// source, see SOURCES.md): HiCache, streaming sessions, KV-transfer
+		// histograms, cached tokens by source.
+		file: "sglang-source-current-pd-decode-dp2.prom",
+		want: summary{Engine: "sglang", Generation: "current", Model: "Qwen/Qwen3-8B", Role: kv.RoleDecode, Ranks: 2,
+			ContextLength: dir(40960),
+			Signals: kv.Signals{
+				// max_total_num_tokens 400,000 per DP rank.
+				Capacity: dir(800000),
+				// kv_used_tokens 120,000 + 10,000 held by streaming sessions
+				// (derived) on DP 0, 80,000 on DP 1 (none held).
+				Used: der(210000), Evictable: dir(50000),
+				// The ratio of the sums: 210,000 / 800,000.
+				UsageRatio: der(0.2625),
+				// pending_prealloc_token_usage 0.01 × 400,000 on DP 0, 0 on DP 1;
+				// its ratio weighted by capacity: 4,000 / 800,000.
+				Demand: der(4000), DemandRatio: der(0.005),
+				Running: dir(20),
+				Queued:  kv.Queues{Waiting: dir(3), Prealloc: dir(2), Transfer: dir(2)},
+				// cached_tokens_total: device 5,000 + host 2,000 +
+				// storage_mooncake 1,000 of prompt_tokens_total 40,000.
+				Counters: kv.Counters{PrefixHitTokens: dir(8000), PrefixQueryTokens: dir(40000), Preemptions: dir(5),
+					PromptTokens: dir(40000), GenerationTokens: dir(9000)},
+			},
+			// full_token_usage 0.325 (130,000 / 400,000) and 0.25.
+			Spread: der(0.075),
+			Pools: []kv.CachePool{
+				// HiCache host: 800,000 per DP rank, 200,000 + 100,000 used,
+				// 2,000 hit tokens served from it.
+				{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: dir(1600000), Used: dir(300000),
+					UsageRatio: der(0.1875), HitTokens: dir(2000)},
+				// The storage backend named by its cache_source.
+				{Type: kv.PoolFull, Tier: kv.TierRemote, Name: "mooncake", Unit: kv.UnitTokens, HitTokens: dir(1000)},
+			}},
+	},
+	{
+		// SGLang of early 2026, PD prefill (the collector @44cedc2b9c7d):
+		// the bootstrap queue under its old name, KV-transfer gauges,
+		// cache_config_info.
+		file: "sglang-source-early2026-pd-prefill.prom",
+		want: summary{Engine: "sglang", Generation: "legacy", Model: "Qwen/Qwen3-8B", Role: kv.RolePrefill, Ranks: 1,
+			Signals: kv.Signals{
+				// num_used_tokens 52,000 of max_total_num_tokens 400,000.
+				Capacity: dir(400000), Used: dir(52000), UsageRatio: der(0.13),
+				// num_running_reqs 0 on a prefill page of this version is no
+				// count (sglang #31495): unavailable.
+				Queued:   kv.Queues{Waiting: dir(6), Bootstrap: dir(4), Inflight: dir(2), Prealloc: dir(0), Transfer: dir(0)},
+				Counters: kv.Counters{PromptTokens: dir(90000), GenerationTokens: dir(300)},
+			},
+			Spread: der(0), Unavailable: []string{kv.UnknownVersion}},
+	},
+	{
+		// Current vLLM, DP 2, engine 1 asleep at level 1 (written from
+		// vllm/v1/metrics/loggers.py, see SOURCES.md).
+		file: "vllm-source-current-dp2-asleep.prom",
+		want: summary{Engine: "vllm", Generation: "current", Model: "meta-llama/Llama-3.1-8B-Instruct", Ranks: 2,
+			// kv_cache_size_tokens 524,288 / kv_cache_max_concurrency 4.
+			ContextLength: der(131072),
+			Signals: kv.Signals{
+				// Engine 0 only: kv_cache_size_tokens 524,288 at 0.4 (used
+				// round(0.4 × 524,288)); engine 1 released its KV, so every
+				// KV total lacks a part.
+				Capacity: kv.Value{V: 524288, Prov: kv.Partial}, Used: kv.Value{V: 209715, Prov: kv.Partial},
+				UsageRatio: kv.Value{V: 0.4, Prov: kv.Partial},
+				// num_requests_waiting 3 (its reasons 2 + 1 not added again).
+				Running: dir(5), Queued: kv.Queues{Waiting: dir(3)},
+				Counters: kv.Counters{PrefixHitTokens: dir(70000), PrefixQueryTokens: dir(120000), Preemptions: dir(2),
+					PromptTokens: dir(120000), GenerationTokens: dir(10000)},
+			},
+			Unavailable: []string{kv.UnknownAsleep},
+			// The native CPU offload tier: external_kv_transfer 10,000 + 0.
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(10000),
+				Note: vlOffloadNote}}},
+	},
+	{
+		// vLLM 0.11 with --api-server-count 2 (before vllm #28792): one
+		// gauge series per API server process (pid), and only
+		// cache_config_info labelled with its engine.
+		file: "vllm-source-0.11-api-servers.prom",
+		want: summary{Engine: "vllm", Generation: "current", Model: "Qwen/Qwen3-4B", Ranks: 1,
+			Signals: kv.Signals{
+				// num_gpu_blocks 27,000 × block_size 16 of engine "0", the
+				// page's only engine; the pids' 0.3 is one engine's, not 0.6.
+				Capacity: der(432000), Used: der(129600), UsageRatio: dir(0.3),
+				Running: dir(4), Queued: kv.Queues{Waiting: dir(1)},
+				Counters: kv.Counters{PrefixHitTokens: dir(1000), PrefixQueryTokens: dir(5000), Preemptions: dir(0),
+					PromptTokens: dir(5000), GenerationTokens: dir(700)},
+			},
+			Spread: der(0)},
+	},
+	{
 		file: "vllm-docs-design-metrics-example_output.prom", edit: dropEllipses,
 		want: summary{Engine: "vllm", Generation: "current", Model: "meta-llama/Llama-3.1-8B-Instruct", Ranks: 1,
 			Signals: kv.Signals{Running: dir(8), Counters: kv.Counters{GenerationTokens: dir(27453)}}},

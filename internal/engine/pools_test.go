@@ -33,7 +33,9 @@ func TestSGLangPools(t *testing.T) {
 				Pools: []kv.CachePool{
 					{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: dir(0.9)},
 					{Type: kv.PoolMamba, Tier: kv.TierGPU, Unit: kv.UnitSlots, UsageRatio: dir(0.3)},
-				}},
+				},
+				// and the server says why, not a bare unknown.
+				Unavailable: []string{kv.UnknownVersion}},
 		},
 		{
 			name: "hybrid: token_usage above both other pools is the full pool's",

@@ -83,6 +83,13 @@ func TestTwoEngines(t *testing.T) {
 				Warnings: []string{kv.WarnTwoEngines}},
 		},
 		{
+			name: "the engine is asleep: not the pass-through's KV", engine: "vllm",
+			body:   "vllm:num_requests_running{engine=\"0\"} 2\nvllm:engine_sleep_state{engine=\"0\",sleep_state=\"awake\"} 0\n" + dy,
+			detail: "page matches vllm and dynamo; read as vllm (the first in detection order), no KV: vllm is asleep",
+			want: summary{Engine: "vllm", Generation: "current", Ranks: 1, Signals: kv.Signals{Running: dir(2)},
+				Warnings: []string{kv.WarnTwoEngines}, Unavailable: []string{kv.UnknownAsleep}},
+		},
+		{
 			name: "neither has KV", body: "vllm:num_requests_running 2\ndynamo_frontend_queued_requests 1\ndynamo_frontend_inflight_requests 3\n", engine: "vllm",
 			detail: "page matches vllm and dynamo; read as vllm (the first in detection order), no engine on the page reports KV",
 			want: summary{Engine: "vllm", Generation: "current", Ranks: 1, Signals: kv.Signals{Running: dir(2)},

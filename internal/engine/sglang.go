@@ -23,7 +23,8 @@ var sglangSpec = Spec{
 	Detect: []string{sgCapacity, sgTokenUsage, sgNumUsed, sgUsed, sgRunning, sgQueue},
 	Reads: append([]string{sgAvailable, sgEvictable, sgFullUsage, sgContextLen, sgBootstrapQ, sgPrefillPreallQ, sgInflightQ,
 		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
-		sgCached, sgPrompt, sgGeneration, sgSWAUsage, sgMambaUsage, sgHostUsed, sgHostTotal, sgMaxRunningName},
+		sgCached, sgPrompt, sgGeneration, sgSWAUsage, sgMambaUsage, sgHostUsed, sgHostTotal, sgMaxRunningName,
+		sgCacheConfig, sgPageSize, sgNumPages, sgSessionHeld},
 		histogramNames(sgReqPrompt, sgReqGen)...),
 	Normalize: normalizeSGLang,
 }
@@ -56,6 +57,18 @@ const (
 	sgHostUsed        = "sglang:hicache_host_used_tokens"
 	sgHostTotal       = "sglang:hicache_host_total_tokens"
 	sgGeneration      = "sglang:generation_tokens_total"
+	// Capacity inputs: the info gauge's labels page_size and num_pages
+	// (sglang #17273), which became the gauges page_size and num_pages
+	// (sglang #24197); page_size × num_pages is max_total_num_tokens.
+	sgCacheConfig = "sglang:cache_config_info"
+	sgPageSize    = "sglang:page_size"
+	sgNumPages    = "sglang:num_pages"
+	// KV tokens held by streaming sessions (--enable-streaming-session):
+	// outside kv_used_tokens, kv_available_tokens and kv_evictable_tokens
+	// (the collector's invariant: available + evictable + used ≤ max total,
+	// "the gap accounts for protected/session-held tokens"), not
+	// reclaimable.
+	sgSessionHeld = "sglang:streaming_session_held_tokens"
 )
 
 // sgRank reads the rank labels; ranks absent in older versions stay "".
@@ -111,18 +124,24 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 		k := func(s expo.Sample) bool { return sgTotals(s) && (keep == nil || keep(s)) }
 		return r.read(p, name, sgRank, k, sumf, field, kv.Of)
 	}
-	gauge(sgCapacity, func(s *kv.Signals) *kv.Value { return &s.Capacity })
-	if !gauge(sgUsed, func(s *kv.Signals) *kv.Value { return &s.Used }) {
+	hasCapacity := gauge(sgCapacity, func(s *kv.Signals) *kv.Value { return &s.Capacity })
+	if gauge(sgUsed, func(s *kv.Signals) *kv.Value { return &s.Used }) {
+		sgAddSessionHeld(p, r)
+	} else {
 		gauge(sgNumUsed, func(s *kv.Signals) *kv.Value { return &s.Used })
 	}
 	gauge(sgEvictable, func(s *kv.Signals) *kv.Value { return &s.Evictable })
 	gauge(sgFullUsage, func(s *kv.Signals) *kv.Value { return &s.UsageRatio })
 	// Demand of requests waiting for PD pre-allocation, over capacity (> 1 under overload).
 	gauge(sgPendingPrealloc, func(s *kv.Signals) *kv.Value { return &s.DemandRatio })
-	gauge(sgRunning, func(s *kv.Signals) *kv.Value { return &s.Running })
+	if srv.Role != kv.RolePrefill || sgPrefillCountsRunning(p, &srv) {
+		gauge(sgRunning, func(s *kv.Signals) *kv.Value { return &s.Running })
+	}
 	gauge(sgQueue, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting })
 	if !gauge(sgBootstrapQ, func(s *kv.Signals) *kv.Value { return &s.Queued.Bootstrap }) {
 		gauge(sgPrefillPreallQ, func(s *kv.Signals) *kv.Value { return &s.Queued.Bootstrap })
+	} else {
+		mixedDialect(p, &srv, sgPrefillPreallQ, sgBootstrapQ, sgRank, sgTotals, maxf)
 	}
 	gauge(sgInflightQ, func(s *kv.Signals) *kv.Value { return &s.Queued.Inflight })
 	gauge(sgPreallocQ, func(s *kv.Signals) *kv.Value { return &s.Queued.Prealloc })
@@ -157,11 +176,19 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 		counter(sgCached, keep, func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixHitTokens })
 		counter(sgPrompt, nil, func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixQueryTokens })
 	}
+	if !hasCapacity {
+		// After every rank is known: cache_config_info applies to all.
+		sgPagesCapacity(p, r)
+	}
 	// The 0.01-rounded token_usage is a last resort: only for ranks that
-	// report neither tokens nor full_token_usage, and only where it is the
-	// full pool's: SGLang writes the max over the full, SWA and Mamba pools
-	// into it, so on a rank whose SWA or Mamba gauge reaches it, it may be
-	// another pool's and the full pool's usage is unknown.
+	// report neither tokens nor full_token_usage, on pages without the
+	// full pool's own gauges (full_token_usage, kv_used_tokens,
+	// kv_available_tokens: a version that has them writes into token_usage
+	// the max over the full, SWA and Mamba pools, sglang #22555), and only
+	// where it is the full pool's: on a rank whose SWA or Mamba gauge
+	// reaches it, it may be another pool's and the full pool's usage is
+	// unknown.
+	fullPool := p.Has(sgFullUsage) || p.Has(sgUsed) || p.Has(sgAvailable)
 	other := map[kv.RankID]float64{}
 	for _, n := range []string{sgSWAUsage, sgMambaUsage} {
 		for _, smp := range p.Samples(n) {
@@ -175,10 +202,15 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 			continue
 		}
 		rk := r.get(sgRank(smp))
-		if o, ok := other[sgRank(smp)]; ok && o > 0 && smp.Value <= o {
+		if rk.UsageRatio.OK() || (rk.Used.OK() && rk.Capacity.OK()) {
 			continue
 		}
-		if !rk.UsageRatio.OK() && !(rk.Used.OK() && rk.Capacity.OK()) {
+		switch o, ok := other[sgRank(smp)]; {
+		case fullPool:
+			srv.Explain(kv.UnknownVersion, "KV usage unavailable: sglang:token_usage is the max over the full-attention, SWA and Mamba pools (sglang #22555), and the page's full-pool gauges give no ratio")
+		case ok && o > 0 && smp.Value <= o:
+			srv.Explain(kv.UnknownVersion, "KV usage unavailable: sglang:token_usage is the max over the full-attention, SWA and Mamba pools (sglang #22555) and another pool's gauge reaches it, and the page has no full_token_usage or kv_used_tokens")
+		default:
 			rk.UsageRatio = kv.Of(smp.Value)
 		}
 	}
@@ -228,6 +260,11 @@ func sglangPools(p *expo.Page) []kv.CachePool {
 			return poolKey{kv.PoolFull, kv.TierHost, ""}, true
 		case "storage", "storage_hit":
 			return poolKey{kv.PoolFull, kv.TierRemote, ""}, true
+		}
+		// cached_tokens_total's current storage source names its backend
+		// (storage_<backend>, e.g. storage_mooncake).
+		if b, ok := strings.CutPrefix(v, "storage_"); ok && b != "" {
+			return poolKey{kv.PoolFull, kv.TierRemote, b}, true
 		}
 		return poolKey{}, false
 	}
@@ -281,4 +318,79 @@ func sgMaxRunning(p *expo.Page) kv.Value {
 		return kv.DerivedOf(math.Round(sum))
 	}
 	return kv.Of(sum)
+}
+
+// sgPagesCapacity sets each rank's capacity to page_size × num_pages
+// (derived), for pages without max_total_num_tokens: the gauges of sglang
+// #24197 per rank, else the labels of cache_config_info (sglang #17273),
+// which carries no rank label and so applies to every rank.
+func sgPagesCapacity(p *expo.Page, r *ranks) {
+	pages := map[kv.RankID]float64{}
+	for _, s := range p.Samples(sgNumPages) {
+		if sgTotals(s) && expo.Finite(s.Value) && s.Value > 0 {
+			pages[sgRank(s)] = s.Value
+		}
+	}
+	set := false
+	for _, s := range p.Samples(sgPageSize) {
+		n, ok := pages[sgRank(s)]
+		if !sgTotals(s) || !ok || !expo.Finite(s.Value) || s.Value <= 0 {
+			continue
+		}
+		r.get(sgRank(s)).Capacity = kv.DerivedOf(s.Value * n)
+		set = true
+	}
+	if set {
+		return
+	}
+	for _, s := range p.Samples(sgCacheConfig) {
+		size, ok := labelNumber(s, "page_size")
+		n, ok2 := labelNumber(s, "num_pages")
+		if !ok || !ok2 {
+			continue
+		}
+		if r.len() == 0 {
+			r.get(kv.RankID{})
+		}
+		r.each(func(_ kv.RankID, sig *kv.Signals) { sig.Capacity = kv.DerivedOf(size * n) })
+		return
+	}
+}
+
+// sgAddSessionHeld adds the tokens streaming sessions hold to each rank's
+// used tokens (derived): they are neither kv_used_tokens nor reclaimable.
+func sgAddSessionHeld(p *expo.Page, r *ranks) {
+	for _, s := range p.Samples(sgSessionHeld) {
+		if !sgTotals(s) || !expo.Finite(s.Value) || s.Value == 0 {
+			continue
+		}
+		if u := &r.get(sgRank(s)).Used; u.OK() {
+			*u = kv.DerivedOf(u.V + s.Value)
+		}
+	}
+}
+
+// sgPrefillCountsRunning reports whether a PD prefill page's
+// num_running_reqs can be read: before sglang #31495 it was always 0 on
+// prefill servers (running_batch is never filled there). A value above 0
+// is read; so is a page with the bootstrap queue's current name. A page
+// with its old name (num_prefill_prealloc_queue_reqs, renamed by #24341
+// before #31495) is the old version: its 0 is no evidence, running stays
+// unavailable and srv says why. (Versions between #24341 and #31495 have
+// the new name and still write 0: nothing on their pages tells them apart;
+// Diagnose's token rates keep them from a leak verdict.)
+func sgPrefillCountsRunning(p *expo.Page, srv *kv.Server) bool {
+	if !p.Has(sgPrefillPreallQ) || p.Has(sgBootstrapQ) {
+		return true
+	}
+	for _, s := range p.Samples(sgRunning) {
+		if sgTotals(s) && expo.Finite(s.Value) && s.Value != 0 {
+			return true
+		}
+	}
+	if !p.Has(sgRunning) {
+		return true
+	}
+	srv.Explain(kv.UnknownVersion, "running requests unavailable: this PD prefill page predates sglang #31495 (it has num_prefill_prealloc_queue_reqs, renamed by #24341), whose num_running_reqs is always 0 on prefill servers")
+	return false
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -21,6 +23,7 @@ var vllmSpec = Spec{
 	Detect:       []string{vlUsage, vlUsageOld, vlRunning, vlWaiting, vlCacheConfig},
 	Reads: append([]string{vlHits, vlQueries, vlHitsOld, vlQueriesOld, vlPreemptions, vlPrompt, vlGeneration,
 		vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration, vlBySource, vlOffloadCPU, vlWaitingByReason,
+		vlSleepState, vlOffloadStore, vlOffloadLoad, vlOffloadTotalOld,
 		lcLocalUsage, lcRemoteUsage, lcStorageUsage}, histogramNames(vlReqPrompt, vlReqGen)...),
 	Normalize: normalizeVLLM,
 }
@@ -56,6 +59,18 @@ const (
 	// where their KV came from.
 	vlOffloadCPU = "vllm:kv_offload_cpu_cache_usage_perc"
 	vlBySource   = "vllm:prompt_tokens_by_source_total"
+	// The offload traffic counters (vllm #35669) and the deprecated one
+	// they replace (transfer_type label): kvwatch has no traffic signal,
+	// so they only tell that the page's server offloads KV to the CPU.
+	vlOffloadStore    = "vllm:kv_offload_store_bytes_total"
+	vlOffloadLoad     = "vllm:kv_offload_load_bytes_total"
+	vlOffloadTotalOld = "vllm:kv_offload_total_bytes_total"
+
+	// vlSleepState is sleep mode's gauge, one series per engine and
+	// sleep_state (vllm/v1/metrics/loggers.py): awake 1 while the engine
+	// runs; weights_offloaded 1 at sleep level 1, discard_all 1 at level 2.
+	// Both levels release the KV cache.
+	vlSleepState = "vllm:engine_sleep_state"
 
 	// LMCache's in-process connector metrics on a vLLM page (deprecated in
 	// LMCache for its multi-process mode, still what its docs' vLLM page
@@ -88,14 +103,14 @@ func labelNumber(s expo.Sample, name string) (float64, bool) {
 // V0 engine exported is present (whether or not it has a usage gauge or an
 // engine label: early V1 pages lack the label too), "legacy" for V1 before
 // the 0.9.2 rename (gpu_cache_usage_perc or gpu_prefix_cache_* without
-// kv_cache_usage_perc), else "current".
+// kv_cache_usage_perc or prefix_cache_queries_total), else "current".
 func vllmGeneration(p *expo.Page) string {
 	for _, n := range []string{vlSwapped, vlCPUUsage, vlGPUHitRate, vlAvgPrompt, vlAvgGeneration} {
 		if p.Has(n) {
 			return "v0"
 		}
 	}
-	if !p.Has(vlUsage) && (p.Has(vlUsageOld) || p.Has(vlQueriesOld)) {
+	if !p.Has(vlUsage) && !p.Has(vlQueries) && (p.Has(vlUsageOld) || p.Has(vlQueriesOld)) {
 		return "legacy"
 	}
 	return "current"
@@ -115,6 +130,8 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 	}
 	if !gauge(vlUsage, func(s *kv.Signals) *kv.Value { return &s.UsageRatio }) {
 		gauge(vlUsageOld, func(s *kv.Signals) *kv.Value { return &s.UsageRatio })
+	} else {
+		mixedDialect(p, &srv, vlUsageOld, vlUsage, vlRank, nil, maxf)
 	}
 	gauge(vlRunning, func(s *kv.Signals) *kv.Value { return &s.Running })
 	if !gauge(vlWaiting, func(s *kv.Signals) *kv.Value { return &s.Queued.Waiting }) {
@@ -132,6 +149,10 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 	if p.Has(hits) && p.Has(queries) {
 		counter(hits, func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixHitTokens })
 		counter(queries, func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixQueryTokens })
+	}
+	if hits == vlHits {
+		mixedDialect(p, &srv, vlHitsOld, vlHits, vlRank, nil, sumf)
+		mixedDialect(p, &srv, vlQueriesOld, vlQueries, vlRank, nil, sumf)
 	}
 
 	// Capacity per engine from cache_config_info's string labels. A series
@@ -154,16 +175,29 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 		if r.len() == 0 {
 			r.get(kv.RankID{})
 		}
+		// vLLM 0.11 labels cache_config_info with its engine while a
+		// single-engine page's other families carry no engine label: one
+		// engine's capacity is the unlabelled rank's.
+		var only kv.Value
+		if len(caps) == 1 {
+			for _, c := range caps {
+				only = c
+			}
+		}
 		r.each(func(id kv.RankID, s *kv.Signals) {
 			c, ok := caps[id.DP]
 			if !ok {
 				c, ok = caps[""]
+			}
+			if !ok && id.DP == "" && only.OK() {
+				c, ok = only, true
 			}
 			if ok {
 				s.Capacity = c
 			}
 		})
 	}
+	vllmAsleep(p, r, &srv)
 	r.rollup(&srv)
 	srv.ContextLength = vllmContextLength(p)
 	srv.CachePools = vllmPools(p)
@@ -230,7 +264,7 @@ func vllmPools(p *expo.Page) []kv.CachePool {
 	if vllmGeneration(p) == "v0" {
 		ps.read(p, vlCPUUsage, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfRatio, vlRank, maxf, kv.Of)
 		ps.setNote(host, "V0 swap space: the KV of preempted requests swapped out to host memory")
-	} else if backend != "" || p.Has(vlOffloadCPU) {
+	} else if backend != "" || p.Has(vlOffloadCPU) || p.Has(vlOffloadStore) || p.Has(vlOffloadLoad) || p.Has(vlOffloadTotalOld) {
 		ps.add(host, kv.UnitTokens)
 		ps.setNote(host, vlOffloadNote)
 		if backend == "native" {
@@ -255,4 +289,44 @@ func lmcacheInProcess(p *expo.Page, ps *pools) {
 			}
 		}
 	}
+}
+
+// vllmAsleep makes the KV values of every asleep engine unavailable (sleep
+// mode released its KV cache: it is not 0 % full, and its capacity holds
+// nothing) and says so on srv. An engine is asleep when its awake series
+// is 0 or its weights_offloaded or discard_all series is 1; a page
+// without the gauge, or an engine without its series, is awake.
+func vllmAsleep(p *expo.Page, r *ranks, srv *kv.Server) {
+	asleep := map[string]string{}
+	for _, s := range p.Samples(vlSleepState) {
+		if !expo.Finite(s.Value) {
+			continue
+		}
+		switch st := s.Labels.Get("sleep_state"); {
+		case st == "awake" && s.Value == 0:
+			if asleep[vlRank(s).DP] == "" {
+				asleep[vlRank(s).DP] = "asleep"
+			}
+		case (st == "weights_offloaded" || st == "discard_all") && s.Value == 1:
+			asleep[vlRank(s).DP] = st
+		}
+	}
+	if len(asleep) == 0 {
+		return
+	}
+	names := make([]string, 0, len(asleep))
+	for dp, st := range asleep {
+		if dp == "" {
+			names = append(names, st)
+		} else {
+			names = append(names, "engine "+dp+" "+st)
+		}
+	}
+	sort.Strings(names)
+	r.each(func(id kv.RankID, s *kv.Signals) {
+		if _, ok := asleep[id.DP]; ok {
+			s.Capacity, s.Used, s.Evictable, s.UsageRatio = kv.Value{}, kv.Value{}, kv.Value{}, kv.Value{}
+		}
+	})
+	srv.Explain(kv.UnknownAsleep, "KV unavailable: the engine is asleep (%s): vLLM's sleep mode released its KV cache (vllm:engine_sleep_state)", strings.Join(names, ", "))
 }

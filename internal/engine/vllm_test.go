@@ -76,3 +76,79 @@ func TestVLLMNewFamilies(t *testing.T) {
 		})
 	}
 }
+
+// TestVLLMDialects: names and meanings that changed across vLLM versions
+// (pages written from vllm/v1/metrics/loggers.py and the PRs cited in
+// docs/engines.md; values worked out by hand).
+func TestVLLMDialects(t *testing.T) {
+	const e0 = `engine="0",model_name="m"`
+	tests := []struct {
+		name string
+		body string
+		want summary
+	}{
+		{
+			// 0.9.2–0.11 wrote both names from one statistic; a page where
+			// they differ mixes two versions: the new one is read, warned.
+			name: "usage under both names, different",
+			body: "vllm:kv_cache_usage_perc{" + e0 + "} 0.4\nvllm:gpu_cache_usage_perc{" + e0 + "} 0.6\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1,
+				Signals: kv.Signals{UsageRatio: dir(0.4)}, Spread: der(0), Warnings: []string{kv.WarnMixedDialect}},
+		},
+		{
+			name: "prefix counters under both names, different",
+			body: "vllm:num_requests_running{" + e0 + "} 1\nvllm:prefix_cache_hits_total{" + e0 + "} 10\nvllm:prefix_cache_queries_total{" + e0 + "} 40\n" +
+				"vllm:gpu_prefix_cache_hits_total{" + e0 + "} 20\nvllm:gpu_prefix_cache_queries_total{" + e0 + "} 40\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1,
+				Signals:  kv.Signals{Running: dir(1), Counters: kv.Counters{PrefixHitTokens: dir(10), PrefixQueryTokens: dir(40)}},
+				Warnings: []string{kv.WarnMixedDialect}},
+		},
+		{
+			// Sleep level 2: KV released; never 0 % full.
+			name: "asleep, discard_all",
+			body: "vllm:num_requests_running{" + e0 + "} 0\nvllm:kv_cache_usage_perc{" + e0 + "} 0\n" +
+				"vllm:engine_sleep_state{" + e0 + `,sleep_state="awake"} 0` + "\n" +
+				"vllm:engine_sleep_state{" + e0 + `,sleep_state="weights_offloaded"} 0` + "\n" +
+				"vllm:engine_sleep_state{" + e0 + `,sleep_state="discard_all"} 1` + "\n" +
+				`vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1` + "\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1,
+				Signals: kv.Signals{Running: dir(0)}, Unavailable: []string{kv.UnknownAsleep}},
+		},
+		{
+			name: "awake",
+			body: "vllm:num_requests_running{" + e0 + "} 0\nvllm:kv_cache_usage_perc{" + e0 + "} 0\n" +
+				"vllm:engine_sleep_state{" + e0 + `,sleep_state="awake"} 1` + "\n" +
+				"vllm:engine_sleep_state{" + e0 + `,sleep_state="weights_offloaded"} 0` + "\n" +
+				`vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1` + "\n",
+			// 1,000 blocks × 16, at 0.
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1,
+				Signals: kv.Signals{Capacity: der(16000), Used: der(0), UsageRatio: dir(0), Running: dir(0)}, Spread: der(0)},
+		},
+		{
+			// Two engines on a page whose gauges carry no engine label: no
+			// engine's capacity is the unlabelled rank's.
+			name: "cache_config_info of two engines, gauges unlabelled",
+			body: "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n" +
+				`vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1` + "\n" +
+				`vllm:cache_config_info{block_size="16",engine="1",num_gpu_blocks="1000"} 1` + "\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1,
+				Signals: kv.Signals{UsageRatio: dir(0.5)}, Spread: der(0)},
+		},
+		{
+			// The deprecated offload counter (vllm #35669) alone still
+			// tells that the server offloads KV to the CPU.
+			name: "deprecated offload counter",
+			body: "vllm:num_requests_running{" + e0 + "} 1\nvllm:kv_offload_total_bytes_total{" + e0 + `,transfer_type="GPU_to_CPU"} 1024` + "\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1, Signals: kv.Signals{Running: dir(1)},
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: vlOffloadNote}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := normalizeBody(t, tt.body, "", nil)
+			if diff := cmp.Diff(tt.want, summarize(s), valueCmp); diff != "" {
+				t.Errorf("Normalize (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

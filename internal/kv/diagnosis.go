@@ -76,6 +76,11 @@ func Diagnose(s *Server, rates *Rates, o DiagnoseOptions) (State, string) {
 		moving = s.Queued.Inflight
 	}
 	holders := sumOf(run, moving)
+	if !run.OK() {
+		// A running count the page does not give (SGLang's old PD prefill)
+		// is no 0: who holds the KV is unknown.
+		holders = Value{}
+	}
 	// What waits for admission (not the transfers, which are work in
 	// flight).
 	waiting := sumOf(sumOf(s.Queued.Waiting, s.Queued.Prealloc), s.Queued.Bootstrap)
@@ -106,7 +111,7 @@ func Diagnose(s *Server, rates *Rates, o DiagnoseOptions) (State, string) {
 		}
 	}
 	if !u.Trusted() {
-		return StateUnknown, ""
+		return StateUnknown, unknownText(s)
 	}
 	switch {
 	case u.V >= o.Critical:
@@ -140,4 +145,17 @@ func worstState(ms []PlanMember) (State, string) {
 		}
 	}
 	return st, ev
+}
+
+// unknownText is the evidence of an unknown state: why the page leaves its
+// values unavailable, where it tells (Server.Unavailable); "" otherwise.
+func unknownText(s *Server) string {
+	out := ""
+	for i, u := range s.Unavailable {
+		if i > 0 {
+			out += "; "
+		}
+		out += u.Detail
+	}
+	return out
 }

@@ -92,3 +92,34 @@ func TestPoolState(t *testing.T) {
 		t.Errorf("pool = %q %q, want d1's leak", pools[0].State, pools[0].Evidence)
 	}
 }
+
+// TestDiagnoseUnknownSaysWhy: an unknown state carries the page's reasons
+// for its unavailable values (Server.Unavailable) as its evidence, and a
+// prefill page whose running count is no count is never a leak.
+func TestDiagnoseUnknownSaysWhy(t *testing.T) {
+	o := DiagnoseOptions{Warning: 0.90, Critical: 0.97, LeakUsage: 0.50}
+	asleep := &Server{Engine: "vllm", Ranks: []Rank{{Signals: Signals{Running: Of(0), Queued: Queues{Waiting: Of(0)}}}}}
+	asleep.Explain(UnknownAsleep, "KV unavailable: the engine is asleep (weights_offloaded)")
+	asleep.Rollup()
+	// Old SGLang PD prefill: 60 % held, running not read (always 0 there).
+	prefill := &Server{Engine: "sglang", Role: RolePrefill,
+		Ranks: []Rank{{Signals: Signals{Capacity: Of(1000), Used: Of(600), Queued: Queues{Waiting: Of(0), Inflight: Of(0)}}}}}
+	prefill.Explain(UnknownVersion, "running requests unavailable: old prefill page")
+	prefill.Rollup()
+	for _, c := range []struct {
+		name     string
+		s        *Server
+		want     State
+		evidence string
+	}{
+		{"asleep", asleep, StateUnknown, "KV unavailable: the engine is asleep (weights_offloaded)"},
+		{"old prefill, 60 % held", prefill, StateOK, "60% of the KV cache used"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, ev := Diagnose(c.s, nil, o)
+			if st != c.want || ev != c.evidence {
+				t.Errorf("Diagnose = %q, %q; want %q, %q", st, ev, c.want, c.evidence)
+			}
+		})
+	}
+}

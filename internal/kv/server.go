@@ -144,6 +144,10 @@ type Server struct {
 	// Warnings say why some of the numbers cannot be taken at face value
 	// (see Warning); empty when the page is plausible.
 	Warnings []Warning `json:"warnings,omitempty"`
+	// Unavailable say why the page leaves some values unknown where it
+	// tells (an asleep engine, a name whose meaning in the page's version
+	// is not kvwatch's); see Unknown.
+	Unavailable []Unknown `json:"unavailable,omitempty"`
 }
 
 // worst returns the weaker of two provenances for a value built from both:

@@ -31,11 +31,15 @@ const (
 	// picked one by the documented rule and says which), or it is read as
 	// another engine than the target's previous page (scrape).
 	WarnTwoEngines = "two_engines"
+	// WarnMixedDialect: the page carries an engine's old and new name of
+	// one signal (a rename across versions) with different values; the
+	// adapter read the new name and says which values disagreed.
+	WarnMixedDialect = "mixed_dialect"
 )
 
 // WarningReasons lists every reason in documentation order.
 func WarningReasons() []string {
-	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines}
+	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnMixedDialect}
 }
 
 // Warn adds a warning to s (once per reason and detail).
@@ -57,4 +61,46 @@ func (s *Server) Warned(reason string) bool {
 		}
 	}
 	return false
+}
+
+// Unknown is one reason the page gives for values it leaves unavailable:
+// not a warning (nothing on the page is implausible, no alert fires), but
+// what every face can say instead of a bare "unknown".
+type Unknown struct {
+	// Reason is one of the Unknown* constants: a stable value.
+	Reason string `json:"reason"`
+	// Detail says which values and why, for people.
+	Detail string `json:"detail"`
+}
+
+// Reasons for unavailable values.
+const (
+	// UnknownAsleep: the engine is asleep (vLLM's sleep mode) and has
+	// released its KV cache; its KV values are unavailable, not 0 % used.
+	UnknownAsleep = "asleep"
+	// UnknownVersion: in the page's engine version a name does not mean
+	// what kvwatch reads it as (SGLang's PD prefill running count before
+	// sglang #31495, its token_usage as a max over pools).
+	UnknownVersion = "version_semantics"
+)
+
+// Explained reports whether s says values are unavailable for the reason.
+func (s *Server) Explained(reason string) bool {
+	for _, u := range s.Unavailable {
+		if u.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// Explain records why values are unavailable (once per reason and detail).
+func (s *Server) Explain(reason, format string, args ...any) {
+	u := Unknown{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	for _, o := range s.Unavailable {
+		if o == u {
+			return
+		}
+	}
+	s.Unavailable = append(s.Unavailable, u)
 }
