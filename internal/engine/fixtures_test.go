@@ -88,8 +88,41 @@ var fixtureCases = []fixtureCase{
 		// kvstats value 0, so KV is unavailable (not 0 % used); the
 		// generate handler has 0 requests in flight.
 		file: "dynamo-docs-metrics_examples-trtllm-partial.prom",
-		want: summary{Engine: "dynamo", Generation: "current", Model: "Qwen/Qwen3-0.6B",
+		want: summary{Engine: "dynamo", Generation: "kvstats", Model: "Qwen/Qwen3-0.6B",
 			Signals: kv.Signals{Running: dir(0)}},
+	},
+	{
+		// A Dynamo worker after PR #5704, written from its source (see
+		// SOURCES.md): two DP ranks, no active-blocks gauge and no block
+		// size on a worker page, so ratios only.
+		file: "dynamo-src-worker-current-dp2.prom",
+		want: summary{Engine: "dynamo", Generation: "current", Model: "Qwen/Qwen3-0.6B", Ranks: 2,
+			Signals: kv.Signals{
+				// No capacities in tokens: the mean of 0.25 and 0.625.
+				UsageRatio: der(0.4375),
+				// The generate handler's 7; clear_kv_blocks' 0 is not a request.
+				Running: dir(7),
+			},
+			// 0.625 − 0.25.
+			Spread: der(0.375)},
+	},
+	{
+		// A Dynamo frontend running the KV router, written from its source:
+		// the router's blocks per worker make ranks; the prefill worker's
+		// 800 blocks are another pool and are not read.
+		file: "dynamo-src-frontend-kv-router.prom",
+		want: summary{Engine: "dynamo", Generation: "current", Model: "qwen/qwen3-0.6b", Ranks: 2, ContextLength: dir(40960),
+			Signals: kv.Signals{
+				// Per decode worker 5,943 blocks × 16 = 95,088 tokens; two workers.
+				Capacity: der(190176),
+				// (1,500 + 3,000) × 16.
+				Used: der(72000), UsageRatio: der(72000.0 / 190176),
+				// inflight 12 includes the 5 queued; the router's 2 pending
+				// are among the 5.
+				Running: der(7), Queued: kv.Queues{Waiting: dir(5)},
+			},
+			// 3,000 × 16 / 95,088 − 1,500 × 16 / 95,088.
+			Spread: der(24000.0 / 95088)},
 	},
 	{
 		file: "sglang-docs-production_metrics.prom",

@@ -4,7 +4,8 @@ import "fmt"
 
 // Warning is one reason a server's numbers cannot be taken at face value:
 // the page holds implausible values (negative, used beyond capacity, beyond
-// 2^53) or is ambiguous (duplicate series, two engines on one page). Every
+// 2^53) or is ambiguous (duplicate series, two engines on one page, one
+// value under two versions' names that disagree). Every
 // face shows the warnings of a target, and serve exports them as
 // kvwatch_target_warnings{reason}.
 type Warning struct {
@@ -31,11 +32,15 @@ const (
 	// picked one by the documented rule and says which), or it is read as
 	// another engine than the target's previous page (scrape).
 	WarnTwoEngines = "two_engines"
+	// WarnMixedDialects: the page carries one value under an engine's old
+	// and its new metric names (two versions' dialects) and the two
+	// disagree; the adapter read the new name and says both values.
+	WarnMixedDialects = "mixed_dialects"
 )
 
 // WarningReasons lists every reason in documentation order.
 func WarningReasons() []string {
-	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines}
+	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnMixedDialects}
 }
 
 // Warn adds a warning to s (once per reason and detail).
