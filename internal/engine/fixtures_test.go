@@ -125,6 +125,24 @@ var fixtureCases = []fixtureCase{
 			Spread: der(24000.0 / 95088)},
 	},
 	{
+		// trtllm-serve with iteration stats only (enable_iter_perf_stats,
+		// no return_perf_metrics), written from collector.py (see
+		// SOURCES.md).
+		file: "trtllm-serve-src-collector-iteration-stats.prom",
+		want: summary{Engine: "trtllm-serve", Generation: "current", Model: "nvidia/Llama-3.1-8B-Instruct-FP8",
+			Signals: kv.Signals{
+				// 4,000 blocks × 32 tokens; used 1,500 × 32; utilization 1,500 / 4,000.
+				Capacity: der(128000), Used: der(48000), UsageRatio: dir(0.375),
+				Running: dir(12), Queued: kv.Queues{Waiting: dir(3)},
+				// No per-request counters: reused 1,200 × 32 of (1,200 + 800) × 32;
+				// the lifetime hit-rate gauge 0.6 is not used.
+				Counters: kv.Counters{PrefixHitTokens: der(38400), PrefixQueryTokens: der(64000)},
+			},
+			// The host utilization 1/128 as the engine gives it, with what it
+			// does not mean; the onboard and offload bytes have no signal.
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.0078125), Note: tsHostNote}}},
+	},
+	{
 		file: "sglang-docs-production_metrics.prom",
 		want: summary{Engine: "sglang", Generation: "legacy", Model: "meta-llama/Llama-3.1-8B-Instruct", Ranks: 1,
 			Signals: kv.Signals{
