@@ -272,6 +272,7 @@ func metrics() []Metric {
 	t.add("llamacpp", Counter, nil, "", "", srcLlamaCppBuilds, "llamacpp:prompt_tokens_cached_total",
 		"llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total")
 	t.add("llamacpp", Gauge, nil, "", "b5440", srcLlamaCppOld, "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens")
+	t.add("llamacpp", Counter, []string{"position"}, "", "", srcLlamaCpp+"; a newer revision's get_metrics", "llamacpp:spec_decode_num_accepted_tokens_per_pos_total")
 
 	// TGI: Rust metrics crate, counters without _total.
 	t.add("tgi", Gauge, nil, "", "", srcTGI, "tgi_batch_current_size", "tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens", "tgi_queue_size")

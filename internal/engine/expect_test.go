@@ -42,12 +42,14 @@ type summary struct {
 	Warnings []string
 	// Pools are the server's further KV pools.
 	Pools []kv.CachePool
+	// KVUnavailable is why the page gives no KV, where the adapter says.
+	KVUnavailable string
 }
 
 func summarize(s kv.Server) summary {
 	out := summary{Engine: s.Engine, Generation: s.Generation, Model: s.Model, Role: s.Role,
 		ContextLength: s.ContextLength, Signals: s.Signals, Spread: s.Spread, Ranks: len(s.Ranks), Router: s.Router,
-		Pools: s.CachePools}
+		Pools: s.CachePools, KVUnavailable: s.KVUnavailable}
 	for _, w := range s.Warnings {
 		out.Warnings = append(out.Warnings, w.Reason)
 	}

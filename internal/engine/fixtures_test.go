@@ -229,7 +229,21 @@ var fixtureCases = []fixtureCase{
 	{
 		file: "llamacpp-pr13196-comment-partial.prom",
 		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified,
-			Signals: kv.Signals{Counters: kv.Counters{PromptTokens: dir(143), GenerationTokens: dir(673)}}},
+			Signals:       kv.Signals{Counters: kv.Counters{PromptTokens: dir(143), GenerationTokens: dir(673)}},
+			KVUnavailable: "llama.cpp removed kv_cache_usage_ratio and kv_cache_tokens from /metrics (PR #13660); KV comes from /slots and /props, and /props did not answer, /slots did not answer (llama-server --no-slots turns it off)"},
+	},
+	{
+		// A current llama-server page written from get_metrics (see
+		// SOURCES.md), read without /slots and /props: KV unavailable with
+		// the reason; what the page still tells is read.
+		file: "llamacpp-src-current-spec.prom",
+		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified,
+			Signals: kv.Signals{
+				Running: dir(3), Queued: kv.Queues{Waiting: dir(2)},
+				// cached 2,048; queried = 2,048 + processed 5,120.
+				Counters: kv.Counters{PrefixHitTokens: dir(2048), PrefixQueryTokens: der(7168), PromptTokens: dir(5120), GenerationTokens: dir(7680)},
+			},
+			KVUnavailable: "llama.cpp removed kv_cache_usage_ratio and kv_cache_tokens from /metrics (PR #13660); KV comes from /slots and /props, and /props did not answer, /slots did not answer (llama-server --no-slots turns it off)"},
 	},
 	{
 		// No slot has had a task yet: every slot holds 0 tokens.

@@ -122,6 +122,11 @@ type Server struct {
 	// (llama.cpp: idle slots keep their tokens as prompt cache). KV held
 	// while nothing runs is then no sign of a leak (Diagnose).
 	UsedHoldsCache bool `json:"used_holds_cache,omitempty"`
+	// KVUnavailable says why the page gives no KV pool (capacity, used,
+	// usage), where the adapter knows the engine does not export it, e.g.
+	// "llama.cpp removed its KV gauges from /metrics (PR #13660) and /slots
+	// was not readable"; "" otherwise.
+	KVUnavailable string `json:"kv_unavailable,omitempty"`
 	// Signals are the server totals (set by Rollup from Ranks, or directly
 	// by the adapter for values without ranks).
 	Signals
