@@ -246,6 +246,21 @@ var fixtureCases = []fixtureCase{
 			KVUnavailable: "llama.cpp removed kv_cache_usage_ratio and kv_cache_tokens from /metrics (PR #13660); KV comes from /slots and /props, and /props did not answer, /slots did not answer (llama-server --no-slots turns it off)"},
 	},
 	{
+		// An LMDeploy api_server of DP rank 1 (one api_server per rank),
+		// written from loggers.py @1263d5cd (see SOURCES.md).
+		file: "lmdeploy-src-loggers-dp-rank1.prom",
+		want: summary{Engine: "lmdeploy", Generation: "current", Model: "internlm/internlm3-8b-instruct", Ranks: 1,
+			Signals: kv.Signals{
+				// A ratio only: no capacity or used tokens on the page.
+				UsageRatio: dir(0.18), Running: dir(2), Queued: kv.Queues{Waiting: dir(0)},
+				// cached 2,000 of the 19,000 prompt tokens of the same 30
+				// finished requests (not of prompt_tokens_total's 20,000,
+				// credited at first tokens); the 0.1 gauge is not used.
+				Counters: kv.Counters{PromptTokens: dir(20000), GenerationTokens: dir(8000), PrefixHitTokens: dir(2000), PrefixQueryTokens: dir(19000)},
+			},
+			Spread: der(0)},
+	},
+	{
 		// No slot has had a task yet: every slot holds 0 tokens.
 		file:  "llamacpp-real-idle.prom",
 		extra: map[string]string{PathSlots: "llamacpp-real-idle.slots.json", PathProps: "llamacpp-real-props.json"},
