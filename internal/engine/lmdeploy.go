@@ -24,7 +24,7 @@ import (
 // is no headroom at that size, only the size.
 var lmdeploySpec = Spec{
 	Name:         "lmdeploy",
-	DisabledHint: "LMDeploy serves metrics by default since v0.11.0; start lmdeploy serve api_server without --disable-metrics (before v0.11.0: with --enable-metrics)",
+	DisabledHint: "start lmdeploy serve api_server without --disable-metrics (on by default since v0.11.0; older releases need --enable-metrics)",
 	Answer:       fastAPINotFound,
 	Detect:       []string{lmUsage, lmRunning, lmWaiting},
 	Reads:        append([]string{lmPrompt, lmGeneration, lmCached}, histogramNames(lmReqPrompt, lmReqGen)...),
