@@ -217,10 +217,14 @@ func dyCompareDialects(p *expo.Page, r *ranks, srv *kv.Server) {
 	o := newRanks()
 	o.read(p, dyUsage, dyRank, nil, maxf, dyRatio, kv.Of)
 	o.read(p, dyTotal, dyRank, nil, maxf, dyCapacity, kv.Of)
-	for _, rk := range o.list() {
+	olds := o.list()
+	for _, rk := range olds {
 		var now kv.Signals
 		r.each(func(id kv.RankID, s *kv.Signals) {
-			if id == rk.RankID {
+			// The same rank; or, one worker on each side, that worker
+			// (the kvstats series may name it by worker_id, the new by
+			// dp_rank).
+			if id == rk.RankID || (len(olds) == 1 && r.len() == 1) {
 				now = *s
 			}
 		})

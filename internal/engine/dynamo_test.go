@@ -120,6 +120,12 @@ func TestDynamo(t *testing.T) {
 				Warnings: []string{kv.WarnMixedDialects, kv.WarnMixedDialects}},
 		},
 		{
+			name: "both dialects, one worker named two ways (worker_id, dp_rank), disagreeing: still a warning",
+			body: "dynamo_component_gpu_cache_usage_percent{dp_rank=\"0\"} 0.4\ndynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"w\"} 0.9\n",
+			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1, Signals: kv.Signals{UsageRatio: dir(0.4)}, Spread: der(0),
+				Warnings: []string{kv.WarnMixedDialects}},
+		},
+		{
 			name: "the router's pending queue when the HTTP queue gauge is missing",
 			body: "dynamo_frontend_router_queue_pending_requests{worker_type=\"prefill\"} 3\ndynamo_frontend_router_queue_pending_requests{worker_type=\"decode\"} 1\n",
 			want: summary{Engine: "dynamo", Generation: "current", Signals: kv.Signals{Queued: kv.Queues{Waiting: dir(4)}}},
