@@ -32,6 +32,8 @@ const (
 	srcLMDeploy       = "InternLM/lmdeploy lmdeploy/metrics/loggers.py@1263d5cd889b (history: 1e8ce56db v0.9.2, 6a4ede69f v0.12.1, 7fb77565e v0.12.3, fc9c904ed 0.14.0a1, 75f5ddc74 v0.14.0)"
 	srcDynamo         = "ai-dynamo/dynamo lib/runtime/src/metrics/prometheus_names.rs@04070c75b52f (older @4415465e)"
 	srcDynamoDocs     = "ai-dynamo/dynamo deploy/metrics/README.md, docs/observability/metrics_examples/fe.log"
+	srcDynamoNames    = "ai-dynamo/dynamo lib/bindings/python/src/dynamo/prometheus_names.py@04277994ab15 (kvstats, frontend_service), components/src/dynamo/common/utils/prometheus.py (LLMBackendMetrics); PR #5704"
+	srcDynamoPlanner  = "ai-dynamo/dynamo PR #8078 (planner: names renamed to dynamo_planner_*, its rename table)"
 	srcLMCache        = "LMCache/LMCache lmcache/observability.py@dd022cce2cab"
 	srcLMCacheMP      = "LMCache/LMCache docs/source/mp/observability/metrics.rst"
 	srcPythonClient   = "prometheus/client_python prometheus_client/{gc_collector,platform_collector,process_collector}.py"
@@ -63,7 +65,7 @@ func engines() []Engine {
 		{Name: "triton", Display: "Triton TensorRT-LLM backend", Prefixes: []string{"nv_trt_llm_", "nv_llm_", "nv_inference_", "nv_gpu_", "nv_energy_", "nv_cpu_", "nv_cache_", "nv_pinned_"}, Source: srcTriton},
 		{Name: "trtllm-serve", Display: "trtllm-serve", Prefixes: []string{"trtllm_"}, PythonClient: true, Source: srcTRTLLMServe},
 		{Name: "lmdeploy", Display: "LMDeploy", Prefixes: []string{"lmdeploy:"}, PythonClient: true, Source: srcLMDeploy},
-		{Name: "dynamo", Display: "NVIDIA Dynamo", Prefixes: []string{"dynamo_component_", "dynamo_frontend_", "dynamo_router_", "kvbm_"}, Source: srcDynamo},
+		{Name: "dynamo", Display: "NVIDIA Dynamo", Prefixes: []string{"dynamo_component_", "dynamo_frontend_", "dynamo_router_", "dynamo_planner_", "kvbm_"}, Source: srcDynamo},
 		{Name: "lmcache", Display: "LMCache", Prefixes: []string{"lmcache:", "lmcache_mp_"}, PythonClient: true, Source: srcLMCache},
 		{Name: "prometheus_client", Display: "Python prometheus_client default collectors", Prefixes: []string{"python_", "process_"}, Source: srcPythonClient},
 		{Name: "prometheus", Display: "Prometheus (series it writes itself)", Source: srcPrometheus},
@@ -272,6 +274,7 @@ func metrics() []Metric {
 	t.add("llamacpp", Counter, nil, "", "", srcLlamaCppBuilds, "llamacpp:prompt_tokens_cached_total",
 		"llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_accepted_tokens_total")
 	t.add("llamacpp", Gauge, nil, "", "b5440", srcLlamaCppOld, "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens")
+	t.add("llamacpp", Counter, []string{"position"}, "", "", srcLlamaCpp+"; a newer revision's get_metrics", "llamacpp:spec_decode_num_accepted_tokens_per_pos_total")
 
 	// TGI: Rust metrics crate, counters without _total.
 	t.add("tgi", Gauge, nil, "", "", srcTGI, "tgi_batch_current_size", "tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens", "tgi_queue_size")
@@ -351,8 +354,18 @@ func metrics() []Metric {
 	t.add("lmdeploy", Histogram, lLMDeploy, "0.14.0", "", srcLMDeploy, "lmdeploy:request_cached_tokens", "lmdeploy:request_cache_hit_ratio")
 
 	// NVIDIA Dynamo.
-	t.add("dynamo", Gauge, lDynComp, "", "", srcDynamo, "dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks",
-		"dynamo_component_kvstats_gpu_cache_usage_percent", "dynamo_component_kvstats_gpu_prefix_cache_hit_rate", "dynamo_component_inflight_requests")
+	t.add("dynamo", Gauge, lDynComp, "", "PR #5704", srcDynamo, "dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks",
+		"dynamo_component_kvstats_gpu_cache_usage_percent", "dynamo_component_kvstats_gpu_prefix_cache_hit_rate")
+	t.add("dynamo", Gauge, lDynComp, "", "", srcDynamo, "dynamo_component_inflight_requests")
+	t.add("dynamo", Gauge, []string{"model", "dynamo_component", "dp_rank"}, "PR #5704", "", srcDynamoNames,
+		"dynamo_component_total_blocks", "dynamo_component_gpu_cache_usage_percent")
+	t.add("dynamo", Gauge, []string{"model", "dynamo_component"}, "", "", srcDynamoNames, "dynamo_component_model_load_time_seconds")
+	// The planner (Python): planner:* until PR #8078, dynamo_planner_* since.
+	t.add("dynamo", Gauge, nil, "", "PR #8078", srcDynamoPlanner, "planner:num_p_workers", "planner:num_d_workers", "planner:observed_ttft",
+		"planner:observed_itl", "planner:observed_request_rate", "planner:observed_request_duration", "planner:observed_isl", "planner:observed_osl")
+	t.add("dynamo", Gauge, nil, "PR #8078", "", srcDynamoPlanner, "dynamo_planner_num_prefill_workers", "dynamo_planner_num_decode_workers",
+		"dynamo_planner_observed_ttft_ms", "dynamo_planner_observed_itl_ms", "dynamo_planner_observed_requests_per_second",
+		"dynamo_planner_observed_request_duration_seconds", "dynamo_planner_observed_isl", "dynamo_planner_observed_osl")
 	t.add("dynamo", Counter, lDynComp, "", "", srcDynamo, "dynamo_component_requests_total", "dynamo_component_request_bytes_total",
 		"dynamo_component_response_bytes_total")
 	t.add("dynamo", Counter, with(lDynComp, "error_type"), "", "", srcDynamo, "dynamo_component_errors_total")
@@ -482,6 +495,18 @@ func renames() []Rename {
 		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_finished", New: "lmdeploy:num_requests_completed", Version: "0.12.1", Source: srcLMDeploy},
 		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_unfinished", New: "", Version: "0.12.1", Note: "the same change added lmdeploy:num_api_requests_routed and lmdeploy:num_api_requests_waiting", Source: srcLMDeploy},
 		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_completed", New: "", Version: "0.12.3", Note: "split into lmdeploy:num_requests_succeeded and lmdeploy:num_requests_failed", Source: srcLMDeploy},
+		{Engine: "dynamo", Old: "dynamo_component_kvstats_total_blocks", New: "dynamo_component_total_blocks", Version: "PR #5704 (2026-01)", Note: "labels model, dynamo_component, dp_rank", Source: srcDynamoNames},
+		{Engine: "dynamo", Old: "dynamo_component_kvstats_gpu_cache_usage_percent", New: "dynamo_component_gpu_cache_usage_percent", Version: "PR #5704 (2026-01)", Note: "labels model, dynamo_component, dp_rank", Source: srcDynamoNames},
+		{Engine: "dynamo", Old: "dynamo_component_kvstats_active_blocks", New: "", Version: "PR #5704 (2026-01)", Note: "no worker gauge since: used = gpu_cache_usage_percent × total_blocks; the frontend's dynamo_frontend_worker_active_decode_blocks is the KV router's count per worker", Source: srcDynamoNames},
+		{Engine: "dynamo", Old: "dynamo_component_kvstats_gpu_prefix_cache_hit_rate", New: "", Version: "PR #5704 (2026-01)", Note: "closest: dynamo_component_router_kv_hit_rate (the router's predicted hit rate), or the engine's own prefix counters", Source: srcDynamoNames},
+		{Engine: "dynamo", Old: "planner:num_p_workers", New: "dynamo_planner_num_prefill_workers", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
+		{Engine: "dynamo", Old: "planner:num_d_workers", New: "dynamo_planner_num_decode_workers", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
+		{Engine: "dynamo", Old: "planner:observed_ttft", New: "dynamo_planner_observed_ttft_ms", Version: "PR #8078 (2026-04)", Note: "the unit (ms) is now in the name", Source: srcDynamoPlanner},
+		{Engine: "dynamo", Old: "planner:observed_itl", New: "dynamo_planner_observed_itl_ms", Version: "PR #8078 (2026-04)", Note: "the unit (ms) is now in the name", Source: srcDynamoPlanner},
+		{Engine: "dynamo", Old: "planner:observed_request_rate", New: "dynamo_planner_observed_requests_per_second", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
+		{Engine: "dynamo", Old: "planner:observed_request_duration", New: "dynamo_planner_observed_request_duration_seconds", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
+		{Engine: "dynamo", Old: "planner:observed_isl", New: "dynamo_planner_observed_isl", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
+		{Engine: "dynamo", Old: "planner:observed_osl", New: "dynamo_planner_observed_osl", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
 		{Engine: "trtllm-serve", Old: "trtllm_server_queue_length", New: "trtllm_num_requests_waiting", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
 		{Engine: "trtllm-serve", Old: "trtllm_num_active_requests", New: "trtllm_num_requests_running", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
 		{Engine: "trtllm-serve", Old: "trtllm_prompt_cached_tokens", New: "trtllm_prompt_cached_tokens_per_request", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},

@@ -11,8 +11,8 @@ import (
 // listener of their own answers on its API port with whatever that port
 // says of an unknown path. Each engine's answer, read in its server source:
 //
-//   - SGLang and LMDeploy without --enable-metrics: FastAPI's 404 for a path
-//     without a route, {"detail":"Not Found"} (SGLang's own HTTPException
+//   - SGLang without --enable-metrics, LMDeploy with --disable-metrics:
+//     FastAPI's 404 for a path without a route, {"detail":"Not Found"} (SGLang's own HTTPException
 //     handler is registered for fastapi.HTTPException, which the router's
 //     starlette 404 is not; vLLM and trtllm-serve always mount theirs).
 //   - llama.cpp without --metrics: 501 {"error":{"code":501,"message":"This

@@ -14,7 +14,7 @@ func TestRecognize(t *testing.T) {
 		return Recognized{Engine: name, Kind: AnswerMetricsOff, Hint: hint}
 	}
 	sglang := off("sglang", "start SGLang with --enable-metrics")
-	lmdeploy := off("lmdeploy", "start lmdeploy serve api_server with --enable-metrics")
+	lmdeploy := off("lmdeploy", "start lmdeploy serve api_server without --disable-metrics (on by default since v0.11.0; older releases need --enable-metrics)")
 	llamacpp := off("llamacpp", "start llama-server with --metrics")
 	router := Recognized{Engine: "sgl-router", Kind: AnswerAPIPort, MetricsPort: 29000,
 		Hint: "the SGLang router serves metrics on a listener of their own, --prometheus-port (default 29000), not on its API port; sgl-router before the model gateway binds it to 127.0.0.1 unless started with --prometheus-host 0.0.0.0"}

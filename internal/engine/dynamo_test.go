@@ -37,14 +37,14 @@ func TestDynamo(t *testing.T) {
 		{
 			name: "workers without a block size: ratio only",
 			body: dynamoWorkers,
-			want: summary{Engine: "dynamo", Generation: "current", Ranks: 2,
+			want: summary{Engine: "dynamo", Generation: "kvstats", Ranks: 2,
 				// No capacities: mean of 0.77 and 0.29.
 				Signals: kv.Signals{UsageRatio: der(0.53)}, Spread: der(0.48)},
 		},
 		{
 			name: "workers and frontend: blocks × 16 tokens",
 			body: dynamoWorkers + dynamoFrontend,
-			want: summary{Engine: "dynamo", Generation: "current", Model: "llama", Ranks: 2, ContextLength: dir(8192),
+			want: summary{Engine: "dynamo", Generation: "kvstats", Model: "llama", Ranks: 2, ContextLength: dir(8192),
 				Signals: kv.Signals{
 					// (100 + 100) × 16; (77 + 29) × 16.
 					Capacity: der(3200), Used: der(1696), UsageRatio: der(1696.0 / 3200),
@@ -57,14 +57,14 @@ func TestDynamo(t *testing.T) {
 			name: "a worker that has not published kvstats yet (total 0) is no rank, its 0 % usage unknown",
 			body: "dynamo_component_kvstats_active_blocks{worker_id=\"a\"} 0\ndynamo_component_kvstats_total_blocks{worker_id=\"a\"} 0\ndynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"a\"} 0\n" +
 				"dynamo_component_kvstats_active_blocks{worker_id=\"b\"} 25\ndynamo_component_kvstats_total_blocks{worker_id=\"b\"} 100\ndynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"b\"} 0.25\n",
-			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1,
+			want: summary{Engine: "dynamo", Generation: "kvstats", Ranks: 1,
 				// Only b: its direct ratio; no block size, so no tokens.
 				Signals: kv.Signals{UsageRatio: dir(0.25)}, Spread: der(0)},
 		},
 		{
 			name: "every worker unpublished: KV unavailable",
 			body: "dynamo_component_kvstats_active_blocks 0\ndynamo_component_kvstats_total_blocks 0\ndynamo_component_kvstats_gpu_cache_usage_percent 0\n",
-			want: summary{Engine: "dynamo", Generation: "current"},
+			want: summary{Engine: "dynamo", Generation: "kvstats"},
 		},
 		{
 			name: "more queued than inflight (scraped between two updates): running clamped at 0",
@@ -89,6 +89,51 @@ func TestDynamo(t *testing.T) {
 			body: "dynamo_frontend_model_total_kv_blocks{model=\"a\"} 1000\ndynamo_frontend_model_kv_cache_block_size{model=\"a\"} 16\n" +
 				"dynamo_frontend_model_total_kv_blocks{model=\"b\"} 500\n",
 			want: summary{Engine: "dynamo", Generation: "current", Model: "a"},
+		},
+		{
+			name: "current names: blocks × 16 tokens, used from the ratio",
+			body: "dynamo_component_total_blocks{dp_rank=\"0\",model=\"m\"} 1000\ndynamo_component_gpu_cache_usage_percent{dp_rank=\"0\",model=\"m\"} 0.4\n" +
+				"dynamo_frontend_model_kv_cache_block_size{model=\"m\"} 16\n",
+			want: summary{Engine: "dynamo", Generation: "current", Model: "m", Ranks: 1,
+				// 1,000 × 16; 0.4 × 16,000.
+				Signals: kv.Signals{Capacity: der(16000), Used: der(6400), UsageRatio: dir(0.4)}, Spread: der(0)},
+		},
+		{
+			name: "current names, total 0: not published, KV unavailable",
+			body: "dynamo_component_total_blocks{dp_rank=\"0\"} 0\ndynamo_component_gpu_cache_usage_percent{dp_rank=\"0\"} 0\n",
+			want: summary{Engine: "dynamo", Generation: "current"},
+		},
+		{
+			name: "both dialects agreeing: read as current, no warning",
+			body: "dynamo_component_total_blocks{dp_rank=\"0\"} 1000\ndynamo_component_gpu_cache_usage_percent{dp_rank=\"0\"} 0.4\n" +
+				"dynamo_component_kvstats_total_blocks{dp_rank=\"0\"} 1000\ndynamo_component_kvstats_gpu_cache_usage_percent{dp_rank=\"0\"} 0.4\ndynamo_component_kvstats_active_blocks{dp_rank=\"0\"} 400\n",
+			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1, Signals: kv.Signals{UsageRatio: dir(0.4)}, Spread: der(0)},
+		},
+		{
+			name: "both dialects disagreeing: the current value, a mixed_dialect warning per value",
+			body: "dynamo_component_total_blocks{dp_rank=\"0\"} 1000\ndynamo_component_gpu_cache_usage_percent{dp_rank=\"0\"} 0.4\n" +
+				"dynamo_component_kvstats_total_blocks{dp_rank=\"0\"} 800\ndynamo_component_kvstats_gpu_cache_usage_percent{dp_rank=\"0\"} 0.9\n" +
+				"dynamo_frontend_model_kv_cache_block_size 16\n",
+			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1,
+				// 1,000 × 16 and 0.4 of it: not 800 blocks, not 0.9, no mean.
+				Signals: kv.Signals{Capacity: der(16000), Used: der(6400), UsageRatio: dir(0.4)}, Spread: der(0),
+				Warnings: []string{kv.WarnMixedDialect, kv.WarnMixedDialect}},
+		},
+		{
+			name: "both dialects, one worker named two ways (worker_id, dp_rank), disagreeing: still a warning",
+			body: "dynamo_component_gpu_cache_usage_percent{dp_rank=\"0\"} 0.4\ndynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"w\"} 0.9\n",
+			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1, Signals: kv.Signals{UsageRatio: dir(0.4)}, Spread: der(0),
+				Warnings: []string{kv.WarnMixedDialect}},
+		},
+		{
+			name: "the router's pending queue when the HTTP queue gauge is missing",
+			body: "dynamo_frontend_router_queue_pending_requests{worker_type=\"prefill\"} 3\ndynamo_frontend_router_queue_pending_requests{worker_type=\"decode\"} 1\n",
+			want: summary{Engine: "dynamo", Generation: "current", Signals: kv.Signals{Queued: kv.Queues{Waiting: dir(4)}}},
+		},
+		{
+			name: "frontend worker blocks without a block size: no ranks, nothing made up",
+			body: "dynamo_frontend_worker_active_decode_blocks{dp_rank=\"0\",worker_id=\"a\",worker_type=\"decode\"} 10\n",
+			want: summary{Engine: "dynamo", Generation: "current"},
 		},
 		{
 			name: "worker handler: only the generate endpoint's requests",
@@ -156,5 +201,15 @@ func TestKVBMBesideWorkerKV(t *testing.T) {
 	}
 	if !got.UsageRatio.OK() || got.UsageRatio.V != 0.25 || len(got.CachePools) != 1 {
 		t.Errorf("usage %v, %d pools; want 0.25 and the host tier", got.UsageRatio, len(got.CachePools))
+	}
+}
+
+// TestDynamoMixedDialectsWarning: the warning names both names and both
+// values, so the operator sees which exporter is stale.
+func TestDynamoMixedDialectsWarning(t *testing.T) {
+	got := normalizeBody(t, "dynamo_component_gpu_cache_usage_percent{dp_rank=\"1\"} 0.4\ndynamo_component_kvstats_gpu_cache_usage_percent{dp_rank=\"1\"} 0.9\n", "", nil)
+	want := []kv.Warning{{Reason: kv.WarnMixedDialect, Detail: `rank "1": dynamo_component_gpu_cache_usage_percent is 0.4 but dynamo_component_kvstats_gpu_cache_usage_percent (the name before Dynamo PR #5704) is 0.9; read dynamo_component_gpu_cache_usage_percent`}}
+	if diff := cmp.Diff(want, got.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }

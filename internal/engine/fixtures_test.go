@@ -88,8 +88,59 @@ var fixtureCases = []fixtureCase{
 		// kvstats value 0, so KV is unavailable (not 0 % used); the
 		// generate handler has 0 requests in flight.
 		file: "dynamo-docs-metrics_examples-trtllm-partial.prom",
-		want: summary{Engine: "dynamo", Generation: "current", Model: "Qwen/Qwen3-0.6B",
+		want: summary{Engine: "dynamo", Generation: "kvstats", Model: "Qwen/Qwen3-0.6B",
 			Signals: kv.Signals{Running: dir(0)}},
+	},
+	{
+		// A Dynamo worker after PR #5704, written from its source (see
+		// SOURCES.md): two DP ranks, no active-blocks gauge and no block
+		// size on a worker page, so ratios only.
+		file: "dynamo-src-worker-current-dp2.prom",
+		want: summary{Engine: "dynamo", Generation: "current", Model: "Qwen/Qwen3-0.6B", Ranks: 2,
+			Signals: kv.Signals{
+				// No capacities in tokens: the mean of 0.25 and 0.625.
+				UsageRatio: der(0.4375),
+				// The generate handler's 7; clear_kv_blocks' 0 is not a request.
+				Running: dir(7),
+			},
+			// 0.625 − 0.25.
+			Spread: der(0.375)},
+	},
+	{
+		// A Dynamo frontend running the KV router, written from its source:
+		// the router's blocks per worker make ranks; the prefill worker's
+		// 800 blocks are another pool and are not read.
+		file: "dynamo-src-frontend-kv-router.prom",
+		want: summary{Engine: "dynamo", Generation: "current", Model: "qwen/qwen3-0.6b", Ranks: 2, ContextLength: dir(40960),
+			Signals: kv.Signals{
+				// Per decode worker 5,943 blocks × 16 = 95,088 tokens; two workers.
+				Capacity: der(190176),
+				// (1,500 + 3,000) × 16.
+				Used: der(72000), UsageRatio: der(72000.0 / 190176),
+				// inflight 12 includes the 5 queued; the router's 2 pending
+				// are among the 5.
+				Running: der(7), Queued: kv.Queues{Waiting: dir(5)},
+			},
+			// 3,000 × 16 / 95,088 − 1,500 × 16 / 95,088.
+			Spread: der(24000.0 / 95088)},
+	},
+	{
+		// trtllm-serve with iteration stats only (enable_iter_perf_stats,
+		// no return_perf_metrics), written from collector.py (see
+		// SOURCES.md).
+		file: "trtllm-serve-src-collector-iteration-stats.prom",
+		want: summary{Engine: "trtllm-serve", Generation: "current", Model: "nvidia/Llama-3.1-8B-Instruct-FP8",
+			Signals: kv.Signals{
+				// 4,000 blocks × 32 tokens; used 1,500 × 32; utilization 1,500 / 4,000.
+				Capacity: der(128000), Used: der(48000), UsageRatio: dir(0.375),
+				Running: dir(12), Queued: kv.Queues{Waiting: dir(3)},
+				// No per-request counters: reused 1,200 × 32 of (1,200 + 800) × 32;
+				// the lifetime hit-rate gauge 0.6 is not used.
+				Counters: kv.Counters{PrefixHitTokens: der(38400), PrefixQueryTokens: der(64000)},
+			},
+			// The host utilization 1/128 as the engine gives it, with what it
+			// does not mean; the onboard and offload bytes have no signal.
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.0078125), Note: tsHostNote}}},
 	},
 	{
 		file: "sglang-docs-production_metrics.prom",
@@ -269,7 +320,36 @@ var fixtureCases = []fixtureCase{
 	{
 		file: "llamacpp-pr13196-comment-partial.prom",
 		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified,
-			Signals: kv.Signals{Counters: kv.Counters{PromptTokens: dir(143), GenerationTokens: dir(673)}}},
+			Signals:     kv.Signals{Counters: kv.Counters{PromptTokens: dir(143), GenerationTokens: dir(673)}},
+			Unavailable: []string{kv.UnknownRemoved}},
+	},
+	{
+		// A current llama-server page written from get_metrics (see
+		// SOURCES.md), read without /slots and /props: KV unavailable with
+		// the reason; what the page still tells is read.
+		file: "llamacpp-src-current-spec.prom",
+		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified,
+			Signals: kv.Signals{
+				Running: dir(3), Queued: kv.Queues{Waiting: dir(2)},
+				// cached 2,048; queried = 2,048 + processed 5,120.
+				Counters: kv.Counters{PrefixHitTokens: dir(2048), PrefixQueryTokens: der(7168), PromptTokens: dir(5120), GenerationTokens: dir(7680)},
+			},
+			Unavailable: []string{kv.UnknownRemoved}},
+	},
+	{
+		// An LMDeploy api_server of DP rank 1 (one api_server per rank),
+		// written from loggers.py @1263d5cd (see SOURCES.md).
+		file: "lmdeploy-src-loggers-dp-rank1.prom",
+		want: summary{Engine: "lmdeploy", Generation: "current", Model: "internlm/internlm3-8b-instruct", Ranks: 1,
+			Signals: kv.Signals{
+				// A ratio only: no capacity or used tokens on the page.
+				UsageRatio: dir(0.18), Running: dir(2), Queued: kv.Queues{Waiting: dir(0)},
+				// cached 2,000 of the 19,000 prompt tokens of the same 30
+				// finished requests (not of prompt_tokens_total's 20,000,
+				// credited at first tokens); the 0.1 gauge is not used.
+				Counters: kv.Counters{PromptTokens: dir(20000), GenerationTokens: dir(8000), PrefixHitTokens: dir(2000), PrefixQueryTokens: dir(19000)},
+			},
+			Spread: der(0)},
 	},
 	{
 		// No slot has had a task yet: every slot holds 0 tokens.

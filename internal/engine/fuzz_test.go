@@ -88,6 +88,10 @@ func FuzzNormalize(f *testing.F) {
 		`vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 1e308` + "\n" + `vllm:num_requests_waiting_by_reason{engine="0",reason="deferred"} 1e308` + "\n" +
 			`vllm:cache_config_info{engine="0",kv_cache_size_tokens="1e300",kv_cache_max_concurrency="1e-300"} 1` + "\n",
 		"trtllm_max_num_active_requests 1e308\ntrtllm_kv_cache_max_blocks 1e308\ntrtllm_kv_cache_tokens_per_block 1e308\n",
+		"trtllm_kv_cache_tokens_per_block 1e300\ntrtllm_kv_cache_reused_blocks_total 1e300\ntrtllm_kv_cache_missed_blocks_total 1e308\n",
+		"dynamo_frontend_model_kv_cache_block_size 1e300\ndynamo_frontend_model_total_kv_blocks 1e300\n" +
+			`dynamo_frontend_worker_active_decode_blocks{worker_id="a",dp_rank="0"} 1e300` + "\n" +
+			"dynamo_component_total_blocks 1e-320\ndynamo_component_kvstats_total_blocks 1e308\n",
 		"sglang:hicache_host_total_tokens 0\nsglang:hicache_host_used_tokens 5\nsglang:swa_token_usage 0.3\n",
 		"sglang:page_size{dp_rank=\"0\"} 1e308\nsglang:num_pages{dp_rank=\"0\"} 1e308\nsglang:kv_used_tokens{dp_rank=\"0\"} 5\nsglang:streaming_session_held_tokens{dp_rank=\"0\"} 1e308\n",
 		`sglang:cache_config_info{page_size="1e300",num_pages="1e300"} 1` + "\n" + `sglang:num_prefill_prealloc_queue_reqs{engine_type="prefill"} 1` + "\n" +
@@ -161,13 +165,22 @@ func FuzzConsistent(f *testing.F) {
 				"nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"tokens_per\",model=\"m\",version=\"1\"} %g\n", blocks, usedBlocks, bs)},
 			"trtllm-serve": {body: fmt.Sprintf("trtllm_kv_cache_utilization %v\ntrtllm_kv_cache_max_blocks %g\ntrtllm_kv_cache_tokens_per_block %g\n", ratio, blocks, bs)},
 			"dynamo":       {body: fmt.Sprintf("dynamo_component_kvstats_total_blocks{worker_id=\"1\"} %g\ndynamo_component_kvstats_active_blocks{worker_id=\"1\"} %g\ndynamo_frontend_model_kv_cache_block_size %g\n", blocks, usedBlocks, bs)},
+			"dynamo current": {body: fmt.Sprintf("dynamo_component_total_blocks{dp_rank=\"0\"} %g\ndynamo_component_gpu_cache_usage_percent{dp_rank=\"0\"} %v\ndynamo_frontend_model_kv_cache_block_size %g\n",
+				blocks, func() float64 {
+					if blocks == 0 {
+						return 0
+					}
+					return usedBlocks / blocks
+				}(), bs)},
+			"dynamo frontend": {body: fmt.Sprintf("dynamo_frontend_model_total_kv_blocks %g\ndynamo_frontend_worker_active_decode_blocks{worker_id=\"w\",dp_rank=\"0\"} %g\ndynamo_frontend_model_kv_cache_block_size %g\n", blocks, usedBlocks, bs)},
 			"llamacpp": {body: "llamacpp:requests_processing 1\n", extra: map[string][]byte{
 				PathProps: fmt.Appendf(nil, `{"default_generation_settings":{"n_ctx":%g},"total_slots":4}`, slot),
 				PathSlots: fmt.Appendf(nil, `[{"id":0,"n_ctx":%g,"id_task":1,"n_prompt_tokens":%g},{"id":1,"n_ctx":%g},{"id":2,"n_ctx":%g},{"id":3,"n_ctx":%g}]`,
 					slot, math.Min(u, slot), slot, slot, slot),
 			}},
 		}
-		for engine, pg := range pages {
+		for key, pg := range pages {
+			engine := strings.Fields(key)[0] // "dynamo current": the dynamo adapter
 			s := normalizeBody(t, pg.body, "", pg.extra)
 			if s.Engine != engine {
 				t.Fatalf("page for %s detected as %s", engine, s.Engine)

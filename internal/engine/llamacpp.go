@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
@@ -23,6 +24,11 @@ import (
 // (an explicit --parallel N). With a unified KV cache (the default when -np
 // is not given) every slot reports the whole context and the product
 // overstates capacity N times; llama.cpp does not say which mode it runs.
+//
+// When neither the page nor /slots and /props give any KV value, the
+// server says why (Unavailable, kv.UnknownRemoved) (llama.cpp dropped its KV gauges in PR
+// #13660, and which endpoint failed), beside what the page still tells:
+// requests processing and deferred, the token counters.
 //
 // A slot is not a rank: all slots share one scheduler and one process, so
 // the server has no ranks. Headroom is therefore computed on the pooled
@@ -47,6 +53,9 @@ const (
 	lcDecode     = "llamacpp:n_decode_total"
 	lcKVRatio    = "llamacpp:kv_cache_usage_ratio"
 	lcKVTokens   = "llamacpp:kv_cache_tokens"
+
+	// lcNoKV begins the reason a current page's KV is unavailable.
+	lcNoKV = "llama.cpp removed kv_cache_usage_ratio and kv_cache_tokens from /metrics (PR #13660); KV comes from /slots and /props, and "
 
 	// PathSlots and PathProps are llama-server's JSON endpoints read for KV.
 	PathSlots = "/slots"
@@ -103,8 +112,15 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 	s.UsageRatio = single(p, lcKVRatio, nil, kv.Of)
 	s.Used = single(p, lcKVTokens, nil, kv.Of)
 
+	var why []string // what kept KV from /slots and /props
 	var props lcProps
-	if b, ok := in.Extra[PathProps]; ok && json.Unmarshal(b, &props) == nil {
+	b, ok := in.Extra[PathProps]
+	switch {
+	case !ok:
+		why = append(why, PathProps+" did not answer")
+	case json.Unmarshal(b, &props) != nil:
+		why = append(why, PathProps+" is not llama-server's JSON")
+	default:
 		srv.Model = props.ModelAlias
 		if srv.Model == "" {
 			srv.Model = props.ModelPath
@@ -116,7 +132,15 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 		srv.MaxRunning = known(props.TotalSlots, kv.Of)
 	}
 	var slots []lcSlot
-	if b, ok := in.Extra[PathSlots]; ok && json.Unmarshal(b, &slots) == nil && len(slots) > 0 {
+	b, ok = in.Extra[PathSlots]
+	switch {
+	case !ok:
+		why = append(why, PathSlots+" did not answer (llama-server --no-slots turns it off)")
+	case json.Unmarshal(b, &slots) != nil:
+		why = append(why, PathSlots+" is not llama-server's slot list")
+	case len(slots) == 0:
+		why = append(why, PathSlots+" lists no slot")
+	default:
 		var used, capacity, nctxMax float64
 		usedOK, capOK := true, true
 		for _, sl := range slots {
@@ -143,6 +167,12 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 		if capOK && !srv.ContextLength.OK() {
 			srv.ContextLength = kv.Of(nctxMax)
 		}
+	}
+	if srv.Generation == "current" && !s.Capacity.OK() && !s.Used.OK() {
+		if len(why) == 0 {
+			why = append(why, "neither gives a context size or a slot's tokens")
+		}
+		srv.Explain(kv.UnknownRemoved, "%s", lcNoKV+strings.Join(why, ", "))
 	}
 	// Idle slots keep their tokens (prompt cache) in Used.
 	srv.UsedHoldsCache = true

@@ -19,10 +19,13 @@ func TestLlamaCppExtras(t *testing.T) {
 		name  string
 		extra map[string][]byte
 		want  summary
+		why   string // the detail of kv.UnknownRemoved
 	}{
 		{
-			name: "neither reachable: KV unavailable, not 0",
-			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Signals: base},
+			name: "neither reachable: KV unavailable, not 0, and why",
+			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Signals: base,
+				Unavailable: []string{kv.UnknownRemoved}},
+			why: "llama.cpp removed kv_cache_usage_ratio and kv_cache_tokens from /metrics (PR #13660); KV comes from /slots and /props, and /props did not answer, /slots did not answer (llama-server --no-slots turns it off)",
 		},
 		{
 			name:  "slots only: capacity from the slots' n_ctx",
@@ -41,7 +44,16 @@ func TestLlamaCppExtras(t *testing.T) {
 		{
 			name:  "not JSON: unavailable",
 			extra: map[string][]byte{PathSlots: []byte("<html>501</html>"), PathProps: []byte(`{"total_slots":"four"}`)},
-			want:  summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Signals: base},
+			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Signals: base,
+				Unavailable: []string{kv.UnknownRemoved}},
+			why: "llama.cpp removed kv_cache_usage_ratio and kv_cache_tokens from /metrics (PR #13660); KV comes from /slots and /props, and /props is not llama-server's JSON, /slots is not llama-server's slot list",
+		},
+		{
+			name:  "both answer but give nothing: still why",
+			extra: map[string][]byte{PathSlots: []byte(`[]`), PathProps: []byte(`{"model_alias":"m"}`)},
+			want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "m", Signals: base,
+				Unavailable: []string{kv.UnknownRemoved}},
+			why: "llama.cpp removed kv_cache_usage_ratio and kv_cache_tokens from /metrics (PR #13660); KV comes from /slots and /props, and /slots lists no slot",
 		},
 		{
 			name:  "a legacy slot without n_prompt_tokens makes used unknown",
@@ -55,6 +67,9 @@ func TestLlamaCppExtras(t *testing.T) {
 			got := normalizeBody(t, page, "", tt.extra)
 			if diff := cmp.Diff(tt.want, summarize(got), valueCmp); diff != "" {
 				t.Errorf("Normalize (-want +got):\n%s", diff)
+			}
+			if tt.why != "" && (len(got.Unavailable) != 1 || got.Unavailable[0].Detail != tt.why) {
+				t.Errorf("Unavailable = %+v, want one saying %q", got.Unavailable, tt.why)
 			}
 		})
 	}

@@ -35,6 +35,12 @@ func TestLMDeploy(t *testing.T) {
 			Counters: kv.Counters{PromptTokens: dir(300), GenerationTokens: dir(4000)},
 		},
 		Spread: der(0.4)}
+	// The cached counter without the prompt histogram: no hit ratio from
+	// half a pair.
+	half := lmdeployPage + "lmdeploy:cached_tokens_total{engine=\"0\",model_name=\"internlm/internlm2_5-7b-chat\"} 50\n"
+	if got := normalizeBody(t, half, "", nil); got.Counters.PrefixHitTokens.OK() || got.Counters.PrefixQueryTokens.OK() {
+		t.Errorf("prefix hit %v of %v, want both unavailable", got.Counters.PrefixHitTokens, got.Counters.PrefixQueryTokens)
+	}
 	for name, body := range map[string]string{
 		"colon":      lmdeployPage,
 		"underscore": strings.ReplaceAll(lmdeployPage, "lmdeploy:", "lmdeploy_"),

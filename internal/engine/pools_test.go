@@ -173,7 +173,7 @@ func TestTierPools(t *testing.T) {
 		{
 			name: "Dynamo worker without KVBM: no pool",
 			body: "dynamo_component_kvstats_gpu_cache_usage_percent{worker_id=\"w\"} 0.5\n",
-			want: summary{Engine: "dynamo", Generation: "current", Ranks: 1, Signals: kv.Signals{UsageRatio: dir(0.5)}, Spread: der(0)},
+			want: summary{Engine: "dynamo", Generation: "kvstats", Ranks: 1, Signals: kv.Signals{UsageRatio: dir(0.5)}, Spread: der(0)},
 		},
 	}
 	for _, tt := range tests {

@@ -18,14 +18,19 @@ import (
 // trtllm_num_active_requests or trtllm_num_requests_running, queued
 // trtllm_server_queue_length or trtllm_num_requests_waiting. Prefix hit
 // comes from trtllm_prompt_cached_tokens_total over
-// trtllm_prompt_tokens_total (never the lifetime trtllm_kv_cache_hit_rate
-// gauge). No preemption and no generation-token counter exist.
+// trtllm_prompt_tokens_total (per request; needs return_perf_metrics),
+// else from the block counters of the iteration stats (PR #12413):
+// trtllm_kv_cache_reused_blocks_total over reused + missed blocks, each ×
+// tokens per block (derived; a partly reused block counts whole), never
+// the lifetime trtllm_kv_cache_hit_rate gauge. The tier traffic counters
+// (trtllm_kv_cache_{onboard,offload,intra_device_copy}_bytes_total) have
+// no normalized signal and are not read. No preemption counter exists.
 var trtllmServeSpec = Spec{
 	Name:         "trtllm-serve",
 	MetricsPath:  tsMetricsPath,
 	DisabledHint: "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options",
 	Detect:       []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate},
-	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration, tsMaxActive},
+	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration, tsMaxActive, tsReused, tsMissed},
 	Normalize:    normalizeTRTLLMServe,
 }
 
@@ -45,11 +50,17 @@ const (
 	tsHostUtil     = "trtllm_kv_cache_host_utilization"
 	tsTierHits     = "trtllm_prompt_cache_hit_tokens_total"
 	tsGeneration   = "trtllm_generation_tokens_total"
+	// The KV cache manager's cumulative block reuse counters (kvCacheStats
+	// reusedBlocks, missedBlocks, warm-up excluded since PR #12132).
+	tsReused = "trtllm_kv_cache_reused_blocks_total"
+	tsMissed = "trtllm_kv_cache_missed_blocks_total"
 	// tsMaxActive is the executor's maxNumActiveRequests: the most requests
 	// it runs at once (max_batch_size), the running-request limit.
 	tsMaxActive   = "trtllm_max_num_active_requests"
 	tsMetricsPath = "/prometheus/metrics"
-	tsModelLabel  = "model_name"
+	// tsHostNote says what the host utilization does not tell.
+	tsHostNote   = "trtllm_kv_cache_host_utilization is secondary used / max blocks; with the V2 KV cache manager used counts only blocks pinned during an onboard copy, not how full the host tier is (TensorRT-LLM PR #14544; its evictable-block gauges are iteration stats, not Prometheus names)"
+	tsModelLabel = "model_name"
 )
 
 // normalizeTRTLLMServe is trtllmServeSpec's Normalize.
@@ -64,7 +75,8 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 	srv.Model = firstLabel(p, tsModelLabel, tsUtil, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt)
 	s := &srv.Signals
 	s.UsageRatio = single(p, tsUtil, nil, kv.Of)
-	if per := single(p, tsTokensPer, nil, kv.Of); per.OK() && per.V > 0 {
+	per := single(p, tsTokensPer, nil, kv.Of)
+	if per.OK() && per.V > 0 {
 		maxB := single(p, tsMaxBlocks, nil, kv.Of)
 		s.Capacity = maxB.Mul(per)
 		used := single(p, tsUsedBlocks, nil, kv.Of)
@@ -80,6 +92,12 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 	if cached := summed(p, tsPromptCached, nil, kv.Of); cached.OK() && s.Counters.PromptTokens.OK() {
 		s.Counters.PrefixHitTokens = cached
 		s.Counters.PrefixQueryTokens = s.Counters.PromptTokens
+	} else if per.OK() && per.V > 0 {
+		reused, missed := summed(p, tsReused, nil, kv.Of), summed(p, tsMissed, nil, kv.Of)
+		if reused.OK() && missed.OK() {
+			s.Counters.PrefixHitTokens = reused.Mul(per)
+			s.Counters.PrefixQueryTokens = kv.DerivedOf(reused.V + missed.V).Mul(per)
+		}
 	}
 	srv.Rollup()
 	if m := single(p, tsMaxActive, nil, kv.Of); m.OK() && m.V >= 1 {
@@ -96,10 +114,14 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 // levels' hits are in the server's prefix-hit counter with the others
 // (trtllm_prompt_cached_tokens_total counts every tier), so they make no
 // pool of their own; "Pages already prefetched from disk to host count as
-// host" (the collector's help).
+// host" (the collector's help). The host utilization is secondary used /
+// max blocks, and with the V2 KV cache manager the used count holds only
+// the blocks pinned during an onboard copy (tsHostNote).
 func trtllmPools(p *expo.Page) []kv.CachePool {
 	ps := newPools()
-	ps.read(p, tsHostUtil, fixed(kv.PoolFull, kv.TierHost, ""), kv.UnitTokens, pfRatio, nil, maxf, kv.Of)
+	host := poolKey{kv.PoolFull, kv.TierHost, ""}
+	ps.read(p, tsHostUtil, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfRatio, nil, maxf, kv.Of)
+	ps.setNote(host, tsHostNote)
 	ps.read(p, tsTierHits, func(s expo.Sample) (poolKey, bool) {
 		switch s.Labels.Get("cache_tier") {
 		case "host", "cpu":

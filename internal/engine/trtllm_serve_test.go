@@ -66,11 +66,32 @@ func TestTRTLLMServe(t *testing.T) {
 				},
 				Pools: []kv.CachePool{
 					// Host: a ratio only; its block counts are not exported.
-					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.6), HitTokens: dir(1500)},
+					{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.6), HitTokens: dir(1500), Note: tsHostNote},
 					{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitTokens: dir(500)},
 				}},
 			// maxNumActiveRequests: 64 requests at once.
 			maxRunning: dir(64),
+		},
+		{
+			name: "blocks without tokens per block: capacity and used unknown, not blocks",
+			body: "trtllm_kv_cache_utilization" + l + " 0.25\ntrtllm_kv_cache_max_blocks" + l + " 1000\ntrtllm_kv_cache_used_blocks" + l + " 250\n" +
+				"trtllm_kv_cache_reused_blocks_total" + l + " 30\ntrtllm_kv_cache_missed_blocks_total" + l + " 70\n",
+			// The reuse counters are blocks too: no prefix hit in tokens.
+			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "meta-llama/Llama-3.1-8B",
+				Signals: kv.Signals{UsageRatio: dir(0.25)}},
+		},
+		{
+			name: "per-request counters win over the block reuse counters",
+			body: "trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_kv_cache_reused_blocks_total" + l + " 30\ntrtllm_kv_cache_missed_blocks_total" + l + " 70\n" +
+				"trtllm_prompt_tokens_total" + l + " 4000\ntrtllm_prompt_cached_tokens_total" + l + " 1000\n",
+			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "meta-llama/Llama-3.1-8B",
+				// Tokens from the requests, not 30 × 32 of 100 × 32.
+				Signals: kv.Signals{Counters: kv.Counters{PromptTokens: dir(4000), PrefixHitTokens: dir(1000), PrefixQueryTokens: dir(4000)}}},
+		},
+		{
+			name: "reused without missed: no hit ratio from half a pair",
+			body: "trtllm_kv_cache_tokens_per_block" + l + " 32\ntrtllm_kv_cache_reused_blocks_total" + l + " 30\ntrtllm_num_requests_running" + l + " 1\n",
+			want: summary{Engine: "trtllm-serve", Generation: "current", Model: "meta-llama/Llama-3.1-8B", Signals: kv.Signals{Running: dir(1)}},
 		},
 		{
 			name: "free blocks only: used is max − free",

@@ -4,7 +4,8 @@ import "fmt"
 
 // Warning is one reason a server's numbers cannot be taken at face value:
 // the page holds implausible values (negative, used beyond capacity, beyond
-// 2^53) or is ambiguous (duplicate series, two engines on one page). Every
+// 2^53) or is ambiguous (duplicate series, two engines on one page, one
+// value under two versions' names that disagree). Every
 // face shows the warnings of a target, and serve exports them as
 // kvwatch_target_warnings{reason}.
 type Warning struct {
@@ -82,6 +83,10 @@ const (
 	// what kvwatch reads it as (SGLang's PD prefill running count before
 	// sglang #31495, its token_usage as a max over pools).
 	UnknownVersion = "version_semantics"
+	// UnknownRemoved: the engine's version removed the names kvwatch read
+	// a value from, and nothing else on the page (or its extra paths)
+	// gives it (llama.cpp's KV gauges, PR #13660).
+	UnknownRemoved = "removed"
 )
 
 // Explained reports whether s says values are unavailable for the reason.
