@@ -93,8 +93,8 @@ func renames() []Rename {
 // with what to query instead, never rewritten.
 func changes() []Change {
 	return []Change{
-		{Engine: "sglang", Name: "sglang:token_usage", Version: "sglang #22555", Use: "sglang:full_token_usage",
-			Note:   "it is the largest of the full-attention, SWA and Mamba pools' usage, not the KV cache's on a hybrid model; sglang:full_token_usage is the full-attention KV pool alone (SGLang #19982 and later)",
+		{Engine: "sglang", Name: "sglang:token_usage", Version: "#22555", Use: "sglang:full_token_usage",
+			Note:   "it is now the largest usage of the full-attention, SWA and Mamba pools, not the KV cache's on a hybrid model; sglang:full_token_usage is the full-attention KV pool alone (SGLang #19982 and later)",
 			Source: srcSGLangUsage},
 	}
 }
