@@ -142,7 +142,9 @@ func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Re
 			// Report what is wrong with the canonical spelling (or what
 			// it warns of), suggesting the fix in the spelling the query
 			// uses.
+			colonP := alt[:strings.IndexByte(alt, ':')+1]
 			escaped := func(k Kind, sev Severity, msg, sug string, fix *Fix) {
+				msg = strings.ReplaceAll(msg, colonP, strings.Replace(colonP, ":", "_", 1))
 				if sug != "" {
 					sug = strings.Replace(sug, ":", "_", 1)
 				}
