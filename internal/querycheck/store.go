@@ -216,9 +216,11 @@ func (a *API) NameForms(ctx context.Context, prefix string) (colon, underscore i
 		return 0, 0, err
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, base+":") {
+		// A store that ignores match[] answers every name: count only these.
+		switch {
+		case strings.HasPrefix(n, base+":"):
 			colon++
-		} else {
+		case strings.HasPrefix(n, base+"_"):
 			underscore++
 		}
 	}
