@@ -2,8 +2,9 @@
 // every family each supported engine exposes on /metrics (not only those
 // kvwatch's adapters read), the version range where a name is known, the
 // labels it carries, the source file it was read from, and a rename table
-// (old name, new name, engine version). `kvwatch check queries` uses it when
-// no live store is given.
+// (old name, new name, engine version, in renames.go, with the names whose
+// meaning changed). `kvwatch check queries` uses it when no live store is
+// given.
 //
 // Names are written as the engine exposes them in the Prometheus text
 // format: counters with their `_total` sample name, histograms and summaries
@@ -68,6 +69,26 @@ type Rename struct {
 	// Version is the engine version (or change) that made it.
 	Version string
 	// Note says what changed besides the name (units, type), if anything.
+	Note string
+	// Deprecated is true while the newest version still exposes Old
+	// beside its successor: querying it works, for now.
+	Deprecated bool
+	// Differs, when set, says how New means something else than Old: New
+	// is suggested, never rewritten in place of Old.
+	Differs string
+	Source  string
+}
+
+// Change is a name an engine kept while its meaning changed: a query of it
+// still selects series, which now say something else.
+type Change struct {
+	Engine string
+	Name   string
+	// Version is the engine version (or change) that made it.
+	Version string
+	// Use is what to query for the old meaning ("" when nothing has it).
+	Use string
+	// Note says what the name means now.
 	Note   string
 	Source string
 }
@@ -93,12 +114,13 @@ type Catalog struct {
 	metrics []Metric
 	renames []Rename
 	engines []Engine
+	changes []Change
 	byName  map[string][]int
 	renamed map[string][]int
 }
 
 // Default returns the built-in catalog.
-func Default() *Catalog { return New(metrics(), renames(), engines()) }
+func Default() *Catalog { return New(metrics(), renames(), engines()).WithChanges(changes()) }
 
 // New builds a catalog from its tables (tests build small ones).
 func New(ms []Metric, rs []Rename, es []Engine) *Catalog {
@@ -117,6 +139,26 @@ func (c *Catalog) Metrics() []Metric { return slices.Clone(c.metrics) }
 
 // Renames returns the rename table.
 func (c *Catalog) Renames() []Rename { return slices.Clone(c.renames) }
+
+// WithChanges sets the table of meaning changes and returns c.
+func (c *Catalog) WithChanges(cs []Change) *Catalog {
+	c.changes = cs
+	return c
+}
+
+// Changes returns the table of meaning changes.
+func (c *Catalog) Changes() []Change { return slices.Clone(c.changes) }
+
+// ChangesOf returns the meaning changes of the family name.
+func (c *Catalog) ChangesOf(name string) []Change {
+	var out []Change
+	for _, ch := range c.changes {
+		if ch.Name == name {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
 
 // Engines returns the engines the catalog knows.
 func (c *Catalog) Engines() []Engine { return slices.Clone(c.engines) }

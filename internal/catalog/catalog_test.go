@@ -35,12 +35,41 @@ func TestEntriesAreComplete(t *testing.T) {
 		if r.New != "" && len(c.Lookup(r.New)) == 0 {
 			t.Errorf("rename %s → %s: the new name is not in the catalog", r.Old, r.New)
 		}
+		if r.Deprecated && len(c.Family(r.Old)) == 0 {
+			t.Errorf("rename %s → %s: deprecated, so still exposed, but the old name is not in the catalog", r.Old, r.New)
+		}
+		if r.Differs != "" && r.New == "" {
+			t.Errorf("rename %s: Differs %q says how a new name differs, but there is none", r.Old, r.Differs)
+		}
 		if len(c.Lookup(r.Old)) > 0 {
 			for _, m := range c.Family(r.Old) {
 				if m.Current() {
 					t.Errorf("rename %s → %s: the old name is listed as current (Until empty)", r.Old, r.New)
 				}
 			}
+		}
+	}
+}
+
+// TestChangesAreComplete: a name whose meaning changed is a current
+// family, with its version, source, note and a current name to use instead.
+func TestChangesAreComplete(t *testing.T) {
+	c := catalog.Default()
+	if len(c.Changes()) == 0 {
+		t.Fatal("Default() has no meaning changes; sglang:token_usage (#22555) is one")
+	}
+	for _, ch := range c.Changes() {
+		if ch.Source == "" || ch.Version == "" || ch.Note == "" {
+			t.Errorf("change of %s: needs a version, a note and a source", ch.Name)
+		}
+		for _, n := range []string{ch.Name, ch.Use} {
+			fam := c.Family(n)
+			if n != "" && (len(fam) == 0 || !fam[0].Current() || fam[0].Engine != ch.Engine) {
+				t.Errorf("change of %s: %s is not a current %s family of the catalog", ch.Name, n, ch.Engine)
+			}
+		}
+		if got := c.ChangesOf(ch.Name); len(got) == 0 || got[0] != ch {
+			t.Errorf("ChangesOf(%s) = %+v, want %+v", ch.Name, got, ch)
 		}
 	}
 }

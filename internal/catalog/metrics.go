@@ -33,7 +33,6 @@ const (
 	srcDynamo         = "ai-dynamo/dynamo lib/runtime/src/metrics/prometheus_names.rs@04070c75b52f (older @4415465e)"
 	srcDynamoDocs     = "ai-dynamo/dynamo deploy/metrics/README.md, docs/observability/metrics_examples/fe.log"
 	srcDynamoNames    = "ai-dynamo/dynamo lib/bindings/python/src/dynamo/prometheus_names.py@04277994ab15 (kvstats, frontend_service), components/src/dynamo/common/utils/prometheus.py (LLMBackendMetrics); PR #5704"
-	srcDynamoPlanner  = "ai-dynamo/dynamo PR #8078 (planner: names renamed to dynamo_planner_*, its rename table)"
 	srcLMCache        = "LMCache/LMCache lmcache/observability.py@dd022cce2cab"
 	srcLMCacheMP      = "LMCache/LMCache docs/source/mp/observability/metrics.rst"
 	srcPythonClient   = "prometheus/client_python prometheus_client/{gc_collector,platform_collector,process_collector}.py"
@@ -65,7 +64,8 @@ func engines() []Engine {
 		{Name: "triton", Display: "Triton TensorRT-LLM backend", Prefixes: []string{"nv_trt_llm_", "nv_llm_", "nv_inference_", "nv_gpu_", "nv_energy_", "nv_cpu_", "nv_cache_", "nv_pinned_"}, Source: srcTriton},
 		{Name: "trtllm-serve", Display: "trtllm-serve", Prefixes: []string{"trtllm_"}, PythonClient: true, Source: srcTRTLLMServe},
 		{Name: "lmdeploy", Display: "LMDeploy", Prefixes: []string{"lmdeploy:"}, PythonClient: true, Source: srcLMDeploy},
-		{Name: "dynamo", Display: "NVIDIA Dynamo", Prefixes: []string{"dynamo_component_", "dynamo_frontend_", "dynamo_router_", "dynamo_planner_", "kvbm_"}, Source: srcDynamo},
+		{Name: "dynamo", Display: "NVIDIA Dynamo", Prefixes: []string{"dynamo_component_", "dynamo_frontend_", "dynamo_router_", "kvbm_"}, Source: srcDynamo},
+		{Name: "dynamo-planner", Display: "NVIDIA Dynamo planner", Prefixes: []string{"dynamo_planner_", "planner:"}, PythonClient: true, Source: srcDynamoPlanner},
 		{Name: "lmcache", Display: "LMCache", Prefixes: []string{"lmcache:", "lmcache_mp_"}, PythonClient: true, Source: srcLMCache},
 		{Name: "prometheus_client", Display: "Python prometheus_client default collectors", Prefixes: []string{"python_", "process_"}, Source: srcPythonClient},
 		{Name: "prometheus", Display: "Prometheus (series it writes itself)", Source: srcPrometheus},
@@ -354,18 +354,12 @@ func metrics() []Metric {
 	t.add("lmdeploy", Histogram, lLMDeploy, "0.14.0", "", srcLMDeploy, "lmdeploy:request_cached_tokens", "lmdeploy:request_cache_hit_ratio")
 
 	// NVIDIA Dynamo.
-	t.add("dynamo", Gauge, lDynComp, "", "PR #5704", srcDynamo, "dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks",
-		"dynamo_component_kvstats_gpu_cache_usage_percent", "dynamo_component_kvstats_gpu_prefix_cache_hit_rate")
 	t.add("dynamo", Gauge, lDynComp, "", "", srcDynamo, "dynamo_component_inflight_requests")
-	t.add("dynamo", Gauge, []string{"model", "dynamo_component", "dp_rank"}, "PR #5704", "", srcDynamoNames,
+	t.add("dynamo", Gauge, lDynComp, "", kvstatsRemoval, srcDynamo, "dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks",
+		"dynamo_component_kvstats_gpu_cache_usage_percent", "dynamo_component_kvstats_gpu_prefix_cache_hit_rate")
+	t.add("dynamo", Gauge, lDynComp, kvstatsRemoval, "", srcDynamoKVStats,
 		"dynamo_component_total_blocks", "dynamo_component_gpu_cache_usage_percent")
 	t.add("dynamo", Gauge, []string{"model", "dynamo_component"}, "", "", srcDynamoNames, "dynamo_component_model_load_time_seconds")
-	// The planner (Python): planner:* until PR #8078, dynamo_planner_* since.
-	t.add("dynamo", Gauge, nil, "", "PR #8078", srcDynamoPlanner, "planner:num_p_workers", "planner:num_d_workers", "planner:observed_ttft",
-		"planner:observed_itl", "planner:observed_request_rate", "planner:observed_request_duration", "planner:observed_isl", "planner:observed_osl")
-	t.add("dynamo", Gauge, nil, "PR #8078", "", srcDynamoPlanner, "dynamo_planner_num_prefill_workers", "dynamo_planner_num_decode_workers",
-		"dynamo_planner_observed_ttft_ms", "dynamo_planner_observed_itl_ms", "dynamo_planner_observed_requests_per_second",
-		"dynamo_planner_observed_request_duration_seconds", "dynamo_planner_observed_isl", "dynamo_planner_observed_osl")
 	t.add("dynamo", Counter, lDynComp, "", "", srcDynamo, "dynamo_component_requests_total", "dynamo_component_request_bytes_total",
 		"dynamo_component_response_bytes_total")
 	t.add("dynamo", Counter, with(lDynComp, "error_type"), "", "", srcDynamo, "dynamo_component_errors_total")
@@ -400,6 +394,19 @@ func metrics() []Metric {
 		"kvbm_onboard_blocks_h2d", "kvbm_onboard_blocks_d2d", "kvbm_matched_tokens", "kvbm_offload_blocks_d2o", "kvbm_onboard_blocks_o2d",
 		"kvbm_offload_bytes_object", "kvbm_onboard_bytes_object", "kvbm_object_read_failures", "kvbm_object_write_failures")
 	t.add("dynamo", Gauge, nil, "", "", srcDynamo, "kvbm_host_cache_hit_rate", "kvbm_disk_cache_hit_rate", "kvbm_object_cache_hit_rate")
+	// NVIDIA Dynamo's SLA planner (its own process and /metrics).
+	t.add("dynamo-planner", Gauge, nil, plannerRename, "", srcDynamoPlanner, "dynamo_planner_num_prefill_replicas", "dynamo_planner_num_decode_replicas",
+		"dynamo_planner_observed_ttft_ms", "dynamo_planner_observed_itl_ms", "dynamo_planner_observed_requests_per_second",
+		"dynamo_planner_observed_request_duration_seconds", "dynamo_planner_observed_input_sequence_tokens", "dynamo_planner_observed_output_sequence_tokens",
+		"dynamo_planner_predicted_requests_per_second", "dynamo_planner_predicted_input_sequence_tokens", "dynamo_planner_predicted_output_sequence_tokens",
+		"dynamo_planner_predicted_num_prefill_replicas", "dynamo_planner_predicted_num_decode_replicas", "dynamo_planner_gpu_hours",
+		"dynamo_planner_estimated_ttft_ms", "dynamo_planner_estimated_itl_ms", "dynamo_planner_engine_prefill_capacity_requests_per_second",
+		"dynamo_planner_engine_decode_capacity_requests_per_second")
+	t.add("dynamo-planner", Gauge, []string{"worker_id", "dp_rank"}, plannerRename, "", srcDynamoPlanner, "dynamo_planner_engine_queued_prefill_tokens",
+		"dynamo_planner_engine_queued_decode_kv_tokens", "dynamo_planner_engine_inflight_decode_kv_tokens")
+	// prometheus_client's Enum: a gauge per state, the state in a label named as the metric.
+	t.add("dynamo-planner", Gauge, []string{"dynamo_planner_load_scaling_decision"}, plannerRename, "", srcDynamoPlanner, "dynamo_planner_load_scaling_decision")
+	t.add("dynamo-planner", Gauge, []string{"dynamo_planner_throughput_scaling_decision"}, plannerRename, "", srcDynamoPlanner, "dynamo_planner_throughput_scaling_decision")
 	// Dynamo's TensorRT-LLM worker adds these to trtllm-serve's names.
 	t.add("trtllm-serve", Counter, lTRTServe, "", "", srcDynamo+" (mod trtllm_additional)", "trtllm_num_aborted_requests_total",
 		"trtllm_request_type_image_total", "trtllm_request_type_structured_output_total", "trtllm_kv_transfer_success_total")
@@ -453,67 +460,4 @@ func metrics() []Metric {
 	t.when("only on PD-disaggregated TensorRT-LLM workers under Dynamo", "trtllm_kv_transfer_*")
 	t.when("only with the gRPC router", "smg_router_ttft_seconds", "smg_router_tpot_seconds", "smg_router_tokens_total", "smg_router_generation_duration_seconds")
 	return t
-}
-
-func renames() []Rename {
-	return []Rename{
-		{Engine: "vllm", Old: "vllm:gpu_cache_usage_perc", New: "vllm:kv_cache_usage_perc", Version: "0.9.2 (deprecated; hidden in 0.11, removed in 0.12)", Source: srcVLLMLoggers},
-		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_queries_total", New: "vllm:prefix_cache_queries_total", Version: "0.9.2 (deprecated; removed in 0.12)", Note: "counted blocks, not tokens, in 0.8.x", Source: srcVLLMLoggers},
-		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_hits_total", New: "vllm:prefix_cache_hits_total", Version: "0.9.2 (deprecated; removed in 0.12)", Note: "counted blocks, not tokens, in 0.8.x", Source: srcVLLMLoggers},
-		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_hit_rate", New: "", Version: "V1 engine (0.8+)", Note: "use rate(vllm:prefix_cache_hits_total[5m]) / rate(vllm:prefix_cache_queries_total[5m])", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:cpu_prefix_cache_hit_rate", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:cpu_cache_usage_perc", New: "", Version: "V1 engine (0.8+)", Note: "V1 has no CPU swap space", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:num_requests_swapped", New: "", Version: "V1 engine (0.8+)", Note: "V1 recomputes instead of swapping", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:avg_prompt_throughput_toks_per_s", New: "", Version: "V1 engine (0.8+)", Note: "use rate(vllm:prompt_tokens_total[1m])", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:avg_generation_throughput_toks_per_s", New: "", Version: "V1 engine (0.8+)", Note: "use rate(vllm:generation_tokens_total[1m])", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:time_per_output_token_seconds", New: "vllm:inter_token_latency_seconds", Version: "0.11 (deprecated; hidden in 0.12, removed in 0.13)", Source: srcVLLMLoggers},
-		{Engine: "vllm", Old: "vllm:model_forward_time_milliseconds", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:model_execute_time_milliseconds", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},
-		{Engine: "vllm", Old: "vllm:kv_offload_total_bytes_total", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_bytes_total and vllm:kv_offload_load_bytes_total", Source: srcVLLMOffload},
-		{Engine: "vllm", Old: "vllm:kv_offload_total_time_total", New: "", Version: "vllm #35669 (deprecated)", Note: "split into vllm:kv_offload_store_time_total and vllm:kv_offload_load_time_total", Source: srcVLLMOffload},
-		{Engine: "sglang", Old: "sglang:num_prefill_prealloc_queue_reqs", New: "sglang:num_prefill_bootstrap_queue_reqs", Version: "sglang #24341 (collector @016d8605e458; the old name @44cedc2b9c7d)", Source: srcSGLang2026},
-		{Engine: "sglang", Old: "sglang:cache_config_info", New: "", Version: "sglang #24197 (collector @016d8605e458)", Note: "its labels page_size and num_pages became the gauges sglang:page_size and sglang:num_pages", Source: srcSGLang2026},
-		{Engine: "sglang", Old: "sglang:num_requests_running", New: "sglang:num_running_reqs", Version: "after the first Prometheus version (PR #1853, label name)", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:num_requests_waiting", New: "sglang:num_queue_reqs", Version: "after the first Prometheus version (PR #1853, label name)", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:time_per_output_token_seconds", New: "sglang:inter_token_latency_seconds", Version: "after the late-2024 collector (docs sample @00b08c497f07)", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:func_latency_seconds", New: "", Version: "after the late-2024 collector (docs sample @00b08c497f07)", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:num_retractions", New: "", Version: "collector @016d8605e458", Note: "closest current: rate(sglang:num_retracted_requests_total[5m])", Source: srcSGLang},
-		{Engine: "sglang", Old: "sglang:cached_token", New: "", Version: "after the first Prometheus version (PR #1853)", Note: "closest current: the counter sglang:cached_tokens_total", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:max_prefill_tokens", New: "", Version: "after the first Prometheus version (PR #1853)", Source: srcSGLangOld},
-		{Engine: "sglang", Old: "sglang:waiting_request_latency_seconds", New: "", Version: "after the first Prometheus version (PR #1853)", Note: "closest current: the histogram sglang:queue_time_seconds", Source: srcSGLangOld},
-		{Engine: "sglang-router", Old: "sgl_router_requests_total", New: "smg_router_requests_total", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_request_errors_total", New: "smg_router_request_errors_total", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_request_duration_seconds", New: "smg_router_request_duration_seconds", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_retries_total", New: "smg_worker_retries_total", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_worker_health", New: "smg_worker_health", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_active_workers", New: "", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Note: "closest in the gateway: smg_worker_pool_size", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_worker_load", New: "", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Note: "closest in the gateway: smg_worker_requests_active", Source: srcSMG},
-		{Engine: "sglang-router", Old: "sgl_router_processed_requests_total", New: "", Version: "sgl-router → sgl-model-gateway (smg_ prefix)", Note: "closest in the gateway: smg_worker_selection_total", Source: srcSMG},
-		{Engine: "llamacpp", Old: "llamacpp:kv_cache_usage_ratio", New: "", Version: "PR #13660 (after b5440)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
-		{Engine: "llamacpp", Old: "llamacpp:kv_cache_tokens", New: "", Version: "PR #13660 (after b5440)", Note: "llama.cpp's /metrics has no KV gauge since; read /slots", Source: srcLlamaCppOld},
-		{Engine: "llamacpp", Old: "llamacpp:n_past_max", New: "llamacpp:n_tokens_max", Version: "PR #15361", Source: srcLlamaCpp},
-		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_finished", New: "lmdeploy:num_requests_completed", Version: "0.12.1", Source: srcLMDeploy},
-		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_unfinished", New: "", Version: "0.12.1", Note: "the same change added lmdeploy:num_api_requests_routed and lmdeploy:num_api_requests_waiting", Source: srcLMDeploy},
-		{Engine: "lmdeploy", Old: "lmdeploy:num_requests_completed", New: "", Version: "0.12.3", Note: "split into lmdeploy:num_requests_succeeded and lmdeploy:num_requests_failed", Source: srcLMDeploy},
-		{Engine: "dynamo", Old: "dynamo_component_kvstats_total_blocks", New: "dynamo_component_total_blocks", Version: "PR #5704 (2026-01)", Note: "labels model, dynamo_component, dp_rank", Source: srcDynamoNames},
-		{Engine: "dynamo", Old: "dynamo_component_kvstats_gpu_cache_usage_percent", New: "dynamo_component_gpu_cache_usage_percent", Version: "PR #5704 (2026-01)", Note: "labels model, dynamo_component, dp_rank", Source: srcDynamoNames},
-		{Engine: "dynamo", Old: "dynamo_component_kvstats_active_blocks", New: "", Version: "PR #5704 (2026-01)", Note: "no worker gauge since: used = gpu_cache_usage_percent × total_blocks; the frontend's dynamo_frontend_worker_active_decode_blocks is the KV router's count per worker", Source: srcDynamoNames},
-		{Engine: "dynamo", Old: "dynamo_component_kvstats_gpu_prefix_cache_hit_rate", New: "", Version: "PR #5704 (2026-01)", Note: "closest: dynamo_component_router_kv_hit_rate (the router's predicted hit rate), or the engine's own prefix counters", Source: srcDynamoNames},
-		{Engine: "dynamo", Old: "planner:num_p_workers", New: "dynamo_planner_num_prefill_workers", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
-		{Engine: "dynamo", Old: "planner:num_d_workers", New: "dynamo_planner_num_decode_workers", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
-		{Engine: "dynamo", Old: "planner:observed_ttft", New: "dynamo_planner_observed_ttft_ms", Version: "PR #8078 (2026-04)", Note: "the unit (ms) is now in the name", Source: srcDynamoPlanner},
-		{Engine: "dynamo", Old: "planner:observed_itl", New: "dynamo_planner_observed_itl_ms", Version: "PR #8078 (2026-04)", Note: "the unit (ms) is now in the name", Source: srcDynamoPlanner},
-		{Engine: "dynamo", Old: "planner:observed_request_rate", New: "dynamo_planner_observed_requests_per_second", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
-		{Engine: "dynamo", Old: "planner:observed_request_duration", New: "dynamo_planner_observed_request_duration_seconds", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
-		{Engine: "dynamo", Old: "planner:observed_isl", New: "dynamo_planner_observed_isl", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
-		{Engine: "dynamo", Old: "planner:observed_osl", New: "dynamo_planner_observed_osl", Version: "PR #8078 (2026-04)", Source: srcDynamoPlanner},
-		{Engine: "trtllm-serve", Old: "trtllm_server_queue_length", New: "trtllm_num_requests_waiting", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
-		{Engine: "trtllm-serve", Old: "trtllm_num_active_requests", New: "trtllm_num_requests_running", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
-		{Engine: "trtllm-serve", Old: "trtllm_prompt_cached_tokens", New: "trtllm_prompt_cached_tokens_per_request", Version: "collector.py@050f80def8df (older revisions: the old name)", Source: srcTRTLLMServe},
-		{Engine: "trtllm-serve", Old: "request_success_total", New: "trtllm_request_success_total", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "e2e_request_latency_seconds", New: "trtllm_e2e_request_latency_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "time_to_first_token_seconds", New: "trtllm_time_to_first_token_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "time_per_output_token_seconds", New: "trtllm_time_per_output_token_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-		{Engine: "trtllm-serve", Old: "request_queue_time_seconds", New: "trtllm_request_queue_time_seconds", Version: "collector.py after @89fd9b74 (metric_prefix trtllm_)", Source: srcTRTLLMOld},
-	}
 }

@@ -44,7 +44,7 @@ func addCheckQueries(c *kingpin.CmdClause, r registry) {
 	cmd.Flag("against.limit", "Bound on each list the API returns (metric names, label values).").Default("10000").IntVar(&o.limit)
 	cmd.Flag("against.timeout", "Timeout of the whole check against --against.").Default("30s").DurationVar(&o.timeout)
 	cmd.Flag("output", "Output format: text or json (stable schema, see docs/check-queries.md).").Short('o').Default("text").EnumVar(&o.output, "text", "json")
-	cmd.Flag("fix", "Write the suggested renames into FILE.fixed next to each file with a fixable finding; the original stays untouched.").BoolVar(&o.fix)
+	cmd.Flag("fix", "Write the suggested renames into FILE.fixed next to each file with a fixable finding; the original stays untouched. A name whose meaning changed, or whose replacement is not the same series, is reported, not rewritten.").BoolVar(&o.fix)
 	cmd.Flag("verbose", "Also print info findings (accepted escaped names, templated names).").Short('v').BoolVar(&o.verbose)
 	cmd.Flag("strict", "Warnings fail too (exit code 1).").BoolVar(&o.strict)
 	r.add(cmd, o.run)
@@ -92,11 +92,26 @@ func (o *checkQueriesOptions) run(ctx context.Context, e *env) int {
 			}
 			fmt.Fprintf(e.Stderr, "wrote %s.fixed (%d replacements)\n", file, n)
 		}
+		for file, kinds := range rep.Unfixed() {
+			fmt.Fprintf(e.Stderr, "not rewritten in %s: the %s findings need a person (see each one's suggestion)\n", querycheck.Sanitize(file), kindList(kinds))
+		}
 	}
 	if rep.Errors > 0 || o.strict && rep.Warnings > 0 {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// kindList joins finding kinds for a sentence: "a, b and c".
+func kindList(ks []querycheck.Kind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // store builds the store --against names; nil (offline) without it.

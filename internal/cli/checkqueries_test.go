@@ -42,11 +42,16 @@ func TestCheckQueriesUsageErrors(t *testing.T) {
 
 func TestCheckQueriesFixWritesACopy(t *testing.T) {
 	dir := t.TempDir()
-	orig := "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: rate(vllm:num_preemptions[5m]) > 1 and vllm:num_preemptions_total > 0\n      - alert: B\n        expr: vllm:gpu_cache_usage_perc > 0.9\n"
+	// C's name kept its place and changed its meaning (SGLang #22555): reported, not rewritten.
+	orig := "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: rate(vllm:num_preemptions[5m]) > 1 and vllm:num_preemptions_total > 0\n      - alert: B\n        expr: vllm:gpu_cache_usage_perc > 0.9\n" +
+		"      - alert: C\n        expr: sglang:token_usage > 0.9\n"
 	f := writeFile(t, dir, "alerts.yml", orig)
 	code, _, errs := runCLI(t, "check", "queries", "--fix", f)
 	if code != exitFailed || !strings.Contains(errs, "wrote "+f+".fixed (2 replacements)") {
 		t.Fatalf("check queries --fix = %d, stderr %q; want 1 and the .fixed file named", code, errs)
+	}
+	if want := "not rewritten in " + f + ": the meaning-changed findings need a person (see each one's suggestion)\n"; !strings.Contains(errs, want) {
+		t.Errorf("stderr %q lacks %q", errs, want)
 	}
 	if b, _ := os.ReadFile(f); string(b) != orig {
 		t.Errorf("the original changed:\n%s", b)
@@ -67,7 +72,7 @@ func TestCheckQueriesFixWritesACopy(t *testing.T) {
 
 func TestCheckQueriesJSON(t *testing.T) {
 	dir := t.TempDir()
-	f := writeFile(t, dir, "q.promql", "vllm:num_preemptions\nsglang:token_usage\n")
+	f := writeFile(t, dir, "q.promql", "vllm:num_preemptions\nsglang:num_running_reqs\n")
 	code, out, _ := runCLI(t, "check", "queries", "-o", "json", f)
 	if code != exitFailed {
 		t.Errorf("exit = %d, want 1", code)

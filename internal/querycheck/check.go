@@ -61,6 +61,8 @@ const (
 	KindUndefinedVar     Kind = "undefined-variable"       // a $variable the dashboard does not define
 	KindTemplatedName    Kind = "templated-name"           // a metric name made of variables: not checked
 	KindLabelValuesLabel Kind = "label-values-label"       // label_values(..., label) over a label that does not exist
+	KindMeaningChanged   Kind = "meaning-changed"          // the name stayed, its meaning changed; Suggestion is what to query for the old one
+	KindMixedEscaping    Kind = "mixed-escaping"           // offline: a file spells one engine's names both sglang:x and sglang_x
 )
 
 // Finding is one problem (or note) about one selector.
@@ -113,7 +115,8 @@ type Checker struct {
 	// store; nil means catalog.Default() plus kvwatch's own metrics.
 	Catalog *catalog.Catalog
 
-	names []string // the catalog's sample names, for did-you-mean
+	names []string  // the catalog's sample names, for did-you-mean
+	uses  []nameUse // this check's names under a Python engine's colon prefix
 }
 
 // targetLabels are labels a scraper or the usual relabelling adds, so an
@@ -126,6 +129,7 @@ func (c *Checker) Check(ctx context.Context, in *Inputs) (*Report, error) {
 	if c.Catalog == nil {
 		c.Catalog = KVWatchCatalog()
 	}
+	c.uses = nil
 	rep := &Report{Against: "offline: kvwatch's catalog of engine metrics", Mode: "offline", Notes: slices.Clone(in.Notes)}
 	if c.Store != nil {
 		rep.Against = c.Store.Describe()
@@ -160,6 +164,16 @@ func (c *Checker) Check(ctx context.Context, in *Inputs) (*Report, error) {
 		}
 		rep.Findings = append(rep.Findings, fs...)
 	}
+	if c.Store == nil {
+		mixed := c.mixedFindings()
+		rep.Warnings += len(mixed)
+		rep.Findings = append(rep.Findings, mixed...)
+	}
+	notes, err := c.spellingNotes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Notes = append(rep.Notes, notes...)
 	return rep, nil
 }
 
@@ -403,6 +417,7 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 		add(KindTemplatedName, Info, "metric name made of variables; not checked", "", nil)
 		return res, true, nil
 	}
+	c.recordUse(base, name)
 	var labelSet, storeLabels []string
 	anyLabels := false
 	if c.Store != nil {
@@ -446,9 +461,10 @@ func (c *Checker) checkSelector(ctx context.Context, base Finding, q *Query, sub
 		}
 		for _, r := range c.Catalog.RenamesOf(name) {
 			msg := fmt.Sprintf("%s: still has series here, but %s", name, renameText(c.Catalog, r))
-			add(KindDeprecated, Warning, msg, finalName(c.Catalog, r), fixOf(name, finalName(c.Catalog, r)))
+			add(KindDeprecated, Warning, msg, finalName(c.Catalog, r), renameFix(c.Catalog, name, r))
 			break
 		}
+		c.meaningChanged(name, add)
 		if inHQ && !strings.HasSuffix(name, "_bucket") && !slices.Contains(info.Labels, "le") {
 			if b, err := c.Store.Metric(ctx, name+"_bucket"); err == nil && b.Exists {
 				add(KindHistogramBucket, Error, name+": histogram_quantile needs the histogram's buckets; use "+name+"_bucket", name+"_bucket", &Fix{Old: name, New: name + "_bucket"})

@@ -41,7 +41,7 @@ func (c *Checker) diagnoseLive(ctx context.Context, name string, inHQ bool, add 
 				msg += "; " + hint
 			}
 		}
-		add(KindRenamed, Error, msg, to, fixOf(name, to))
+		add(KindRenamed, Error, msg, to, renameFix(c.Catalog, name, r))
 		return nil
 	}
 	if inHQ && !strings.HasSuffix(name, "_bucket") {
@@ -138,13 +138,13 @@ func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Re
 			continue
 		}
 		if r2.python && strings.Contains(alt, ":") {
-			add(KindEscapedName, Info, name+": the engine exposes "+alt+"; a store holds "+name+" only when "+escapingNote(), "", nil)
-			if ok2 {
-				return r2.labels, r2.any, true
-			}
-			// Report what is wrong with the canonical spelling, suggesting
-			// the fix in the spelling the query uses.
+			add(KindEscapedName, Info, name+": the engine exposes "+alt+"; "+escapingNote(), "", nil)
+			// Report what is wrong with the canonical spelling (or what
+			// it warns of), suggesting the fix in the spelling the query
+			// uses.
+			colonP := alt[:strings.IndexByte(alt, ':')+1]
 			escaped := func(k Kind, sev Severity, msg, sug string, fix *Fix) {
+				msg = strings.ReplaceAll(msg, colonP, strings.Replace(colonP, ":", "_", 1))
 				if sug != "" {
 					sug = strings.Replace(sug, ":", "_", 1)
 				}
@@ -154,6 +154,9 @@ func (c *Checker) diagnoseOffline(name string, inHQ bool, recorded map[string]Re
 				add(k, sev, msg, sug, fix)
 			}
 			c.offlineLookup(alt, inHQ, escaped, true)
+			if ok2 {
+				return r2.labels, r2.any, true
+			}
 			return nil, false, false
 		}
 		add(KindWrongPrefix, Error, name+": no such name; the engine exposes "+alt, alt, &Fix{Old: name, New: alt})
@@ -323,12 +326,18 @@ func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity,
 		r := rs[0] // the first rename of the name decides
 		res.found = true
 		res.python = c.Catalog.PythonClient(r.Engine)
-		if to := finalName(c.Catalog, r); to == "" {
+		to := finalName(c.Catalog, r)
+		switch {
+		case r.Deprecated:
+			// Still exposed: a warning, and its labels are checked below.
+			emit(KindDeprecated, Warning, name+": "+renameText(c.Catalog, r), to, renameFix(c.Catalog, name, r))
+		case to == "":
 			emit(KindRemoved, Error, name+": "+renameText(c.Catalog, r), "", nil)
-		} else {
-			emit(KindRenamed, Error, name+": "+renameText(c.Catalog, r), to, fixOf(name, to))
+			return res, false
+		default:
+			emit(KindRenamed, Error, name+": "+renameText(c.Catalog, r), to, renameFix(c.Catalog, name, r))
+			return res, false
 		}
-		return res, false
 	}
 	ss := c.Catalog.Lookup(name)
 	if len(ss) > 0 {
@@ -349,6 +358,9 @@ func (c *Checker) offlineLookup(name string, inHQ bool, add func(Kind, Severity,
 		if hist {
 			emit(KindNoSeries, Error, name+": a histogram has no series of its own name; query "+name+"_bucket, "+name+"_sum or "+name+"_count", name+"_bucket", nil)
 			return res, false
+		}
+		if ss[0].Suffix == "" {
+			c.meaningChanged(name, emit)
 		}
 		return res, true
 	}
@@ -399,8 +411,15 @@ func swapSeparator(name string) []string {
 	return nil
 }
 
+// escapingNote says where the two spellings of a Python engine's colon
+// names come from. Prometheus stores names as the page spells them (3.16
+// included, whatever escaping the answer declares); the page's spelling is
+// prometheus_client's (openmetrics/exposition.py: sample names are escaped
+// with the label-name character set, so ':' becomes '_', unless the
+// scraper asked for allow-utf-8).
 func escapingNote() string {
-	return "prometheus_client ≥ 0.23.0 sends OpenMetrics with ':' spelled '_' unless the scraper asks for UTF-8 names: Prometheus 3 asks and stores sglang:x / vllm:x; Prometheus 2.x, or 3.x with legacy name validation, stores sglang_x / vllm_x"
+	return "a store holds a name as the page it scraped spelt it: prometheus_client ≥ 0.23.0 spells ':' as '_' in OpenMetrics sample names unless the scraper asks for escaping=allow-utf-8, " +
+		"which Prometheus 3 does and Prometheus 2.x does not, and SGLang 0.5.16 answers with escaping=underscores (verl-project/rl-insight#160)"
 }
 
 // renameText explains r, following later renames of its new name.
@@ -408,12 +427,19 @@ func renameText(cat *catalog.Catalog, r catalog.Rename) string {
 	s := displayEngine(cat, r.Engine)
 	chain := cat.Final(r)
 	var parts []string
+	differs := ""
 	for i, step := range chain {
 		switch {
+		case step.New == "" && i == 0 && step.Deprecated:
+			parts = append(parts, "deprecated in "+s+" "+step.Version)
 		case step.New == "" && i == 0:
 			parts = append(parts, "removed in "+s+" "+step.Version)
 		case step.New == "":
 			parts = append(parts, "then removed in "+step.Version)
+		case i == 0 && step.Deprecated:
+			parts = append(parts, "deprecated for "+step.New+" in "+s+" "+step.Version)
+		case i == 0 && step.Differs != "":
+			parts = append(parts, "removed in "+s+" "+step.Version)
 		case i == 0:
 			parts = append(parts, "renamed "+step.New+" in "+s+" "+step.Version)
 		default:
@@ -422,12 +448,58 @@ func renameText(cat *catalog.Catalog, r catalog.Rename) string {
 		if step.Note != "" {
 			parts[len(parts)-1] += " (" + step.Note + ")"
 		}
+		if step.Differs != "" {
+			differs = step.Differs
+		}
 	}
 	msg := strings.Join(parts, ", ")
-	if last := chain[len(chain)-1]; last.New != "" {
+	switch last := chain[len(chain)-1]; {
+	case last.New != "" && differs != "":
+		msg += "; the closest is " + last.New + ", which is not the same series: " + differs + " (not rewritten by --fix)"
+	case last.New != "":
 		msg += "; use " + last.New
 	}
 	return msg
+}
+
+// renameFix is the --fix of name renamed by r's chain: nil when the chain
+// ends in a removal or passes a name that means something else.
+func renameFix(cat *catalog.Catalog, name string, r catalog.Rename) *Fix {
+	chain := cat.Final(r)
+	for _, step := range chain {
+		if step.Differs != "" {
+			return nil
+		}
+	}
+	return fixOf(name, chain[len(chain)-1].New)
+}
+
+// meaningChanged reports a name (either spelling) whose meaning the engine
+// changed, suggesting what to query for the old meaning in the query's
+// spelling; never a --fix.
+func (c *Checker) meaningChanged(name string, add func(Kind, Severity, string, string, *Fix)) {
+	canonical := name
+	chs := c.Catalog.ChangesOf(name)
+	if len(chs) == 0 {
+		for _, alt := range swapSeparator(name) {
+			if chs = c.Catalog.ChangesOf(alt); len(chs) > 0 {
+				canonical = alt
+			}
+		}
+	}
+	if len(chs) == 0 {
+		return
+	}
+	ch := chs[0]
+	msg := fmt.Sprintf("%s: its meaning changed in %s %s: %s", name, displayEngine(c.Catalog, ch.Engine), ch.Version, ch.Note)
+	use := ch.Use
+	if use != "" {
+		if canonical != name {
+			use = strings.Replace(use, ":", "_", 1)
+		}
+		msg += "; query " + use + " for what it meant before (not rewritten by --fix: check what the query means)"
+	}
+	add(KindMeaningChanged, Warning, msg, use, nil)
 }
 
 // finalName is the name r's chain of renames ends at ("" if removed).

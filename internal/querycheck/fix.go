@@ -1,6 +1,7 @@
 package querycheck
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -18,6 +19,25 @@ func (r *Report) Fixes() map[string][]Fix {
 		}
 		if !dup {
 			out[f.File] = append(out[f.File], *f.Fix)
+		}
+	}
+	return out
+}
+
+// Unfixed lists, per file, the kinds of the findings about a changed name
+// that --fix leaves to a person: a removal, a replacement that is not the
+// same series, a name whose meaning changed, a file of mixed spellings
+// offline, and a deprecation without a one-to-one successor.
+func (r *Report) Unfixed() map[string][]Kind {
+	out := map[string][]Kind{}
+	for _, f := range r.Findings {
+		switch f.Kind {
+		case KindRenamed, KindRemoved, KindDeprecated, KindMeaningChanged, KindMixedEscaping:
+		default:
+			continue
+		}
+		if f.Fix == nil && f.Severity != Info && !slices.Contains(out[f.File], f.Kind) {
+			out[f.File] = append(out[f.File], f.Kind)
 		}
 	}
 	return out

@@ -28,7 +28,7 @@ func KVWatchCatalog() *catalog.Catalog {
 		ms = append(ms, catalog.Metric{Engine: "kvwatch", Name: m.Name, Type: t, Labels: l, Source: "kvwatch internal/signal/signal.go", Conditional: conds[m.Name]})
 	}
 	es := append(def.Engines(), catalog.Engine{Name: "kvwatch", Display: "kvwatch", Prefixes: []string{"kvwatch_"}, Source: "kvwatch internal/signal/signal.go"})
-	return catalog.New(ms, def.Renames(), es)
+	return catalog.New(ms, def.Renames(), es).WithChanges(def.Changes())
 }
 
 // kvwatchFamilies are every family kvwatch serve exports: signal.All and

@@ -127,6 +127,7 @@ func liveBroken(scraped bool) []finding {
 		{"alert Recorded", querycheck.KindRecordedMissing, querycheck.Warning, "vllm:ttft:p90", ""},
 		{"alert VLLMGone", querycheck.KindNoSeries, querycheck.Error, "vllm:num_requests_runing", "vllm:num_requests_running"},
 		{"alert Unless", querycheck.KindNoSeries, querycheck.Warning, "fleet_maintenance_mode", ""},
+		{"alert SGLangUsage", querycheck.KindMeaningChanged, querycheck.Warning, "sglang_token_usage", "sglang_full_token_usage"},
 	}
 }
 
@@ -246,9 +247,9 @@ func TestAgainstPrometheus(t *testing.T) {
 	})
 
 	// The text output: file and rule, the expression, a caret under the
-	// selector, and the summary: 13 queries, 10 with an error (all but
-	// Deprecated, Recorded and Unless, which are warnings; VLLMGone's
-	// name is no vLLM name, so its absent() fires for ever).
+	// selector, and the summary: 14 queries, 10 with an error (all but
+	// Deprecated, Recorded, Unless and SGLangUsage, which are warnings;
+	// VLLMGone's name is no vLLM name, so its absent() fires for ever).
 	code, out, _ := run(t, "check", "queries", broken, "--against", base)
 	if code != 1 {
 		t.Errorf("text run exit = %d, want 1", code)
@@ -256,7 +257,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	for _, want := range []string{
 		"broken.yml:6  group live  alert Preempt\n  rate(vllm:num_preemptions[5m]) > 1\n       ^ error: vllm:num_preemptions: no series; the counter is exposed as vllm:num_preemptions_total [counter-without-total]\n",
 		"broken.yml:28  group live  alert VLLMGone\n  absent(vllm:num_requests_runing)\n         ^ error: vllm:num_requests_runing: no series; no vLLM version defines this name; did you mean vllm:num_requests_running? [no-series]\n",
-		"10 of 13 queries select nothing; 1 label matcher names a label that no series has; 11 errors, 3 warnings",
+		"10 of 14 queries select nothing; 1 label matcher names a label that no series has; 11 errors, 4 warnings",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)

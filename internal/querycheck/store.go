@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,6 +202,41 @@ func (a *API) LabelValues(ctx context.Context, name, label string) ([]string, bo
 	a.values[key] = v
 	a.mu.Unlock()
 	return v.values, v.complete, nil
+}
+
+// NameForms counts the metric names the store holds spelt prefix+x and
+// with prefix's ':' as '_' (sglang:x, sglang_x), asking for those names
+// only (a match[] on __name__), so the count is not cut by the bound on the
+// whole name list.
+func (a *API) NameForms(ctx context.Context, prefix string) (colon, underscore int, err error) {
+	base := strings.TrimSuffix(prefix, ":")
+	var names []string
+	m := `{__name__=~"` + regexp.QuoteMeta(base) + `[:_].+"}`
+	if err := a.get(ctx, "/api/v1/label/__name__/values", url.Values{"match[]": {m}}, &names); err != nil {
+		return 0, 0, err
+	}
+	for _, n := range names {
+		// A store that ignores match[] answers every name: count only these.
+		switch {
+		case strings.HasPrefix(n, base+":"):
+			colon++
+		case strings.HasPrefix(n, base+"_"):
+			underscore++
+		}
+	}
+	return colon, underscore, nil
+}
+
+// BuildVersion is the version /api/v1/status/buildinfo reports; "" when
+// the store does not answer there (it only names the store in output).
+func (a *API) BuildVersion(ctx context.Context) string {
+	var info struct {
+		Version string `json:"version"`
+	}
+	if err := a.get(ctx, "/api/v1/status/buildinfo", url.Values{}, &info); err != nil {
+		return ""
+	}
+	return info.Version
 }
 
 // Evaluates reports whether an instant query for name returns anything:
