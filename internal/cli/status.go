@@ -287,6 +287,9 @@ func renderStatus(w io.Writer, rep *report.Report, l statusLayout, trend kv.Fill
 		for _, x := range s.Warnings {
 			notes.addProse(2, x.Reason+": "+x.Detail, "warning", row.Name)
 		}
+		for _, x := range s.Unavailable {
+			notes.addProse(2, x.Reason+": "+x.Detail, "unavailable", row.Name)
+		}
 		c := g.add(string(s.Role), row.Name, row.Address(), s.Engine)
 		if row.Plan != nil && row.Plan.State != kv.StateUnknown {
 			c.cells[colState] = textfmt.State(row.Plan.State)

@@ -666,3 +666,48 @@ func TestStatusOutputLine(t *testing.T) {
 		}
 	}
 }
+
+// asleepVLLMPage is a vLLM page of one engine in sleep mode (level 1): its
+// KV gauges still read 0, but sleep mode released the KV cache
+// (vllm:engine_sleep_state), so KV is unavailable, never 0 % used.
+const asleepVLLMPage = `# TYPE vllm:engine_sleep_state gauge
+vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="awake"} 0
+vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="weights_offloaded"} 1
+vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="discard_all"} 0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 0
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1
+`
+
+// asleepDetail is what kvwatch says of asleepVLLMPage's engine.
+const asleepDetail = "KV unavailable: the engine is asleep (engine 0 weights_offloaded): vLLM's sleep mode released its KV cache (vllm:engine_sleep_state)"
+
+// TestStatusSaysWhyUnavailable: status says why an asleep engine's KV is
+// unavailable, in a note of its own, and never shows it 0 % used.
+func TestStatusSaysWhyUnavailable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprint(w, asleepVLLMPage)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("COLUMNS", "400")
+	code, out, errs := run(t, "status", "sleep="+srv.URL+"/metrics")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if want := "unavailable  sleep  asleep: " + asleepDetail; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	if !strings.Contains(out, "KV -- / -- tok (--)") || strings.Contains(out, "0.0%") {
+		t.Errorf("an asleep engine's KV shown as a number:\n%s", out)
+	}
+	code, out, _ = run(t, "status", "-o", "json", "sleep="+srv.URL+"/metrics")
+	if code != 0 || !strings.Contains(out, `"reason": "asleep"`) {
+		t.Errorf("JSON (exit %d) lacks the asleep reason:\n%s", code, out)
+	}
+}

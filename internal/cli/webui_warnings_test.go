@@ -19,7 +19,8 @@ import (
 // UI, read in Chromium, lists the plausibility warnings of issue 11 in the
 // overview and on the server page, shows the implausible value as such
 // (never a plausible 5.0 %), and the partial sum as ~900? over a capacity
-// of 2,000 (dp0 900 of 1,000, dp1 1,000 without used).
+// of 2,000 (dp0 900 of 1,000, dp1 1,000 without used); and says why an
+// asleep vLLM engine's KV is unavailable.
 func TestBrowserWarningsAndMarks(t *testing.T) {
 	testenv.StateDir(t)
 	chromium := testenv.Tool(t, "chromium", "chromium")
@@ -41,7 +42,7 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 	var out, errb testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(ctx, []string{"serve", "--web.listen-address", addr, "neg=" + neg, "half=" + half},
+		done <- Run(ctx, []string{"serve", "--web.listen-address", addr, "neg=" + neg, "half=" + half, "sleep=" + page(asleepVLLMPage)},
 			Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
 	}()
 	defer func() {
@@ -106,6 +107,21 @@ sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 	h := read(`tr[data-server="half"]`)
 	if h.Used != "~900?" || h.UsedProv != "partial" || h.Capacity != "2,000" || h.Usage != "~90.0%?" || h.UsageProv != "partial" || h.Warnings != "" {
 		t.Errorf("overview row of half = %+v, want used ~900? (partial), capacity 2,000, usage ~90.0%%? (partial), no warning", h)
+	}
+
+	// Why the asleep engine's KV is unavailable, in status's words, on
+	// its overview row and its server page.
+	for _, at := range []struct{ url, sel string }{{base, `tr[data-server="sleep"] [data-unavailable]`}, {base + "#/server/sleep", `#main [data-unavailable]`}} {
+		if err := chromedp.Do(bctx, chromedp.Navigate(at.url), chromedp.WaitVisible(chromedp.CSS(at.sel))); err != nil {
+			t.Fatalf("%s: %v", at.url, err)
+		}
+		got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(at.sel)))
+		if err != nil {
+			t.Fatalf("%s: %v", at.url, err)
+		}
+		if want := "unavailable asleep: " + asleepDetail; got != want {
+			t.Errorf("%s: %q, want %q", at.url, got, want)
+		}
 	}
 
 	// The server page lists the same warnings.

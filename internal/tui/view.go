@@ -585,6 +585,11 @@ func (m Model) drillView(w int) []string {
 			lines = append(lines, m.st.bad.Render(l))
 		}
 	}
+	for _, x := range sv.Unavailable {
+		for _, l := range wrap("unavailable "+x.Reason+": "+x.Detail, w) {
+			lines = append(lines, m.st.dim.Render(l))
+		}
+	}
 	if sv.UsageRatio.Prov == kv.Reserved {
 		lines = append(lines, m.st.dim.Render("   "+textfmt.ReservedMark+" "+textfmt.ReservedNote))
 	}

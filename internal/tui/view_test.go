@@ -297,3 +297,17 @@ func TestAddressWhereThereIsRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestDrillDownSaysWhyUnavailable: the server's drill-down says why the
+// page leaves its KV unavailable (an asleep engine), as status does.
+func TestDrillDownSaysWhyUnavailable(t *testing.T) {
+	s := &kv.Server{Engine: "vllm", Role: kv.RoleUnified, Ranks: []kv.Rank{{Signals: kv.Signals{Running: kv.Of(0)}}}}
+	s.Explain(kv.UnknownAsleep, "KV unavailable: the engine is asleep (engine 0 weights_offloaded)")
+	s.Rollup()
+	u, _ := url.Parse("http://sleep/metrics")
+	r := report.NewTracker([]int{8192}).Update(t0, []scrape.Result{{Target: &scrape.Target{Name: "sleep", URL: u}, Time: t0, Server: s}})
+	m := drive(New(Options{Title: "t"}), tea.WindowSizeMsg{Width: 160, Height: 30}, ReportMsg{Report: r, At: t0}, key("enter"))
+	if v := m.View(); !strings.Contains(v, "unavailable asleep: KV unavailable: the engine is asleep (engine 0 weights_offloaded)") {
+		t.Errorf("drill-down lacks why KV is unavailable:\n%s", v)
+	}
+}

@@ -189,11 +189,15 @@ function fmtTimes(x) {
   const a = Math.abs(x);
   return (a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(2)) + "×";
 }
-// warnings lists a server's warnings (implausible or ambiguous pages).
+// warnings lists a server's warnings (implausible or ambiguous pages) and
+// why the page leaves values unavailable where it says (an asleep engine,
+// a removed or version-dependent name), in status's words.
 function warnings(sv) {
   const w = (sv && sv.warnings) || [];
-  if (!w.length) return "";
-  return `<ul class="warnings">${w.map((x) => `<li class="error" data-warning="${esc(x.reason)}">warning ${esc(x.reason)}: ${esc(x.detail)}</li>`).join("")}</ul>`;
+  const u = (sv && sv.unavailable) || [];
+  if (!w.length && !u.length) return "";
+  return `<ul class="warnings">${w.map((x) => `<li class="error" data-warning="${esc(x.reason)}">warning ${esc(x.reason)}: ${esc(x.detail)}</li>`).join("")}${
+    u.map((x) => `<li class="muted" data-unavailable="${esc(x.reason)}">unavailable ${esc(x.reason)}: ${esc(x.detail)}</li>`).join("")}</ul>`;
 }
 function barClass(r) {
   if (r == null) return "unknown";
