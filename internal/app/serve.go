@@ -32,6 +32,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/discovery"
 	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/forecast"
 	"github.com/kvwatch/kvwatch/internal/history"
 	"github.com/kvwatch/kvwatch/internal/pipeline"
 	"github.com/kvwatch/kvwatch/internal/promapi"
@@ -102,6 +103,7 @@ type Serve struct {
 	rules  *alerting.Manager
 	ui     *web.UI
 	rw     *serve.RemoteWriter
+	proj   *forecast.Projector
 	// noDefaultSnapshot says the default snapshot file (neither the config
 	// nor the command line names one) was found unusable at start: no
 	// state directory, or another serve holds it. Snapshots are off then.
@@ -168,6 +170,9 @@ func New(o Options) (*Serve, error) {
 		if err := s.buildHistory(p, hs); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.buildProjection(p); err != nil {
+		return nil, err
 	}
 	s.ui = web.Register(s.daemon, s.uiOptions(p.Config))
 	s.components = append(s.components, component{"web UI", s.prepareUI})
@@ -269,6 +274,36 @@ func (s *Serve) buildHistory(p *pipeline.Pipeline, hs history.Settings) error {
 	return nil
 }
 
+// buildProjection makes the capacity projection over the history's days
+// (forecast.Projector): its families on serve's own /metrics, its answer
+// in the web UI; without history, only the reason.
+func (s *Serve) buildProjection(p *pipeline.Pipeline) error {
+	var src forecast.Source
+	if s.store != nil {
+		src = forecast.NewLocal("serve's history", s.store, s.log)
+	}
+	s.proj = forecast.NewProjector(src, s.projectionSettings(p.Config), s.log, nil)
+	if err := s.daemon.RegisterOwn(s.proj); err != nil {
+		return fmt.Errorf("projection metrics: %w", err)
+	}
+	s.components = append(s.components, component{"projection", s.prepareProjection})
+	return nil
+}
+
+// projectionSettings are the projection's settings under c.
+func (s *Serve) projectionSettings(c *config.Config) forecast.ProjectorSettings {
+	n := forecast.ProjectorSettings{Warning: c.Alerts.KVUsageWarning, Hold: time.Duration(c.Alerts.KVUsageWarningFor)}
+	if s.store != nil {
+		n.History = s.historySettings(c).Retention
+	}
+	return n
+}
+
+func (s *Serve) prepareProjection(ctx context.Context, p *pipeline.Pipeline) (func() error, error) {
+	n := s.projectionSettings(p.Config)
+	return func() error { s.proj.Apply(n); return nil }, nil
+}
+
 // rulesConfig is the rule manager's config under c: the rule files (read
 // again), else the generated rules with c's thresholds; c's evaluation
 // interval; c's Alertmanagers and webhooks and the command line's.
@@ -310,7 +345,7 @@ func (s *Serve) rulesConfig(c *config.Config) (alerting.Config, error) {
 // uiOptions are the web UI's options under c.
 func (s *Serve) uiOptions(c *config.Config) web.Options {
 	o := web.Options{Report: s.daemon.Report, Warning: c.Alerts.KVUsageWarning, Critical: c.Alerts.KVUsageCritical,
-		HistoryEnabled: s.store != nil, AlertsEnabled: s.rules != nil,
+		HistoryEnabled: s.store != nil, AlertsEnabled: s.rules != nil, Projection: func() any { return s.proj.Projection() },
 		ScrapeIntervalSeconds: time.Duration(c.Global.ScrapeInterval).Seconds(),
 		FullResolutionSeconds: s.o.FullResolution.Seconds(), DownsampleStepSeconds: s.o.DownsampleStep.Seconds()}
 	if s.store != nil {
@@ -490,6 +525,9 @@ func (s *Serve) Rules() *alerting.Manager { return s.rules }
 // History returns the history; nil when it is off.
 func (s *Serve) History() *history.Store { return s.store }
 
+// Projector returns the capacity projection over the history.
+func (s *Serve) Projector() *forecast.Projector { return s.proj }
+
 // UI returns the web UI.
 func (s *Serve) UI() *web.UI { return s.ui }
 
@@ -541,6 +579,7 @@ func (s *Serve) Run(ctx context.Context) error {
 	if s.store != nil {
 		actor("history", func(ctx context.Context) error { return s.store.Run(ctx, Feeder(s.daemon)) })
 		actor("rules", s.rules.Run)
+		actor("projection", s.proj.Run)
 	}
 	actor("remote write", s.rw.Run)
 	g.Run()

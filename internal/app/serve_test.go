@@ -20,6 +20,7 @@ import (
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/forecast"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/signal"
@@ -192,6 +193,9 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			if got := uiSettings(t, url)["kv_usage_warning"]; got != 0.01 {
 				t.Errorf("web UI: kv_usage_warning = %v, want 0.01", got)
 			}
+			if got := s.Projector().Settings().Warning; got != 0.01 {
+				t.Errorf("projection: warning = %v, want 0.01", got)
+			}
 			waitFor(t, "the report's limiting factor under the new threshold", func() bool {
 				r := s.Daemon().Report()
 				return len(r.Servers) == 1 && r.Servers[0].Plan != nil && r.Servers[0].Plan.Limit == kv.FactorKV &&
@@ -301,6 +305,11 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			if got := uiSettings(t, url)["history_seconds"]; got != 7200.0 {
 				t.Errorf("web UI: history_seconds = %v, want 7200", got)
 			}
+			waitFor(t, "the projection's reason under the new retention", func() bool {
+				var pr forecast.Projection
+				getJSON(t, url+strings.TrimPrefix(web.PathProjection, "/"), &pr)
+				return !pr.Available && pr.Reason == "needs 5 days of history, has 2h: set history.retention (or --history) to 5d or more"
+			})
 		}},
 		{"history.snapshot_file", "history: {snapshot_file: " + filepath.Join(dir, "h.snap") + ", snapshot_interval: 1s}\n", func(t *testing.T, s *Serve, url string) {
 			if got := s.History().Settings().SnapshotFile; got != filepath.Join(dir, "h.snap") {
@@ -490,7 +499,7 @@ func TestComponents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Daemon().Close()
-	want := []string{"discovery", "targets", "history", "rules", "web UI", "remote write"}
+	want := []string{"discovery", "targets", "history", "rules", "projection", "web UI", "remote write"}
 	if got := srv.Components(); !slices.Equal(got, want) {
 		t.Errorf("components = %v, want %v", got, want)
 	}

@@ -103,7 +103,7 @@ func (o *planOptions) planRequest(now time.Time) (*forecast.Store, forecast.Requ
 	}
 	opts.Warning = cfg.Alerts.KVUsageWarning
 	if req.Resolution == 0 {
-		req.Resolution = divisorAtMost(req.Period, time.Duration(cfg.Alerts.KVUsageWarningFor))
+		req.Resolution = forecast.HoldResolution(req.Period, time.Duration(cfg.Alerts.KVUsageWarningFor))
 	}
 	if req.Resolution > req.Period || req.Period%req.Resolution != 0 {
 		return nil, req, opts, fmt.Errorf("--resolution %s does not divide --period %s: give e.g. --resolution 10m", o.resolution, o.period)
@@ -131,17 +131,6 @@ func (o *planOptions) planRequest(now time.Time) (*forecast.Store, forecast.Requ
 	return &forecast.Store{Base: u, Client: client}, req, opts, nil
 }
 
-// divisorAtMost is the longest whole number of minutes (at least one) up
-// to d that divides period: the warning's hold where it divides the
-// period, as the default does (10m).
-func divisorAtMost(period, d time.Duration) time.Duration {
-	m := max(d.Truncate(time.Minute), time.Minute)
-	for period%m != 0 && m > time.Minute {
-		m -= time.Minute
-	}
-	return m
-}
-
 // parseTime reads --at: RFC 3339 or Unix seconds.
 func parseTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
@@ -160,12 +149,15 @@ func (o *planOptions) run(ctx context.Context, e *env) int {
 	}
 	qctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	histories, err := store.Read(qctx, req)
+	histories, err := forecast.Read(qctx, store, req)
 	switch {
 	case errors.Is(err, forecast.ErrAuth), errors.Is(err, forecast.ErrNotAPI):
 		return exitCode(e, usageError{fmt.Errorf("plan: %w", err)})
 	case errors.Is(err, forecast.ErrTimeout):
 		fmt.Fprintf(e.Stderr, "kvwatch: plan: %v: no answer within --against.timeout %s; raise it, or shorten --window or coarsen --resolution\n", err, o.timeout)
+		return exitDataMissing
+	case errors.Is(err, forecast.ErrNoSeries):
+		fmt.Fprintf(e.Stderr, "kvwatch: plan: %v; does kvwatch serve write to it (--remote-write.url), or does its Prometheus scrape serve (kvwatch stack generate)?\n", err)
 		return exitDataMissing
 	case err != nil:
 		fmt.Fprintf(e.Stderr, "kvwatch: plan: %v\n", err)

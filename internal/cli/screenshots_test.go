@@ -8,9 +8,11 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +21,10 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
@@ -57,7 +61,8 @@ func TestWebUIScreenshots(t *testing.T) {
 	cfg := config.Default()
 	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
 	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
-	d, srv := runDemoServe(ctx, t, c, cfg, io.Discard, true)
+	// A history of 8 days: the planner's projection needs 5.
+	d, srv := runDemoServeFlags(ctx, t, c, cfg, io.Discard, true, embeddedFlags{history: "8d"})
 	post := func(ep, path string) {
 		t.Helper()
 		for _, x := range c.Endpoints() {
@@ -111,6 +116,28 @@ func TestWebUIScreenshots(t *testing.T) {
 		srv.History().AppendFamilies(ts, mfs)
 		srv.Rules().EvalAt(ctx, ts)
 	}
+	// The projection: a decode pool of cluster "history" whose 7 days
+	// serve kept, growing 3 % of its capacity a day from a 50 % peak, with
+	// a daily cycle and ±3 % noise; the demo's pools, 20 minutes old, are
+	// too young for a trend.
+	histEnd := t0.Add(steps * step)
+	for i := range 2 {
+		id := []string{signal.LabelServer, fmt.Sprintf("history-%d", i), signal.LabelRole, "decode", signal.LabelCluster, "history"}
+		used := labels.FromStrings(append([]string{"__name__", signal.KVUsedTokens.Name}, id...)...)
+		capacity := labels.FromStrings(append([]string{"__name__", signal.KVCapacityTokens.Name}, id...)...)
+		for k := 0; ; k++ {
+			ts := histEnd.Add(-7*24*time.Hour + time.Duration(k)*5*time.Minute)
+			if ts.After(histEnd) {
+				break
+			}
+			dd := float64(k) * 5 / (24 * 60)
+			cycle := 0.7 + 0.3*math.Cos(2*math.Pi*(dd-math.Floor(dd)))
+			noise := 1 + 0.03*math.Sin(float64(k*7919%1000))
+			srv.History().Append(used, ts.UnixMilli(), (1<<20)*(0.5+0.03*dd)*cycle*noise)
+			srv.History().Append(capacity, ts.UnixMilli(), 1<<20)
+		}
+	}
+	srv.Projector().Refresh(ctx)
 	firing := 0
 	for _, a := range srv.Rules().Alerts() {
 		if a.State == "firing" {
@@ -146,19 +173,23 @@ func TestWebUIScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	projection := `[data-projection="decode{cluster=history}"] .plot`
 	pages := []struct {
 		file, route string
 		ready       []string // CSS selectors the page must show first
 		text        []string // in the page's text
+		scroll      string   // the element scrolled into view, if any
 	}{
 		{"web-overview.png", "#/", []string{`tr[data-server="decode"]`, `#chart-usage[data-state="drawn"]`, `[data-limit="decode"]`},
-			[]string{"The limit", "decode pool KV usage · 1 server", "KV usage by server", "workers 2/2 healthy", "firing"}},
+			[]string{"The limit", "decode pool KV usage · 1 server", "KV usage by server", "workers 2/2 healthy", "firing"}, ""},
 		{"web-server-decode.png", "#/server/decode", []string{`#server-title`, `#c-usage[data-state="drawn"]`, `#c-demand[data-state="drawn"]`, `#c-tokens[data-state="drawn"]`},
-			[]string{"decode · sglang", "Queued KV demand", "KV tokens: used, capacity, evictable"}},
+			[]string{"decode · sglang", "Queued KV demand", "KV tokens: used, capacity, evictable"}, ""},
 		{"web-alerts.png", "#/alerts", []string{`#alerts [data-field="alert-value"]`},
-			[]string{"Active alerts", "KVCacheUsageCritical", "firing", "Rules", "KVPoolFullSoon", "decode pool"}},
+			[]string{"Active alerts", "KVCacheUsageCritical", "firing", "Rules", "KVPoolFullSoon", "decode pool"}, ""},
 		{"web-planner.png", "#/planner", []string{`#plan-servers tr[data-server="decode"] [data-field="requests"]`},
-			[]string{"More requests of 8,192 tokens", "pool · decode", "1 server\t"}},
+			[]string{"More requests of 8,192 tokens", "pool · decode", "1 server\t"}, ""},
+		{"web-planner-projection.png", "#/planner", []string{projection + `[data-state="drawn"]`},
+			[]string{"Projection over days", "decode{cluster=history} growing", "warning 20", "full 20", "decode: ", "a trend needs 5"}, "projection"},
 	}
 	for _, p := range pages {
 		acts := []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + p.route)}
@@ -169,8 +200,16 @@ func TestWebUIScreenshots(t *testing.T) {
 			t.Errorf("%s: %v", p.route, err)
 			continue
 		}
+		if p.scroll != "" {
+			if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById(`+strconv.Quote(p.scroll)+`).scrollIntoView(), true`)); err != nil {
+				t.Fatalf("%s: scroll to %s: %v", p.route, p.scroll, err)
+			}
+		}
 		// Let uPlot finish its first paint (it draws on the next frame).
 		time.Sleep(300 * time.Millisecond)
+		if p.file == "web-planner-projection.png" {
+			projectionDrawn(t, bctx, projection)
+		}
 		text, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
 		if err != nil {
 			t.Fatalf("%s: %v", p.route, err)
@@ -214,6 +253,31 @@ func TestWebUIScreenshots(t *testing.T) {
 	defer mu.Unlock()
 	if len(consoleErrors) > 0 {
 		t.Errorf("browser console errors:\n%s", strings.Join(consoleErrors, "\n"))
+	}
+}
+
+// projectionDrawn checks the planner's projection chart at sel: drawn
+// from the plan's daily peaks and line with a band (the plan's bounds
+// apart somewhere), and the band filled on the canvas: pixels of its fill
+// colour, rgba(31,119,180,0.15), where no line is.
+func projectionDrawn(t *testing.T, bctx context.Context, sel string) {
+	t.Helper()
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]any](`(() => {
+		const el = document.querySelector(`+strconv.Quote(sel)+`);
+		const c = el.querySelector("canvas");
+		const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+		let fill = 0;
+		for (let i = 0; i < d.length; i += 4) {
+			if (Math.abs(d[i] - 31) <= 3 && Math.abs(d[i + 1] - 119) <= 3 && Math.abs(d[i + 2] - 180) <= 3 && d[i + 3] >= 30 && d[i + 3] <= 45) fill++;
+		}
+		return { peaks: Number(el.dataset.peaks), band: Number(el.dataset.band), fill };
+	})()`))
+	if err != nil {
+		t.Fatalf("projection chart: %v", err)
+	}
+	t.Logf("projection chart: %v", got)
+	if got["peaks"].(float64) < 5 || got["band"].(float64) < 1 || got["fill"].(float64) < 500 {
+		t.Errorf("projection chart: %v; want at least 5 daily peaks, a band in the plan's line and at least 500 pixels of its fill", got)
 	}
 }
 

@@ -109,7 +109,7 @@ func runStackGenerate(e *env, g *stackGenerateOpts) error {
 	if err := files.Write(g.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stdout, "wrote %d files to %s; check them with `promtool test rules %s/%s %s/%s`, start them with `kvwatch stack up --dir %s`\n",
-		len(files), g.out, g.out, stack.AlertTestsFile, g.out, stack.AlertFastTestsFile, g.out)
+	fmt.Fprintf(e.Stdout, "wrote %d files to %s; check them with `promtool test rules %s/%s %s/%s %s/%s`, start them with `kvwatch stack up --dir %s`\n",
+		len(files), g.out, g.out, stack.AlertTestsFile, g.out, stack.AlertFastTestsFile, g.out, stack.AlertProjectionTestsFile, g.out)
 	return nil
 }

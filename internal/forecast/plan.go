@@ -189,7 +189,22 @@ type PoolPlan struct {
 	ServersToAdd     *int `json:"servers_to_add,omitempty"`
 	ServersToAddHigh *int `json:"servers_to_add_high,omitempty"`
 
+	// Line is the planned peak with its band from the first fitted
+	// period's middle to the horizon, at the points where either bends
+	// (straight lines between them): what a chart draws (serve's web UI
+	// planner).
+	Line []LinePoint `json:"line,omitempty"`
+
 	Notes []string `json:"notes,omitempty"`
+}
+
+// LinePoint is the planned peak load at one time, and the band between the
+// lines of the growth's 95 % bounds (widened to hold the planned line).
+type LinePoint struct {
+	At         time.Time `json:"at"`
+	Tokens     float64   `json:"tokens"`
+	LowTokens  float64   `json:"low_tokens"`
+	HighTokens float64   `json:"high_tokens"`
 }
 
 // Change is a change of a pool's capacity between two periods.
@@ -428,6 +443,7 @@ func (p *PoolPlan) plan(servers []float64, o Options) {
 	atHorizon := now + slope*h
 	high := max(atHorizon, t.HighAt(h))
 	p.PeakAtHorizonTokens, p.PeakAtHorizonHighTokens = ptr(atHorizon), ptr(high)
+	p.Line = plannedLine(t, now, slope, x[0], h, o)
 	// The sizes are positive (Read keeps positive capacities only) and
 	// the loads finite: both have an answer.
 	n, _ := ServersToAdd(atHorizon, w, c, p.ServerTokens, p.LargestServerTokens)
@@ -453,6 +469,31 @@ func (p *PoolPlan) plan(servers []float64, o Options) {
 	if sum := floatSum(sorted); differs(sum, c) {
 		p.note("the last %s's servers hold %s tokens, its peak capacity was %s: servers came or went within it", periodName(o.Period), count(sum), count(c))
 	}
+}
+
+// plannedLine is the planned line (now + slope·x, x in days from o.At) and
+// its band from x0 to the horizon h. All three are straight but for the
+// band's widening where a bound's line crosses the planned one, so the
+// points are the ends, now, and those crossings: a chart that joins them
+// draws them exactly.
+func plannedLine(t Trend, now, slope, x0, h float64, o Options) []LinePoint {
+	xs := []float64{x0, 0, h}
+	for _, b := range [][2]float64{{t.InterceptLow, t.SlopeLow}, {t.InterceptHigh, t.SlopeHigh}} {
+		if b[1] != slope {
+			if x := (now - b[0]) / (b[1] - slope); x > x0 && x < h {
+				xs = append(xs, x)
+			}
+		}
+	}
+	slices.Sort(xs)
+	xs = slices.Compact(xs)
+	out := make([]LinePoint, len(xs))
+	for i, x := range xs {
+		v := now + slope*x
+		out[i] = LinePoint{At: o.At.Add(time.Duration(x * float64(day))), Tokens: v,
+			LowTokens: min(v, t.LowAt(x)), HighTokens: max(v, t.HighAt(x))}
+	}
+	return out
 }
 
 // crossing is when the planned line (now + slope·x, x in days) reaches

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 )
@@ -327,6 +328,7 @@ func TestPlan(t *testing.T) {
 				}
 			}
 			got.PeakRunning, got.RunningGrowthPerDay = nil, nil
+			got.Line = nil // TestPlannedLine
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Plan (-want +got):\n%s", diff)
 			}
@@ -351,5 +353,43 @@ func TestPlanPool(t *testing.T) {
 	}
 	if got.PeakRunning == nil || *got.PeakRunning != 66 || got.RunningGrowthPerDay == nil || *got.RunningGrowthPerDay != 2 {
 		t.Errorf("running: peak %v, growth %v; want 66, 2 per day", got.PeakRunning, got.RunningGrowthPerDay)
+	}
+}
+
+// TestPlannedLine: the line's points are its ends, now and where a bound's
+// line crosses the planned one, worked out by hand: planned 100 + 10x, low
+// 110 + 5x (crosses it at x = 2), high 95 + 15x (at x = 1).
+func TestPlannedLine(t *testing.T) {
+	tr := Trend{Slope: 10, Intercept: 100, SlopeLow: 5, InterceptLow: 110, SlopeHigh: 15, InterceptHigh: 95}
+	at := func(d float64) time.Time { return planAt.Add(time.Duration(d * float64(day))) }
+	cases := []struct {
+		name       string
+		now, slope float64
+		want       []LinePoint
+	}{
+		{"growing", 100, 10, []LinePoint{
+			{At: at(-10), Tokens: 0, LowTokens: 0, HighTokens: 0},
+			{At: at(0), Tokens: 100, LowTokens: 100, HighTokens: 100},
+			{At: at(1), Tokens: 110, LowTokens: 110, HighTokens: 110},
+			{At: at(2), Tokens: 120, LowTokens: 120, HighTokens: 125},
+			{At: at(20), Tokens: 300, LowTokens: 210, HighTokens: 395},
+		}},
+		// A flat pool's line stays at its median peak, 120: the low line
+		// crosses it at x = 2, the high one at x = 5/3.
+		{"flat", 120, 0, []LinePoint{
+			{At: at(-10), Tokens: 120, LowTokens: 60, HighTokens: 120},
+			{At: at(0), Tokens: 120, LowTokens: 110, HighTokens: 120},
+			{At: at(5.0 / 3), Tokens: 120, LowTokens: 118.33333333333333, HighTokens: 120},
+			{At: at(2), Tokens: 120, LowTokens: 120, HighTokens: 125},
+			{At: at(20), Tokens: 120, LowTokens: 120, HighTokens: 395},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := plannedLine(tr, c.now, c.slope, -10, 20, planOpts)
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateApprox(0, 1e-9), cmpopts.EquateApproxTime(time.Second)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -51,6 +51,18 @@ const (
 // maxAnswer bounds an answer's body: a few series per pool and period.
 const maxAnswer = 64 << 20
 
+// Source answers PromQL over kvwatch's series: a Store (a
+// Prometheus-compatible HTTP API) or a Local (serve's own history). Errors
+// wrap this package's (ErrTimeout, ErrQuery, ...).
+type Source interface {
+	// Describe names the source in output, without secrets.
+	Describe() string
+	// QueryRange evaluates q at every step from start to end.
+	QueryRange(ctx context.Context, q string, start, end time.Time, step time.Duration) (model.Matrix, error)
+	// Query evaluates q at one instant.
+	Query(ctx context.Context, q string, at time.Time) (model.Vector, error)
+}
+
 // Store reads kvwatch's series from a Prometheus-compatible HTTP API:
 // /api/v1/query_range and /api/v1/query.
 type Store struct {
@@ -138,10 +150,10 @@ func (r Request) ServersQuery() string {
 	return "max_over_time(" + signal.KVCapacityTokens.Name + "[" + model.Duration(r.Period).String() + "])"
 }
 
-// Read reads every pool's periods and its servers' capacities. The
+// Read reads every pool's periods and its servers' capacities from s. The
 // queries run at once (the load's after them, where needed); the first
 // error ends Read.
-func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
+func Read(ctx context.Context, s Source, r Request) ([]History, error) {
 	n := r.Periods()
 	start := r.At.Add(-time.Duration(n-1) * r.Period)
 	qs := r.Queries()
@@ -166,7 +178,7 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 			continue // below, where some server reports demand
 		}
 		wg.Go(func() {
-			m, err := s.rangeQuery(ctx, q, start, r.At, r.Period)
+			m, err := s.QueryRange(ctx, q, start, r.At, r.Period)
 			if err != nil {
 				fail(err)
 				cancel()
@@ -176,7 +188,7 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 		})
 	}
 	wg.Go(func() {
-		v, err := s.instantQuery(ctx, r.ServersQuery(), r.At)
+		v, err := s.Query(ctx, r.ServersQuery(), r.At)
 		if err != nil {
 			fail(err)
 			cancel()
@@ -192,7 +204,7 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 	// engines): the load query, which reads the used tokens twice, runs
 	// only where some does.
 	if len(results[sDemand]) > 0 {
-		m, err := s.rangeQuery(ctx, qs[sLoad], start, r.At, r.Period)
+		m, err := s.QueryRange(ctx, qs[sLoad], start, r.At, r.Period)
 		if err != nil {
 			return nil, err
 		}
@@ -257,7 +269,7 @@ func (s *Store) Read(ctx context.Context, r Request) ([]History, error) {
 		}
 	}
 	if len(pools) == 0 {
-		return nil, fmt.Errorf("%s holds no %s or %s series from %s to %s: %w; does kvwatch serve write to it (--remote-write.url), or does its Prometheus scrape serve (kvwatch stack generate)?",
+		return nil, fmt.Errorf("%s holds no %s or %s series from %s to %s: %w",
 			s.Describe(), signal.KVUsedTokens.Name, signal.KVCapacityTokens.Name,
 			r.At.Add(-r.Window).UTC().Format(time.RFC3339), r.At.UTC().Format(time.RFC3339), ErrNoSeries)
 	}
@@ -317,7 +329,8 @@ func keyOf(m model.Metric) kv.PoolKey {
 	}
 }
 
-func (s *Store) rangeQuery(ctx context.Context, q string, start, end time.Time, step time.Duration) (model.Matrix, error) {
+// QueryRange evaluates q from start to end at each step.
+func (s *Store) QueryRange(ctx context.Context, q string, start, end time.Time, step time.Duration) (model.Matrix, error) {
 	form := url.Values{
 		"query": {q},
 		"start": {unix(start)},
@@ -334,7 +347,8 @@ func (s *Store) rangeQuery(ctx context.Context, q string, start, end time.Time, 
 	return m, nil
 }
 
-func (s *Store) instantQuery(ctx context.Context, q string, at time.Time) (model.Vector, error) {
+// Query evaluates q at one instant.
+func (s *Store) Query(ctx context.Context, q string, at time.Time) (model.Vector, error) {
 	var v model.Vector
 	if err := s.call(ctx, "/api/v1/query", url.Values{"query": {q}, "time": {unix(at)}}, model.ValVector, &v); err != nil {
 		return nil, err
@@ -422,4 +436,16 @@ func oneLine(s string) string {
 		s = s[:300] + "…"
 	}
 	return safetext.Line(s)
+}
+
+// HoldResolution is the default Resolution of a period: the longest whole
+// number of minutes (at least one) up to hold (the warning's,
+// alerts.kv_usage_warning_for) that divides period; the hold itself
+// where it divides the period, as the default (10m) does.
+func HoldResolution(period, hold time.Duration) time.Duration {
+	m := max(hold.Truncate(time.Minute), time.Minute)
+	for period%m != 0 && m > time.Minute {
+		m -= time.Minute
+	}
+	return m
 }

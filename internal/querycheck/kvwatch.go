@@ -62,6 +62,7 @@ func kvwatchConditions() map[string]string {
 	set("only for routers", signal.RouterWorkers)
 	set("only while serve remote-writes (--remote-write.url)", signal.RemoteWrite()...)
 	set("only while serve keeps a history (--history)", signal.History()...)
+	set("only on serve's own /metrics, while its history keeps 5 days (not in serve's history)", signal.Projection()...)
 	for _, m := range kvwatchFamilies() {
 		if _, ok := out[m.Name]; !ok && m.Self {
 			// serve's history holds the fleet's series, not its own.

@@ -71,6 +71,11 @@ var provenanceDoc = map[string]string{
 	signal.HistoryDropped.Name:         "kvwatch's history",
 	signal.HistorySeriesEvicted.Name:   "kvwatch's history",
 	signal.HistorySeriesRefused.Name:   "kvwatch's history",
+
+	signal.PoolProjectedPeakRatio.Name:        "derived: serve's history planned as `kvwatch plan` plans a store, every hour",
+	signal.PoolProjectedWarningTimestamp.Name: "derived: serve's history planned as `kvwatch plan` plans a store, every hour",
+	signal.PoolProjectedFullTimestamp.Name:    "derived: serve's history planned as `kvwatch plan` plans a store, every hour",
+	signal.PoolProjectedServersToAdd.Name:     "derived: serve's history planned as `kvwatch plan` plans a store, every hour",
 }
 
 // renderMetricsDoc writes the tables of docs/metrics.md from package signal.
@@ -110,6 +115,8 @@ func renderMetricsDoc(t *testing.T) string {
 		"labels `pool_type`, `tier`, `pool_name` on top of the identity labels.", signal.Pools())
 	table("Planning per server", "Capacity planning (docs/planning.md): one series per server, absent when unknown.", signal.Planning())
 	table("Planning per pool", "One series per pool: the servers of one role and, when set, one cluster and pool label.", signal.PoolPlanning())
+	table("Projection per pool", "The capacity projection over days ([planning](planning.md#projection-in-serve)): on serve's own /metrics, not in its history, "+
+		"while the history (history.retention) keeps at least 5 days; a pool without a trend has none.", signal.Projection())
 	table("Per target", "Scrape health of every configured target, whether or not the last scrape worked.", signal.Target())
 	table("kvwatch serve itself", "No identity labels.", signal.Self())
 	table("Web server", "serve's HTTP listener: its connections, and the requests it refuses before any route runs "+

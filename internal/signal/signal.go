@@ -245,7 +245,7 @@ func Self() []Metric {
 
 // All lists every exported kvwatch_* family.
 func All() []Metric {
-	return append(append(append(append(append(append(append(Server(), Pools()...), Target()...), Self()...), Web()...), History()...), Planning()...), PoolPlanning()...)
+	return append(append(append(append(append(append(append(append(Server(), Pools()...), Target()...), Self()...), Web()...), History()...), Planning()...), PoolPlanning()...), Projection()...)
 }
 
 // Signal names used as the signal label of SignalInfo.

@@ -247,7 +247,7 @@ func (s *server) arrive(now, dt time.Duration) {
 	if l.Rate == 0 {
 		return
 	}
-	rate := l.Rate * s.factor * l.scheduleFactor(now)
+	rate := l.Rate * s.factor * l.scheduleFactor(now) * l.growthFactor(now)
 	if l.BurstFactor > 1 && now%l.BurstEvery >= l.BurstEvery-l.BurstDuration {
 		rate *= l.BurstFactor
 	}

@@ -3,7 +3,11 @@ package sim
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Load schedules and the capacity-planning ground truth (docs/planning.md).
@@ -45,6 +49,62 @@ func (l *LoadSpec) validateSchedule(path string, add func(path, format string, a
 		if i > 0 && s.At <= l.Schedule[i-1].At {
 			add(p+".at", "%s is not after the previous step's %s; list the steps in time order", s.At, l.Schedule[i-1].At)
 		}
+	}
+}
+
+// GrowthSpec is load that grows over days, with time compressed: every
+// simulated Day the arrival rate rises by PerDay of the scenario's rate,
+// linearly (after d days it is rate × (1 + PerDay·d)), so the daily peak is
+// the straight line `kvwatch plan` fits (docs/planning.md). With the
+// schedule and bursts it multiplies.
+type GrowthSpec struct {
+	// PerDay is the rise a day as a share of the rate: 0.05 or "5%";
+	// negative shrinks the load, to nothing at most.
+	PerDay Share `yaml:"per_day"`
+	// Day is the simulated time one day takes, e.g. 1m.
+	Day time.Duration `yaml:"day"`
+}
+
+// Share is a fraction written as a number (0.05) or a percentage ("5%").
+type Share float64
+
+// UnmarshalYAML reads 0.05 or 5%.
+func (s *Share) UnmarshalYAML(n *yaml.Node) error {
+	v := strings.TrimSpace(n.Value)
+	pct := strings.HasSuffix(v, "%")
+	f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(v, "%")), 64)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		return fmt.Errorf("line %d: %q is no share: write a number (0.05) or a percentage (5%%)", n.Line, n.Value)
+	}
+	if pct {
+		f /= 100
+	}
+	*s = Share(f)
+	return nil
+}
+
+// growthFactor is the growth's rate multiplier at now: 1 without growth,
+// never below 0.
+func (l *LoadSpec) growthFactor(now time.Duration) float64 {
+	g := l.Growth
+	if g == nil || g.Day <= 0 {
+		return 1
+	}
+	return max(0, 1+float64(g.PerDay)*float64(now)/float64(g.Day))
+}
+
+// validateGrowth checks a growth: a positive day, a finite share of at
+// least −100 %.
+func (l *LoadSpec) validateGrowth(path string, add func(path, format string, args ...any)) {
+	g := l.Growth
+	if g == nil {
+		return
+	}
+	if g.Day <= 0 {
+		add(path+".growth.day", "must be a positive duration, the simulated time of one day (e.g. 1m), got %s", g.Day)
+	}
+	if p := float64(g.PerDay); math.IsNaN(p) || math.IsInf(p, 0) || p < -1 {
+		add(path+".growth.per_day", "must be a share of the rate of -100%% or more (e.g. 5%% or 0.05), got %g", p)
 	}
 }
 

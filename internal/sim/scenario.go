@@ -116,6 +116,8 @@ type LoadSpec struct {
 	PrefillRate   float64       `yaml:"prefill_rate"`   // prompt tokens/s computed per DP rank (default 20000)
 	// Schedule varies the rate over time: ramps, steady fills, drains (planning.go).
 	Schedule []LoadStep `yaml:"schedule"`
+	// Growth raises the rate day by day, with time compressed (planning.go).
+	Growth *GrowthSpec `yaml:"growth"`
 }
 
 // FaultSpec is a fault switched on at start; see Fault.
@@ -527,6 +529,7 @@ func (sc *Scenario) validate() []problem {
 			add(lp+".decode_rate", "must be positive tokens/s, got %g", l.DecodeRate)
 		}
 		l.validateSchedule(lp, add)
+		l.validateGrowth(lp, add)
 		if l.PrefillRate <= 0 {
 			add(lp+".prefill_rate", "must be positive tokens/s, got %g", l.PrefillRate)
 		}

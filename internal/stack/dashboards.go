@@ -330,6 +330,7 @@ func Dashboards(o Options) []DashboardSpec {
 			steps:       []step{{nil, blue}}},
 	}}
 	fleet.panels = append(fleet.panels, planningPanels(o)...)
+	fleet.panels = append(fleet.panels, projectionPanels()...)
 	fleet.panels = append(fleet.panels, fleetTierPanels(o)...)
 	server.panels = append(server.panels, tierPanels(o)...)
 	return []DashboardSpec{fleet, server}

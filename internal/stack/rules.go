@@ -93,7 +93,7 @@ func RecordingRules(o Options) rulefmt.RuleGroups {
 	}
 	planningRecording(&agg)
 	autoscalingRecording(&agg, o)
-	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{srv, agg}}
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{srv, agg, projectionRecording(o)}}
 }
 
 // rateMetrics are the counters the rules take rates of.
@@ -135,16 +135,17 @@ const MetaGroup = "kvwatch-meta"
 func AlertNames() []string {
 	return []string{AlertKVHigh, AlertKVCritical, AlertKVExhausted, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
-		AlertMetricsStale, AlertTargetWarnings, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertExporterAbsent, AlertWatchdog}
+		AlertMetricsStale, AlertTargetWarnings, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertPoolProjectedFull, AlertExporterAbsent, AlertWatchdog}
 }
 
 // ServeRules are the rule groups serve evaluates over its own history when
-// given no rule files: the recording rules and every alert group except
-// MetaGroup.
+// given no rule files: every group except MetaGroup and the projection's
+// (ProjectionGroup, ProjectionAlertsGroup: days of history, which serve
+// plans with its own projection instead).
 func ServeRules(o Options) []rulefmt.RuleGroup {
-	out := RecordingRules(o).Groups
-	for _, g := range AlertRules(o).Groups {
-		if g.Name != MetaGroup {
+	var out []rulefmt.RuleGroup
+	for _, g := range append(RecordingRules(o).Groups, AlertRules(o).Groups...) {
+		if g.Name != MetaGroup && g.Name != ProjectionGroup && g.Name != ProjectionAlertsGroup {
 			out = append(out, g)
 		}
 	}
@@ -270,7 +271,7 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"Alerting pipeline heartbeat",
 			"Always firing while Prometheus evaluates kvwatch's rules and reaches Alertmanager. Route it to a dead man's switch that pages when it stops."),
 	}}
-	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), tierAlerts(o, srvLabels, alert), meta}}
+	return rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{kv, load, health, planningAlerts(o, alert), tierAlerts(o, srvLabels, alert), projectionAlerts(alert), meta}}
 }
 
 // AlertTargetWarnings fires while kvwatch flags a target's page as

@@ -44,7 +44,8 @@ func TestRulesPromtool(t *testing.T) {
 			t.Run("prometheus"+v.name+"/"+name, func(t *testing.T) {
 				_, dir := generateDir(t, o)
 				run(t, dir, v.promtool, "check", "rules", filepath.FromSlash(RecordingRulesFile), filepath.FromSlash(AlertRulesFile))
-				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile), filepath.FromSlash(AlertFastTestsFile))
+				run(t, dir, v.promtool, "test", "rules", filepath.FromSlash(AlertTestsFile), filepath.FromSlash(AlertFastTestsFile),
+					filepath.FromSlash(AlertProjectionTestsFile))
 			})
 		}
 	}
@@ -179,7 +180,7 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 	rt := ruleTests(Options{})
 	fires, quiet := map[string]bool{}, map[string]bool{}
 	exprs := map[string]bool{}
-	for _, g := range append(rt.Tests, fastRuleTests(Options{}).Tests...) {
+	for _, g := range append(append(rt.Tests, fastRuleTests(Options{}).Tests...), projectionTests(Options{}).Tests...) {
 		for _, a := range g.AlertRuleTests {
 			if len(a.ExpAlerts) > 0 {
 				fires[a.Alertname] = true
@@ -227,13 +228,34 @@ func TestRuleTestsCoverEveryAlert(t *testing.T) {
 // level reads): Prometheus orders rules within a group only.
 func TestRecordingGroups(t *testing.T) {
 	gs := RecordingRules(Options{}).Groups
-	if len(gs) != 2 || gs[0].Name != ServerGroup || gs[1].Name != AggregatesGroup {
+	if len(gs) != 3 || gs[0].Name != ServerGroup || gs[1].Name != AggregatesGroup || gs[2].Name != ProjectionGroup {
 		var names []string
 		for _, g := range gs {
 			names = append(names, g.Name)
 		}
-		t.Fatalf("recording groups %v, want [%s %s]", names, ServerGroup, AggregatesGroup)
+		t.Fatalf("recording groups %v, want [%s %s %s]", names, ServerGroup, AggregatesGroup, ProjectionGroup)
 	}
+	// The projection group, on a schedule of its own, reads the pool sums
+	// of the aggregates group (at worst one evaluation old: nothing for a
+	// daily peak) and its own series recorded before each rule.
+	aggregated, own := map[string]bool{}, map[string]bool{}
+	for _, r := range gs[1].Rules {
+		aggregated[r.Record] = true
+	}
+	for _, r := range gs[2].Rules {
+		expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Record, err)
+		}
+		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+			if vs, ok := n.(*parser.VectorSelector); ok && !aggregated[vs.Name] && !own[vs.Name] {
+				t.Errorf("%s reads %s, neither a pool sum of %s nor recorded before it in %s", r.Record, vs.Name, AggregatesGroup, ProjectionGroup)
+			}
+			return nil
+		})
+		own[r.Record] = true
+	}
+	gs = gs[:2]
 	level := func(name string) string { l, _, _ := strings.Cut(name, ":"); return l }
 	serverRules, recorded := map[string]bool{}, map[string]bool{}
 	for _, r := range gs[0].Rules {

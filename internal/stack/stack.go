@@ -341,6 +341,7 @@ func Generate(o Options) (Files, error) {
 		{AlertRulesFile, 0o644, func() ([]byte, error) { return marshalYAML(AlertRules(o)) }},
 		{AlertTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(ruleTests(o)) }},
 		{AlertFastTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(fastRuleTests(o)) }},
+		{AlertProjectionTestsFile, 0o644, func() ([]byte, error) { return marshalYAML(projectionTests(o)) }},
 		{"alertmanager.yml", 0o644, func() ([]byte, error) { return marshalYAML(alertmanagerConfig(o)) }},
 		{configFileName, configMode(o.secrets), func() ([]byte, error) { return kvwatchConfig(o) }},
 		{ProbeTargetsFile, 0o644, func() ([]byte, error) { return marshalYAML(probeTargets(o)) }},

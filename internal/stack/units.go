@@ -22,19 +22,20 @@ const (
 // signal metric its expression returns (its left-hand side), or of the
 // recording rule it reads.
 var alertValueUnits = map[string]string{
-	AlertKVHigh:        signal.KVUsageRatio.Unit,
-	AlertKVCritical:    signal.KVUsageRatio.Unit,
-	AlertKVExhausted:   signal.KVUsageRatio.Unit, // min_over_time of the usage ratio
-	AlertKVFullSoon:    signal.KVUsageRatio.Unit, // the usage ratio now (its texts say "full now" above the fast window's threshold)
-	AlertLeak:          signal.KVUsageRatio.Unit,
-	AlertRankImbalance: signal.RankSpreadRatio.Unit,
-	AlertQueue:         signal.RequestsQueued.Unit,
-	AlertPreemptions:   signal.Preemptions.Unit + "/s", // the recorded rate
-	AlertPrefixHitLow:  UnitRatio,                      // hit over queried tokens
-	AlertMetricsStale:  signal.TargetLastSuccess.Unit,  // time() minus the last success
-	AlertPoolFullSoon:  UnitSeconds,                    // RecPoolTimeToFull
-	AlertPoolDrain:     signal.PoolDrainMarginRatio.Unit,
-	AlertTierFull:      UnitRatio, // the tier's share of the hit tokens
+	AlertKVHigh:            signal.KVUsageRatio.Unit,
+	AlertKVCritical:        signal.KVUsageRatio.Unit,
+	AlertKVExhausted:       signal.KVUsageRatio.Unit, // min_over_time of the usage ratio
+	AlertKVFullSoon:        signal.KVUsageRatio.Unit, // the usage ratio now (its texts say "full now" above the fast window's threshold)
+	AlertLeak:              signal.KVUsageRatio.Unit,
+	AlertRankImbalance:     signal.RankSpreadRatio.Unit,
+	AlertQueue:             signal.RequestsQueued.Unit,
+	AlertPreemptions:       signal.Preemptions.Unit + "/s", // the recorded rate
+	AlertPrefixHitLow:      UnitRatio,                      // hit over queried tokens
+	AlertMetricsStale:      signal.TargetLastSuccess.Unit,  // time() minus the last success
+	AlertPoolFullSoon:      UnitSeconds,                    // RecPoolTimeToFull
+	AlertPoolDrain:         signal.PoolDrainMarginRatio.Unit,
+	AlertTierFull:          UnitRatio, // the tier's share of the hit tokens
+	AlertPoolProjectedFull: UnitRatio, // RecPoolProjectedPeak
 }
 
 // valueUnitAnnotation adds the unit of alert name's value to annotations

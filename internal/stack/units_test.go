@@ -24,6 +24,7 @@ func TestAlertValueUnits(t *testing.T) {
 		"KVPoolFullSoon":            "seconds",    // pool:kvwatch_kv_seconds_to_full:deriv15m
 		"KVPoolNMinusOneUnsafe":     "ratio",      // kvwatch_pool_drain_margin_ratio < 0
 		"KVCacheTierFullLosingHits": "ratio",      // the tier's share of hit tokens
+		"KVPoolProjectedFull":       "ratio",      // pool:kvwatch_kv_load_per_capacity:max1d_predict30d >= 1
 		"KVWatchAbsent":             "",           // absent(up)
 		"KVWatchWatchdog":           "",           // vector(1)
 	}

@@ -46,6 +46,9 @@ func CheckAssets() error {
 const (
 	PathCapacity = "/api/kvwatch/v1/capacity"
 	PathSettings = "/api/kvwatch/v1/ui"
+	// PathProjection answers the capacity projection over days: serve's
+	// history planned as `kvwatch plan` plans a store (forecast.Projection).
+	PathProjection = "/api/kvwatch/v1/projection"
 )
 
 // Options configure the UI.
@@ -64,6 +67,9 @@ type Options struct {
 	HistoryEnabled bool
 	// AlertsEnabled is false when no rules are evaluated.
 	AlertsEnabled bool
+	// Projection returns the capacity projection over days, written as
+	// JSON at PathProjection (the planner's chart); nil: none.
+	Projection func() any
 	// ScrapeIntervalSeconds is serve's scrape interval; rate() ranges in
 	// charts are at least 4 of them. Default 15 (a safe upper guess).
 	ScrapeIntervalSeconds float64
@@ -113,6 +119,14 @@ func Register(mux Handler, o Options) *UI {
 			"history_full_resolution_seconds": o.FullResolutionSeconds,
 			"history_downsample_step_seconds": o.DownsampleStepSeconds,
 		})
+	}))
+	mux.Handle("GET "+PathProjection, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := ui.Options().Projection
+		if p == nil {
+			http.Error(w, "no capacity projection here: kvwatch serve projects its history", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, p())
 	}))
 	mux.Handle("GET "+PathCapacity, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.Atoi(r.URL.Query().Get("tokens"))

@@ -434,26 +434,31 @@ async function chart(el, queries, opts) {
         points: { show: sparse, size: 5 }, value: (_, v) => (v == null ? "--" : u0.legend(v)) }))],
     axes: [{ space: 70 }, { values: (_, ticks) => ticks.map(u0.axis), size: 56 }],
     hooks: {
-      draw: [(u) => {
-        const ctx = u.ctx;
-        for (const [v, c] of thr) {
-          const y = Math.round(u.valToPos(v, "y", true));
-          ctx.save();
-          ctx.strokeStyle = c;
-          ctx.lineWidth = devicePixelRatio;
-          ctx.setLineDash([5 * devicePixelRatio, 4 * devicePixelRatio]);
-          ctx.beginPath();
-          ctx.moveTo(u.bbox.left, y);
-          ctx.lineTo(u.bbox.left + u.bbox.width, y);
-          ctx.stroke();
-          ctx.restore();
-        }
-      }],
+      draw: [thresholdLines(thr)],
       setCursor: [showLatest],
       ready: [showLatest],
     },
   }, data, el);
   state.charts.push(u);
+}
+// thresholdLines is a uPlot draw hook: a dashed line at each [value,
+// colour] of thr.
+function thresholdLines(thr) {
+  return (u) => {
+    const ctx = u.ctx;
+    for (const [v, c] of thr) {
+      const y = Math.round(u.valToPos(v, "y", true));
+      ctx.save();
+      ctx.strokeStyle = c;
+      ctx.lineWidth = devicePixelRatio;
+      ctx.setLineDash([5 * devicePixelRatio, 4 * devicePixelRatio]);
+      ctx.beginPath();
+      ctx.moveTo(u.bbox.left, y);
+      ctx.lineTo(u.bbox.left + u.bbox.width, y);
+      ctx.stroke();
+      ctx.restore();
+    }
+  };
 }
 function chartBox(id, title, note) {
   return `<div class="chart card"><h3>${esc(title)}${note ? ` <span class="muted note">${note}</span>` : ""}</h3><div id="${id}" class="plot"></div></div>`;
@@ -702,7 +707,10 @@ async function plannerPage(main) {
       <h2>Today's mix: will it fit, when is it full, can I drain one?</h2>
       <p class="muted">Requests like the ones running now (free KV over the KV each running request holds), the demand-aware time to full,
       the N−1 answer (the pool's used and queued KV moved onto the rest, against the ${esc(fmtPct(state.settings.kv_usage_warning))} warning),
-      and what limits each server. Formulas and limits: docs/planning.md.</p><div id="plan-mix"></div>`;
+      and what limits each server. Formulas and limits: docs/planning.md.</p><div id="plan-mix"></div>
+      <h2>Projection over days</h2>
+      <p class="muted">Each pool's daily peak of KV load (used plus queued demand) in serve's history, the robust trend through it with its 95% band,
+      and when the planned peak reaches the warning and the capacity, as <code>kvwatch plan</code> answers (docs/planning.md).</p><div id="projection"></div>`;
     document.getElementById("tokens").addEventListener("input", () => renderPlan());
   }
   await renderPlan();
@@ -777,8 +785,87 @@ async function renderMix() {
       <td class="num">${cell("saturation", s.plan.saturation_ratio, fmtPct)}</td><td class="wrap">${esc(s.plan.limit_reason || "")}</td></tr>`).join("")}
     </tbody></table></div>`;
 }
+// fmtDay writes a projected date: the day, in UTC as kvwatch plan does.
+function fmtDay(iso) { return iso ? iso.slice(0, 10) : "--"; }
+// crossingText is a Crossing of the projection: "2026-03-31 (2026-03-28 –
+// 2026-04-04)", "now", "beyond the horizon", "no growth".
+function crossingText(c) {
+  if (!c) return "--";
+  if (c.state === "now") return "now";
+  if (c.state === "no_growth") return "no growth";
+  const band = `${c.earliest ? fmtDay(c.earliest) : "…"} – ${c.latest ? fmtDay(c.latest) : "beyond the horizon"}`;
+  if (c.state === "beyond_horizon") return `beyond the horizon (${band})`;
+  return `${fmtDay(c.date)} (${band})`;
+}
+// renderProjection draws serve's projection (api/kvwatch/v1/projection):
+// per planned pool its daily peaks, the planned line and its band from
+// the plan (forecast.PoolPlan.line: nothing is fitted here), the warning
+// and capacity; per other pool, why it is not planned.
+async function renderProjection() {
+  const out = document.getElementById("projection");
+  if (!out) return;
+  let pr;
+  try {
+    pr = await getJSON("api/kvwatch/v1/projection");
+  } catch (e) {
+    out.innerHTML = `<p class="error">Cannot load the projection: ${esc(e.message)}</p>`;
+    return;
+  }
+  if (!pr.available) {
+    out.innerHTML = `<p class="muted" id="projection-reason">${esc(pr.reason || "no projection")}</p>`;
+    return;
+  }
+  const pools = pr.report.pools || [];
+  out.innerHTML = pools.map((p, i) => p.state !== "planned"
+    ? `<p class="muted" data-projection="${esc(p.name)}" data-state="${esc(p.state)}">${esc(p.name)}: ${esc(p.reason || p.state)}</p>`
+    : `<div class="chart card" data-projection="${esc(p.name)}" data-state="planned"><h3>${esc(p.name)} <span class="muted note">${esc(p.trend)};
+        warning ${esc(crossingText(p.warning))}; full ${esc(crossingText(p.full))};
+        add ${p.servers_to_add == null ? "--" : fmtInt(p.servers_to_add)} (up to ${p.servers_to_add_high == null ? "--" : fmtInt(p.servers_to_add_high)}) by ${esc(fmtDay(pr.report.at))} + ${esc(pr.report.horizon)}</span></h3>
+        <div id="proj-${i}" class="plot"></div></div>`).join("") || '<p class="muted">The history holds no pool.</p>';
+  pools.forEach((p, i) => { if (p.state === "planned") projectionChart(document.getElementById(`proj-${i}`), p); });
+}
+function projectionChart(el, p) {
+  const t = (iso) => Date.parse(iso) / 1000;
+  const ps = p.periods || [];
+  // A peak stands in the middle of its period, as the plan places it.
+  const half = ps.length > 1 ? (t(ps[1].end) - t(ps[0].end)) / 2 : 43200;
+  const peaks = new Map(), left = new Map();
+  ps.forEach((pe) => { if (pe.peak_load_tokens != null) (pe.use === "fitted" ? peaks : left).set(t(pe.end) - half, pe.peak_load_tokens); });
+  const line = new Map((p.line || []).map((pt) => [t(pt.at), pt]));
+  const xs = [...new Set([...peaks.keys(), ...left.keys(), ...line.keys()])].sort((a, b) => a - b);
+  const col = (f) => xs.map(f);
+  const data = [xs, col((x) => (peaks.has(x) ? peaks.get(x) : null)), col((x) => (left.has(x) ? left.get(x) : null)),
+    col((x) => (line.has(x) ? line.get(x).tokens : null)), col((x) => (line.has(x) ? line.get(x).low_tokens : null)),
+    col((x) => (line.has(x) ? line.get(x).high_tokens : null))];
+  const thr = [[p.warning && p.warning.threshold_tokens, "#d9a400"], [p.full && p.full.threshold_tokens, "#d64541"]].filter(([v]) => v != null);
+  // The chart ends a week past the latest full date (of the band), or at
+  // the horizon: the months after it are the same line.
+  const full = p.full && (p.full.latest || p.full.date);
+  const xmax = full ? Math.min(xs[xs.length - 1], t(full) + 7 * 86400) : xs[xs.length - 1];
+  const ymax = 1.1 * Math.max(...thr.map(([v]) => v), ...peaks.values(), ...left.values());
+  const tok = (_, v) => (v == null ? "--" : fmtInt(v));
+  const dot = { show: true, size: 6 };
+  const u = new uPlot({
+    width: Math.max(280, el.clientWidth || 500), height: 220,
+    scales: { x: { time: true, range: () => [xs[0], xmax] }, y: { range: () => [0, ymax] } },
+    series: [{ value: (_, v) => (v == null ? "" : new Date(v * 1000).toISOString().slice(0, 10)) },
+      { label: "daily peak", stroke: colors[0], paths: () => null, points: dot, value: tok },
+      { label: "left out", stroke: "#9a9aa0", paths: () => null, points: dot, value: tok },
+      { label: "planned", stroke: colors[0], width: 2, spanGaps: true, value: tok },
+      { label: "95% low", stroke: "rgba(31,119,180,0.4)", width: 1, dash: [4, 4], spanGaps: true, value: tok },
+      { label: "95% high", stroke: "rgba(31,119,180,0.4)", width: 1, dash: [4, 4], spanGaps: true, value: tok }],
+    bands: [{ series: [5, 4], fill: "rgba(31,119,180,0.15)" }],
+    axes: [{ space: 70 }, { values: (_, ticks) => ticks.map(fmtCompact), size: 56 }],
+    hooks: { draw: [thresholdLines(thr)] },
+  }, data, el);
+  state.charts.push(u);
+  el.dataset.state = "drawn";
+  el.dataset.peaks = String(peaks.size);
+  el.dataset.band = String((p.line || []).filter((pt) => pt.high_tokens > pt.low_tokens).length);
+}
 async function renderPlan() {
   await renderMix();
+  await renderProjection();
   const n = parseInt(document.getElementById("tokens").value, 10);
   const out = document.getElementById("plan");
   if (!(n > 0)) {
