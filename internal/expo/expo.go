@@ -61,6 +61,11 @@ type Page struct {
 	// a page they did not expect contains. It is read-only: the pages read
 	// through one Layout share it.
 	Example []string
+	// Escaped is true when a sample name of a colon prefix was written
+	// with an underscore (sglang_token_usage for sglang:token_usage):
+	// escaped by the exposition (OpenMetrics escaping=underscores) or by a
+	// relabelling on the way. Canonical folded it back.
+	Escaped bool
 	// all is the array the samples' slices share.
 	all []Sample
 	// shape covers every sample's label set.
@@ -87,6 +92,15 @@ func (p *Page) Type(family string) model.MetricType {
 		return t
 	}
 	return model.MetricTypeUnknown
+}
+
+// EachType calls fn with the canonical family name of every kept TYPE
+// line, in no order: the families the page declares among those wanted,
+// with samples or without.
+func (p *Page) EachType(fn func(family string)) {
+	for n := range p.types {
+		fn(n)
+	}
 }
 
 // Names returns every sample name kept, unsorted.
@@ -154,7 +168,7 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 		return nil, err
 	}
 	p := pr.newPage()
-	p.Families, p.Example = fams, example
+	p.Families, p.Example, p.Escaped = fams, example, sc.escaped
 	om := isOpenMetrics(contentType)
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
@@ -316,6 +330,8 @@ type scratch struct {
 	decided map[string]bool
 	// name is room for a family name plus a suffix.
 	name []byte
+	// escaped: a wanted sample name was folded (Page.Escaped).
+	escaped bool
 }
 
 var scratchPool sync.Pool
@@ -336,6 +352,7 @@ func putScratch(sc *scratch) {
 		sc.filtered = nil
 	}
 	sc.filtered = sc.filtered[:0]
+	sc.escaped = false
 	// clear drops the keys, so a pooled scratch pins no old body.
 	clear(sc.seen)
 	clear(sc.decided)
@@ -526,7 +543,11 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 			}
 		}
 		if !decidedName {
-			keep = want != nil && want(pr.Canonical(yoloString(name)))
+			if want != nil {
+				c := pr.Canonical(yoloString(name))
+				keep = want(c)
+				sc.escaped = sc.escaped || (keep && c != yoloString(name))
+			}
 			decided[yoloString(name)] = keep
 		}
 		lastName, lastKeep = name, keep

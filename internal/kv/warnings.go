@@ -31,11 +31,16 @@ const (
 	// picked one by the documented rule and says which), or it is read as
 	// another engine than the target's previous page (scrape).
 	WarnTwoEngines = "two_engines"
+	// WarnDialect: the target's page changed its dialect (metric names,
+	// exposition format or escaping) within the last minutes: an engine
+	// upgrade or new flags; the detail names the change and the signals
+	// whose meaning changed with it (scrape's drift sentinel).
+	WarnDialect = "dialect_changed"
 )
 
 // WarningReasons lists every reason in documentation order.
 func WarningReasons() []string {
-	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines}
+	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnDialect}
 }
 
 // Warn adds a warning to s (once per reason and detail).
