@@ -66,6 +66,9 @@ type Page struct {
 	// escaped by the exposition (OpenMetrics escaping=underscores) or by a
 	// relabelling on the way. Canonical folded it back.
 	Escaped bool
+	// Mixed is true when the page writes sample names of one colon prefix
+	// both ways (sglang:x and sglang_y).
+	Mixed bool
 	// all is the array the samples' slices share.
 	all []Sample
 	// shape covers every sample's label set.
@@ -129,6 +132,20 @@ func (pr *Parser) Canonical(name string) string {
 	return name
 }
 
+// colonPrefix returns the index of the colon prefix the canonical name c
+// has among the Parser's first 64, or -1.
+func (pr *Parser) colonPrefix(c string) int {
+	if pr == nil {
+		return -1
+	}
+	for i, p := range pr.colon[:min(len(pr.colon), 64)] {
+		if len(c) > len(p) && c[len(p)] == ':' && strings.HasPrefix(c, p) {
+			return i
+		}
+	}
+	return -1
+}
+
 // ErrNotMetrics is wrapped by Parse when the body is not an exposition at all.
 var ErrNotMetrics = errors.New("not a Prometheus metrics page")
 
@@ -168,7 +185,7 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 		return nil, err
 	}
 	p := pr.newPage()
-	p.Families, p.Example, p.Escaped = fams, example, sc.escaped
+	p.Families, p.Example, p.Escaped, p.Mixed = fams, example, sc.escaped != 0, sc.escaped&sc.colon != 0
 	om := isOpenMetrics(contentType)
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
@@ -330,8 +347,10 @@ type scratch struct {
 	decided map[string]bool
 	// name is room for a family name plus a suffix.
 	name []byte
-	// escaped: a wanted sample name was folded (Page.Escaped).
-	escaped bool
+	// escaped and colon have bit i set when a wanted sample name of the
+	// Parser's i-th colon prefix was written with an underscore, with its
+	// colon (Page.Escaped, Page.Mixed).
+	escaped, colon uint64
 }
 
 var scratchPool sync.Pool
@@ -352,7 +371,7 @@ func putScratch(sc *scratch) {
 		sc.filtered = nil
 	}
 	sc.filtered = sc.filtered[:0]
-	sc.escaped = false
+	sc.escaped, sc.colon = 0, 0
 	// clear drops the keys, so a pooled scratch pins no old body.
 	clear(sc.seen)
 	clear(sc.decided)
@@ -546,7 +565,13 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 			if want != nil {
 				c := pr.Canonical(yoloString(name))
 				keep = want(c)
-				sc.escaped = sc.escaped || (keep && c != yoloString(name))
+				if i := pr.colonPrefix(c); keep && i >= 0 {
+					if c != yoloString(name) {
+						sc.escaped |= 1 << i
+					} else {
+						sc.colon |= 1 << i
+					}
+				}
 			}
 			decided[yoloString(name)] = keep
 		}

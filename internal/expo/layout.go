@@ -59,9 +59,9 @@ type layoutShape struct {
 	families int
 	example  []string
 	shape    LabelShape
-	// escaped is the page's Escaped (its names are in text and series,
-	// which equal compares).
-	escaped bool
+	// escaped and mixed are the page's Escaped and Mixed (its names are
+	// in text and series, which equal compares).
+	escaped, mixed bool
 }
 
 // layoutLine is one line of a laid-out page and the check a line of a new
@@ -229,7 +229,7 @@ func (pr *Parser) readLaidOut(body []byte, lay *layoutShape) (*Page, bool) {
 	for _, t := range lay.types {
 		p.types[t.family] = t.typ
 	}
-	p.Families, p.Example, p.shape, p.Escaped = lay.families, lay.example, lay.shape, lay.escaped
+	p.Families, p.Example, p.shape, p.Escaped, p.Mixed = lay.families, lay.example, lay.shape, lay.escaped, lay.mixed
 	p.samples = byName(all, p.samples)
 	return p, true
 }
@@ -306,7 +306,7 @@ func (sh *layoutShape) build(pr *Parser, body, filtered []byte, p *Page) bool {
 		sh.types = append(sh.types, layoutType{f, t})
 	}
 	slices.SortFunc(sh.types, func(a, b layoutType) int { return strings.Compare(a.family, b.family) })
-	sh.families, sh.example, sh.shape, sh.escaped = p.Families, slices.Clip(p.Example), p.shape, p.Escaped
+	sh.families, sh.example, sh.shape, sh.escaped, sh.mixed = p.Families, slices.Clip(p.Example), p.shape, p.Escaped, p.Mixed
 	return true
 }
 

@@ -36,11 +36,16 @@ const (
 	// upgrade or new flags; the detail names the change and the signals
 	// whose meaning changed with it (scrape's drift sentinel).
 	WarnDialect = "dialect_changed"
+	// WarnMixedDialects: the page writes some names of one engine with a
+	// colon (sglang:x) and others with an underscore (sglang_x): two
+	// exporters or a partial relabelling on one page; kvwatch reads both
+	// spellings as one name.
+	WarnMixedDialects = "mixed_dialects"
 )
 
 // WarningReasons lists every reason in documentation order.
 func WarningReasons() []string {
-	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnDialect}
+	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnDialect, WarnMixedDialects}
 }
 
 // Warn adds a warning to s (once per reason and detail).

@@ -37,8 +37,9 @@ type Dialect struct {
 	// does not know is read as the text format: PrometheusText0.0.4).
 	Format string
 	// Escaping is how the engine's colon names arrived: "underscores"
-	// when they came as sglang_x, else the Content-Type's escaping
-	// parameter (allow-utf-8, ...), else "none".
+	// when they came as sglang_x ("mixed" when some came as sglang:x on
+	// the same page), else the Content-Type's escaping parameter
+	// (allow-utf-8, ...), else "none".
 	Escaping string
 	// families are the names behind Fingerprint, sorted, for what
 	// changed; the hash is the fingerprint's.
@@ -149,6 +150,9 @@ func (t *Target) sentinel(page *expo.Page, contentType string, srv *kv.Server, n
 		d.Format, declared = formatOf(contentType)
 	}
 	switch {
+	case page.Mixed:
+		d.Escaping = "mixed"
+		srv.Warn(kv.WarnMixedDialects, "the page writes some names of one engine with a colon (sglang:x) and others with an underscore (sglang_x): two exporters on one page, or a relabelling of part of it? kvwatch reads both spellings as one name (a series written both ways is a duplicate_series); a store keeps them apart")
 	case page.Escaped:
 		d.Escaping = "underscores"
 	case declared != "":

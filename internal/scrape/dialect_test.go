@@ -272,3 +272,22 @@ func prometheus3(t *testing.T) string {
 	t.Skip(msg)
 	return ""
 }
+
+// TestMixedSpellings: a page that writes some SGLang names with the colon
+// and others with an underscore is read (both spellings are one name),
+// but its escaping is "mixed" and it carries a mixed_dialects warning; a
+// page in one spelling does not (TestDialectsReadAlike).
+func TestMixedSpellings(t *testing.T) {
+	page := strings.Replace(sglangDialect("num_prefill_bootstrap_queue_reqs", false), "\nsglang:kv_used_tokens{", "\nsglang_kv_used_tokens{", 1)
+	tg := target(t, config.Target{URL: servePages(t, [][2]string{{page, ctText}})})
+	res := New(nil2reg(), 0).Scrape(t.Context(), tg)
+	if !res.OK() {
+		t.Fatalf("%s %v", res.Reason, res.Err)
+	}
+	if res.Server.Used.V != 25000 || res.Server.Capacity.V != 100000 {
+		t.Errorf("read used %v of %v, want 25000 of 100000", res.Server.Used, res.Server.Capacity)
+	}
+	if res.Dialect.Escaping != "mixed" || !res.Server.Warned(kv.WarnMixedDialects) {
+		t.Errorf("escaping %q, warnings %v; want mixed and a mixed_dialects warning", res.Dialect.Escaping, res.Server.Warnings)
+	}
+}
