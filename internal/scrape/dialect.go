@@ -49,8 +49,11 @@ type Dialect struct {
 
 // DialectWarnFor is how long a target's pages carry the kv.WarnDialect
 // warning after its dialect changed: long enough for every face to show
-// it, short enough that an upgrade is not reported for good.
-const DialectWarnFor = 15 * time.Minute
+// it, shorter than the hold of the stack's EngineValuesImplausible alert
+// (10 minutes on kvwatch_target_warnings), so that one upgrade warns on
+// every face and pages nobody; a target whose dialect keeps changing
+// (two versions behind one address) keeps the warning and does.
+const DialectWarnFor = 5 * time.Minute
 
 // dialectState is a target's last dialect and its last change.
 type dialectState struct {

@@ -159,7 +159,7 @@ var (
 		Help:   "1 for the reason the last scrape failed (" + strings.Join(Reasons[:], ", ") + "); absent when it succeeded.",
 		Labels: []string{LabelReason}}
 	TargetWarnings = Metric{Name: "kvwatch_target_warnings", Type: Gauge, Unit: "", Target: true,
-		Help:   "Warnings about the target's last page, by reason (negative, used_over_capacity, too_large, duplicate_series, two_engines, dialect_changed, mixed_dialects): the values concerned are not exported; 0 when none.",
+		Help:   "Warnings about the target's last page, by reason (negative, used_over_capacity, too_large, duplicate_series, two_engines, dialect_changed, mixed_dialects): the values concerned by the first five are not exported; 0 when none.",
 		Labels: []string{LabelReason}}
 	TargetScrapes = Metric{Name: "kvwatch_target_scrapes_total", Type: Counter, Unit: "", Target: true,
 		Help: "Scrapes of the target."}
