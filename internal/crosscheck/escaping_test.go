@@ -13,8 +13,9 @@ import (
 	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
-// TestEscapingsReadAlike: the simulator's SGLang answers each scraper in
-// the format and escaping it asks for (prometheus_client's negotiation);
+// TestEscapingsReadAlike: the simulator's SGLang 0.5.16 answers each
+// scraper in the format and escaping it asks for (prometheus_client's
+// negotiation);
 // kvwatch reads the page it gets as Prometheus 3 asks (OpenMetrics, names
 // as written), as a scraper that names no escaping gets it (OpenMetrics,
 // sample names sglang_*) and as a text-only scraper gets it (the text
@@ -37,6 +38,9 @@ func TestEscapingsReadAlike(t *testing.T) {
 			continue
 		}
 		checked++
+		if err := c.SetVersion(ep.Name, sim.VersionSGLang0516); err != nil {
+			t.Fatal(err)
+		}
 		first := scrapeEndpoint(t, ep)
 		if !first.OK() {
 			t.Fatalf("%s: %v", ep.Name, first.Err)

@@ -229,8 +229,14 @@ func dialectWarning(p, d Dialect) string {
 			w += ". " + m.Text
 		}
 	}
-	if p.Escaping != d.Escaping && (p.Escaping == "underscores" || d.Escaping == "underscores") {
+	switch {
+	case p.Escaping == d.Escaping:
+	case p.Escaping == "underscores" || d.Escaping == "underscores":
 		w += ". kvwatch reads both spellings alike, but a Prometheus scraping this engine now stores the other spelling (sglang_x or sglang:x): dashboards and rules on the old one go empty"
+	case p.Escaping == "none":
+		// prometheus_client 0.23 on: an OpenMetrics Accept without an
+		// escaping gets underscores.
+		w += ". The engine now negotiates name escaping: a Prometheus that asks for none (2.x, or 3.x with legacy name validation) stores sglang_x where it stored sglang:x, and dashboards and rules on the old names go empty there"
 	}
 	return w
 }

@@ -18,11 +18,12 @@ import (
 // cluster, its prefill server at the version before sglang#24341. A long
 // steady run changes nothing: every kvwatch_target_changes_total is 0, no
 // page warns, nothing is logged. The simulator then upgrades the prefill
-// server in place (POST /-/sim/version): its fingerprint (the bootstrap
-// queue's new name) and escaping (the new prometheus_client declares
-// allow-utf-8) change once each, kvwatch_target_info says so, the report
-// warns naming the change and the queue's rename, serve logs it once, and
-// the decode server, untouched, stays silent.
+// server in place to 0.5.16 (POST /-/sim/version): its fingerprint (the
+// bootstrap queue's new name), format (OpenMetrics, which kvwatch asks
+// for first and 0.5.16's prometheus_client answers) and escaping (it
+// declares allow-utf-8) change once each, kvwatch_target_info says so,
+// the report warns naming the change and the queue's rename, serve logs
+// it once, and the decode server, untouched, stays silent.
 func TestDriftSentinelEndToEnd(t *testing.T) {
 	cl := testenv.Builtin(t, "pd-sglang", sim.Options{Seed: 1, ManualClock: true, ListenHost: "127.0.0.1"})
 	cl.Advance(time.Minute)
@@ -97,14 +98,14 @@ func TestDriftSentinelEndToEnd(t *testing.T) {
 		t.Fatalf("prefill target info %v, want one series", before)
 	}
 	for k := range before {
-		for _, part := range []string{"engine=sglang", "format=OpenMetricsText1.0.0", "escaping=none"} {
+		for _, part := range []string{"engine=sglang", "format=PrometheusText0.0.4", "escaping=none"} {
 			if !strings.Contains(k, part) {
 				t.Errorf("prefill before the upgrade: info %s, want %s", k, part)
 			}
 		}
 	}
 
-	resp, err := http.Post(prefillURL+"/-/sim/version?version="+sim.VersionCurrent, "", nil)
+	resp, err := http.Post(prefillURL+"/-/sim/version?version="+sim.VersionSGLang0516, "", nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
@@ -113,21 +114,21 @@ func TestDriftSentinelEndToEnd(t *testing.T) {
 	at := scrapes("prefill")
 	waitFor(t, "5 more scrapes", func() bool { return scrapes("prefill") >= at+5 && scrapes("decode") >= at+5 })
 
-	want := map[string]float64{signal.ChangeEngine: 0, signal.ChangeFingerprint: 1, signal.ChangeFormat: 0, signal.ChangeEscaping: 1}
+	want := map[string]float64{signal.ChangeEngine: 0, signal.ChangeFingerprint: 1, signal.ChangeFormat: 1, signal.ChangeEscaping: 1}
 	if c := changes("prefill"); !equal(c, want) {
 		t.Errorf("prefill after the upgrade: changes %v, want %v", c, want)
 	}
 	after := info("prefill")
 	for k := range after {
-		if _, same := before[k]; same || !strings.Contains(k, "escaping=allow-utf-8") || len(after) != 1 {
-			t.Errorf("prefill after the upgrade: info %v (before %v), want one series with escaping=allow-utf-8 and another fingerprint", after, before)
+		if _, same := before[k]; same || !strings.Contains(k, "escaping=allow-utf-8") || !strings.Contains(k, "format=OpenMetricsText1.0.0") || len(after) != 1 {
+			t.Errorf("prefill after the upgrade: info %v (before %v), want one series with OpenMetricsText1.0.0, allow-utf-8 and another fingerprint", after, before)
 		}
 	}
 	w := dialectWarnings("prefill")
 	if len(w) != 1 {
 		t.Fatalf("prefill after the upgrade: warnings %q, want one", w)
 	}
-	for _, part := range []string{"escaping none → allow-utf-8", "new: sglang:num_prefill_bootstrap_queue_reqs; gone: sglang:num_prefill_prealloc_queue_reqs", "sglang#24341"} {
+	for _, part := range []string{"format PrometheusText0.0.4 → OpenMetricsText1.0.0", "escaping none → allow-utf-8", "stores sglang_x where it stored sglang:x", "new: sglang:num_prefill_bootstrap_queue_reqs; gone: sglang:num_prefill_prealloc_queue_reqs", "sglang#24341"} {
 		if !strings.Contains(w[0], part) {
 			t.Errorf("warning %q does not say %q", w[0], part)
 		}

@@ -17,9 +17,6 @@ type pyClient int
 const (
 	// pyTextOnly: the text format 0.0.4 whatever the scraper asks.
 	pyTextOnly pyClient = iota
-	// pyClientOld: before 0.23, OpenMetrics 1.0.0 for any Accept that
-	// names application/openmetrics-text, names as written.
-	pyClientOld
 	// pyClient023: 0.23 on, choose_encoder with escaping: the first
 	// OpenMetrics entry of version 1.0.0 or later answers in its escaping
 	// (underscores when it names none), one without a version in
@@ -54,13 +51,13 @@ type answer struct {
 // negotiate answers accept as the client's choose_encoder does.
 func (c pyClient) negotiate(accept string) answer {
 	text := answer{contentType: ctText0_0_4}
+	if c != pyClient023 {
+		return text
+	}
 	for _, entry := range strings.Split(accept, ",") {
 		toks := strings.Split(entry, ";")
 		media := strings.TrimSpace(toks[0])
 		switch {
-		case c == pyClientOld && media == "application/openmetrics-text":
-			return answer{om: true, contentType: ctOM1_0_0}
-		case c != pyClient023:
 		case media == "application/openmetrics-text":
 			version, escaping := acceptParams(toks)
 			if version == "" {

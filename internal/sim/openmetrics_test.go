@@ -66,12 +66,12 @@ func omSamples(t *testing.T, body string) map[string]float64 {
 	}
 }
 
-// TestSGLangVersions: SGLang's current version answers each scraper as
+// TestSGLangVersions: SGLang 0.5.16 answers each scraper as
 // prometheus_client 0.23 does (OpenMetrics with colons for Prometheus 3's
 // escaping=allow-utf-8, with underscores in the sample names when no
-// escaping is asked, the text format for a text-only scraper); the
-// version before sglang#24341 writes the prealloc queue's old name and
-// answers OpenMetrics without an escaping. A version change at run time
+// escaping is asked, the text format for a text-only scraper); current
+// and the version before sglang#24341 answer the text format, the latter
+// with the prealloc queue's old name. A version change at run time
 // (POST /-/sim/version) takes effect on the next page, and an unknown
 // version is refused with the known ones.
 func TestSGLangVersions(t *testing.T) {
@@ -90,15 +90,15 @@ func TestSGLangVersions(t *testing.T) {
 		// names that must not be on the page.
 		sample, absent string
 	}{
-		{"current, Prometheus 3", VersionCurrent, acceptProm3, "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=allow-utf-8",
+		{"0.5.16, Prometheus 3", VersionSGLang0516, acceptProm3, "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=allow-utf-8",
 			"sglang:num_prefill_bootstrap_queue_reqs", "sglang_num_prefill_bootstrap_queue_reqs"},
-		{"current, OpenMetrics without escaping", VersionCurrent, acceptOMNoEsc, "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=underscores",
+		{"0.5.16, OpenMetrics without escaping", VersionSGLang0516, acceptOMNoEsc, "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=underscores",
 			"sglang_num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_bootstrap_queue_reqs"},
-		{"current, text only", VersionCurrent, acceptTextOnly, "text/plain; version=0.0.4; charset=utf-8",
+		{"0.5.16, text only", VersionSGLang0516, acceptTextOnly, "text/plain; version=0.0.4; charset=utf-8",
 			"sglang:num_prefill_bootstrap_queue_reqs", "sglang_num_prefill_bootstrap_queue_reqs"},
-		{"before #24341, Prometheus 3", VersionSGLangBefore, acceptProm3, "application/openmetrics-text; version=1.0.0; charset=utf-8",
-			"sglang:num_prefill_prealloc_queue_reqs", "sglang:num_prefill_bootstrap_queue_reqs"},
-		{"before #24341, text only", VersionSGLangBefore, acceptTextOnly, "text/plain; version=0.0.4; charset=utf-8",
+		{"current, Prometheus 3", VersionCurrent, acceptProm3, "text/plain; version=0.0.4; charset=utf-8",
+			"sglang:num_prefill_bootstrap_queue_reqs", "sglang_num_prefill_bootstrap_queue_reqs"},
+		{"before #24341, Prometheus 3", VersionSGLangBefore, acceptProm3, "text/plain; version=0.0.4; charset=utf-8",
 			"sglang:num_prefill_prealloc_queue_reqs", "sglang:num_prefill_bootstrap_queue_reqs"},
 	}
 	for _, tc := range tests {
@@ -148,7 +148,7 @@ func TestSGLangVersions(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := "version: set version prefill: unknown version \"0.4\" of engine sglang; want current or before-24341; use POST /-/sim/version?version=V\n"; resp.StatusCode != 400 || string(b) != want {
+	if want := "version: set version prefill: unknown version \"0.4\" of engine sglang; want current, 0.5.16 or before-24341; use POST /-/sim/version?version=V\n"; resp.StatusCode != 400 || string(b) != want {
 		t.Errorf("unknown version: %d %q, want 400 %q", resp.StatusCode, b, want)
 	}
 }

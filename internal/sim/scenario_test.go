@@ -72,7 +72,7 @@ servers:
   - {name: b, engine: vllm, version: before-24341}
   - {name: c, engine: tgi, version: current}
   - {name: d, engine: sglang, version: before-24341}
-`, "scenario.yaml:3: servers[0].version: unknown version \"0.5.9\" of engine sglang; want current or before-24341\n" +
+`, "scenario.yaml:3: servers[0].version: unknown version \"0.5.9\" of engine sglang; want current, 0.5.16 or before-24341\n" +
 			"scenario.yaml:4: servers[1].version: unknown version \"before-24341\" of engine vllm; want current or before-38435\n" +
 			"scenario.yaml:5: servers[2].version: engine tgi has one dialect and no versions; remove version"},
 		{"empty", ``, `scenario.yaml: empty scenario; want at least a servers: list`},

@@ -12,13 +12,15 @@ const (
 )
 
 // Versions of the current SGLang generation (servers[].version): current
-// (0.5.16 and on: the bootstrap queue's name of sglang#24341, and
-// prometheus_client 0.23 or later, whose OpenMetrics answer escapes colon
-// names to underscores unless the scraper asks for escaping=allow-utf-8),
-// and the one before sglang#24341 (num_prefill_prealloc_queue_reqs, an
-// older prometheus_client that writes names as they are).
+// (the bootstrap queue's name of sglang#24341, the text format whatever the
+// scraper asks: the simulator's page before it had versions), 0.5.16 (the
+// same names with prometheus_client 0.23 or later, whose answer to an
+// OpenMetrics Accept escapes colon names to underscores unless the scraper
+// asks for escaping=allow-utf-8: openmetrics.go), and the one before
+// sglang#24341 (num_prefill_prealloc_queue_reqs, the text format).
 const (
 	VersionCurrent      = "current"
+	VersionSGLang0516   = "0.5.16"
 	VersionSGLangBefore = "before-24341"
 )
 
@@ -28,17 +30,17 @@ const (
 var (
 	sglangEngine = engine{name: EngineSGLang, render: renderSGLang, pd: true, dp: true,
 		metricPrefixes: []string{"sglang:", "sglang_"}, tiers: tierKeys{hiCache: true, swa: true}, metricsOff: fastAPINotFound,
-		versions: []string{VersionCurrent, VersionSGLangBefore}, client: sglangClient}
+		versions: []string{VersionCurrent, VersionSGLang0516, VersionSGLangBefore}, client: sglangClient}
 	sglangLegacyEngine = engine{name: EngineSGLangLegacy, render: renderSGLang, pd: true, dp: true,
 		metricPrefixes: []string{"sglang:", "sglang_"}, metricsOff: fastAPINotFound}
 )
 
 // sglangClient is the prometheus_client a version of SGLang serves with.
 func sglangClient(version string) pyClient {
-	if version == VersionSGLangBefore {
-		return pyClientOld
+	if version == VersionSGLang0516 {
+		return pyClient023
 	}
-	return pyClient023
+	return pyTextOnly
 }
 
 // renderSGLang writes an SGLang /metrics page: scheduler families once per
