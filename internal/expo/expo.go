@@ -61,6 +61,14 @@ type Page struct {
 	// a page they did not expect contains. It is read-only: the pages read
 	// through one Layout share it.
 	Example []string
+	// Escaped is true when a sample name of a colon prefix was written
+	// with an underscore (sglang_token_usage for sglang:token_usage):
+	// escaped by the exposition (OpenMetrics escaping=underscores) or by a
+	// relabelling on the way. Canonical folded it back.
+	Escaped bool
+	// Mixed is true when the page writes sample names of one colon prefix
+	// both ways (sglang:x and sglang_y).
+	Mixed bool
 	// all is the array the samples' slices share.
 	all []Sample
 	// shape covers every sample's label set.
@@ -89,6 +97,15 @@ func (p *Page) Type(family string) model.MetricType {
 	return model.MetricTypeUnknown
 }
 
+// EachType calls fn with the canonical family name of every kept TYPE
+// line, in no order: the families the page declares among those wanted,
+// with samples or without.
+func (p *Page) EachType(fn func(family string)) {
+	for n := range p.types {
+		fn(n)
+	}
+}
+
 // Names returns every sample name kept, unsorted.
 func (p *Page) Names() []string {
 	out := make([]string, 0, len(p.samples))
@@ -113,6 +130,20 @@ func (pr *Parser) Canonical(name string) string {
 		}
 	}
 	return name
+}
+
+// colonPrefix returns the index of the colon prefix the canonical name c
+// has among the Parser's first 64, or -1.
+func (pr *Parser) colonPrefix(c string) int {
+	if pr == nil {
+		return -1
+	}
+	for i, p := range pr.colon[:min(len(pr.colon), 64)] {
+		if len(c) > len(p) && c[len(p)] == ':' && strings.HasPrefix(c, p) {
+			return i
+		}
+	}
+	return -1
 }
 
 // ErrNotMetrics is wrapped by Parse when the body is not an exposition at all.
@@ -154,7 +185,7 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 		return nil, err
 	}
 	p := pr.newPage()
-	p.Families, p.Example = fams, example
+	p.Families, p.Example, p.Escaped, p.Mixed = fams, example, sc.escaped != 0, sc.escaped&sc.colon != 0
 	om := isOpenMetrics(contentType)
 	if om && !bytes.HasSuffix(bytes.TrimRight(filtered, "\n"), []byte("# EOF")) {
 		return nil, errors.New("openmetrics page ends without '# EOF': the body was cut short")
@@ -316,6 +347,10 @@ type scratch struct {
 	decided map[string]bool
 	// name is room for a family name plus a suffix.
 	name []byte
+	// escaped and colon have bit i set when a wanted sample name of the
+	// Parser's i-th colon prefix was written with an underscore, with its
+	// colon (Page.Escaped, Page.Mixed).
+	escaped, colon uint64
 }
 
 var scratchPool sync.Pool
@@ -336,6 +371,7 @@ func putScratch(sc *scratch) {
 		sc.filtered = nil
 	}
 	sc.filtered = sc.filtered[:0]
+	sc.escaped, sc.colon = 0, 0
 	// clear drops the keys, so a pooled scratch pins no old body.
 	clear(sc.seen)
 	clear(sc.decided)
@@ -526,7 +562,17 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 			}
 		}
 		if !decidedName {
-			keep = want != nil && want(pr.Canonical(yoloString(name)))
+			if want != nil {
+				c := pr.Canonical(yoloString(name))
+				keep = want(c)
+				if i := pr.colonPrefix(c); keep && i >= 0 {
+					if c != yoloString(name) {
+						sc.escaped |= 1 << i
+					} else {
+						sc.colon |= 1 << i
+					}
+				}
+			}
 			decided[yoloString(name)] = keep
 		}
 		lastName, lastKeep = name, keep

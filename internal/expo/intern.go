@@ -166,7 +166,7 @@ func (p *Parser) Release(pg *Page) {
 	pg.all = pg.all[:0]
 	clear(pg.types)
 	clear(pg.samples)
-	pg.Families, pg.Example, pg.shape = 0, nil, LabelShape{}
+	pg.Families, pg.Example, pg.shape, pg.Escaped, pg.Mixed = 0, nil, LabelShape{}, false, false
 	p.pages.Put(pg)
 }
 

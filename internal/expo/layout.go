@@ -59,6 +59,9 @@ type layoutShape struct {
 	families int
 	example  []string
 	shape    LabelShape
+	// escaped and mixed are the page's Escaped and Mixed (its names are
+	// in text and series, which equal compares).
+	escaped, mixed bool
 }
 
 // layoutLine is one line of a laid-out page and the check a line of a new
@@ -226,7 +229,7 @@ func (pr *Parser) readLaidOut(body []byte, lay *layoutShape) (*Page, bool) {
 	for _, t := range lay.types {
 		p.types[t.family] = t.typ
 	}
-	p.Families, p.Example, p.shape = lay.families, lay.example, lay.shape
+	p.Families, p.Example, p.shape, p.Escaped, p.Mixed = lay.families, lay.example, lay.shape, lay.escaped, lay.mixed
 	p.samples = byName(all, p.samples)
 	return p, true
 }
@@ -303,7 +306,7 @@ func (sh *layoutShape) build(pr *Parser, body, filtered []byte, p *Page) bool {
 		sh.types = append(sh.types, layoutType{f, t})
 	}
 	slices.SortFunc(sh.types, func(a, b layoutType) int { return strings.Compare(a.family, b.family) })
-	sh.families, sh.example, sh.shape = p.Families, slices.Clip(p.Example), p.shape
+	sh.families, sh.example, sh.shape, sh.escaped, sh.mixed = p.Families, slices.Clip(p.Example), p.shape, p.Escaped, p.Mixed
 	return true
 }
 

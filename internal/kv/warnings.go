@@ -36,11 +36,21 @@ const (
 	// one signal (a rename across versions) with different values; the
 	// adapter read the new name and says which values disagreed.
 	WarnMixedDialect = "mixed_dialect"
+	// WarnDialect: the target's page changed its dialect (metric names,
+	// exposition format or escaping) within the last minutes: an engine
+	// upgrade or new flags; the detail names the change and the signals
+	// whose meaning changed with it (scrape's drift sentinel).
+	WarnDialect = "dialect_changed"
+	// WarnMixedEscaping: the page writes some names of one engine with a
+	// colon (sglang:x) and others with an underscore (sglang_x): two
+	// exporters or a partial relabelling on one page; kvwatch reads both
+	// spellings as one name.
+	WarnMixedEscaping = "mixed_escaping"
 )
 
 // WarningReasons lists every reason in documentation order.
 func WarningReasons() []string {
-	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnMixedDialect}
+	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnMixedDialect, WarnDialect, WarnMixedEscaping}
 }
 
 // Warn adds a warning to s (once per reason and detail).

@@ -42,10 +42,6 @@ import (
 	"github.com/kvwatch/kvwatch/internal/signal"
 )
 
-// acceptHeader asks for the Prometheus text format first; OpenMetrics is
-// parsed too when a server insists on it.
-const acceptHeader = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
-
 // Target is one endpoint to scrape, ready to use.
 type Target struct {
 	// Name identifies the server in every output.
@@ -91,6 +87,9 @@ type Target struct {
 	// engine is the engine of the target's last page read (srv.Engine),
 	// to notice a change.
 	engine atomic.Pointer[string]
+	// dialect is the dialect of the target's last page and its last
+	// change (the drift sentinel, dialect.go).
+	dialect atomic.Pointer[dialectState]
 	// auth names what sends the target's credentials ("basic_auth", ...),
 	// "" when nothing does: for the advice on a 401 or 403.
 	auth string
@@ -119,6 +118,11 @@ type Result struct {
 	// was read as another one, "" otherwise: the server then carries a
 	// kv.WarnTwoEngines warning saying so.
 	PrevEngine string
+	// Dialect is how the page was written (engine, metric-name
+	// fingerprint, format, escaping); Changed names what of it changed
+	// since the target's last page (signal.Change*), nil when nothing did.
+	Dialect Dialect
+	Changed []string
 }
 
 // OK reports whether the scrape succeeded.
@@ -342,7 +346,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		buf.Reset()
 		if b2, ct2, _, err2 := s.fetch(ctx, t, &alt, forced, buf); err2 == nil {
 			if p2, err3 := s.parser.ParseWith(b2, ct2, s.reg.Want, lay); err3 == nil {
-				page, err, u, res.BodyBytes, res.URL = p2, nil, alt, int64(len(b2)), t.redact(&alt)
+				page, err, u, res.BodyBytes, res.URL, ctype = p2, nil, alt, int64(len(b2)), t.redact(&alt), ct2
 			}
 		}
 	}
@@ -433,6 +437,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 				*prev, srv.Engine, srv.Role, whose)
 		}
 	}
+	res.Dialect, res.Changed = t.sentinel(page, ctype, &srv, res.Time)
 	if m := t.Labels[config.TargetLabelModel]; m != "" && srv.Model == "" {
 		srv.Model = m
 	}

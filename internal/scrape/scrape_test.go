@@ -73,8 +73,8 @@ func TestScrapeGzipAndHeaders(t *testing.T) {
 	if !res.OK() {
 		t.Fatalf("scrape failed: %v", res.Err)
 	}
-	if !strings.HasPrefix(accept, "text/plain;version=0.0.4") || !strings.Contains(accept, "application/openmetrics-text") {
-		t.Errorf("Accept = %q", accept)
+	if accept != acceptHeader { // Prometheus 3's: TestAcceptHeaderIsPrometheus3s
+		t.Errorf("Accept = %q, want %q", accept, acceptHeader)
 	}
 	if encoding != "gzip" {
 		t.Errorf("Accept-Encoding = %q with enable_compression: true", encoding)

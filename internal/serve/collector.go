@@ -40,6 +40,9 @@ type entry struct {
 	scrapes     uint64
 	failures    [len(reasons)]uint64
 	lastSuccess time.Time
+	// changes counts the changes of the target's page by what changed
+	// (signal.Changes order).
+	changes [len(signal.Changes)]uint64
 }
 
 // source returns the entries to export.
@@ -195,6 +198,10 @@ func (c *collector) collectEntry(e *entry, em *emitter) {
 				emit(signal.TargetScrapeFailures, float64(n), reasons[i])
 			}
 		}
+		// From 0: the first change is an increase a rate sees.
+		for i, n := range e.changes {
+			emit(signal.TargetChanges, float64(n), signal.Changes[i])
+		}
 	}
 	if !e.lastSuccess.IsZero() {
 		emit(signal.TargetLastSuccess, float64(e.lastSuccess.UnixNano())/1e9)
@@ -214,6 +221,8 @@ func (c *collector) collectEntry(e *entry, em *emitter) {
 		emit(signal.TargetWarnings, float64(n), r)
 	}
 	emit(signal.ServerInfo, 1, s.Engine, s.Generation, s.Model)
+	d := &e.res.Dialect
+	emit(signal.TargetInfo, 1, d.Engine, d.Fingerprint, d.Format, d.Escaping)
 	known(signal.KVCapacityTokens, s.Capacity)
 	known(signal.KVUsedTokens, s.Used)
 	known(signal.KVAvailableTokens, s.Available())

@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -520,7 +522,7 @@ func (d *Daemon) apply(ctx context.Context, s *pipeline.Pipeline) {
 			st.e.role = kv.RoleUnified
 		}
 		if old != nil {
-			st.e.scrapes, st.e.failures, st.e.lastSuccess = old.e.scrapes, old.e.failures, old.e.lastSuccess
+			st.e.scrapes, st.e.failures, st.e.lastSuccess, st.e.changes = old.e.scrapes, old.e.failures, old.e.lastSuccess, old.e.changes
 		}
 		d.states[t.Name] = st
 		start = append(start, st)
@@ -695,12 +697,24 @@ func (d *Daemon) record(st *targetState, res scrape.Result) {
 	} else {
 		e.failures[reasonIndex(res.Reason)]++
 	}
+	for _, what := range res.Changed {
+		if i := slices.Index(signal.Changes[:], what); i >= 0 {
+			e.changes[i]++
+		}
+	}
 	d.mu.Unlock()
 	switch {
 	case !res.OK() && (!prev.scraped || prev.res.OK() || prev.res.Reason != res.Reason):
 		d.log.Warn("target down", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...), "reason", res.Reason, "err", res.Err)
 	case res.OK() && prev.scraped && !prev.res.OK():
 		d.log.Info("target up again", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...))
+	}
+	if len(res.Changed) > 0 {
+		// Once per change: the page's later scrapes carry the warning
+		// (scrape.DialectWarnFor), not the log.
+		d.log.Warn("target's page changed", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...),
+			"changed", strings.Join(res.Changed, ","), "engine", res.Dialect.Engine, "fingerprint", res.Dialect.Fingerprint,
+			"format", res.Dialect.Format, "escaping", res.Dialect.Escaping)
 	}
 	if res.PrevEngine != "" {
 		d.log.Warn("target's engine changed", "target", st.target.Name, "url", safetext.URL(st.target.URL, st.target.SecretParams...),

@@ -55,6 +55,8 @@ var provenanceDoc = map[string]string{
 	signal.TargetWarnings.Name:         "checked by kvwatch on every successful scrape; absent while the target is down",
 	signal.TargetScrapes.Name:          "measured by kvwatch",
 	signal.TargetScrapeFailures.Name:   "measured by kvwatch; a reason appears with its first failure",
+	signal.TargetInfo.Name:             "read from the target's last page and its Content-Type; absent while the target is down",
+	signal.TargetChanges.Name:          "measured by kvwatch (the drift sentinel): every what from the first scrape on, at 0 until it changes",
 	signal.ConfigReloadSuccess.Name:    "kvwatch itself",
 	signal.ConfigReloadTime.Name:       "kvwatch itself",
 	signal.ScrapeDeadlineMisses.Name:   "kvwatch itself",

@@ -89,8 +89,10 @@ type server struct {
 	workers []*server
 	pd      bool
 
-	factor                        float64
-	fault                         Fault
+	factor float64
+	fault  Fault
+	// version is the engine's dialect (spec.Version, or SetVersion's).
+	version                       string
 	cacheOn, reserveAll, preempts bool
 
 	nextID, nextTask int64
@@ -139,7 +141,7 @@ func NewCluster(sc *Scenario, opts Options) (*Cluster, error) {
 		h := fnv.New64a()
 		h.Write([]byte(spec.Name))
 		s := &server{
-			cl: c, idx: i, spec: spec, eng: eng, factor: 1,
+			cl: c, idx: i, spec: spec, eng: eng, factor: 1, version: spec.Version,
 			rng:        rand.New(rand.NewPCG(opts.Seed, h.Sum64())),
 			cacheOn:    *spec.PrefixCaching,
 			reserveAll: eng.reserves,
@@ -421,6 +423,24 @@ func (c *Cluster) SetLoad(name string, factor float64) error {
 		return err
 	}
 	s.factor = factor
+	return nil
+}
+
+// SetVersion upgrades (or downgrades) name's engine to version in place,
+// as a rolling restart with a new image would, keeping its requests and
+// counters: from the next page on it is written in that version's dialect.
+func (c *Cluster) SetVersion(name, version string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.server(name)
+	if err != nil {
+		return err
+	}
+	if err := s.eng.checkVersion(version); err != nil {
+		return fmt.Errorf("set version %s: %w", name, err)
+	}
+	s.version = version
+	c.publishLocked()
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -44,6 +46,13 @@ type engine struct {
 	defaults serverDefaults
 	// tiers are the cache-tier keys the engine's servers take (tiers.go).
 	tiers tierKeys
+	// versions are the dialects a scenario's servers[].version chooses
+	// among, the newest (the default) first; none: the engine has one.
+	versions []string
+	// client is the prometheus_client a version serves its page with,
+	// which negotiates the format (openmetrics.go); nil: the text format
+	// whatever the scraper asks.
+	client func(version string) pyClient
 	// hitWindow is the number of lookups the host tier's hit rates are
 	// taken over (KVBM's sliding window); 0: the page shows no hit rates.
 	hitWindow int
@@ -95,6 +104,13 @@ var engines = []*engine{
 // Engines lists every engine the simulator serves, in the order errors list them.
 var Engines = engineNames(func(*engine) bool { return true })
 
+// Versions lists the versions of engine a scenario's servers[].version
+// takes, the default first; nil for an engine with one dialect.
+func Versions(engine string) []string {
+	e, _ := engineOf(engine)
+	return slices.Clone(e.versions)
+}
+
 // noEngine is the engine of a server whose engine is unknown: it has
 // nothing, and validate reports the name.
 var noEngine engine
@@ -126,6 +142,17 @@ func engineNames(has func(e *engine) bool) []string {
 		}
 	}
 	return out
+}
+
+// checkVersion says what is wrong with version for e, nil when e has it.
+func (e *engine) checkVersion(version string) error {
+	switch {
+	case len(e.versions) == 0:
+		return fmt.Errorf("engine %s has one dialect and no versions; remove version", e.name)
+	case !slices.Contains(e.versions, version):
+		return fmt.Errorf("unknown version %q of engine %s; want %s", version, e.name, listOf(e.versions, "or"))
+	}
+	return nil
 }
 
 func isRouter(e *engine) bool { return e.role == RoleRouter }

@@ -44,6 +44,14 @@ func (s *server) handler() http.Handler {
 		}
 		fmt.Fprintf(w, "%s: load factor %g\n", s.spec.Name, f)
 	})
+	mux.HandleFunc("POST /-/sim/version", func(w http.ResponseWriter, r *http.Request) {
+		v := r.FormValue("version")
+		if err := s.cl.SetVersion(s.spec.Name, v); err != nil {
+			http.Error(w, fmt.Sprintf("version: %v; use POST /-/sim/version?version=V", err), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%s: version %s\n", s.spec.Name, v)
+	})
 	mux.HandleFunc("POST /-/sim/fault", func(w http.ResponseWriter, r *http.Request) {
 		k, err := ParseFaultKind(r.FormValue("kind"))
 		var d time.Duration
@@ -92,7 +100,11 @@ func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body := snap.metrics()
-	if s.eng.header != nil {
+	if s.eng.client != nil {
+		a := s.eng.client(snap.truth.Version).negotiate(r.Header.Get("Accept"))
+		body = snap.answer(a)
+		w.Header().Set("Content-Type", a.contentType)
+	} else if s.eng.header != nil {
 		s.eng.header(w.Header(), snap)
 	} else {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

@@ -58,6 +58,10 @@ type ServerSpec struct {
 	ModelName string `yaml:"model_name"`
 	// MetricPrefix is "sglang:" (default) or "sglang_" for the SGLang engines.
 	MetricPrefix string `yaml:"metric_prefix"`
+	// Version is the engine's dialect (sglang, vllm: current, the
+	// default, or the one before a change; docs/simulator.md); POST
+	// /-/sim/version changes it while the cluster runs.
+	Version string `yaml:"version"`
 	// TP is the tensor-parallel size; every TP rank emits its own series
 	// (SGLang --enable-metrics-for-all-schedulers) with identical KV values.
 	TP int `yaml:"tp"`
@@ -293,6 +297,9 @@ func (sc *Scenario) applyDefaults() {
 		if s.MetricPrefix == "" && len(eng.metricPrefixes) > 0 {
 			s.MetricPrefix = eng.metricPrefixes[0]
 		}
+		if s.Version == "" && len(eng.versions) > 0 {
+			s.Version = eng.versions[0]
+		}
 		if s.TP == 0 {
 			s.TP = 1
 		}
@@ -431,6 +438,11 @@ func (sc *Scenario) validate() []problem {
 				add(p+".port", "port %d is also used by servers[%d]", s.Port, j)
 			}
 			ports[s.Port] = i
+		}
+		if known && s.Version != "" {
+			if err := eng.checkVersion(s.Version); err != nil {
+				add(p+".version", "%v", err)
+			}
 		}
 		if s.MetricPrefix != "" && !slices.Contains(eng.metricPrefixes, s.MetricPrefix) {
 			if len(eng.metricPrefixes) > 0 {

@@ -66,6 +66,15 @@ servers:
 			"scenario.yaml:5: servers[0].workers: a PD router needs prefill and decode workers only, at least one of each; got 1 prefill, 0 decode of 2"},
 		{"restart at start", "servers:\n  - {name: a, engine: tgi, fault: {kind: restart}}\n",
 			`scenario.yaml:2: servers[0].fault.kind: restart is an event, not a state; trigger it at run time with POST /-/sim/fault?kind=restart`},
+		{"versions", `
+servers:
+  - {name: a, engine: sglang, version: "0.5.9"}
+  - {name: b, engine: vllm, version: before-24341}
+  - {name: c, engine: tgi, version: current}
+  - {name: d, engine: sglang, version: before-24341}
+`, "scenario.yaml:3: servers[0].version: unknown version \"0.5.9\" of engine sglang; want current, 0.5.16 or before-24341\n" +
+			"scenario.yaml:4: servers[1].version: unknown version \"before-24341\" of engine vllm; want current or before-38435\n" +
+			"scenario.yaml:5: servers[2].version: engine tgi has one dialect and no versions; remove version"},
 		{"empty", ``, `scenario.yaml: empty scenario; want at least a servers: list`},
 		{"syntax", "servers: [\n", `scenario.yaml:1: did not find expected node content`},
 	} {
@@ -87,7 +96,7 @@ func TestParseScenarioDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, l := sc.Servers[0], sc.Servers[1]
-	if sc.Step != 250*time.Millisecond || v.Role != RoleUnified || v.TP != 1 || v.DP != 1 || v.PageSize != 16 ||
+	if sc.Step != 250*time.Millisecond || v.Role != RoleUnified || v.Version != VersionCurrent || l.Version != "" || v.TP != 1 || v.DP != 1 || v.PageSize != 16 ||
 		v.CapacityTokens != 524288 || v.ContextLength != 131072 || v.MaxRunningRequests != 256 || !*v.PrefixCaching ||
 		v.Load.PromptMean != 2000 || v.Load.PromptMax != 16000 || v.Load.OutputMax != 2000 || v.Load.PrefixTokens != 1024 {
 		t.Errorf("vllm defaults = %+v", v)

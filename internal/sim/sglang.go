@@ -11,15 +11,37 @@ const (
 	EngineSGLangLegacy = "sglang-legacy" // SGLang before kv_*_tokens (num_used_tokens, cache_config_info)
 )
 
+// Versions of the current SGLang generation (servers[].version): current
+// (the bootstrap queue's name of sglang#24341, the text format whatever the
+// scraper asks: the simulator's page before it had versions), 0.5.16 (the
+// same names with prometheus_client 0.23 or later, whose answer to an
+// OpenMetrics Accept escapes colon names to underscores unless the scraper
+// asks for escaping=allow-utf-8: openmetrics.go), and the one before
+// sglang#24341 (num_prefill_prealloc_queue_reqs, the text format).
+const (
+	VersionCurrent      = "current"
+	VersionSGLang0516   = "0.5.16"
+	VersionSGLangBefore = "before-24341"
+)
+
 // sglangEngine is SGLang: prefill and decode servers, DP attention, either
 // metric prefix, HiCache and hybrid models; sglangLegacyEngine the older
 // generation of its metrics.
 var (
 	sglangEngine = engine{name: EngineSGLang, render: renderSGLang, pd: true, dp: true,
-		metricPrefixes: []string{"sglang:", "sglang_"}, tiers: tierKeys{hiCache: true, swa: true}, metricsOff: fastAPINotFound}
+		metricPrefixes: []string{"sglang:", "sglang_"}, tiers: tierKeys{hiCache: true, swa: true}, metricsOff: fastAPINotFound,
+		versions: []string{VersionCurrent, VersionSGLang0516, VersionSGLangBefore}, client: sglangClient}
 	sglangLegacyEngine = engine{name: EngineSGLangLegacy, render: renderSGLang, pd: true, dp: true,
 		metricPrefixes: []string{"sglang:", "sglang_"}, metricsOff: fastAPINotFound}
 )
+
+// sglangClient is the prometheus_client a version of SGLang serves with.
+func sglangClient(version string) pyClient {
+	if version == VersionSGLang0516 {
+		return pyClient023
+	}
+	return pyTextOnly
+}
 
 // renderSGLang writes an SGLang /metrics page: scheduler families once per
 // (dp_rank, tp_rank) as with --enable-metrics-for-all-schedulers (TP
@@ -115,7 +137,7 @@ func renderSGLang(p *snapshot) []byte {
 	gauge("new_token_ratio", "The new token ratio.", func(*RankTruth) float64 { return 0.3 })
 	bootstrapName := "num_prefill_bootstrap_queue_reqs"
 	bootstrapHelp := "The number of requests in the prefill bootstrap queue."
-	if legacy {
+	if legacy || p.truth.Version == VersionSGLangBefore {
 		bootstrapName = "num_prefill_prealloc_queue_reqs"
 		bootstrapHelp = "The number of requests in the prefill prealloc queue."
 	}

@@ -22,7 +22,11 @@ import (
 type Truth struct {
 	Name   string
 	Engine string
-	Role   string
+	// Version is the engine's dialect the page is written in (the
+	// scenario's servers[].version, or one set since: Cluster.SetVersion);
+	// "" for an engine with one.
+	Version string `json:",omitempty"`
+	Role    string
 	// At is the simulated time of the instant since the cluster started.
 	At time.Duration
 	// Restarts counts restarts (FaultRestart); counters reset at each one.
@@ -180,7 +184,7 @@ type WorkerTruth struct {
 
 func (s *server) truthLocked() Truth {
 	c := s.cl
-	t := Truth{Name: s.spec.Name, Engine: s.spec.Engine, Role: s.spec.Role, At: c.now, Restarts: s.restarts, Fault: s.fault,
+	t := Truth{Name: s.spec.Name, Engine: s.spec.Engine, Version: s.version, Role: s.spec.Role, At: c.now, Restarts: s.restarts, Fault: s.fault,
 		Reserved: s.reserveAll, TP: s.spec.TP, DP: s.spec.DP, PageSize: s.spec.PageSize, ContextLength: s.spec.ContextLength,
 		MaxRunningRequests: s.spec.MaxRunningRequests}
 	sec := c.sc.Step.Seconds()
@@ -291,6 +295,9 @@ type snapshot struct {
 
 	once sync.Once
 	body []byte
+	// answers are body as each negotiated answer has it (openmetrics.go).
+	mu      sync.Mutex
+	answers map[answer][]byte
 }
 
 // gauges returns the Truth whose gauges the page shows (frozen or live).
@@ -304,4 +311,20 @@ func (p *snapshot) gauges() *Truth {
 func (p *snapshot) metrics() []byte {
 	p.once.Do(func() { p.body = render(p) })
 	return p.body
+}
+
+// answer returns the page as a gets it.
+func (p *snapshot) answer(a answer) []byte {
+	body := p.metrics()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b, ok := p.answers[a]; ok {
+		return b
+	}
+	if p.answers == nil {
+		p.answers = map[answer][]byte{}
+	}
+	b := a.rewrite(body)
+	p.answers[a] = b
+	return b
 }

@@ -10,11 +10,17 @@ const (
 	EngineVLLMV0 = "vllm-v0" // vLLM V0 (gpu_cache_usage_perc, gpu_prefix_cache_hit_rate)
 )
 
+// VersionVLLMBefore is the vLLM V1 before vllm#38435: no
+// num_requests_waiting_by_reason, and cache_config_info without
+// kv_cache_size_tokens and kv_cache_max_concurrency (vllm#42206, later);
+// VersionCurrent has both.
+const VersionVLLMBefore = "before-38435"
+
 // vllmEngine is vLLM V1: DP engines, blocks of 16 tokens, native CPU
 // offloading or an LMCache server next to it; vllmV0Engine is V0.
 var (
 	vllmEngine = engine{name: EngineVLLM, render: renderVLLM, dp: true, defaults: serverDefaults{pageSize: 16},
-		tiers: tierKeys{host: true, lmcache: true}, metricsOff: fastAPINotFound}
+		tiers: tierKeys{host: true, lmcache: true}, metricsOff: fastAPINotFound, versions: []string{VersionCurrent, VersionVLLMBefore}}
 	vllmV0Engine = engine{name: EngineVLLMV0, render: renderVLLMV0, defaults: serverDefaults{pageSize: 16}, metricsOff: fastAPINotFound}
 )
 
@@ -53,13 +59,16 @@ func renderVLLM(p *snapshot) []byte {
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", func(r *RankTruth) float64 { return float64(r.Queued) })
 	// vllm #38435: the waiting queue by reason; the simulator has no LoRA
 	// budget or async KV transfer, so nothing is deferred.
-	w.family("vllm:num_requests_waiting_by_reason", "Number of requests waiting to be processed, by reason.", "gauge")
-	for e := range spec.DP {
-		for _, rs := range []struct {
-			reason string
-			n      int
-		}{{"capacity", g.Ranks[e].Queued}, {"deferred", 0}} {
-			w.sample("vllm:num_requests_waiting_by_reason", join(lbl[e], `reason="`+rs.reason+`"`), float64(rs.n))
+	before := p.truth.Version == VersionVLLMBefore
+	if !before {
+		w.family("vllm:num_requests_waiting_by_reason", "Number of requests waiting to be processed, by reason.", "gauge")
+		for e := range spec.DP {
+			for _, rs := range []struct {
+				reason string
+				n      int
+			}{{"capacity", g.Ranks[e].Queued}, {"deferred", 0}} {
+				w.sample("vllm:num_requests_waiting_by_reason", join(lbl[e], `reason="`+rs.reason+`"`), float64(rs.n))
+			}
 		}
 	}
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", func(r *RankTruth) float64 {
@@ -100,7 +109,7 @@ func renderVLLM(p *snapshot) []byte {
 	}
 	w.family("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge")
 	for e := range spec.DP {
-		w.sample("vllm:cache_config_info", vllmCacheConfig(spec, strconv.Itoa(e)), 1)
+		w.sample("vllm:cache_config_info", vllmCacheConfig(spec, strconv.Itoa(e), !before), 1)
 	}
 	for _, f := range []struct {
 		name, help string
@@ -122,8 +131,9 @@ func renderVLLM(p *snapshot) []byte {
 }
 
 // vllmCacheConfig renders cache_config_info's labels: CacheConfig fields as
-// strings, unset ones "None"; engine is "" for V0 (no engine label).
-func vllmCacheConfig(spec ServerSpec, engine string) string {
+// strings, unset ones "None"; engine is "" for V0 (no engine label); size:
+// kv_cache_size_tokens and kv_cache_max_concurrency (vllm#42206).
+func vllmCacheConfig(spec ServerSpec, engine string, size bool) string {
 	kv := []string{"block_size", strconv.FormatInt(spec.PageSize, 10), "cache_dtype", "auto", "calculate_kv_scales", "False",
 		"cpu_offload_gb", "0", "enable_prefix_caching", pyBool(*spec.PrefixCaching), "gpu_memory_utilization", "0.9",
 		"is_attention_free", "False", "num_cpu_blocks", "None", "num_gpu_blocks", strconv.FormatInt(vllmBlocks(spec), 10),
@@ -132,9 +142,12 @@ func vllmCacheConfig(spec ServerSpec, engine string) string {
 		kv = append(kv, "kv_offloading_backend", "native")
 	}
 	if engine != "" {
-		kv = append(kv, "engine", engine, "kv_cache_size_tokens", strconv.FormatInt(spec.CapacityTokens, 10),
-			"kv_cache_max_concurrency", string(pyFloat(nil, float64(spec.CapacityTokens)/float64(spec.ContextLength))),
-			"prefix_caching_hash_algo", "sha256")
+		kv = append(kv, "engine", engine)
+		if size {
+			kv = append(kv, "kv_cache_size_tokens", strconv.FormatInt(spec.CapacityTokens, 10),
+				"kv_cache_max_concurrency", string(pyFloat(nil, float64(spec.CapacityTokens)/float64(spec.ContextLength))))
+		}
+		kv = append(kv, "prefix_caching_hash_algo", "sha256")
 	} else {
 		// V0: usage = 1 − free/num_gpu_blocks, no null block.
 		set := func(k, v string) {
@@ -167,7 +180,7 @@ func renderVLLMV0(p *snapshot) []byte {
 	l := labels(true, "model_name", spec.ModelName)
 	r, lr := &g.Ranks[0], &live.Ranks[0]
 	w.b = append(w.b, "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n"...)
-	w.sample("vllm:cache_config_info", vllmCacheConfig(spec, ""), 1)
+	w.sample("vllm:cache_config_info", vllmCacheConfig(spec, "", false), 1)
 	one := func(name, help, typ string, v float64) {
 		w.family(name, help, typ)
 		w.sample(name, l, v)
