@@ -92,6 +92,10 @@ servers:
 	if p.Limit != kv.FactorState {
 		t.Errorf("limiting factor %s (%s), want state", p.Limit, p.Why)
 	}
+	// 11 or 12 of 12 slots: pressure or full, said of the state slots.
+	if (p.State != kv.StateFull && p.State != kv.StatePressure) || !strings.HasPrefix(p.Evidence, "state slots (mamba) ") {
+		t.Errorf("state %s: %q; want full or pressure of the state slots", p.State, p.Evidence)
+	}
 	if row.Text.Binding != want {
 		t.Errorf("status -o json says %q, want %q", row.Text.Binding, want)
 	}
@@ -114,6 +118,9 @@ servers:
 	if !regexp.MustCompile(`(?m)^bound +` + regexp.QuoteMeta(row.Name) + ` +` + regexp.QuoteMeta(want) + `  `).MatchString(out) {
 		t.Errorf("status has no bound line saying %q:\n%s", want, out)
 	}
+	if !strings.Contains(out, row.Name+": "+p.Evidence) {
+		t.Errorf("status does not give the evidence %q:\n%s", p.Evidence, out)
+	}
 	if !strings.Contains(out, "limited by "+row.Name+" (state)") || !strings.Contains(out, "("+usage+")") {
 		t.Errorf("status does not say the state pool limits, or KV %s:\n%s", usage, out)
 	}
@@ -127,7 +134,7 @@ servers:
 	if !strings.Contains(head, want) || !strings.Contains(head, "KV ") || !strings.Contains(head, usage) {
 		t.Errorf("top does not say %q with KV %s:\n%s", want, usage, out)
 	}
-	if !regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(row.Name) + `\s.*\sstate\s`).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(row.Name) + `\s.*\s` + string(p.State) + `\s+state\s`).MatchString(table) {
 		t.Errorf("top's LIMIT column does not say state:\n%s", out)
 	}
 

@@ -141,3 +141,18 @@ func BindingWords(b Binding) string {
 	}
 	return ""
 }
+
+// stateDiagnosis is the diagnosis of a hybrid model whose state pool is
+// fuller than its KV and at or above the warning: full at the critical
+// threshold, else pressure; unknown otherwise (the KV's diagnosis holds).
+func stateDiagnosis(s *Server, o DiagnoseOptions, waits string) (State, string) {
+	st := StateOf(s)
+	if st == nil || !st.UsageRatio.Trusted() || st.UsageRatio.V < o.Warning || st.UsageRatio.V <= s.UsageRatio.V {
+		return StateUnknown, ""
+	}
+	state, at, level := StatePressure, o.Warning, "warning"
+	if st.UsageRatio.V >= o.Critical {
+		state, at, level = StateFull, o.Critical, "critical"
+	}
+	return state, fmt.Sprintf("%s %s used (%s at %s), KV cache %s%s", BindingWords(st.Binding()), pctOf(st.UsageRatio.V), level, pctOf(at), pctOf(s.UsageRatio.V), waits)
+}

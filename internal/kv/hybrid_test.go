@@ -110,3 +110,41 @@ func TestHybridPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestHybridDiagnosis: a state pool fuller than KV and at the warning or
+// the critical threshold is the server's state, with its evidence; below,
+// or emptier than KV, the KV's diagnosis holds.
+func TestHybridDiagnosis(t *testing.T) {
+	o := DiagnoseOptions{Warning: 0.9, Critical: 0.97, LeakUsage: 0.8}
+	srv := func(kvUsed float64, pool CachePool) *Server {
+		s := srvOf(RoleUnified, Signals{Capacity: Of(100000), Used: Of(kvUsed), UsageRatio: DerivedOf(kvUsed / 100000), Running: Of(12), Queued: Queues{Waiting: Of(340)}})
+		s.CachePools = []CachePool{pool}
+		return s
+	}
+	mamba := func(used float64) CachePool {
+		return CachePool{Type: PoolMamba, Tier: TierGPU, Unit: UnitSlots, Capacity: DerivedOf(12), Used: Of(used), UsageRatio: DerivedOf(used / 12)}
+	}
+	tests := []struct {
+		name     string
+		s        *Server
+		state    State
+		evidence string
+	}{
+		// 12 / 12 slots ≥ 97 %, KV 12.6 %.
+		{"every slot held", srv(12600, mamba(12)), StateFull, "state slots (mamba) 100% used (critical at 97%), KV cache 12.6%; 340 wait"},
+		// 11 / 12 = 91.7 %: between warning and critical.
+		{"slots at the warning", srv(12600, mamba(11)), StatePressure, "state slots (mamba) 91.7% used (warning at 90%), KV cache 12.6%; 340 wait"},
+		// 10 / 12 = 83.3 %: below the warning, KV's state.
+		{"slots below the warning", srv(12600, mamba(10)), StateOK, "12.6% of the KV cache used by 12 running requests; 340 wait"},
+		// KV 98 % is fuller than the slots' 91.7 %: KV's full.
+		{"KV fuller", srv(98000, mamba(11)), StateFull, "98% of the KV cache used (critical at 97%); 340 wait"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, ev := Diagnose(tt.s, nil, o)
+			if st != tt.state || ev != tt.evidence {
+				t.Errorf("Diagnose = %s: %q, want %s: %q", st, ev, tt.state, tt.evidence)
+			}
+		})
+	}
+}
