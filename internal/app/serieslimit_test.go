@@ -41,7 +41,7 @@ func TestServeHistoryLimitsLabelChurn(t *testing.T) {
 	}))
 	t.Cleanup(hostile.Close)
 	healthy := testenv.EngineServer(t, "", page(t))
-	const limit = 60
+	const limit = 70
 	yml := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s}\nhistory: {max_series_per_target: %d}\n"+
 		"targets:\n  - {name: healthy, url: %q}\n  - {name: hostile, url: %q}\n", limit, healthy.URL, hostile.URL)
 	var logs bytes.Buffer

@@ -36,6 +36,7 @@ func renderPlanning(out io.Writer, rep *report.Report, l statusLayout, trend kv.
 			drainCell(p), textfmt.Limiters(p.Limiters), fill)
 	}
 	stateRows(g, rep, l.wide)
+	boundRows(g, rep)
 	if l.width > 0 {
 		if w, keep := g.layout(0); span(w, keep) > l.width {
 			for i := range g.rows {
@@ -132,6 +133,20 @@ func fillCell(f *kv.FillForecast, trend kv.FillTrend, wide bool) string {
 	}
 	return fmt.Sprintf("%s (fill %s tok/s, floor %s, %s free after demand%s; %d samples %s)", out,
 		textfmt.Rate(f.FillRate), textfmt.Rate(f.FillFloor), textfmt.Count(f.FreeAfterDemand), demand, f.TrendSamples, textfmt.Window(f.TrendSeconds))
+}
+
+// boundRows are the hybrid servers' lines (docs/planning.md, "Hybrid
+// models"): what caps the concurrency, the state pool and the terms.
+func boundRows(g *grid, rep *report.Report) {
+	for i := range rep.Servers {
+		row := &rep.Servers[i]
+		if row.Plan == nil || row.Plan.StatePool == nil || row.Text == nil {
+			continue
+		}
+		p := row.Plan
+		g.add("bound", row.Name, "", row.Text.Binding, row.Text.StatePool,
+			"KV "+textfmt.Count(p.KVCapacityRequests)+" requests", "max running "+textfmt.Count(p.MaxRunning))
+	}
 }
 
 // stateRows are the diagnosis lines (kv.Diagnose, docs/runbook.md): one

@@ -25,7 +25,7 @@ var sglangSpec = Spec{
 		sgPreallocQ, sgTransferQ, sgPendingPrealloc, sgRetracted, sgEffective, sgRealtime,
 		sgCached, sgPrompt, sgGeneration, sgSWAUsage, sgMambaUsage, sgHostUsed, sgHostTotal, sgMaxRunningName,
 		sgCacheConfig, sgPageSize, sgNumPages, sgSessionHeld},
-		histogramNames(sgReqPrompt, sgReqGen)...),
+		append(histogramNames(sgReqPrompt, sgReqGen), sgStateNames...)...),
 	Normalize: normalizeSGLang,
 }
 
@@ -228,10 +228,7 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 }
 
 // sglangPools reads SGLang's further pools. Hybrid models: the SWA pool
-// (swa_token_usage, 0–1) and the Mamba state pool (mamba_usage, 0–1, in
-// slots, one per request); SGLang writes both gauges as 0 for models
-// without such layers (Dynamo's sglang.log: a dense Qwen3), so a pool is
-// listed only when its gauge is above 0 on some rank. HiCache: the host
+// in tokens and the Mamba state pool in slots (hybrid.go). HiCache: the host
 // (L2) pool in tokens (hicache_host_{used,total}_tokens, only with
 // --enable-hierarchical-cache), and the prefix-hit tokens each tier served:
 // prefill_effective_tokens_total{mode="host_hit"|"storage_hit"}, else
@@ -241,16 +238,7 @@ func normalizeSGLang(in Input) (kv.Server, error) {
 // tier's hits; the device's part makes no pool of its own.
 func sglangPools(p *expo.Page) []kv.CachePool {
 	ps := newPools()
-	hybrid := func(name, typ, unit string) {
-		for _, s := range p.Samples(name) {
-			if sgTotals(s) && expo.Finite(s.Value) && s.Value > 0 {
-				ps.read(p, name, func(s expo.Sample) (poolKey, bool) { return poolKey{typ, kv.TierGPU, ""}, sgTotals(s) }, unit, pfRatio, sgRank, maxf, kv.Of)
-				return
-			}
-		}
-	}
-	hybrid(sgSWAUsage, kv.PoolSWA, kv.UnitTokens)
-	hybrid(sgMambaUsage, kv.PoolMamba, kv.UnitSlots)
+	sglangStatePools(p, ps)
 	host := func(s expo.Sample) (poolKey, bool) { return poolKey{kv.PoolFull, kv.TierHost, ""}, sgTotals(s) }
 	ps.read(p, sgHostTotal, host, kv.UnitTokens, pfCapacity, sgRank, maxf, kv.Of)
 	ps.read(p, sgHostUsed, host, kv.UnitTokens, pfUsed, sgRank, maxf, kv.Of)

@@ -113,6 +113,9 @@ func Diagnose(s *Server, rates *Rates, o DiagnoseOptions) (State, string) {
 	if !u.Trusted() {
 		return StateUnknown, unknownText(s)
 	}
+	if st, ev := stateDiagnosis(s, o, waits); st != StateUnknown {
+		return st, ev
+	}
 	switch {
 	case u.V >= o.Critical:
 		return StateFull, fmt.Sprintf("%s of the KV cache used (critical at %s)%s", pctOf(u.V), pctOf(o.Critical), waits)

@@ -24,6 +24,9 @@ const (
 	FactorKV Factor = "kv"
 	// FactorBatch: the running-request limit is reached while KV has room.
 	FactorBatch Factor = "batch"
+	// FactorState: a hybrid model's state pool (Mamba slots, SWA tokens)
+	// at or above the warning threshold, and at least as full as KV.
+	FactorState Factor = "state"
 	// FactorQueue: requests wait for admission while KV and the batch have
 	// room (compute- or scheduler-bound).
 	FactorQueue Factor = "queue"
@@ -35,7 +38,7 @@ const (
 )
 
 // Factors lists the exported factors in documentation order.
-func Factors() []Factor { return []Factor{FactorKV, FactorBatch, FactorQueue, FactorNone} }
+func Factors() []Factor { return []Factor{FactorKV, FactorState, FactorBatch, FactorQueue, FactorNone} }
 
 // MaxRunning sources.
 const (
@@ -68,6 +71,14 @@ type ServerPlan struct {
 	// Saturation is the fuller of the KV and the batch: max(usage ratio,
 	// running / max running), 0–1; the usage ratio alone without a limit.
 	Saturation Value `json:"saturation_ratio"`
+	// StatePool is the state pool of a hybrid model (hybrid.go); nil for
+	// a server without one. KVCapacityRequests is floor(capacity / KV per
+	// running request); Concurrency min(max running, KVCapacityRequests,
+	// StatePool.CapacityRequests), and Binding the pool that gives it.
+	StatePool          *StatePlan `json:"state_pool,omitempty"`
+	KVCapacityRequests Value      `json:"kv_capacity_requests"`
+	Concurrency        Value      `json:"concurrency_requests"`
+	Binding            Binding    `json:"binding_pool,omitempty"`
 	// Limit is what limits admission now, Why says it with the numbers.
 	Limit Factor `json:"limiting_factor"`
 	Why   string `json:"limit_reason,omitempty"`
@@ -209,7 +220,14 @@ func PlanServer(s *Server, maxRunningOverride int, preemptions Value, warning fl
 			}
 		}
 	}
+	p.StatePool = StateOf(s)
+	p.KVCapacityRequests, p.Concurrency, p.Binding = concurrency(s, &p)
 	p.Limit, p.Why, p.WaitsOn = limitOf(s, p.MaxRunning, preemptions, warning)
+	// A state pool at the warning limits before preemptions or a queue do
+	// (they follow from it); KV usage above it and the warning still wins.
+	if f, why, ok := stateLimit(s, p.StatePool, warning); ok {
+		p.Limit, p.Why, p.WaitsOn = f, why, ""
+	}
 	return p
 }
 
@@ -337,7 +355,7 @@ type PoolPlan struct {
 	// Saturation is the capacity-weighted mean of the servers' saturation:
 	// Σ capacity × saturation / Σ capacity; Partial when some lack it.
 	Saturation Value `json:"saturation_ratio"`
-	// Limiters are the servers whose factor is kv, batch or queue.
+	// Limiters are the servers whose factor is kv, state, batch or queue.
 	Limiters []Limiter `json:"limiters"`
 	// DemandCounted is false when no server of the pool reports demand:
 	// the drain load is then used tokens only.
@@ -420,7 +438,7 @@ func planPool(k PoolKey, ms []PlanMember, warning, target float64) PoolPlan {
 		}
 		heads[i] = m.Server.WorkloadHeadroom(p.KVPerRequest)
 		if m.Plan != nil {
-			if f := m.Plan.Limit; f == FactorKV || f == FactorBatch || f == FactorQueue {
+			if f := m.Plan.Limit; f == FactorKV || f == FactorState || f == FactorBatch || f == FactorQueue {
 				p.Limiters = append(p.Limiters, Limiter{Server: m.Name, Factor: f, WaitsOn: m.Plan.WaitsOn})
 			}
 			if sat, c := m.Plan.Saturation, m.Server.Capacity; sat.Trusted() && c.Trusted() && c.V > 0 {

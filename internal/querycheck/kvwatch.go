@@ -53,8 +53,10 @@ func kvwatchConditions() map[string]string {
 	set("only for servers of more than one DP rank", signal.RankKVUsageRatio, signal.RankKVUsedTokens, signal.RankKVCapacityTokens)
 	set("only for servers with further KV pools or cache tiers (SWA or Mamba pools, SGLang HiCache, vLLM offloading, LMCache, Dynamo KVBM)",
 		signal.KVPoolCapacityTokens, signal.KVPoolCapacityBytes, signal.KVPoolUsedTokens, signal.KVPoolUsedBytes,
-		signal.KVPoolUsageRatio, signal.KVPoolHitTokens, signal.KVPoolHitRate)
-	set("only while requests run", signal.KVPerRunningRequestTokens, signal.KVWorkloadHeadroomRequests, signal.PoolWorkloadHeadroomRequests)
+		signal.KVPoolCapacitySlots, signal.KVPoolUsedSlots, signal.KVPoolUsageRatio, signal.KVPoolHitTokens, signal.KVPoolHitRate)
+	set("only while requests run", signal.KVPerRunningRequestTokens, signal.KVWorkloadHeadroomRequests, signal.PoolWorkloadHeadroomRequests,
+		signal.KVCapacityRequests, signal.ConcurrencyRequests, signal.BindingPool)
+	set("only for hybrid models whose engine reports its state pool's counts (SGLang Mamba or SWA pools)", signal.StateCapacityRequests, signal.StateHeadroomRequests)
 	set("only once requests have finished, on engines with per-request token histograms (vLLM, SGLang)",
 		signal.FinishedRequestTokens, signal.FinishedHeadroomRequests, signal.PoolFinishedHeadroomRequests)
 	set("only for pools of more than one server", signal.DrainMarginTokens, signal.DrainMarginRatio,

@@ -58,6 +58,12 @@ type ServerText struct {
 	// State is the server's diagnosis in words (textfmt.State): "leak
 	// suspected", "ok", ...; its evidence is Plan.Evidence.
 	State string `json:"state,omitempty"`
+	// Binding and StatePool are a hybrid model's (a plan with a state
+	// pool): what caps its concurrency, "concurrency 96, bound by state
+	// slots (mamba)" (textfmt.Binding), and its state pool,
+	// "state slots (mamba) 56 / 96 (58.3%), 40 more requests".
+	Binding   string `json:"binding,omitempty"`
+	StatePool string `json:"state_pool,omitempty"`
 }
 
 // PoolText is a pool's values as status and top write them.
@@ -122,6 +128,9 @@ func (s *Server) text() *ServerText {
 	}
 	if s.Plan != nil {
 		t.State = textfmt.State(s.Plan.State)
+		if st := s.Plan.StatePool; st != nil {
+			t.Binding, t.StatePool = textfmt.Binding(s.Plan), textfmt.StatePool(st)
+		}
 	}
 	return t
 }

@@ -7,7 +7,7 @@ import (
 
 // collectCachePools exports a server's further KV pools (kv.Server.CachePools): one
 // series per known value, labelled pool_type, tier and pool_name; the unit
-// picks the family (tokens or bytes; Mamba slots export their ratio only).
+// picks the family (tokens, bytes or Mamba's state slots).
 // Unknown values have no series, as everywhere. id are the server's
 // identity label values.
 func (c *collector) collectCachePools(s *kv.Server, em *emitter, id []string) {
@@ -25,6 +25,9 @@ func (c *collector) collectCachePools(s *kv.Server, em *emitter, id []string) {
 		case kv.UnitBytes:
 			known(signal.KVPoolCapacityBytes, p.Capacity)
 			known(signal.KVPoolUsedBytes, p.Used)
+		case kv.UnitSlots:
+			known(signal.KVPoolCapacitySlots, p.Capacity)
+			known(signal.KVPoolUsedSlots, p.Used)
 		}
 		known(signal.KVPoolUsageRatio, p.UsageRatio)
 		known(signal.KVPoolHitTokens, p.HitTokens)

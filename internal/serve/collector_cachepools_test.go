@@ -66,7 +66,8 @@ func TestCollectorPools(t *testing.T) {
 		"kvwatch_kv_pool_usage_ratio{full,host,}":      0.5,
 		"kvwatch_kv_pool_hit_tokens_total{full,host,}": 200,
 		"kvwatch_kv_pool_usage_ratio{swa,gpu,}":        0.9,
-		// Mamba slots are no tokens: the ratio only.
+		// Mamba slots are no tokens: a family of their own.
+		"kvwatch_kv_pool_capacity_slots{mamba,gpu,}":     64,
 		"kvwatch_kv_pool_usage_ratio{mamba,gpu,}":        0.25,
 		"kvwatch_kv_pool_used_bytes{full,lmcache-l2,fs}": 5e10,
 		"kvwatch_kv_pool_hit_ratio{full,disk,}":          0.18,

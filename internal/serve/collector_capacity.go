@@ -73,6 +73,7 @@ func (c *collector) collectPlanning(es []entry, em *emitter) {
 			oneHot(em, signal.LimitingFactor, c.serverLabels, id[:], p.Limit, kv.Factors())
 		}
 		oneHot(em, signal.ServerState, c.serverLabels, id[:], p.State, kv.States())
+		collectHybrid(em, c.serverLabels, id[:], p)
 		if d, ok := drains[e.target.Name]; ok {
 			known(signal.DrainMarginTokens, d.MarginTokens)
 			known(signal.DrainMarginRatio, d.MarginRatio)

@@ -69,7 +69,7 @@ func TestCollectorPlanning(t *testing.T) {
 		for _, m := range mf.GetMetric() {
 			var ls []string
 			for _, l := range m.GetLabel() {
-				if n := l.GetName(); n == "server" || n == "factor" || n == "role" || n == "state" {
+				if n := l.GetName(); n == "server" || n == "factor" || n == "role" || n == "state" || n == "binding" {
 					ls = append(ls, l.GetValue())
 				}
 			}
@@ -119,6 +119,27 @@ func TestCollectorPlanning(t *testing.T) {
 				v = 1
 			}
 			want["kvwatch_limiting_factor{"+strings.Join(ls, ",")+"}"] = v
+		}
+	}
+	// Concurrency: no running limit and no state pool, so the KV's
+	// requests bind: d0 and d1 100,000 / 2,000 = 50, p0 50,000 / 2,000 = 25.
+	for _, srv := range []struct {
+		name, role string
+		n          float64
+	}{{"d0", "decode", 50}, {"d1", "decode", 50}, {"p0", "prefill", 25}} {
+		for _, m := range []string{"kvwatch_kv_capacity_requests", "kvwatch_concurrency_requests"} {
+			ls := []string{srv.name, srv.role}
+			sort.Strings(ls)
+			want[m+"{"+strings.Join(ls, ",")+"}"] = srv.n
+		}
+		for _, b := range kv.Bindings() {
+			ls := []string{srv.name, srv.role, string(b)}
+			sort.Strings(ls)
+			v := 0.0
+			if b == kv.BindingKV {
+				v = 1
+			}
+			want["kvwatch_binding_pool{"+strings.Join(ls, ",")+"}"] = v
 		}
 	}
 	// Every server holds what its running requests hold, below the

@@ -22,6 +22,13 @@ func init() {
 		signal.PoolSaturationRatio.Name:          "derived: Σ capacity × saturation / Σ capacity",
 		signal.PoolDrainMarginTokens.Name:        "derived: the largest server's drain margin",
 		signal.PoolDrainMarginRatio.Name:         "derived: the largest server's drain margin ratio",
+		signal.KVCapacityRequests.Name:           "derived: floor(capacity / (used / running))",
+		signal.StateCapacityRequests.Name:        "derived: floor(state capacity / state per running request); SGLang `{swa,mamba}_{available,evictable,used}_tokens`",
+		signal.StateHeadroomRequests.Name:        "derived: floor((state capacity − state used) / state per running request)",
+		signal.ConcurrencyRequests.Name:          "derived: min(max running, KV capacity in requests, state capacity in requests)",
+		signal.BindingPool.Name:                  "derived: the term that gives the concurrency (docs/planning.md, hybrid models)",
+		signal.KVPoolCapacitySlots.Name:          "per state pool, derived: SGLang `mamba_{available,evictable,used}_tokens` summed",
+		signal.KVPoolUsedSlots.Name:              "per state pool, direct: SGLang `mamba_used_tokens`",
 		signal.PoolDesiredServers.Name:           "derived: ceil((Σ used + Σ demand) / (target × Σ capacity / servers)) + 1; the recording rule `pool:kvwatch_pool_desired_servers` computes the same from the exported series",
 	} {
 		provenanceDoc[k] = v

@@ -2,7 +2,7 @@ package signal
 
 // Capacity-planning families (docs/planning.md): per server, then per pool.
 
-// LabelFactor is the label of LimitingFactor: kv, batch, queue or none.
+// LabelFactor is the label of LimitingFactor: kv, state, batch, queue or none.
 const LabelFactor = "factor"
 
 // PoolLabels are the identity labels of the per-pool families, in order:
@@ -24,7 +24,7 @@ var (
 	SaturationRatio = Metric{Name: "kvwatch_saturation_ratio", Type: Gauge, Unit: "ratio",
 		Help: "The fuller of KV and the batch: max(usage ratio, running over the running-request limit), 0-1."}
 	LimitingFactor = Metric{Name: "kvwatch_limiting_factor", Type: Gauge, Unit: "",
-		Help:   "1 for what limits admission now (kv, batch, queue or none), 0 for the other factors; absent when unknown.",
+		Help:   "1 for what limits admission now (kv, state, batch, queue or none), 0 for the other factors; absent when unknown.",
 		Labels: []string{LabelFactor}}
 	ServerState = Metric{Name: "kvwatch_server_state", Type: Gauge, Unit: "",
 		Help:   "1 for the server's diagnosis (leak_suspected, stuck, full, pressure, ok or idle; docs/runbook.md), 0 for the other states; absent when unknown.",
@@ -61,8 +61,8 @@ var (
 
 // Planning lists the per-server planning families in documentation order.
 func Planning() []Metric {
-	return []Metric{KVPerRunningRequestTokens, KVWorkloadHeadroomRequests, FinishedRequestTokens, FinishedHeadroomRequests, MaxRunningRequests, SaturationRatio,
-		LimitingFactor, ServerState, DrainMarginTokens, DrainMarginRatio}
+	return append([]Metric{KVPerRunningRequestTokens, KVWorkloadHeadroomRequests, FinishedRequestTokens, FinishedHeadroomRequests, MaxRunningRequests, SaturationRatio,
+		LimitingFactor, ServerState, DrainMarginTokens, DrainMarginRatio}, Hybrid()...)
 }
 
 // PoolPlanning lists the per-pool planning families in documentation order.

@@ -27,6 +27,10 @@ var (
 		Help: "What a further KV pool or cache tier holds now, in tokens."}
 	KVPoolUsedBytes = Metric{Name: "kvwatch_kv_pool_used_bytes", Type: Gauge, Unit: "bytes", Labels: CachePoolLabels(),
 		Help: "What a further KV pool or cache tier holds now, in bytes."}
+	KVPoolCapacitySlots = Metric{Name: "kvwatch_kv_pool_capacity_slots", Type: Gauge, Unit: "slots", Labels: CachePoolLabels(),
+		Help: "Capacity of a state pool measured in slots (a hybrid model's Mamba state slots, one per request)."}
+	KVPoolUsedSlots = Metric{Name: "kvwatch_kv_pool_used_slots", Type: Gauge, Unit: "slots", Labels: CachePoolLabels(),
+		Help: "State slots a pool holds now (a hybrid model's Mamba pool)."}
 	KVPoolUsageRatio = Metric{Name: "kvwatch_kv_pool_usage_ratio", Type: Gauge, Unit: "ratio", Labels: CachePoolLabels(),
 		Help: "Used over capacity (0-1) of a further KV pool or cache tier."}
 	KVPoolHitTokens = Metric{Name: "kvwatch_kv_pool_hit_tokens_total", Type: Counter, Unit: "tokens", Labels: CachePoolLabels(),
@@ -38,5 +42,5 @@ var (
 // Pools lists the pool families in documentation order.
 func Pools() []Metric {
 	return []Metric{KVPoolCapacityTokens, KVPoolCapacityBytes, KVPoolUsedTokens, KVPoolUsedBytes,
-		KVPoolUsageRatio, KVPoolHitTokens, KVPoolHitRate}
+		KVPoolCapacitySlots, KVPoolUsedSlots, KVPoolUsageRatio, KVPoolHitTokens, KVPoolHitRate}
 }

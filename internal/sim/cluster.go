@@ -176,7 +176,7 @@ func (s *server) reset() {
 	if s.spec.Role != RoleRouter && !s.eng.tierOf {
 		for dp := range s.spec.DP {
 			k := &rank{srv: s, dp: dp, capacity: s.spec.CapacityTokens, page: s.spec.PageSize,
-				maxRunning: s.spec.MaxRunningRequests, groups: make([]group, s.spec.Load.PrefixGroups)}
+				maxRunning: admissionLimit(s.spec), groups: make([]group, s.spec.Load.PrefixGroups)}
 			if s.eng.slots {
 				k.slots = make([]slot, s.spec.MaxRunningRequests)
 				for i := range k.slots {

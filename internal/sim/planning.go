@@ -111,6 +111,7 @@ func (l *LoadSpec) validateGrowth(path string, add func(path, format string, arg
 // Limiting factors of PlanTruth, as kvwatch names them.
 const (
 	FactorKV    = "kv"
+	FactorState = "state"
 	FactorBatch = "batch"
 	FactorQueue = "queue"
 	FactorNone  = "none"
@@ -140,7 +141,7 @@ type PlanTruth struct {
 	FinishedOK       bool
 	// MaxRunning is the running-request limit, summed over DP ranks.
 	MaxRunning int
-	// Limit is kv, batch, queue or none.
+	// Limit is kv, state, batch, queue or none.
 	Limit string
 }
 
@@ -169,7 +170,9 @@ func (t *Truth) Planning(warning float64) PlanTruth {
 	}
 	usage := float64(t.UsedTokens) / float64(t.CapacityTokens)
 	waiting := t.Queued + t.DecodePrealloc + t.PrefillBootstrap
-	switch {
+	switch st, ok := t.stateUsage(); {
+	case ok && st >= warning && !(usage >= warning && usage > st):
+		p.Limit = FactorState
 	case usage >= warning:
 		p.Limit = FactorKV
 	case t.PendingPreallocTokens > t.CapacityTokens-t.UsedTokens:

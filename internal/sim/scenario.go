@@ -81,6 +81,10 @@ type ServerSpec struct {
 	// SWAWindow makes an SGLang model hybrid: its sliding-window layers keep
 	// the last swa_window tokens of each request (0: a dense model).
 	SWAWindow int64 `yaml:"swa_window"`
+	// MambaSlots makes an SGLang model hybrid with Mamba layers: its state
+	// pool has mamba_slots slots per DP rank, one per running request, so
+	// a rank runs at most that many at once (0: no Mamba layers; hybrid.go).
+	MambaSlots int64 `yaml:"mamba_slots"`
 	// CPUOffloadTokens is the host tier per DP rank, in tokens (0: off):
 	// vLLM's native KV offloading to CPU, trtllm-serve's host cache
 	// (host_cache_size), Dynamo KVBM's G2 (DYN_KVBM_CPU_CACHE_GB).

@@ -102,10 +102,12 @@ func renderSGLang(p *snapshot) []byte {
 	gauge("num_running_reqs", "The number of running requests.", func(r *RankTruth) float64 { return float64(r.Running) })
 	gauge("num_used_tokens", "The number of used tokens.", func(r *RankTruth) float64 { return float64(r.UsedTokens) })
 	// token_usage is the max over the full, SWA and Mamba pools.
-	gauge("token_usage", "The token usage.", func(r *RankTruth) float64 { return math.Round(max(usage(r), r.swaUsage())*100) / 100 })
+	gauge("token_usage", "The token usage.", func(r *RankTruth) float64 { return math.Round(max(usage(r), r.swaUsage(), r.mambaUsage())*100) / 100 })
 	if !legacy {
 		gauge("full_token_usage", "The token usage for full attention layers.", usage)
 		gauge("swa_token_usage", "The token usage for SWA layers.", func(r *RankTruth) float64 { return r.swaUsage() })
+		gauge("mamba_usage", "The token usage for Mamba layers.", func(r *RankTruth) float64 { return r.mambaUsage() })
+		renderHybridCounts(gauge)
 		gauge("kv_available_tokens", "Number of free token slots in the KV cache pool.", func(r *RankTruth) float64 { return float64(r.AvailableTokens) })
 		gauge("kv_evictable_tokens", "Number of evictable (radix-cached) token slots in the KV cache pool.", func(r *RankTruth) float64 { return float64(r.EvictableTokens) })
 		gauge("kv_used_tokens", "Number of actively used token slots in the KV cache pool.", func(r *RankTruth) float64 { return float64(r.UsedTokens) })

@@ -193,6 +193,7 @@ func (s *server) hostTruth(t *Truth) {
 			t.Disk = t.Disk.plus(t.Ranks[i].Disk)
 		}
 	}
+	s.hybridTruth(t)
 	if s.eng.truth != nil {
 		s.eng.truth(s, t)
 	}
@@ -282,6 +283,12 @@ func validateTiers(path string, s ServerSpec, eng *engine, servers []ServerSpec,
 		add("swa_window", "must not be negative, got %d", s.SWAWindow)
 	case s.SWAWindow > 0 && !eng.tiers.swa:
 		add("swa_window", "hybrid models are simulated for %s only, got %s", enginesWith(func(e *engine) bool { return e.tiers.swa }), s.Engine)
+	}
+	switch {
+	case s.MambaSlots < 0:
+		add("mamba_slots", "must not be negative, got %d", s.MambaSlots)
+	case s.MambaSlots > 0 && !eng.tiers.swa:
+		add("mamba_slots", "hybrid models are simulated for %s only, got %s", enginesWith(func(e *engine) bool { return e.tiers.swa }), s.Engine)
 	}
 	switch {
 	case s.CPUOffloadTokens < 0:

@@ -65,6 +65,8 @@ type Truth struct {
 	Host *HostTruth
 	// SWA is the sliding-window pool, summed over DP ranks (nil for a dense model).
 	SWA *SWATruth
+	// Mamba is the Mamba state pool, summed over DP ranks (nil without one; hybrid.go).
+	Mamba *MambaTruth
 	// Disk is the tier below the host (KVBM's G3 disk, LMCache's L2),
 	// summed over DP ranks (nil without one).
 	Disk *HostTruth
@@ -154,6 +156,8 @@ type RankTruth struct {
 	Host *HostTruth
 	// SWA is the sliding-window pool of a hybrid model (nil for a dense one; tiers.go).
 	SWA *SWATruth
+	// Mamba is the Mamba state pool of a hybrid model (nil without one; hybrid.go).
+	Mamba *MambaTruth
 	// Disk is the tier below the host (nil without one; tiers.go).
 	Disk *HostTruth
 }

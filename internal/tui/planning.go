@@ -27,7 +27,7 @@ func stateCol() tableCol {
 }
 
 // limitCol is the LIMIT column: what limits admission on the server now
-// (kv, batch, queue, none; -- when unknown), docs/planning.md.
+// (kv, state, batch, queue, none; -- when unknown), docs/planning.md.
 func limitCol() tableCol {
 	return tableCol{numColumns, "LIMIT", 5, false, 7, func(m Model, s report.Server) string {
 		if s.Plan == nil || s.Plan.Limit == kv.FactorUnknown || s.Plan.Limit == "" {
@@ -35,7 +35,7 @@ func limitCol() tableCol {
 		}
 		f := string(s.Plan.Limit)
 		switch s.Plan.Limit {
-		case kv.FactorKV:
+		case kv.FactorKV, kv.FactorState:
 			return m.st.bad.Render(f)
 		case kv.FactorBatch, kv.FactorQueue:
 			return m.st.warn.Render(f)
@@ -72,6 +72,9 @@ func (m Model) planLines(s report.Server, w int) []string {
 		maxRun += " (" + p.MaxRunningSource + ")"
 	}
 	lines := flow([]string{state, limit, fits, maxRun, "batch left " + textfmt.Count(p.BatchHeadroom), "saturation " + textfmt.Percent(p.Saturation)}, w, "  ")
+	if b := bindingLine(s); b != "" {
+		lines = append(lines, flow([]string{b}, w, "  ")...)
+	}
 	key := report.PoolKeyOf(&s)
 	for _, pp := range m.rep.Planning {
 		if pp.PoolKey != key {

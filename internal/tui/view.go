@@ -292,7 +292,7 @@ func (m Model) fleetView(w int) []string {
 	if !m.have {
 		return lines
 	}
-	lines = append(lines, m.fleetLines(w)...)
+	lines = append(append(lines, m.fleetLines(w)...), m.hybridLines(w)...)
 	cols, nameW := m.layout(w)
 	arrow := "▲"
 	if m.desc {

@@ -507,7 +507,17 @@ function fleetCards(r) {
       ${p.role && poolAlertsOf(p).length ? `<div>alerts ${alertsLink(poolAlertsOf(p))}</div>` : ""}</div>`;
   };
   const failed = f.failed ? `<div class="card"><div class="muted">Down</div><div class="v error">${f.failed}</div></div>` : "";
-  return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${failed}</div>`;
+  return `<div class="fleet">${head}${pools.map(card).join("") || card({ name: "fleet", servers: 0, counted: 0 })}${boundCards(r)}${failed}</div>`;
+}
+
+// boundCards are one card per hybrid server (a plan with a state pool):
+// what caps its concurrency and its state pool, in the report's words
+// (servers[].text.binding, state_pool), as status and top write them.
+function boundCards(r) {
+  return (r.servers || []).filter((s) => s.plan && s.plan.state_pool && s.text).map((s) => `<div class="card bound" data-bound="${esc(s.name)}">
+      <div class="muted">${esc(s.name)} · KV tokens and state slots</div>
+      <div data-field="binding">${esc(s.text.binding)}</div>
+      <div class="muted" data-field="state-pool">${esc(s.text.state_pool)}</div></div>`).join("");
 }
 
 // hitCell shows the report's prefix-cache hit ratio (servers[].text): over
