@@ -41,7 +41,10 @@ func TestServeHistoryLimitsLabelChurn(t *testing.T) {
 	}))
 	t.Cleanup(hostile.Close)
 	healthy := testenv.EngineServer(t, "", page(t))
-	const limit = 70
+	// Above the healthy target's series (72 with the binding pool, the
+	// drift sentinel's info and the projection's), below what the hostile
+	// target's churn adds in four scrapes.
+	const limit = 100
 	yml := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s}\nhistory: {max_series_per_target: %d}\n"+
 		"targets:\n  - {name: healthy, url: %q}\n  - {name: hostile, url: %q}\n", limit, healthy.URL, hostile.URL)
 	var logs bytes.Buffer
