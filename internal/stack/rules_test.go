@@ -316,33 +316,46 @@ func TestRunbookAnchors(t *testing.T) {
 	}
 }
 
-// TestRuleTestsCatchWrongThreshold (issue 18 item 10): the generated unit
-// tests' expected annotations come from the thresholds, not from the rules'
-// own text, so a rule whose summary names the wrong threshold fails
-// `promtool test rules`.
-func TestRuleTestsCatchWrongThreshold(t *testing.T) {
+// TestRuleTestsCatchTampering: a generated rule file changed in one place
+// fails `promtool test rules` with a failure naming what changed.
+//   - (issue 18 item 10) the unit tests' expected annotations come from the
+//     thresholds, not from the rules' own text, so a summary that names a
+//     threshold 5 points above the real one fails;
+//   - the server prompt-token rate written as a plain rate() fails the
+//     counter-reset case.
+func TestRuleTestsCatchTampering(t *testing.T) {
 	promtool := testenv.Tool(t, "prometheus", "promtool")
-	_, dir := generateDir(t, Options{})
-	p := filepath.Join(dir, filepath.FromSlash(AlertRulesFile))
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Claim a threshold 5 points above the real one.
 	w := Options{}.WithDefaults().Config.Alerts.KVUsageWarning
-	right, wrong := fmt.Sprintf("is above %v%%", w*100), fmt.Sprintf("is above %v%%", w*100+5)
-	bad := strings.Replace(string(b), right, wrong, 1)
-	if bad == string(b) {
-		t.Fatalf("%s has no %q to tamper with", AlertRulesFile, right)
-	}
-	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), AlertKVHigh) {
-		t.Errorf("promtool test rules with a wrong threshold in %s's summary: err %v, want a failure naming it:\n%s", AlertKVHigh, err, out)
+	m := signal.PromptTokens.Name
+	for _, c := range []struct {
+		name, file, from, to, want string
+	}{
+		{"wrong threshold in " + AlertKVHigh + "'s summary", AlertRulesFile,
+			fmt.Sprintf("is above %v%%", w*100), fmt.Sprintf("is above %v%%", w*100+5), AlertKVHigh},
+		{"plain rate() of " + m, RecordingRulesFile,
+			counterRate(m, rateWindow, ""), "rate(" + m + "[" + rateWindow + "])", recRate("server", signal.PromptTokens)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, dir := generateDir(t, Options{})
+			p := filepath.Join(dir, filepath.FromSlash(c.file))
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := strings.Replace(string(b), c.from, c.to, 1)
+			if bad == string(b) {
+				t.Fatalf("%s has no %q to tamper with", c.file, c.from)
+			}
+			if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Errorf("promtool test rules with a %s: err %v, want a failure naming %s:\n%s", c.name, err, c.want, out)
+			}
+		})
 	}
 }
 
@@ -440,32 +453,5 @@ func TestCounterRatesGuarded(t *testing.T) {
 		if total == 0 {
 			t.Errorf("%s: no guarded counter rate at all; the check found nothing to check", c.name)
 		}
-	}
-}
-
-// TestRuleTestsCatchUnguardedRate: the server prompt-token rate written as
-// a plain rate() fails the counter-reset case of the promtool tests.
-func TestRuleTestsCatchUnguardedRate(t *testing.T) {
-	promtool := testenv.Tool(t, "prometheus", "promtool")
-	_, dir := generateDir(t, Options{})
-	p := filepath.Join(dir, filepath.FromSlash(RecordingRulesFile))
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := signal.PromptTokens.Name
-	guarded := counterRate(m, rateWindow, "")
-	bad := strings.Replace(string(b), guarded, "rate("+m+"["+rateWindow+"])", 1)
-	if bad == string(b) {
-		t.Fatalf("%s has no %q to tamper with", RecordingRulesFile, guarded)
-	}
-	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), recRate("server", signal.PromptTokens)) {
-		t.Errorf("promtool test rules with a plain rate() of %s: err %v, want a failure naming %s:\n%s", m, err, recRate("server", signal.PromptTokens), out)
 	}
 }
