@@ -150,19 +150,7 @@ func TestFastWindowTestsCatchWrongWindow(t *testing.T) {
 		{"instant usage", right, "kvwatch_kv_usage_ratio"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, dir := generateDir(t, Options{})
-			p := filepath.Join(dir, filepath.FromSlash(AlertRulesFile))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad := strings.Replace(string(b), c.old, c.new, 1)
-			if bad == string(b) {
-				t.Fatalf("%s has no %q to tamper with", AlertRulesFile, c.old)
-			}
-			if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			dir, _ := generateTampered(t, Options{}, AlertRulesFile, c.old, c.new)
 			cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertFastTestsFile))
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
@@ -336,19 +324,7 @@ func TestRuleTestsCatchTampering(t *testing.T) {
 			counterRate(m, rateWindow, ""), "rate(" + m + "[" + rateWindow + "])", recRate("server", signal.PromptTokens)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, dir := generateDir(t, Options{})
-			p := filepath.Join(dir, filepath.FromSlash(c.file))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad := strings.Replace(string(b), c.from, c.to, 1)
-			if bad == string(b) {
-				t.Fatalf("%s has no %q to tamper with", c.file, c.from)
-			}
-			if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			dir, _ := generateTampered(t, Options{}, c.file, c.from, c.to)
 			cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
