@@ -35,9 +35,12 @@ var rangeFuncs = map[string]bool{
 
 // labelPreserving reports whether expr is built only from plain vector
 // selectors, number literals, parentheses, unary minus or plus, the
-// label-keeping range functions of plain matrix selectors, and arithmetic
-// or comparison operators with default one-to-one matching (no on,
-// ignoring, group_left or group_right) or with a scalar side.
+// label-keeping range functions of plain matrix selectors, arithmetic or
+// comparison operators with default one-to-one matching (no on,
+// ignoring, group_left or group_right) or with a scalar side, and unless
+// with default matching: it keeps the left side's series whose labels
+// (__name__ aside) no right-side series has, so it filters as a comparison
+// does (the stack's counter rates, `rate(X[5m]) unless resets(X[5m]) > 0`).
 func labelPreserving(expr parser.Expr) bool {
 	switch n := expr.(type) {
 	case *parser.NumberLiteral:
@@ -67,7 +70,11 @@ func labelPreserving(expr parser.Expr) bool {
 		return true
 	case *parser.BinaryExpr:
 		if n.Op.IsSetOperator() {
-			return false
+			vm := n.VectorMatching
+			if n.Op != parser.LUNLESS || vm != nil && (vm.On || len(vm.MatchingLabels) > 0) {
+				return false
+			}
+			return labelPreserving(n.LHS) && labelPreserving(n.RHS)
 		}
 		if vm := n.VectorMatching; vm != nil {
 			if vm.Card != parser.CardOneToOne || vm.On || len(vm.MatchingLabels) > 0 || len(vm.Include) > 0 ||

@@ -40,6 +40,8 @@ func testExpander(t testing.TB) *Expander {
 		rule("server:neg", "-server:hit:rate5m", s15),
 		rule("server:high", "usage > bool 0.5", s15),
 		rule("server:p90", "quantile_over_time(0.9, usage[5m]) * 100", s15),
+		// The stack's counter rates: no rate over a window with a reset.
+		rule("server:steady:rate5m", "rate(hit_total[5m]) unless resets(hit_total[5m]) > 0", s15),
 		// Stored: aggregation, labels added, name recorded twice, cycles,
 		// depends on a stored rule, label functions, matching modifiers,
 		// set operators, subqueries, no selector.
@@ -55,6 +57,9 @@ func testExpander(t testing.TB) *Expander {
 		rule("matched", "usage / on (server) capacity", s15),
 		rule("grouped", "usage / ignoring (dp) group_left capacity", s15),
 		rule("setop", "usage and capacity", s15),
+		rule("union", "usage or capacity", s15),
+		rule("unless:on", "usage unless on (server) capacity", s15),
+		rule("unless:ignoring", "usage unless ignoring (dp) capacity", s15),
 		rule("subquery", "max_over_time(usage[5m:1m])", s15),
 		rule("constant", "vector(1)", s15),
 		rule("clock", "time() - usage", s15),
@@ -64,12 +69,12 @@ func testExpander(t testing.TB) *Expander {
 func TestExpanderClassifies(t *testing.T) {
 	e := testExpander(t)
 	want := []string{"server:full:deriv15m", "server:high", "server:hit:rate5m", "server:hit:ratio",
-		"server:neg", "server:p90", "server:query:rate5m"}
+		"server:neg", "server:p90", "server:query:rate5m", "server:steady:rate5m"}
 	if diff := cmp.Diff(want, e.Names()); diff != "" {
 		t.Errorf("on-demand rules (-want +got):\n%s", diff)
 	}
 	for _, n := range []string{"pool:hit:rate5m", "labelled:rate5m", "twice", "cycle:a", "cycle:b", "self",
-		"on:stored", "relabelled", "matched", "grouped", "setop", "subquery", "constant", "clock"} {
+		"on:stored", "relabelled", "matched", "grouped", "setop", "union", "unless:on", "unless:ignoring", "subquery", "constant", "clock"} {
 		if e.OnDemand(n) {
 			t.Errorf("OnDemand(%s) = true, want false (stored)", n)
 		}
@@ -111,6 +116,10 @@ func TestExpand(t *testing.T) {
 			`topk(3, label_replace(quantile_over_time(0.9, usage[5m]) * 100, "__name__", "server:p90", "", ""))`},
 		{`max_over_time(server:neg[10m:1m])`,
 			`max_over_time(label_replace(-label_replace(rate(hit_total[5m]), ` + hitName + `), "__name__", "server:neg", "", "")[10m:1m])`},
+		// unless: the matchers reach both sides, which match on every
+		// label.
+		{`server:steady:rate5m{server="s1"}`,
+			`label_replace(rate(hit_total{server="s1"}[5m]) unless resets(hit_total{server="s1"}[5m]) > 0, "__name__", "server:steady:rate5m", "", "")`},
 		{`server:high == 1 and on (server) up`,
 			`label_replace(usage > bool 0.5, "__name__", "server:high", "", "") == 1 and on (server) up`},
 		// Not expanded: stored rules, other metrics, a name matched by
@@ -225,7 +234,7 @@ func TestOnDemandRuleInAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, field := range []string{`"onDemand":true`, `"health":"ok"`, `"lastEvaluation":"0001-01-01T00:00:00Z"`,
-		`"evaluationTime":0`, `"query":"rate(kvwatch_preemptions_total[5m])"`, `"labels":{}`} {
+		`"evaluationTime":0`, `"query":"(rate(kvwatch_preemptions_total[5m]) unless resets(kvwatch_preemptions_total[5m]) \u003e 0)"`, `"labels":{}`} {
 		if !strings.Contains(string(b), field) {
 			t.Errorf("rule JSON %s lacks %s", b, field)
 		}

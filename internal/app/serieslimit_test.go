@@ -103,19 +103,6 @@ func seriesOf(t *testing.T, s *Serve, server string) []labels.Labels {
 // counter returns the counter name{label=value} of g, 0 when absent.
 func counter(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelOf(m, label) == value {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := testenv.Value(t, g, name, map[string]string{label: value})
+	return v
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
 	"github.com/kvwatch/kvwatch/internal/config"
@@ -127,41 +126,6 @@ func uiSettings(t *testing.T, base string) map[string]any {
 	return m
 }
 
-func gauge(t *testing.T, g prometheus.Gatherer, name string, match map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for k, v := range match {
-				if labelOf(m, k) != v {
-					continue metrics
-				}
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue(), true
-			}
-			return m.GetUntyped().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-func labelOf(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 // A reload of each config key reaches every component that reads it: the
 // target loops and report (daemon), the history, the rules and their
 // notifiers, the web UI and the remote writer. Each case starts serve on
@@ -213,7 +177,7 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			}
 			waitFor(t, "the report's and the exporter's desired servers under the new target", func() bool {
 				r := s.Daemon().Report()
-				v, ok := gauge(t, s.Daemon().Gatherer(), signal.PoolDesiredServers.Name, nil)
+				v, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.PoolDesiredServers.Name, nil)
 				return len(r.Planning) == 1 && r.Planning[0].DesiredServers.V == 5 && ok && v == 5
 			})
 		}},
@@ -248,7 +212,7 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 		}},
 		{"global.body_size_limit", "global: {body_size_limit: 200B}\n", func(t *testing.T, s *Serve, url string) {
 			waitFor(t, "target a to fail over the body limit", func() bool {
-				up, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a"})
+				up, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a"})
 				return ok && up == 0
 			})
 		}},
@@ -269,22 +233,22 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 		}},
 		{"global.labels", "global: {labels: {cluster: east}}\n", func(t *testing.T, s *Serve, url string) {
 			waitFor(t, "target a's series with kv_cluster=east", func() bool {
-				_, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a", "kv_cluster": "east"})
+				_, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "a", "kv_cluster": "east"})
 				return ok
 			})
 		}},
 		{"targets", fmt.Sprintf("  - {name: b, url: %q}\n", other.URL), func(t *testing.T, s *Serve, url string) {
 			waitFor(t, "target b", func() bool {
-				_, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "b"})
+				_, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "b"})
 				return ok
 			})
 		}},
 		{"http_sd_configs", "http_sd_configs:\n  - url: " + sd.URL + "\n    relabel_configs: [{source_labels: [__meta_team], target_label: pool}, {target_label: name, replacement: c}]\n", func(t *testing.T, s *Serve, url string) {
 			waitFor(t, "target c, found by http_sd and relabeled", func() bool {
-				up, ok := gauge(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "c", "role": "decode", "pool": "kv"})
+				up, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": "c", "role": "decode", "pool": "kv"})
 				return ok && up == 1
 			})
-			if got, _ := gauge(t, s.o.Registry, signal.DiscoveryTargets.Name, map[string]string{signal.LabelSDConfig: "http_sd_configs[0]"}); got != 1 {
+			if got, _ := testenv.Value(t, s.o.Registry, signal.DiscoveryTargets.Name, map[string]string{signal.LabelSDConfig: "http_sd_configs[0]"}); got != 1 {
 				t.Errorf("%s = %g, want 1", signal.DiscoveryTargets.Name, got)
 			}
 		}},
@@ -347,7 +311,7 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 				t.Errorf("remote write: remotes %+v, want the new store", rws)
 			}
 			waitFor(t, "the remote-write queue's metrics", func() bool {
-				_, ok := gauge(t, s.o.Registry, signal.RemoteWriteQueueCapacity.Name, nil)
+				_, ok := testenv.Value(t, s.o.Registry, signal.RemoteWriteQueueCapacity.Name, nil)
 				return ok
 			})
 		}},
@@ -366,7 +330,7 @@ func TestReloadReachesEveryComponent(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("reload = %d: %s", resp.StatusCode, b)
 			}
-			if got, _ := gauge(t, s.o.Registry, signal.ConfigReloadSuccess.Name, nil); got != 1 {
+			if got, _ := testenv.Value(t, s.o.Registry, signal.ConfigReloadSuccess.Name, nil); got != 1 {
 				t.Errorf("%s = %g after a good reload, want 1", signal.ConfigReloadSuccess.Name, got)
 			}
 			c.check(t, s, url)
@@ -399,7 +363,7 @@ func TestFailedReloadKeepsTheOldConfigEverywhere(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Reload error = %v, want one saying %q", err, c.want)
 			}
-			if got, _ := gauge(t, s.o.Registry, signal.ConfigReloadSuccess.Name, nil); got != 0 {
+			if got, _ := testenv.Value(t, s.o.Registry, signal.ConfigReloadSuccess.Name, nil); got != 0 {
 				t.Errorf("%s = %g after a failed reload, want 0", signal.ConfigReloadSuccess.Name, got)
 			}
 			if q, _ := ruleQuery(t, url, "KVCacheUsageHigh"); !strings.HasSuffix(q, "> 0.9") {
@@ -423,7 +387,7 @@ func TestFailedReloadKeepsTheOldConfigEverywhere(t *testing.T) {
 	if err := s.Reload(t.Context()); err != nil {
 		t.Fatalf("a good reload after failed ones: %v", err)
 	}
-	if got, _ := gauge(t, s.o.Registry, signal.ConfigReloadSuccess.Name, nil); got != 1 {
+	if got, _ := testenv.Value(t, s.o.Registry, signal.ConfigReloadSuccess.Name, nil); got != 1 {
 		t.Errorf("%s = %g after a good reload, want 1", signal.ConfigReloadSuccess.Name, got)
 	}
 }

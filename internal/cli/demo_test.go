@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
-	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/serve"
@@ -68,9 +67,7 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time,
 	ctx, cancel := context.WithCancel(context.Background())
 	c := startPD(ctx, t)
 	c.Advance(10 * time.Minute) // some KV in use
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
-	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
+	cfg := scrapingEvery(200 * time.Millisecond)
 	t.Cleanup(func() { cancel(); c.Close() }) // after serve's (cleanups run last first)
 	d, srv := runDemoServe(ctx, t, c, cfg, os.Stdout, true)
 	// feed moves the simulated clock on, waits until every target was
@@ -503,9 +500,7 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 	defer cancel()
 	c := startPD(ctx, t)
 	defer c.Close()
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
-	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
+	cfg := scrapingEvery(200 * time.Millisecond)
 	cfg.Alerts.KVUsageWarning = 0.8
 	cfg.Alerts.KVUsageWarningFor = model.Duration(time.Minute)
 	cfg.Alerting.Webhooks = []string{hook.URL}

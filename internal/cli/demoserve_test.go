@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/app"
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/serve"
 	"github.com/kvwatch/kvwatch/internal/sim"
+	"github.com/kvwatch/kvwatch/internal/testenv"
+	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // runDemoServe starts serve over c with cfg as kvwatch demo runs it
@@ -50,6 +53,26 @@ func runDemoServeFlags(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *c
 		time.Sleep(100 * time.Millisecond)
 	}
 	return d, srv
+}
+
+// chromiumForUI returns the path of Chromium for a test that loads the web
+// UI, once the UI's assets are built (`make assets`).
+func chromiumForUI(t *testing.T) string {
+	t.Helper()
+	chromium := testenv.Tool(t, "chromium", "chromium")
+	if err := web.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	return chromium
+}
+
+// scrapingEvery returns the default config with every target scraped each
+// d, with a timeout of d.
+func scrapingEvery(d time.Duration) *config.Config {
+	cfg := config.Default()
+	cfg.Global.ScrapeInterval = model.Duration(d)
+	cfg.Global.ScrapeTimeout = model.Duration(d)
+	return cfg
 }
 
 // headless starts the Chromium at path, headless with a w×h window and no

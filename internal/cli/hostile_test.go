@@ -16,16 +16,22 @@ import (
 	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
+// namedServers returns the base URLs of test servers by name, and add,
+// which starts one serving h under name for the rest of the test.
+func namedServers(t *testing.T) (urls map[string]string, add func(name string, h http.HandlerFunc)) {
+	urls = map[string]string{}
+	return urls, func(name string, h http.HandlerFunc) {
+		s := httptest.NewServer(h)
+		t.Cleanup(s.Close)
+		urls[name] = s.URL
+	}
+}
+
 // hostileServers serves targets that attack the terminal, leak secrets or
 // flood kvwatch, and returns their base URLs by name.
 func hostileServers(t *testing.T) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	add := func(name string, h http.HandlerFunc) {
-		s := httptest.NewServer(h)
-		t.Cleanup(s.Close)
-		out[name] = s.URL
-	}
+	out, add := namedServers(t)
 	add("ansi", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(500)
 		fmt.Fprint(w, "\x1b[2J\x1b[Hfake: all targets OK\x1b]0;owned\x07")

@@ -17,17 +17,13 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/alerting"
-	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/stack"
-	"github.com/kvwatch/kvwatch/internal/testenv"
 	"github.com/kvwatch/kvwatch/internal/textfmt"
-	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // facts are the decode pool's usage, demand and headroom as one face shows
@@ -61,10 +57,7 @@ func timesText(x float64) string {
 // counts that add up, and the bootstrap queue put on decode's
 // pre-allocation.
 func TestOverloadOneTruth(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := startBuiltin(ctx, t, "pd-sglang", 11)
@@ -96,9 +89,7 @@ func TestOverloadOneTruth(t *testing.T) {
 	c.Advance(4 * time.Minute)
 
 	// serve over the cluster, history and rules on, as kvwatch demo runs it.
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(500 * time.Millisecond)
-	cfg.Global.ScrapeTimeout = model.Duration(500 * time.Millisecond)
+	cfg := scrapingEvery(500 * time.Millisecond)
 	d, srv := runDemoServe(ctx, t, c, cfg, io.Discard, true)
 	// The clock is manual: the pages hold still from here on. Two samples
 	// in the history, the rules evaluated at the second.

@@ -20,13 +20,9 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/signal"
-	"github.com/kvwatch/kvwatch/internal/testenv"
-	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // Screenshot size: the README and docs/web.md show them at this size.
@@ -42,10 +38,7 @@ const shotW, shotH = 1280, 800
 // from the DOM). With -update they are written to docs/screenshots/, with
 // KVWATCH_SCREENSHOTS=DIR to DIR; always to $KVWATCH_ARTIFACTS.
 func TestWebUIScreenshots(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	outDirs := []string{artifactsDir(t)}
 	if *update {
 		outDirs = append(outDirs, filepath.Join("..", "..", "docs", "screenshots"))
@@ -58,9 +51,7 @@ func TestWebUIScreenshots(t *testing.T) {
 	defer cancel()
 	c := startBuiltin(ctx, t, "pd-sglang", 17)
 	defer c.Close()
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
-	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
+	cfg := scrapingEvery(200 * time.Millisecond)
 	// A history of 8 days: the planner's projection needs 5.
 	d, srv := runDemoServeFlags(ctx, t, c, cfg, io.Discard, true, embeddedFlags{history: "8d"})
 	post := func(ep, path string) {

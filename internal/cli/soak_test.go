@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,12 +44,7 @@ const (
 // an endless body, a gzip bomb, a hang-up, and one real page.
 func soakServers(t *testing.T) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	add := func(name string, h http.HandlerFunc) {
-		s := httptest.NewServer(h)
-		t.Cleanup(s.Close)
-		out[name] = s.URL
-	}
+	out, add := namedServers(t)
 	good, err := os.ReadFile(filepath.Join("testdata", "sglang-docs-production_metrics.prom"))
 	if err != nil {
 		t.Fatal(err)

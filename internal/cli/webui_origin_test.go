@@ -15,12 +15,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/common/model"
 
-	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/signal"
-	"github.com/kvwatch/kvwatch/internal/testenv"
-	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // refusedByReason reads kvwatch_web_requests_refused_total from serve's
@@ -59,16 +55,11 @@ func refusedByReason(t *testing.T, base string) map[string]float64 {
 // runs, and a page under the rebound name is refused; serve's own UI
 // loads with none of its requests refused.
 func TestWebUIRefusesOtherOrigins(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := startBuiltin(ctx, t, "pd-sglang", 3)
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(time.Second)
-	cfg.Global.ScrapeTimeout = model.Duration(time.Second)
+	cfg := scrapingEvery(time.Second)
 	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, true)
 	base := d.URL() // http://127.0.0.1:PORT/
 	_, port, err := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/"))

@@ -14,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kvwatch/kvwatch/internal/testenv"
-	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // TestWebUICounterGoesBackwards: a hostile target whose prompt-token
@@ -27,10 +26,7 @@ import (
 // the windows with the decrease out (a gap in "prompt" where "generation"
 // has points) and draw nothing above the real rates.
 func TestWebUICounterGoesBackwards(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	const back = 15 // the page whose prompt counter went back
 	var pages atomic.Int64
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

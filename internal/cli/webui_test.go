@@ -14,14 +14,10 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/app"
-	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/sim"
-	"github.com/kvwatch/kvwatch/internal/testenv"
-	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // TestWebUIBeforeFirstScrape opens the UI while serve has scraped nothing
@@ -29,10 +25,7 @@ import (
 // 10s): the report has no servers, and the page must say so calmly, not
 // fail with a script error.
 func TestWebUIBeforeFirstScrape(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	sc, err := sim.ParseScenario("slow", []byte(`
 servers:
   - name: a
@@ -52,9 +45,7 @@ servers:
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(10 * time.Second)
-	cfg.Global.ScrapeTimeout = model.Duration(10 * time.Second)
+	cfg := scrapingEvery(10 * time.Second)
 	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, false)
 	bctx := headless(t, chromium, 1280, 1000, time.Minute)
 	start := time.Now()
@@ -84,16 +75,11 @@ servers:
 // chart, not show "Cannot load" (a CI run failed so when the queue was
 // off by mistake).
 func TestWebUIServerPageUnderQueryLimit(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := startBuiltin(ctx, t, "pd-sglang", 3)
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(200 * time.Millisecond)
-	cfg.Global.ScrapeTimeout = model.Duration(200 * time.Millisecond)
+	cfg := scrapingEvery(200 * time.Millisecond)
 	f := embeddedFlags{history: "1h", query: queryFlags{maxConcurrency: 1, maxQueued: 0, queuedGiven: true}}
 	d, srv := runDemoServeFlags(ctx, t, c, cfg, io.Discard, true, f)
 	// The history records what serve scrapes, as serve's run does.
@@ -198,17 +184,12 @@ func TestWebUIServerPageUnderQueryLimit(t *testing.T) {
 // shows its tiers in the usage column and is not one of the fleet's KV
 // servers ("Fleet KV usage · 1 server"), as status and top say.
 func TestWebUICacheServer(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := startBuiltin(ctx, t, "vllm-lmcache", 5)
 	c.Advance(3 * time.Minute)
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(time.Second)
-	cfg.Global.ScrapeTimeout = model.Duration(time.Second)
+	cfg := scrapingEvery(time.Second)
 	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, true)
 	bctx := headless(t, chromium, 1280, 1000, time.Minute)
 	if err := chromedp.Do(bctx, chromedp.Navigate(d.URL()),

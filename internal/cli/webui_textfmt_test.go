@@ -15,7 +15,6 @@ import (
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/serve"
-	"github.com/kvwatch/kvwatch/internal/testenv"
 	"github.com/kvwatch/kvwatch/internal/textfmt"
 	"github.com/kvwatch/kvwatch/internal/web"
 )
@@ -27,10 +26,7 @@ import (
 // and alert counts against textfmt's own output, over inputs that reach
 // each of their forms.
 func TestWebUIFormatsAsTextfmt(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium", "chromium")
-	if err := web.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
+	chromium := chromiumForUI(t)
 	b, err := os.ReadFile(filepath.Join("..", "textfmt", "testdata", "shared.json"))
 	if err != nil {
 		t.Fatal(err)

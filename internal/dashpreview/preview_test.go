@@ -165,6 +165,9 @@ Grafana, kvwatch's own web UI shows the same signals
 ` + "`grafana/dashboards/*.json`" + ` from the generated stack ([stack.md](stack.md)).
 Series names are explained in [metrics.md](metrics.md) and the recording
 rules (` + "`pool:…`, `server:…`" + `) in [stack.md](stack.md#recording-rules).
+Every rate of a counter is written ` + "`(rate(X[r]) unless resets(X[r]) > 0)`" + `:
+no value over a window in which the counter went down, as in kvwatch's web
+UI ([stack.md](stack.md#counter-rates)).
 `
 
 func checkDoc(t *testing.T, p string, want []byte) {

@@ -24,7 +24,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,46 +194,6 @@ func serve(t *testing.T, kubeconfig, ns string, static *httptest.Server, entries
 	return s
 }
 
-// value returns the value of the series of family name whose labels
-// include want, in g, and whether there is one.
-func value(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				if labelOf(m, k) != v {
-					continue series
-				}
-			}
-			switch {
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue(), true
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue(), true
-			}
-			return m.GetUntyped().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-func labelOf(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 // up reports whether server's target exists with labels and its last
 // scrape succeeded.
 func (s *served) up(t testing.TB, server string, labels map[string]string) bool {
@@ -242,13 +201,13 @@ func (s *served) up(t testing.TB, server string, labels map[string]string) bool 
 	for k, v := range labels {
 		want[k] = v
 	}
-	v, ok := value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, want)
+	v, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, want)
 	return ok && v == 1
 }
 
 // gone reports whether server has no series left.
 func (s *served) gone(t testing.TB, server string) bool {
-	_, ok := value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": server})
+	_, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.TargetUp.Name, map[string]string{"server": server})
 	return !ok
 }
 
@@ -307,13 +266,13 @@ func TestKubernetesDiscovery(t *testing.T) {
 	if !s.gone(t, "inference/lws-0-1") {
 		t.Errorf("an LWS worker (worker index 1) is scraped; only the leader serves /metrics")
 	}
-	if got, _ := value(t, s.Daemon().Gatherer(), signal.KVUsedTokens.Name, map[string]string{"server": "inference/ms-decode-0", "role": "decode"}); got != 750 {
+	if got, _ := testenv.Value(t, s.Daemon().Gatherer(), signal.KVUsedTokens.Name, map[string]string{"server": "inference/ms-decode-0", "role": "decode"}); got != 750 {
 		t.Errorf("decode pod's KV used = %g, want the page's 750", got)
 	}
-	if got, _ := value(t, s.reg, signal.DiscoveryTargets.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"}); got != 2 {
+	if got, _ := testenv.Value(t, s.reg, signal.DiscoveryTargets.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"}); got != 2 {
 		t.Errorf("%s of the llm-d entry = %g, want 2", signal.DiscoveryTargets.Name, got)
 	}
-	if got, _ := value(t, s.reg, signal.DiscoveryKubernetesUp.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"}); got != 1 {
+	if got, _ := testenv.Value(t, s.reg, signal.DiscoveryKubernetesUp.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"}); got != 1 {
 		t.Errorf("%s = %g, want 1", signal.DiscoveryKubernetesUp.Name, got)
 	}
 
@@ -332,12 +291,12 @@ func TestKubernetesDiscovery(t *testing.T) {
 	k.pod(ns, "ms-decode-pending", "", llmd("decode"), nil, "metrics", 8200)
 	k.pod(ns, "ms-decode-web", ip, llmd("decode"), nil, "metrics", portOf(web))
 	waitFor(t, discoveryWait, "the pod without an IP in the log and the metric", func() bool {
-		n, _ := value(t, s.reg, signal.DiscoveryPodsWithoutIP.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"})
+		n, _ := testenv.Value(t, s.reg, signal.DiscoveryPodsWithoutIP.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"})
 		return n == 1 && strings.Contains(s.logs.String(), "kubernetes_sd_configs[0]: 1 pods have no IP yet, so no target") &&
 			strings.Contains(s.logs.String(), "pods=inference/ms-decode-pending")
 	})
 	waitFor(t, discoveryWait, "the non-metrics port to be down with reason not_metrics", func() bool {
-		v, ok := value(t, s.Daemon().Gatherer(), signal.TargetScrapeError.Name, map[string]string{"server": "inference/ms-decode-web", "reason": "not_metrics"})
+		v, ok := testenv.Value(t, s.Daemon().Gatherer(), signal.TargetScrapeError.Name, map[string]string{"server": "inference/ms-decode-web", "reason": "not_metrics"})
 		return ok && v == 1 && strings.Contains(s.logs.String(), `msg="target down" target=inference/ms-decode-web`)
 	})
 
@@ -378,8 +337,8 @@ func TestKubernetesDiscoveryFailures(t *testing.T) {
 			s := serve(t, tc.kubeconfig, ns, static, example(t).KubernetesSD[0])
 			set := map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"}
 			waitFor(t, discoveryWait, "the failure's log line and metrics", func() bool {
-				up, okUp := value(t, s.reg, signal.DiscoveryKubernetesUp.Name, set)
-				n, _ := value(t, s.reg, signal.DiscoveryKubernetesFailures.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]", "reason": tc.reason})
+				up, okUp := testenv.Value(t, s.reg, signal.DiscoveryKubernetesUp.Name, set)
+				n, _ := testenv.Value(t, s.reg, signal.DiscoveryKubernetesFailures.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]", "reason": tc.reason})
 				return okUp && up == 0 && n >= 1 && strings.Contains(s.logs.String(), tc.log)
 			})
 			waitFor(t, discoveryWait, "the static target", func() bool { return s.up(t, "static", nil) })
@@ -415,11 +374,11 @@ func TestKubernetesDiscoveryOverLimit(t *testing.T) {
 	want := fmt.Sprintf("service discovery: kubernetes_sd_configs[0]: found %d targets, over its target_limit %d: kvwatch keeps the ", pods, limit)
 	start = time.Now()
 	waitFor(t, discoveryWait, "the over-limit error and metric", func() bool {
-		n, _ := value(t, s.reg, signal.DiscoveryDroppedTargets.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]", "reason": "over_limit"})
+		n, _ := testenv.Value(t, s.reg, signal.DiscoveryDroppedTargets.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]", "reason": "over_limit"})
 		return n == pods && strings.Contains(s.logs.String(), want)
 	})
 	t.Logf("over-limit reported %v after serve started", time.Since(start))
-	if n, _ := value(t, s.reg, signal.DiscoveryTargets.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"}); n > limit {
+	if n, _ := testenv.Value(t, s.reg, signal.DiscoveryTargets.Name, map[string]string{signal.LabelSDConfig: "kubernetes_sd_configs[0]"}); n > limit {
 		t.Errorf("%s = %g, over the limit %d", signal.DiscoveryTargets.Name, n, limit)
 	}
 	waitFor(t, discoveryWait, "the static target", func() bool { return s.up(t, "static", nil) })

@@ -241,8 +241,8 @@ func scrapeServe(t testing.TB, base string) serveMetrics {
 	out.goroutines, _ = sum("go_goroutines", nil)
 	out.targets, _ = sum(signal.Targets.Name, nil)
 	out.discovered, _ = sum(signal.DiscoveryTargets.Name, nil)
-	out.overLimit, _ = sum(signal.DiscoveryDroppedTargets.Name, func(m *dto.Metric) bool { return labelOf(m, "reason") == "over_limit" })
-	pod := func(m *dto.Metric) bool { return strings.HasPrefix(labelOf(m, "server"), "inference/") }
+	out.overLimit, _ = sum(signal.DiscoveryDroppedTargets.Name, func(m *dto.Metric) bool { return testenv.LabelOf(m, "reason") == "over_limit" })
+	pod := func(m *dto.Metric) bool { return strings.HasPrefix(testenv.LabelOf(m, "server"), "inference/") }
 	out.up, out.upSeries = sum(signal.TargetUp.Name, pod)
 	_, out.usedSeries = sum(signal.KVUsedTokens.Name, pod)
 	return out

@@ -1,40 +1,21 @@
 package serve
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // TestRemoteWriteMetricsDoc: docs/metrics.md's "Remote write" table has a
-// row for every remote-write family of package signal, with its type, unit
-// and help text.
+// row for every remote-write family of package signal, with its type, unit,
+// label (remote) and help text.
 func TestRemoteWriteMetricsDoc(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i := strings.Index(doc, "\n## Remote write\n")
-	if i < 0 {
-		t.Fatal("docs/metrics.md has no \"## Remote write\" section")
-	}
-	sec := doc[i:]
-	if j := strings.Index(sec[1:], "\n## "); j >= 0 {
-		sec = sec[:j+1]
-	}
+	testenv.MetricsDocRows(t, "Remote write", signal.RemoteWrite())
 	for _, m := range signal.RemoteWrite() {
-		unit := m.Unit
-		if unit == "" {
-			unit = "–"
-		}
-		row := fmt.Sprintf("| `%s` | %s | %s | `%s` | %s |", m.Name, m.Type, unit, signal.LabelRemote, m.Help)
-		if !strings.Contains(sec, row) {
-			t.Errorf("docs/metrics.md's Remote write section lacks the row\n%s", row)
+		if !slices.Equal(m.Labels, []string{signal.LabelRemote}) {
+			t.Errorf("%s has labels %v, want [%s]", m.Name, m.Labels, signal.LabelRemote)
 		}
 	}
 }

@@ -160,9 +160,7 @@ func Dashboards(o Options) []DashboardSpec {
 	a := o.Config.Alerts
 	ratio := f(0)
 	one := f(1)
-	rateQ := func(m signal.Metric, sel string) string {
-		return fmt.Sprintf("rate(%s%s[$__rate_interval])", m.Name, sel)
-	}
+	rateQ := func(m signal.Metric, sel string) string { return counterRate(m.Name+sel, "$__rate_interval", "") }
 	pd := strings.Join([]string{signal.QueuePrealloc, signal.QueueBootstrap, signal.QueueTransfer, signal.QueueInflight}, "|")
 	alertNames := strings.Join(AlertNames(), "|")
 	sumPool := func(m signal.Metric, by ...string) string {

@@ -292,19 +292,7 @@ func TestKubernetesManifestsValidate(t *testing.T) {
 		{HPAFile, "maxReplicas: 8", "maxReplicas: eight", "maxReplicas"},
 		{HPAFile, "minReplicas: 1", "minReplicas: one", "minReplicas"},
 	} {
-		_, dir := generateDir(t, goldenOptions())
-		p := filepath.Join(dir, filepath.FromSlash(c.file))
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bad := strings.Replace(string(b), c.from, c.to, 1)
-		if bad == string(b) {
-			t.Fatalf("%s has no %q to tamper with", c.file, c.from)
-		}
-		if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		_, p := generateTampered(t, goldenOptions(), c.file, c.from, c.to)
 		if out, err := validate(p); err == nil || !strings.Contains(out, c.want) {
 			t.Errorf("kubectl-validate accepted %s with %q: %v\n%s", c.file, c.to, err, out)
 		}

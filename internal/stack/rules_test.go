@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kvwatch/kvwatch/internal/config"
@@ -150,19 +151,7 @@ func TestFastWindowTestsCatchWrongWindow(t *testing.T) {
 		{"instant usage", right, "kvwatch_kv_usage_ratio"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, dir := generateDir(t, Options{})
-			p := filepath.Join(dir, filepath.FromSlash(AlertRulesFile))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad := strings.Replace(string(b), c.old, c.new, 1)
-			if bad == string(b) {
-				t.Fatalf("%s has no %q to tamper with", AlertRulesFile, c.old)
-			}
-			if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			dir, _ := generateTampered(t, Options{}, AlertRulesFile, c.old, c.new)
 			cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertFastTestsFile))
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
@@ -337,32 +326,130 @@ func TestRunbookAnchors(t *testing.T) {
 	}
 }
 
-// TestRuleTestsCatchWrongThreshold (issue 18 item 10): the generated unit
-// tests' expected annotations come from the thresholds, not from the rules'
-// own text, so a rule whose summary names the wrong threshold fails
-// `promtool test rules`.
-func TestRuleTestsCatchWrongThreshold(t *testing.T) {
+// TestRuleTestsCatchTampering: a generated rule file changed in one place
+// fails `promtool test rules` with a failure naming what changed.
+//   - (issue 18 item 10) the unit tests' expected annotations come from the
+//     thresholds, not from the rules' own text, so a summary that names a
+//     threshold 5 points above the real one fails;
+//   - the server prompt-token rate written as a plain rate() fails the
+//     counter-reset case.
+func TestRuleTestsCatchTampering(t *testing.T) {
 	promtool := testenv.Tool(t, "prometheus", "promtool")
-	_, dir := generateDir(t, Options{})
-	p := filepath.Join(dir, filepath.FromSlash(AlertRulesFile))
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Claim a threshold 5 points above the real one.
 	w := Options{}.WithDefaults().Config.Alerts.KVUsageWarning
-	right, wrong := fmt.Sprintf("is above %v%%", w*100), fmt.Sprintf("is above %v%%", w*100+5)
-	bad := strings.Replace(string(b), right, wrong, 1)
-	if bad == string(b) {
-		t.Fatalf("%s has no %q to tamper with", AlertRulesFile, right)
+	m := signal.PromptTokens.Name
+	for _, c := range []struct {
+		name, file, from, to, want string
+	}{
+		{"wrong threshold in " + AlertKVHigh + "'s summary", AlertRulesFile,
+			fmt.Sprintf("is above %v%%", w*100), fmt.Sprintf("is above %v%%", w*100+5), AlertKVHigh},
+		{"plain rate() of " + m, RecordingRulesFile,
+			counterRate(m, rateWindow, ""), "rate(" + m + "[" + rateWindow + "])", recRate("server", signal.PromptTokens)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, _ := generateTampered(t, Options{}, c.file, c.from, c.to)
+			cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Errorf("promtool test rules with a %s: err %v, want a failure naming %s:\n%s", c.name, err, c.want, out)
+			}
+		})
 	}
-	if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-		t.Fatal(err)
+}
+
+// unguardedRates parses expr and returns how many rate(), irate() and
+// increase() calls in it are guarded as counterRate writes them (the left
+// side of `unless resets(<the same range>) > 0`, matching on every label)
+// and the calls that are not.
+func unguardedRates(expr string) (guarded int, bad []string, err error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return 0, nil, err
 	}
-	cmd := exec.Command(promtool, "test", "rules", filepath.FromSlash(AlertTestsFile))
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), AlertKVHigh) {
-		t.Errorf("promtool test rules with a wrong threshold in %s's summary: err %v, want a failure naming it:\n%s", AlertKVHigh, err, out)
+	parser.Inspect(e, func(n parser.Node, path []parser.Node) error {
+		c, ok := n.(*parser.Call)
+		if !ok || (c.Func.Name != "rate" && c.Func.Name != "irate" && c.Func.Name != "increase") {
+			return nil
+		}
+		if len(path) > 0 {
+			b, ok := path[len(path)-1].(*parser.BinaryExpr)
+			if ok && b.Op == parser.LUNLESS && b.LHS == parser.Expr(c) &&
+				(b.VectorMatching == nil || !b.VectorMatching.On && len(b.VectorMatching.MatchingLabels) == 0) &&
+				b.RHS.String() == "resets("+c.Args[0].String()+") > 0" {
+				guarded++
+				return nil
+			}
+		}
+		bad = append(bad, c.String())
+		return nil
+	})
+	return guarded, bad, nil
+}
+
+func TestUnguardedRates(t *testing.T) {
+	for _, c := range []struct {
+		expr    string
+		guarded int
+		bad     int
+	}{
+		{"(rate(x_total[5m]) unless resets(x_total[5m]) > 0)", 1, 0},
+		{`(rate(x_total{a="b"}[5m] offset 15m) unless resets(x_total{a="b"}[5m] offset 15m) > 0) / (rate(y_total[5m]) > 0)`, 1, 1},
+		{"rate(x_total[5m])", 0, 1},
+		{"increase(x_total[1h]) > 3", 0, 1},
+		{"rate(x_total[5m]) unless resets(y_total[5m]) > 0", 0, 1},
+		{"rate(x_total[5m]) unless resets(x_total[1m]) > 0", 0, 1},
+		{"rate(x_total[5m]) unless on (server) resets(x_total[5m]) > 0", 0, 1},
+		{"rate(x_total[5m]) and resets(x_total[5m]) > 0", 0, 1},
+		{"deriv(x[15m])", 0, 0},
+	} {
+		g, bad, err := unguardedRates(c.expr)
+		if err != nil || g != c.guarded || len(bad) != c.bad {
+			t.Errorf("unguardedRates(%s) = %d guarded, unguarded %v, err %v; want %d guarded, %d unguarded", c.expr, g, bad, err, c.guarded, c.bad)
+		}
+	}
+}
+
+// TestCounterRatesGuarded: every rate of a kvwatch counter in the
+// generated rules and dashboards leaves out the windows in which the
+// counter went down, as kvwatch's web UI, status and top do
+// (docs/stack.md, "Recording rules").
+func TestCounterRatesGuarded(t *testing.T) {
+	rules := func(gs []rulefmt.RuleGroup) []string {
+		var out []string
+		for _, g := range gs {
+			for _, r := range g.Rules {
+				out = append(out, r.Expr)
+			}
+		}
+		return out
+	}
+	var dash []string
+	for _, d := range Dashboards(Options{}) {
+		for _, q := range d.Queries() {
+			dash = append(dash, grafanaVars.Replace(q.Expr))
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		exprs []string
+	}{
+		{"recording rules", rules(RecordingRules(Options{}).Groups)},
+		{"alert rules", rules(AlertRules(Options{}).Groups)},
+		{"dashboards", dash},
+	} {
+		total := 0
+		for _, e := range c.exprs {
+			g, bad, err := unguardedRates(e)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", c.name, e, err)
+			}
+			total += g
+			for _, b := range bad {
+				t.Errorf("%s: %s in %s counts a counter that went down as an increase; write it with counterRate", c.name, b, e)
+			}
+		}
+		if total == 0 {
+			t.Errorf("%s: no guarded counter rate at all; the check found nothing to check", c.name)
+		}
 	}
 }

@@ -583,6 +583,7 @@ func ruleTests(o Options) ruleTestFile {
 				{Expr: "round(" + RecTimeToFull + ")", EvalTime: mins(20), ExpSamples: []expSample{{renderLabels(dec.labels()), 1800}}},
 			}})
 	}
+	tests = append(tests, counterResetRuleTests())
 	tests = append(tests, fullNowRuleTests(o, expect)...)
 	tests = append(tests, planningRuleTests(o, expect)...)
 	tests = append(tests, autoscalingRuleTests(o)...)
@@ -595,6 +596,72 @@ func ruleTests(o Options) ruleTestFile {
 		EvaluationInterval: step,
 		GroupEvalOrder:     groupOrder(o),
 		Tests:              tests,
+	}
+}
+
+// counterResetRuleTests checks the server rates (counterRate) over 1m
+// samples, worked out by hand: each counter grows 600 prompt tokens a
+// minute (10/s). decode-0's counter only grows. decode-1's goes back a
+// little between 10m and 11m (from 1,006,000 to 1,001,000: a page read
+// mid-update, or the target answered by another engine), where rate()
+// alone would read (1,200 + 1,001,600) × 5/4 / 300 ≈ 4,178/s at 12m
+// (Prometheus 3);
+// prefill-0 restarts from 0 at 11m. Every window holding the drop (the
+// evaluations from 11m to 15m) has no rate for those two; from 16m the
+// window starts after the drop and the rate is 10/s again. The pool rate
+// sums the servers that have one: 10/s while decode-1 has none. decode-1's
+// hit counter grows steadily (2.5/s) and its query counter drops with the
+// prompt counter: its hit ratio (0.25) is absent with the query rate.
+// Checked at 10m (before), 12m and 14m (in) and 18m (after): clear of the
+// window's edge, which Prometheus 2 (closed at the start), 3 (open) and
+// vmalert-tool (its rate reads the sample before the window, and a rule
+// reads the evaluation before of a rule it follows) place a step apart.
+func counterResetRuleTests() ruleTest {
+	dec := server("decode-0", "decode", "p1")
+	dec1 := server("decode-1", "decode", "p1")
+	pre := server("prefill-0", "prefill", "p2")
+	const n = 30 // minutes of samples
+	back := fmt.Sprintf("1000000+600x10 1001000+600x%d", n-11)
+	lbl := func(name string, l map[string]string) string { return name + renderLabels(l) }
+	prompt := recRate("server", signal.PromptTokens)
+	ratio := RecHitRatio("server")
+	pool := recRate("pool", signal.PromptTokens)
+	p1 := map[string]string{signal.LabelCluster: testCluster, signal.LabelPool: "p1", signal.LabelRole: "decode"}
+	var checks []exprTest
+	for _, c := range []struct {
+		at       int
+		present  []srv
+		poolRate float64
+	}{
+		{10, []srv{dec, dec1, pre}, 20},
+		{12, []srv{dec}, 10},
+		{14, []srv{dec}, 10},
+		{18, []srv{dec, dec1, pre}, 20},
+	} {
+		rates := []expSample{}
+		hasDec1 := false
+		for _, s := range c.present {
+			rates = append(rates, expSample{lbl(prompt, s.labels()), 10})
+			hasDec1 = hasDec1 || s == dec1
+		}
+		ratios := []expSample{}
+		if hasDec1 {
+			ratios = append(ratios, expSample{lbl(ratio, dec1.labels()), 0.25})
+		}
+		checks = append(checks,
+			exprTest{Expr: prompt, EvalTime: mins(c.at), ExpSamples: rates},
+			exprTest{Expr: ratio, EvalTime: mins(c.at), ExpSamples: ratios},
+			exprTest{Expr: pool + renderLabels(p1), EvalTime: mins(c.at), ExpSamples: []expSample{{lbl(pool, p1), c.poolRate}}})
+	}
+	return ruleTest{Interval: testStep,
+		InputSeries: []inputSeries{
+			{dec.sel(signal.PromptTokens.Name), ramp(0, 600, n)},
+			{dec1.sel(signal.PromptTokens.Name), back},
+			{dec1.sel(signal.PrefixCacheQueryTokens.Name), back},
+			{dec1.sel(signal.PrefixCacheHitTokens.Name), ramp(250000, 150, n)},
+			{pre.sel(signal.PromptTokens.Name), fmt.Sprintf("500000+600x10 0+600x%d", n-11)},
+		},
+		PromqlExprTests: checks,
 	}
 }
 

@@ -59,22 +59,19 @@ func lowerTier() string {
 // over window (offset off, "" for none): absent where the tier reports no
 // hit tokens or the server served no hits at all.
 func tierShare(window, off string) string {
-	if off != "" {
-		off = " offset " + off
-	}
-	return fmt.Sprintf("rate(%s%s[%s]%s) / ignoring (%s) group_left () (rate(%s[%s]%s) > 0)",
-		signal.KVPoolHitTokens.Name, lowerTier(), window, off, strings.Join(signal.CachePoolLabels(), ", "),
-		signal.PrefixCacheHitTokens.Name, window, off)
+	return fmt.Sprintf("%s / ignoring (%s) group_left () (%s > 0)",
+		counterRate(signal.KVPoolHitTokens.Name+lowerTier(), window, off), strings.Join(signal.CachePoolLabels(), ", "),
+		counterRate(signal.PrefixCacheHitTokens.Name, window, off))
 }
 
 // tierAlertExpr is the tier alert's expression; its value is the tier's
 // share of the prefix hits over the last tierShareWindow.
 func tierAlertExpr(o Options) string {
 	a := o.Config.Alerts
-	return fmt.Sprintf("(%s) < (%s > %s) * %s and %s%s > %s and ignoring (%s) rate(%s[%s]) > %s",
+	return fmt.Sprintf("(%s) < (%s > %s) * %s and %s%s > %s and ignoring (%s) %s > %s",
 		tierShare(tierShareWindow, ""), tierShare(tierBaselineWindow, tierShareWindow), num(tierShareMin), num(tierShareDrop),
 		signal.KVPoolUsageRatio.Name, lowerTier(), num(a.TierFullUsage),
-		strings.Join(signal.CachePoolLabels(), ", "), signal.PrefixCacheQueryTokens.Name, tierShareWindow, num(a.PrefixHitMinTokensPS))
+		strings.Join(signal.CachePoolLabels(), ", "), counterRate(signal.PrefixCacheQueryTokens.Name, tierShareWindow, ""), num(a.PrefixHitMinTokensPS))
 }
 
 // tierWhere names a tier in the alert texts: "host", "lmcache-l2 (fs)".
@@ -139,8 +136,9 @@ func tierPanels(o Options) []panelSpec {
 			description: "Each cache tier's prefix-hit tokens over all of the server's prefix-hit tokens (every tier, the GPU included): the rest came from tiers above it. " +
 				"No series for a tier that does not report its hits (LMCache inside vLLM, vLLM V0 swap space) or while the server has no hits.",
 			emptyOK: "no selected server reports prefix hits by cache tier (SGLang HiCache, LMCache, trtllm-serve, vLLM offload do)",
-			queries: []query{{expr: fmt.Sprintf("rate(%s%s[$__rate_interval]) / ignoring (%s) group_left () (rate(%s%s[$__rate_interval]) > 0)",
-				signal.KVPoolHitTokens.Name, sel, strings.Join(signal.CachePoolLabels(), ", "), signal.PrefixCacheHitTokens.Name, sel),
+			queries: []query{{expr: fmt.Sprintf("%s / ignoring (%s) group_left () (%s > 0)",
+				counterRate(signal.KVPoolHitTokens.Name+sel, "$__rate_interval", ""), strings.Join(signal.CachePoolLabels(), ", "),
+				counterRate(signal.PrefixCacheHitTokens.Name+sel, "$__rate_interval", "")),
 				legend: "{{server}} {{tier}} {{pool_name}}"}},
 			steps: []step{{nil, blue}}},
 		{kind: kindTimeseries, title: "Cache tiers: the engine's own hit rate", unit: "percentunit", min: ratio, max: one, w: 8, h: 8,

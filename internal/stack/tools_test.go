@@ -27,6 +27,28 @@ func generateDir(t *testing.T, o Options) (Files, string) {
 	return files, dir
 }
 
+// generateTampered generates the stack with o into a temporary directory,
+// replaces the first from in its file (a path of the stack) with to, and
+// returns the directory and the file's path there; the test fails if the
+// file has no from.
+func generateTampered(t *testing.T, o Options, file, from, to string) (dir, path string) {
+	t.Helper()
+	_, dir = generateDir(t, o)
+	path = filepath.Join(dir, filepath.FromSlash(file))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(b), from, to, 1)
+	if bad == string(b) {
+		t.Fatalf("%s has no %q to tamper with", file, from)
+	}
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
+}
+
 // run runs a tool in dir and fails the test with its output on error.
 func run(t *testing.T, dir, bin string, args ...string) string {
 	t.Helper()

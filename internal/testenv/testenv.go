@@ -2,7 +2,9 @@
 // finding the real tools they run (Prometheus, promtool, Alertmanager,
 // Chromium, tmux, the VictoriaMetrics binaries), loopback addresses, fake
 // engines serving a /metrics page, simulated clusters, a real Kubernetes
-// API server (etcd and kube-apiserver), and subprocesses with their logs.
+// API server (etcd and kube-apiserver), subprocesses with their logs, a
+// gathered series' value (Value) and the docs/metrics.md rows of the
+// families a package documents by hand (MetricsDocRows).
 // Only tests import it.
 package testenv
 
