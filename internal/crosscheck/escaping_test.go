@@ -1,7 +1,6 @@
 package crosscheck
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -52,10 +51,11 @@ func TestEscapingsReadAlike(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				proxy := httputil.NewSingleHostReverseProxy(u)
-				direct := proxy.Director
 				accept := a.accept
-				proxy.Director = func(r *http.Request) { direct(r); r.Header.Set("Accept", accept) }
+				proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+					r.SetURL(u)
+					r.Out.Header.Set("Accept", accept)
+				}}
 				ps := httptest.NewServer(proxy)
 				defer ps.Close()
 				via := ep
