@@ -97,10 +97,20 @@ type trackedDiscoverer struct {
 }
 
 // Run runs the discoverer and passes on what it sends until ctx ends
-// (Prometheus' discoverers stop sending when it does).
+// (Prometheus' discoverers stop sending when it does), and returns once
+// the discoverer has: its goroutines log (a Kubernetes informer that never
+// synced says so as it stops), and Prometheus' discovery manager does not
+// wait for them; Runner.Run does (seen.running).
 func (t trackedDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
+	t.seen.running.Add(1)
+	defer t.seen.running.Done()
 	ch := make(chan []*targetgroup.Group)
-	go t.d.Run(ctx, ch)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t.d.Run(ctx, ch)
+	}()
+	defer func() { <-stopped }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -119,6 +129,10 @@ func (t trackedDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Gro
 // seen records, per set, when its discoverer last sent, and pokes whoever
 // waits for it (the Kubernetes checks, Once).
 type seen struct {
+	// running counts the discoverers running (trackedDiscoverer.Run), for
+	// Runner.Run to wait for.
+	running sync.WaitGroup
+
 	mu    sync.Mutex
 	last  map[string]time.Time
 	pokes map[string]chan struct{}

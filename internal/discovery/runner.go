@@ -229,6 +229,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.mu.Unlock()
 		r.wg.Wait()
 		<-done
+		// The manager does not wait for its discoverers' goroutines:
+		// nothing of them runs (or logs) once Run has returned.
+		r.seen.running.Wait()
 	}()
 	for {
 		select {
