@@ -173,7 +173,7 @@ func commas(n int64) string {
 // note instead of an empty chart).
 func TestBrowserOverviewAndServerPage(t *testing.T) {
 	chromium := testenv.Tool(t, "chromium", "chromium")
-	url, _, feed := demoEnv(t)
+	url, daemon, feed := demoEnv(t)
 	t0 := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
 	feed(t0, 0)
 
@@ -292,6 +292,21 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	// Seven more samples, 10s of simulated time apart.
 	for i := 1; i <= 7; i++ {
 		feed(t0.Add(time.Duration(i)*10*time.Second), 10*time.Second)
+	}
+	// One more scrape with the clock still, so that the report the page
+	// loads and the one fetched below agree: the scrape right after an
+	// advance saw the counters move (a ratio over its interval), the next
+	// one sees none (since engine start).
+	mark := time.Now()
+	for i, fresh := 0, false; !fresh; i++ {
+		if i > 1200 {
+			t.Fatal("serve did not scrape every target again within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+		fresh = true
+		for _, s := range daemon.Report().Servers {
+			fresh = fresh && s.ScrapedAt.After(mark)
+		}
 	}
 	if err := chromedp.Do(bctx,
 		chromedp.Reload(),
