@@ -68,7 +68,7 @@ func TestAdaptersReportTruth(t *testing.T) {
 				c.Advance(at)
 				for _, ep := range c.Endpoints() {
 					// Every version of the engine, each in its dialect
-					// (sim.Versions: SGLang and vLLM have two).
+					// (sim.Versions: SGLang, vLLM and llama.cpp have several).
 					for _, version := range versionsOf(ep.Engine) {
 						if version != "" {
 							if err := c.SetVersion(ep.Name, version); err != nil {
@@ -157,6 +157,23 @@ func TestAdaptersReportTruth(t *testing.T) {
 									checkWithin(t, dp+" used", groups[i].Used, float64(r.UsedTokens), blockTol)
 								}
 							}
+						}
+						if ep.Engine == "llamacpp" {
+							// b5440 (before PR #13660) exports the KV gauges, so used
+							// is read directly, but has no cached-prompt counter: its
+							// prefix hits are unknown. The current build has no KV
+							// gauge (used is summed over /slots) and counts cached
+							// prompt tokens.
+							gen, prov, hit, query := "current", kv.Derived, float64(truth.Counters.PrefixHitTokens), float64(truth.Counters.PrefixHitTokens+truth.Counters.ComputedTokens)
+							if version == sim.VersionLlamaCppBefore {
+								gen, prov, hit, query = "legacy", kv.Direct, -1, -1
+							}
+							if s.Generation != gen || s.Used.Prov != prov {
+								t.Errorf("%s read as generation %q with used %s, want %q and %s", name, s.Generation, s.Used.Prov, gen, prov)
+							}
+							check(t, name+" prompt tokens", s.Counters.PromptTokens, float64(truth.Counters.ComputedTokens))
+							check(t, name+" prefix hit tokens", s.Counters.PrefixHitTokens, hit)
+							check(t, name+" prefix query tokens", s.Counters.PrefixQueryTokens, query)
 						}
 						if ep.Engine == "vllm" {
 							// cache_config_info: kv_cache_size_tokens / kv_cache_max_concurrency

@@ -89,43 +89,77 @@ func TestLMCacheReportsTruth(t *testing.T) {
 // TestTRTLLMServeReportsTruth: trtllm-serve's block gauges give capacity
 // and used in tokens, its host pool's utilization and the tokens each
 // level served are read back, and the prefix counters are the ones
-// credited at completion.
+// credited at completion. The collector before @050f80de
+// (sim.VersionTRTLLMBefore) exports none of the block gauges, the host
+// utilization, the per-level hits, the running-request limit or the
+// generation counter: those are unknown on its page, never 0; its
+// utilization, running, queued (under their old names) and prompt counters
+// are read as the current ones.
 func TestTRTLLMServeReportsTruth(t *testing.T) {
-	c := startCluster(t, "trtllm-serve")
-	busy, hostHit := false, false
-	readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
-		if ep.MetricsPath != "/prometheus/metrics" {
-			t.Errorf("%s metrics path = %q, want /prometheus/metrics", ep.Name, ep.MetricsPath)
-		}
-		if s.Engine != "trtllm-serve" || s.Generation != "current" {
-			t.Fatalf("%s read as %s %s", ep.Name, s.Engine, s.Generation)
-		}
-		check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
-		check(t, ep.Name+" used", s.Used, float64(truth.UsedTokens))
-		check(t, ep.Name+" usage ×1e6", ratio1e6(s.UsageRatio), 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
-		check(t, ep.Name+" running", s.Running, float64(truth.Running))
-		check(t, ep.Name+" queued", s.Queued.Waiting, float64(truth.Queued))
-		// maxNumActiveRequests: the running-request limit.
-		check(t, ep.Name+" running limit", s.MaxRunning, float64(truth.MaxRunningRequests))
-		check(t, ep.Name+" prompt tokens", s.Counters.PromptTokens, float64(truth.Counters.FinishedPromptTokens))
-		check(t, ep.Name+" generation tokens", s.Counters.GenerationTokens, float64(truth.Counters.FinishedGenerationTokens))
-		check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.FinishedHitTokens+truth.Host.HitTokens))
-		check(t, ep.Name+" prefix query tokens", s.Counters.PrefixQueryTokens, float64(truth.Counters.FinishedPromptTokens))
-		h := hostPool(s)
-		if h == nil {
-			t.Fatalf("%s: no host pool among %+v", ep.Name, s.CachePools)
-		}
-		check(t, ep.Name+" host usage ×1e6", ratio1e6(h.UsageRatio), 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
-		check(t, ep.Name+" host capacity", h.Capacity, -1)
-		check(t, ep.Name+" host hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
-		if d := poolOf(s, kv.TierDisk, ""); d != nil {
-			t.Errorf("%s has a disk pool %+v; the scenario has none", ep.Name, d)
-		}
-		busy = busy || (truth.UsedTokens > 0 && truth.Running > 0 && truth.Host.UsedTokens > 0)
-		hostHit = hostHit || truth.Host.HitTokens > 0
-	})
-	if !busy || !hostHit {
-		t.Errorf("never busy with a filled host (%v) or never a host hit (%v): the comparison proved little", busy, hostHit)
+	for _, version := range versionsOf("trtllm-serve") {
+		t.Run(version, func(t *testing.T) {
+			c := startCluster(t, "trtllm-serve")
+			before := version == sim.VersionTRTLLMBefore
+			// known is want on the current collector's page, unknown (-1)
+			// on the older one's.
+			known := func(want float64) float64 {
+				if before {
+					return -1
+				}
+				return want
+			}
+			gen := "current"
+			if before {
+				gen = "legacy"
+			}
+			for _, ep := range c.Endpoints() {
+				if err := c.SetVersion(ep.Name, version); err != nil {
+					t.Fatal(err)
+				}
+			}
+			busy, hostHit := false, false
+			readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+				if truth.Version != version {
+					t.Fatalf("%s runs version %q, want %q", ep.Name, truth.Version, version)
+				}
+				if ep.MetricsPath != "/prometheus/metrics" {
+					t.Errorf("%s metrics path = %q, want /prometheus/metrics", ep.Name, ep.MetricsPath)
+				}
+				if s.Engine != "trtllm-serve" || s.Generation != gen {
+					t.Fatalf("%s read as %s %s, want trtllm-serve %s", ep.Name, s.Engine, s.Generation, gen)
+				}
+				check(t, ep.Name+" capacity", s.Capacity, known(float64(truth.CapacityTokens)))
+				check(t, ep.Name+" used", s.Used, known(float64(truth.UsedTokens)))
+				check(t, ep.Name+" usage ×1e6", ratio1e6(s.UsageRatio), 1e6*float64(truth.UsedTokens)/float64(truth.CapacityTokens))
+				check(t, ep.Name+" running", s.Running, float64(truth.Running))
+				check(t, ep.Name+" queued", s.Queued.Waiting, float64(truth.Queued))
+				// maxNumActiveRequests: the running-request limit.
+				check(t, ep.Name+" running limit", s.MaxRunning, known(float64(truth.MaxRunningRequests)))
+				check(t, ep.Name+" prompt tokens", s.Counters.PromptTokens, float64(truth.Counters.FinishedPromptTokens))
+				check(t, ep.Name+" generation tokens", s.Counters.GenerationTokens, known(float64(truth.Counters.FinishedGenerationTokens)))
+				check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.FinishedHitTokens+truth.Host.HitTokens))
+				check(t, ep.Name+" prefix query tokens", s.Counters.PrefixQueryTokens, float64(truth.Counters.FinishedPromptTokens))
+				h := hostPool(s)
+				switch {
+				case before && h != nil:
+					t.Errorf("%s has a host pool %+v; the older collector exports none", ep.Name, h)
+				case !before && h == nil:
+					t.Fatalf("%s: no host pool among %+v", ep.Name, s.CachePools)
+				case !before:
+					check(t, ep.Name+" host usage ×1e6", ratio1e6(h.UsageRatio), 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
+					check(t, ep.Name+" host capacity", h.Capacity, -1)
+					check(t, ep.Name+" host hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+				}
+				if d := poolOf(s, kv.TierDisk, ""); d != nil {
+					t.Errorf("%s has a disk pool %+v; the scenario has none", ep.Name, d)
+				}
+				busy = busy || (truth.UsedTokens > 0 && truth.Running > 0 && truth.Host.UsedTokens > 0)
+				hostHit = hostHit || truth.Host.HitTokens > 0
+			})
+			if !busy || !hostHit {
+				t.Errorf("never busy with a filled host (%v) or never a host hit (%v): the comparison proved little", busy, hostHit)
+			}
+		})
 	}
 }
 
@@ -161,8 +195,8 @@ func TestKVBMReportsTruth(t *testing.T) {
 }
 
 // TestTierPagesInCatalog: every family the simulator writes for the tier
-// scenarios is one the catalog knows (its engines' sources), so the
-// simulator invents no name.
+// scenarios, in every version of their engines, is one the catalog knows
+// (its engines' sources), so the simulator invents no name.
 func TestTierPagesInCatalog(t *testing.T) {
 	cat := catalog.Default()
 	for _, scenario := range []string{"vllm-lmcache", "trtllm-serve", "dynamo-kvbm", "vllm-offload", "sglang-hicache", "sglang-hybrid"} {
@@ -170,13 +204,20 @@ func TestTierPagesInCatalog(t *testing.T) {
 			c := startCluster(t, scenario)
 			c.Advance(time.Minute)
 			for _, ep := range c.Endpoints() {
-				page := testenv.Page(t, ep)
-				for _, n := range page.Names() {
-					if n == "target_info" && ep.Engine == sim.EngineLMCache {
-						continue // OpenTelemetry's resource series, not LMCache's (the catalog lists engines' own names)
+				for _, version := range versionsOf(ep.Engine) { // every dialect
+					if version != "" {
+						if err := c.SetVersion(ep.Name, version); err != nil {
+							t.Fatal(err)
+						}
 					}
-					if len(cat.Lookup(n)) == 0 && len(cat.RenamesOf(n)) == 0 {
-						t.Errorf("%s (%s) writes %s, which the catalog does not know", ep.Name, ep.Engine, n)
+					page := testenv.Page(t, ep)
+					for _, n := range page.Names() {
+						if n == "target_info" && ep.Engine == sim.EngineLMCache {
+							continue // OpenTelemetry's resource series, not LMCache's (the catalog lists engines' own names)
+						}
+						if len(cat.Lookup(n)) == 0 && len(cat.RenamesOf(n)) == 0 {
+							t.Errorf("%s (%s %s) writes %s, which the catalog does not know", ep.Name, ep.Engine, version, n)
+						}
 					}
 				}
 			}

@@ -45,19 +45,23 @@ var explained = []struct {
 	{"triton-core-tensorrtllm_backend-README-base_metrics.prom", "*", "absent", "Triton core nv_inference_* families are not simulated; they carry no KV signal (§6.1)"},
 }
 
-// pairs maps each fixture to the simulated engine it is compared with.
-var pairs = []struct{ fixture, engine string }{
-	{"sglang-docs-production_metrics.prom", EngineSGLang},
-	{"sglang-pr4412-description-partial.prom", EngineSGLang},
-	{"sglang-pr1853-review-partial.prom", EngineSGLangLegacy},
-	{"vllm-docs-design-metrics-example_output.prom", EngineVLLM},
-	{"vllm-docs-usage-metrics.prom", EngineVLLM},
-	{"vllm-v0-aibrix-docs-runtime_rst-passthrough.prom", EngineVLLMV0},
-	{"llamacpp-real-load.prom", EngineLlamaCpp},
-	{"llamacpp-real-idle.prom", EngineLlamaCpp},
-	{"llamacpp-real-load-queued.prom", EngineLlamaCpp},
-	{"triton-trtllm-tensorrtllm_backend-README-inflight_batcher.prom", EngineTriton},
-	{"triton-core-tensorrtllm_backend-README-base_metrics.prom", EngineTriton},
+// pairs maps each fixture to the simulated engine it is compared with,
+// and the engine's version when not its default.
+var pairs = []struct{ fixture, engine, version string }{
+	{"sglang-docs-production_metrics.prom", EngineSGLang, ""},
+	{"sglang-pr4412-description-partial.prom", EngineSGLang, ""},
+	{"sglang-pr1853-review-partial.prom", EngineSGLangLegacy, ""},
+	{"vllm-docs-design-metrics-example_output.prom", EngineVLLM, ""},
+	{"vllm-docs-usage-metrics.prom", EngineVLLM, ""},
+	{"vllm-v0-aibrix-docs-runtime_rst-passthrough.prom", EngineVLLMV0, ""},
+	{"llamacpp-real-load.prom", EngineLlamaCpp, ""},
+	{"llamacpp-real-idle.prom", EngineLlamaCpp, ""},
+	{"llamacpp-real-load-queued.prom", EngineLlamaCpp, ""},
+	{"llamacpp-real-b5440-load.prom", EngineLlamaCpp, VersionLlamaCppBefore},
+	{"llamacpp-real-b5440-idle.prom", EngineLlamaCpp, VersionLlamaCppBefore},
+	{"llamacpp-real-b5440-load-queued.prom", EngineLlamaCpp, VersionLlamaCppBefore},
+	{"triton-trtllm-tensorrtllm_backend-README-inflight_batcher.prom", EngineTriton, ""},
+	{"triton-core-tensorrtllm_backend-README-base_metrics.prom", EngineTriton, ""},
 }
 
 func labelNames(f *dto.MetricFamily) []string {
@@ -78,11 +82,22 @@ func labelNames(f *dto.MetricFamily) []string {
 }
 
 func TestFidelity(t *testing.T) {
-	pages := map[string]map[string]*dto.MetricFamily{}
+	pages := map[string]map[string]*dto.MetricFamily{} // by engine and version
 	c := newMixed(t)
 	for _, s := range c.servers {
-		if _, done := pages[s.spec.Engine]; !done && s.spec.MetricPrefix != "sglang_" {
-			pages[s.spec.Engine] = parse(t, s.snap.Load().metrics())
+		if s.spec.MetricPrefix == "sglang_" {
+			continue
+		}
+		for _, v := range versionsOrNone(s.spec.Engine) {
+			if _, done := pages[s.spec.Engine+" "+v]; done {
+				continue
+			}
+			if v != "" {
+				if err := c.SetVersion(s.spec.Name, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pages[s.spec.Engine+" "+v] = parse(t, s.snap.Load().metrics())
 		}
 	}
 	var diffs []string
@@ -98,7 +113,11 @@ func TestFidelity(t *testing.T) {
 			}
 		}
 		real := parse(t, []byte(strings.Join(keep, "\n")))
-		sim := pages[p.engine]
+		version := p.version
+		if version == "" {
+			version = versionsOrNone(p.engine)[0]
+		}
+		sim := pages[p.engine+" "+version]
 		for name, rf := range real {
 			sf := sim[name]
 			if sf == nil {
@@ -158,4 +177,12 @@ func newMixed(t *testing.T) *Cluster {
 	}
 	c.Advance(time.Minute)
 	return c
+}
+
+// versionsOrNone lists engine's versions, or "" for an engine with one.
+func versionsOrNone(engine string) []string {
+	if v := Versions(engine); len(v) > 0 {
+		return v
+	}
+	return []string{""}
 }

@@ -8,24 +8,42 @@ import (
 	"time"
 )
 
-// EngineLlamaCpp is the llama.cpp server, current build (/metrics, /slots, /props).
+// EngineLlamaCpp is the llama.cpp server (/metrics, /slots, /props).
 const EngineLlamaCpp = "llamacpp"
+
+// VersionLlamaCppBefore is llama.cpp release b5440, the last before PR
+// #13660 removed kv_cache_usage_ratio and kv_cache_tokens from /metrics:
+// its /metrics has both and no prompt_tokens_cached_total, and its /slots
+// has id_task on every slot but no n_prompt_tokens (llamacpp-real.md §8).
+// VersionCurrent is the current build: no KV metric, KV from /slots and
+// /props.
+const VersionLlamaCppBefore = "before-13660"
 
 // llamaCppEngine is llama.cpp: a small context split into 4 slots, short
 // requests at its slower rates, /slots and /props besides /metrics, and
 // 501 on /metrics without --metrics.
 var llamaCppEngine = engine{
-	name: EngineLlamaCpp, render: renderLlamaCpp, slots: true,
+	name: EngineLlamaCpp, render: renderLlamaCpp, slots: true, versions: []string{VersionCurrent, VersionLlamaCppBefore},
 	defaults: serverDefaults{contextLength: 4096, maxRunning: 4, promptMean: 400, outputMean: 150, outputMax: 192,
 		decodeRate: 25, prefillRate: 1200},
 	routes: func(s *server, mux *http.ServeMux) {
 		mux.HandleFunc("GET /slots", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.Write(llamaSlots(s.snap.Load()))
+			p := s.snap.Load()
+			if p.truth.Version == VersionLlamaCppBefore {
+				w.Write(llamaSlotsB5440(p))
+				return
+			}
+			w.Write(llamaSlots(p))
 		})
 		mux.HandleFunc("GET /props", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.Write(llamaProps(s.snap.Load()))
+			p := s.snap.Load()
+			if p.truth.Version == VersionLlamaCppBefore {
+				w.Write(llamaPropsB5440(p))
+				return
+			}
+			w.Write(llamaProps(p))
 		})
 	},
 	header: func(h http.Header, p *snapshot) {
@@ -39,9 +57,14 @@ var llamaCppEngine = engine{
 	},
 }
 
-// renderLlamaCpp writes a current llama.cpp /metrics page: no labels,
-// integers without ".0", 6 significant digits (as in the real captures;
-// engine-metrics.md §4 and llamacpp-real.md §6).
+// renderLlamaCpp writes a llama.cpp /metrics page: no labels, integers
+// without ".0", 6 significant digits (as in the real captures;
+// engine-metrics.md §4 and llamacpp-real.md §6). The current build's
+// families, or b5440's (VersionLlamaCppBefore; llamacpp-real.md §8): its
+// HELP texts, n_busy_slots_per_decode typed counter, no cached-prompt,
+// n_tokens_max or speculative counters, and the KV gauges: used cells over
+// the whole context and the tokens in the cache, idle slots' kept tokens
+// included.
 func renderLlamaCpp(p *snapshot) []byte {
 	g, live := p.gauges(), &p.truth
 	c := live.Counters
@@ -59,6 +82,21 @@ func renderLlamaCpp(p *snapshot) []byte {
 	busy := 0.0
 	if c.DecodeSteps > 0 {
 		busy = float64(g.Running)
+	}
+	if live.Version == VersionLlamaCppBefore {
+		one("prompt_tokens_total", "Number of prompt tokens processed.", "counter", float64(c.ComputedTokens))
+		one("prompt_seconds_total", "Prompt process time", "counter", c.PromptSeconds)
+		one("tokens_predicted_total", "Number of generation tokens processed.", "counter", float64(c.GenerationTokens))
+		one("tokens_predicted_seconds_total", "Predict process time", "counter", c.GenerationSeconds)
+		one("n_decode_total", "Total number of llama_decode() calls", "counter", float64(c.DecodeSteps))
+		one("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", "counter", busy)
+		one("prompt_tokens_seconds", "Average prompt throughput in tokens/s.", "gauge", rate(c.ComputedTokens, c.PromptSeconds))
+		one("predicted_tokens_seconds", "Average generation throughput in tokens/s.", "gauge", rate(c.GenerationTokens, c.GenerationSeconds))
+		one("kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", "gauge", float64(g.UsedTokens)/float64(g.CapacityTokens))
+		one("kv_cache_tokens", "KV-cache tokens.", "gauge", float64(g.UsedTokens))
+		one("requests_processing", "Number of requests processing.", "gauge", float64(g.Running))
+		one("requests_deferred", "Number of requests deferred.", "gauge", float64(g.Queued))
+		return w.b
 	}
 	one("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", "counter", float64(c.ComputedTokens))
 	one("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", "counter", float64(c.PrefixHitTokens))
@@ -141,5 +179,69 @@ func llamaProps(p *snapshot) []byte {
 	b = append(b, `,"modalities":{"vision":false,"video":false,"audio":false},"endpoint_slots":true,"endpoint_props":false,"endpoint_metrics":`...)
 	b = strconv.AppendBool(b, p.truth.Fault.Kind != FaultMetricsOff)
 	b = append(b, `,"ui":true,"ui_settings":{},"chat_template":"","bos_token":"<s>","eos_token":"</s>","build_info":"b10587-3f545be","is_sleeping":false,"cors_proxy_enabled":false}`...)
+	return b
+}
+
+// llamaParamsB5440 is b5440's sampling-parameter object, in the key order
+// of its /slots capture; STREAM is false in /slots, true in /props.
+const llamaParamsB5440 = `{"n_predict":MAXTOK,"seed":4294967295,"temperature":0.800000011920929,"dynatemp_range":0.0,"dynatemp_exponent":1.0,"top_k":40,"top_p":0.949999988079071,"min_p":0.05000000074505806,"top_n_sigma":-1.0,"xtc_probability":0.0,"xtc_threshold":0.10000000149011612,"typical_p":1.0,"repeat_last_n":64,"repeat_penalty":1.0,"presence_penalty":0.0,"frequency_penalty":0.0,"dry_multiplier":0.0,"dry_base":1.75,"dry_allowed_length":2,"dry_penalty_last_n":4096,"dry_sequence_breakers":["\n",":","\"","*"],"mirostat":0,"mirostat_tau":5.0,"mirostat_eta":0.10000000149011612,"stop":[],"max_tokens":MAXTOK,"n_keep":0,"n_discard":0,"ignore_eos":false,"stream":STREAM,"logit_bias":[],"n_probs":0,"min_keep":0,"grammar":"","grammar_lazy":false,"grammar_triggers":[],"preserved_tokens":[],"chat_format":"Content-only","samplers":["penalties","dry","top_n_sigma","top_k","typ_p","top_p","min_p","xtc","temperature"],"speculative.n_max":16,"speculative.n_min":0,"speculative.p_min":0.75,"timings_per_token":false,"post_sampling_probs":false,"lora":[]}`
+
+// llamaSlotB5440 appends one slot object as b5440 writes it: id_task on
+// every slot (-1 before its first task), next_token an object, no token
+// counts. The real slot also carries its detokenized prompt text, which
+// the simulator does not have: left out.
+func llamaSlotB5440(b []byte, s SlotTruth, nctx, maxTok int64, stream bool) []byte {
+	hasNext, remain := s.HasNext, s.Remain
+	if s.Task < 0 { // as a slot that never had a task reads in the capture
+		hasNext, remain, maxTok = true, -1, -1
+	}
+	params := strings.NewReplacer("MAXTOK", strconv.FormatInt(maxTok, 10), "STREAM", strconv.FormatBool(stream)).Replace(llamaParamsB5440)
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, int64(s.ID), 10)
+	b = append(b, `,"id_task":`...)
+	b = strconv.AppendInt(b, s.Task, 10)
+	b = append(b, `,"n_ctx":`...)
+	b = strconv.AppendInt(b, nctx, 10)
+	b = append(b, `,"speculative":false,"is_processing":`...)
+	b = strconv.AppendBool(b, s.Processing)
+	b = append(b, `,"non_causal":false,"params":`...)
+	b = append(b, params...)
+	b = append(b, `,"next_token":{"has_next_token":`...)
+	b = strconv.AppendBool(b, hasNext)
+	b = append(b, `,"has_new_line":false,"n_remain":`...)
+	b = strconv.AppendInt(b, remain, 10)
+	b = append(b, `,"n_decoded":`...)
+	b = strconv.AppendInt(b, s.Decoded, 10)
+	return append(b, `,"stopping_word":""}}`...)
+}
+
+// llamaSlotsB5440 renders /slots like b5440 (VersionLlamaCppBefore).
+func llamaSlotsB5440(p *snapshot) []byte {
+	t := p.gauges()
+	nctx := t.CapacityTokens / int64(max(len(t.Slots), 1))
+	b := []byte{'['}
+	for i, s := range t.Slots {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = llamaSlotB5440(b, s, nctx, p.srv.spec.Load.OutputMax, false)
+	}
+	return append(b, ']')
+}
+
+// llamaPropsB5440 renders /props like b5440: the default generation
+// settings are an idle slot's object, no model_alias, and the build_info
+// of the capture (a build from source).
+func llamaPropsB5440(p *snapshot) []byte {
+	spec := p.srv.spec
+	nslots := int64(spec.MaxRunningRequests)
+	b := []byte(`{"default_generation_settings":`)
+	b = llamaSlotB5440(b, SlotTruth{Task: -1}, spec.CapacityTokens/nslots, -1, true)
+	b = append(b, `,"total_slots":`...)
+	b = strconv.AppendInt(b, nslots, 10)
+	m, _ := json.Marshal("/models/" + spec.ModelName + ".gguf")
+	b = append(b, `,"model_path":`...)
+	b = append(b, m...)
+	b = append(b, `,"modalities":{"vision":false},"chat_template":"","bos_token":"<s>","eos_token":"</s>","build_info":"b0-unknown"}`...)
 	return b
 }

@@ -58,8 +58,9 @@ type ServerSpec struct {
 	ModelName string `yaml:"model_name"`
 	// MetricPrefix is "sglang:" (default) or "sglang_" for the SGLang engines.
 	MetricPrefix string `yaml:"metric_prefix"`
-	// Version is the engine's dialect (sglang, vllm: current, the
-	// default, or the one before a change; docs/simulator.md); POST
+	// Version is the engine's dialect (sglang, vllm, llamacpp,
+	// trtllm-serve: current, the default, or one before a change;
+	// docs/simulator.md); POST
 	// /-/sim/version changes it while the cluster runs.
 	Version string `yaml:"version"`
 	// TP is the tensor-parallel size; every TP rank emits its own series

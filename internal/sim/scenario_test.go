@@ -72,9 +72,15 @@ servers:
   - {name: b, engine: vllm, version: before-24341}
   - {name: c, engine: tgi, version: current}
   - {name: d, engine: sglang, version: before-24341}
+  - {name: e, engine: llamacpp, version: b5440}
+  - {name: f, engine: trtllm-serve, version: legacy}
+  - {name: g, engine: llamacpp, version: before-13660}
+  - {name: h, engine: trtllm-serve, version: before-050f80de}
 `, "scenario.yaml:3: servers[0].version: unknown version \"0.5.9\" of engine sglang; want current, 0.5.16 or before-24341\n" +
 			"scenario.yaml:4: servers[1].version: unknown version \"before-24341\" of engine vllm; want current or before-38435\n" +
-			"scenario.yaml:5: servers[2].version: engine tgi has one dialect and no versions; remove version"},
+			"scenario.yaml:5: servers[2].version: engine tgi has one dialect and no versions; remove version\n" +
+			"scenario.yaml:7: servers[4].version: unknown version \"b5440\" of engine llamacpp; want current or before-13660\n" +
+			"scenario.yaml:8: servers[5].version: unknown version \"legacy\" of engine trtllm-serve; want current or before-050f80de"},
 		{"empty", ``, `scenario.yaml: empty scenario; want at least a servers: list`},
 		{"syntax", "servers: [\n", `scenario.yaml:1: did not find expected node content`},
 	} {
@@ -91,12 +97,16 @@ servers:
 }
 
 func TestParseScenarioDefaults(t *testing.T) {
-	sc, err := ParseScenario("s.yaml", []byte("servers:\n  - {name: v, engine: vllm}\n  - {name: l, engine: llamacpp}\n"))
+	sc, err := ParseScenario("s.yaml", []byte("servers:\n  - {name: v, engine: vllm}\n  - {name: l, engine: llamacpp}\n  - {name: g, engine: tgi}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	v, l := sc.Servers[0], sc.Servers[1]
-	if sc.Step != 250*time.Millisecond || v.Role != RoleUnified || v.Version != VersionCurrent || l.Version != "" || v.TP != 1 || v.DP != 1 || v.PageSize != 16 ||
+	// An engine with versions defaults to current; one without has none.
+	if g := sc.Servers[2]; l.Version != VersionCurrent || g.Version != "" {
+		t.Errorf("llamacpp version %q, tgi version %q; want %q and none", l.Version, g.Version, VersionCurrent)
+	}
+	if sc.Step != 250*time.Millisecond || v.Role != RoleUnified || v.Version != VersionCurrent || v.TP != 1 || v.DP != 1 || v.PageSize != 16 ||
 		v.CapacityTokens != 524288 || v.ContextLength != 131072 || v.MaxRunningRequests != 256 || !*v.PrefixCaching ||
 		v.Load.PromptMean != 2000 || v.Load.PromptMax != 16000 || v.Load.OutputMax != 2000 || v.Load.PrefixTokens != 1024 {
 		t.Errorf("vllm defaults = %+v", v)

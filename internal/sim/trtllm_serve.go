@@ -8,12 +8,22 @@ import (
 // EngineTRTLLMServe is TensorRT-LLM's OpenAI server (/prometheus/metrics).
 const EngineTRTLLMServe = "trtllm-serve"
 
+// VersionTRTLLMBefore is a tensorrt_llm/metrics/collector.py older than
+// @050f80de (the revision read; engine-metrics.md §6.2): running and queued
+// under trtllm_num_active_requests and trtllm_server_queue_length, and
+// none of the block gauges (max, free, used, tokens per block), the
+// block reuse counters, the host utilization, the per-level hits,
+// trtllm_max_num_active_requests, trtllm_generation_tokens_total,
+// trtllm_num_requests_completed_total or trtllm_kv_cache_config_info.
+// VersionCurrent is @050f80de.
+const VersionTRTLLMBefore = "before-050f80de"
+
 // trtllmServeEngine is trtllm-serve: its Prometheus registry mounted at
 // /prometheus/metrics, its /metrics JSON iteration stats, blocks of 32
 // tokens and a host cache below the GPU pool.
 var trtllmServeEngine = engine{
 	name: EngineTRTLLMServe, render: renderTRTLLMServe, metricsPath: "/prometheus/metrics",
-	defaults: serverDefaults{pageSize: 32}, tiers: tierKeys{host: true},
+	defaults: serverDefaults{pageSize: 32}, tiers: tierKeys{host: true}, versions: []string{VersionCurrent, VersionTRTLLMBefore},
 	routes: func(s *server, mux *http.ServeMux) {
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -44,6 +54,11 @@ func trtllmLabels(spec ServerSpec) string {
 // generation and cached prompt tokens (its device hit; a host hit is
 // credited when it is loaded, a simplification). kv_cache_config_info is
 // logged once at startup.
+//
+// VersionTRTLLMBefore writes the older collector's KV and request
+// families only: the prompt and cached prompt counters, the cumulative hit
+// rate, the utilization and running and queued under their old names
+// (with the current HELP texts: the older ones were not read).
 func renderTRTLLMServe(p *snapshot) []byte {
 	spec := p.srv.spec
 	g, live := p.gauges(), &p.truth
@@ -61,14 +76,26 @@ func renderTRTLLMServe(p *snapshot) []byte {
 		w.sample(name+"_total", l, v)
 		w.sample(name+"_created", l, created)
 	}
-	counter("trtllm_prompt_tokens", "Cumulative number of prompt (input) tokens processed.", float64(lr.Counters.FinishedPromptTokens))
-	counter("trtllm_generation_tokens", "Cumulative number of generation (output) tokens produced.", float64(lr.Counters.FinishedGenerationTokens))
 	maxBlocks := r.CapacityTokens / block
 	used := r.UsedTokens / block
-	gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate", cumulativeRate(lr.Counters.ReusedBlocks, lr.Counters.MissedBlocks))
+	hitRate := cumulativeRate(lr.Counters.ReusedBlocks, lr.Counters.MissedBlocks)
+	util := float64(used) / float64(maxBlocks)
+	const cachedHelp = "Process-lifetime total prompt tokens served from KV cache. Resets only when the serving process restarts, not when the KV cache is flushed or evicted."
+	cached := float64(lr.Counters.FinishedHitTokens + lr.hostHits())
+	counter("trtllm_prompt_tokens", "Cumulative number of prompt (input) tokens processed.", float64(lr.Counters.FinishedPromptTokens))
+	if p.truth.Version == VersionTRTLLMBefore {
+		counter("trtllm_prompt_cached_tokens", cachedHelp, cached)
+		gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate", hitRate)
+		gauge("trtllm_kv_cache_utilization", "KV cache utilization", util)
+		gauge("trtllm_num_active_requests", "Number of active requests", float64(r.Running))
+		gauge("trtllm_server_queue_length", "Number of queued requests", float64(r.Queued))
+		return w.b
+	}
+	counter("trtllm_generation_tokens", "Cumulative number of generation (output) tokens produced.", float64(lr.Counters.FinishedGenerationTokens))
+	gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate", hitRate)
 	counter("trtllm_kv_cache_reused_blocks", "Cumulative number of KV cache blocks reused (cache hits)", float64(lr.Counters.ReusedBlocks))
 	counter("trtllm_kv_cache_missed_blocks", "Cumulative number of KV cache blocks missed (cache misses)", float64(lr.Counters.MissedBlocks))
-	gauge("trtllm_kv_cache_utilization", "KV cache utilization", float64(used)/float64(maxBlocks))
+	gauge("trtllm_kv_cache_utilization", "KV cache utilization", util)
 	if r.Host != nil && r.Host.CapacityTokens > 0 {
 		gauge("trtllm_kv_cache_host_utilization", "KV cache host (secondary) pool utilization",
 			float64(r.Host.UsedTokens/block)/float64(r.Host.CapacityTokens/block))
@@ -82,8 +109,7 @@ func renderTRTLLMServe(p *snapshot) []byte {
 	gauge("trtllm_kv_cache_free_blocks", "Number of free KV cache blocks", float64(maxBlocks-used))
 	gauge("trtllm_kv_cache_used_blocks", "Number of used KV cache blocks", float64(used))
 	gauge("trtllm_kv_cache_tokens_per_block", "Number of tokens per KV cache block", float64(block))
-	counter("trtllm_prompt_cached_tokens", "Process-lifetime total prompt tokens served from KV cache. Resets only when the serving process restarts, not when the KV cache is flushed or evicted.",
-		float64(lr.Counters.FinishedHitTokens+lr.hostHits()))
+	counter("trtllm_prompt_cached_tokens", cachedHelp, cached)
 	name := "trtllm_prompt_cache_hit_tokens_total"
 	w.family(name, "Process-lifetime total prompt tokens served from each KV cache level. Resets only when the serving process restarts, not when the KV cache is flushed or evicted. cache_level is the index into the configured tier list and cache_tier names the memory backing it, so a deployment with a hot and a cold GPU level reports them as two series sharing the gpu name. Pages already prefetched from disk to host count as host.", "counter")
 	levels := []struct {
