@@ -76,17 +76,7 @@ func demoEnv(t *testing.T) (url string, d *serve.Daemon, feed func(ts time.Time,
 	feed = func(ts time.Time, advance time.Duration) []*dto.MetricFamily {
 		t.Helper()
 		c.Advance(advance)
-		mark := time.Now()
-		for i, fresh := 0, false; !fresh; i++ {
-			if i > 1200 {
-				t.Fatal("serve did not scrape every target again within a minute")
-			}
-			time.Sleep(50 * time.Millisecond)
-			fresh = true
-			for _, s := range d.Report().Servers {
-				fresh = fresh && s.ScrapedAt.After(mark)
-			}
-		}
+		scrapedAgain(t, d, false)
 		mfs, err := d.Gatherer().Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -297,17 +287,7 @@ func TestBrowserOverviewAndServerPage(t *testing.T) {
 	// loads and the one fetched below agree: the scrape right after an
 	// advance saw the counters move (a ratio over its interval), the next
 	// one sees none (since engine start).
-	mark := time.Now()
-	for i, fresh := 0, false; !fresh; i++ {
-		if i > 1200 {
-			t.Fatal("serve did not scrape every target again within a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
-		fresh = true
-		for _, s := range daemon.Report().Servers {
-			fresh = fresh && s.ScrapedAt.After(mark)
-		}
-	}
+	scrapedAgain(t, daemon, false)
 	if err := chromedp.Do(bctx,
 		chromedp.Reload(),
 		chromedp.WaitVisible(css(`#servers tbody tr`)),
@@ -532,14 +512,7 @@ func TestSimulatedKVAlertFiresAndResolves(t *testing.T) {
 			c.SetFault("prefill", sim.Fault{Kind: sim.FaultRestart})
 		}
 		c.Advance(15 * time.Second)
-		mark := time.Now()
-		for fresh := false; !fresh; {
-			time.Sleep(50 * time.Millisecond)
-			fresh = true
-			for _, s := range d.Report().Servers {
-				fresh = fresh && s.ScrapedAt.After(mark)
-			}
-		}
+		scrapedAgain(t, d, false)
 		mfs, err := d.Gatherer().Gather()
 		if err != nil {
 			t.Fatal(err)

@@ -55,6 +55,28 @@ func runDemoServeFlags(ctx context.Context, t *testing.T, c *sim.Cluster, cfg *c
 	return d, srv
 }
 
+// scrapedAgain waits until serve has scraped every target of d since the
+// call (successfully, with ok), for a minute at most: after a simulated
+// cluster advanced, the report and the exporter hold its new state.
+func scrapedAgain(t *testing.T, d *serve.Daemon, ok bool) {
+	t.Helper()
+	mark := time.Now()
+	for deadline := mark.Add(time.Minute); ; {
+		time.Sleep(10 * time.Millisecond)
+		rep := d.Report()
+		fresh := len(rep.Servers) > 0
+		for _, s := range rep.Servers {
+			fresh = fresh && (s.OK || !ok) && s.ScrapedAt.After(mark)
+		}
+		if fresh {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not scrape every target again within a minute")
+		}
+	}
+}
+
 // chromiumForUI returns the path of Chromium for a test that loads the web
 // UI, once the UI's assets are built (`make assets`).
 func chromiumForUI(t *testing.T) string {

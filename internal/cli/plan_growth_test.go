@@ -99,18 +99,7 @@ func TestPlanSimulatedGrowth(t *testing.T) {
 	peaks := map[string][]float64{} // daily peak of the truth's KV usage
 	for i := range days * hours {
 		c.Advance(step)
-		mark := time.Now()
-		for j, fresh := 0, false; !fresh; j++ {
-			if j > 3000 {
-				t.Fatal("serve did not scrape both servers again within a minute")
-			}
-			time.Sleep(10 * time.Millisecond)
-			rep := d.Report()
-			fresh = len(rep.Servers) == 2
-			for _, s := range rep.Servers {
-				fresh = fresh && s.OK && s.ScrapedAt.After(mark)
-			}
-		}
+		scrapedAgain(t, d, true)
 		mfs, err := d.Gatherer().Gather()
 		if err != nil {
 			t.Fatal(err)

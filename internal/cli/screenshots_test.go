@@ -88,17 +88,7 @@ func TestWebUIScreenshots(t *testing.T) {
 			post("decode", "/-/sim/fault?kind=leak")
 		}
 		c.Advance(step)
-		mark := time.Now()
-		for j, fresh := 0, false; !fresh; j++ {
-			if j > 1200 {
-				t.Fatal("serve did not scrape every target again within a minute")
-			}
-			time.Sleep(20 * time.Millisecond)
-			fresh = true
-			for _, s := range d.Report().Servers {
-				fresh = fresh && s.OK && s.ScrapedAt.After(mark)
-			}
-		}
+		scrapedAgain(t, d, true)
 		mfs, err := d.Gatherer().Gather()
 		if err != nil {
 			t.Fatal(err)

@@ -49,49 +49,59 @@ func (l *Local) Describe() string { return l.name }
 // QueryRange evaluates q from start to end at each step.
 func (l *Local) QueryRange(ctx context.Context, q string, start, end time.Time, step time.Duration) (model.Matrix, error) {
 	qry, err := l.engine.NewRangeQuery(ctx, l.queryable, nil, q, start, end, step)
-	if err != nil {
-		return nil, fmt.Errorf("query %s: %w: %w", l.name, ErrQuery, err)
-	}
-	defer qry.Close()
-	res := qry.Exec(ctx)
-	if res.Err != nil {
-		return nil, l.queryError(ctx, res.Err)
-	}
-	m, err := res.Matrix()
-	if err != nil {
-		return nil, fmt.Errorf("query %s: %w: %w", l.name, ErrQuery, err)
-	}
-	out := make(model.Matrix, 0, len(m))
-	for _, s := range m {
-		ss := &model.SampleStream{Metric: metricOf(s.Metric), Values: make([]model.SamplePair, len(s.Floats))}
-		for i, f := range s.Floats {
-			ss.Values[i] = model.SamplePair{Timestamp: model.Time(f.T), Value: model.SampleValue(f.F)}
+	var out model.Matrix
+	err = l.run(ctx, qry, err, func(res *promql.Result) error {
+		m, err := res.Matrix()
+		if err != nil {
+			return err
 		}
-		out = append(out, ss)
-	}
-	return out, nil
+		out = make(model.Matrix, 0, len(m))
+		for _, s := range m {
+			ss := &model.SampleStream{Metric: metricOf(s.Metric), Values: make([]model.SamplePair, len(s.Floats))}
+			for i, f := range s.Floats {
+				ss.Values[i] = model.SamplePair{Timestamp: model.Time(f.T), Value: model.SampleValue(f.F)}
+			}
+			out = append(out, ss)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Query evaluates q at one instant.
 func (l *Local) Query(ctx context.Context, q string, at time.Time) (model.Vector, error) {
 	qry, err := l.engine.NewInstantQuery(ctx, l.queryable, nil, q, at)
+	var out model.Vector
+	err = l.run(ctx, qry, err, func(res *promql.Result) error {
+		v, err := res.Vector()
+		if err != nil {
+			return err
+		}
+		out = make(model.Vector, 0, len(v))
+		for _, s := range v {
+			out = append(out, &model.Sample{Metric: metricOf(s.Metric), Timestamp: model.Time(s.T), Value: model.SampleValue(s.F)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// run executes qry (made by the engine, or err saying why it could not)
+// and hands its result to read before the query is closed (Close recovers
+// the result's memory), with this package's errors.
+func (l *Local) run(ctx context.Context, qry promql.Query, err error, read func(*promql.Result) error) error {
 	if err != nil {
-		return nil, fmt.Errorf("query %s: %w: %w", l.name, ErrQuery, err)
+		return fmt.Errorf("query %s: %w: %w", l.name, ErrQuery, err)
 	}
 	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
-		return nil, l.queryError(ctx, res.Err)
+		return l.queryError(ctx, res.Err)
 	}
-	v, err := res.Vector()
-	if err != nil {
-		return nil, fmt.Errorf("query %s: %w: %w", l.name, ErrQuery, err)
+	if err := read(res); err != nil {
+		return fmt.Errorf("query %s: %w: %w", l.name, ErrQuery, err)
 	}
-	out := make(model.Vector, 0, len(v))
-	for _, s := range v {
-		out = append(out, &model.Sample{Metric: metricOf(s.Metric), Timestamp: model.Time(s.T), Value: model.SampleValue(s.F)})
-	}
-	return out, nil
+	return nil
 }
 
 // queryError maps the engine's errors onto this package's.
