@@ -45,12 +45,17 @@ func printDemo(w io.Writer, prog, scenario string, eps []sim.Endpoint, url strin
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  POST /-/sim/load?factor=3\tmultiply its arrival rate by 3 (0 stops arrivals, 1 restores)")
 	fmt.Fprintln(tw, "  POST /-/sim/fault?kind=slow&delay=3s\tinject a fault (leak, slow, error, drop, restart, freeze, metrics-off; none clears)")
+	fmt.Fprintln(tw, "  POST /-/sim/version?version=V\tserve another version's dialect in place (SGLang, vLLM, llama.cpp, trtllm-serve): kvwatch reports the drift")
 	fmt.Fprintln(tw, "  GET  /-/sim/truth\tthe simulator's ground truth as JSON")
 	tw.Flush()
 	if load, leak := overloadTargets(eps); load != nil && leak != nil {
 		fmt.Fprintf(w, "overload it (load ×8, then a KV leak on %s):\n", leak.Name)
 		fmt.Fprintf(w, "  curl -X POST '%s/-/sim/load?factor=8'\n", load.URL)
 		fmt.Fprintf(w, "  curl -X POST '%s/-/sim/fault?kind=leak'\n", leak.URL)
+	}
+	if ep, v := upgradeTarget(eps); ep != nil {
+		fmt.Fprintf(w, "upgrade %s in place (its page changes dialect: a drift kvwatch reports):\n", ep.Name)
+		fmt.Fprintf(w, "  curl -X POST '%s/-/sim/version?version=%s'\n", ep.URL, v)
 	}
 	fmt.Fprintf(w, "read them: %s status %s\n", prog, strings.Join(args, " "))
 	fmt.Fprintf(w, "watch them: %s top --serve.url %s\n", prog, url)
@@ -86,6 +91,20 @@ func overloadTargets(eps []sim.Endpoint) (load, leak *sim.Endpoint) {
 		}
 	}
 	return load, leak
+}
+
+// upgradeTarget is the first server whose engine the simulator serves in
+// more than one version, with the first version other than the one it
+// serves; nil when there is none.
+func upgradeTarget(eps []sim.Endpoint) (*sim.Endpoint, string) {
+	for i := range eps {
+		for _, v := range sim.Versions(eps[i].Engine) {
+			if v != eps[i].Version {
+				return &eps[i], v
+			}
+		}
+	}
+	return nil, ""
 }
 
 // selfCommand is how to type the running kvwatch in the working directory:

@@ -21,14 +21,16 @@ import (
 func TestPrintDemoListsServersAndControls(t *testing.T) {
 	eps := []sim.Endpoint{
 		{Name: "router", Role: "router", Engine: "sgl-router", URL: "http://127.0.0.1:31000", MetricsPath: "/metrics"},
-		{Name: "prefill-0", Role: "prefill", Engine: "sglang", URL: "http://127.0.0.1:31001", MetricsPath: "/metrics"},
-		{Name: "trt", Role: "unified", Engine: "trtllm-serve", URL: "http://127.0.0.1:31002", MetricsPath: "/prometheus/metrics"},
-		{Name: "decode-0", Role: "decode", Engine: "sglang", URL: "http://127.0.0.1:31003", MetricsPath: "/metrics"},
+		{Name: "prefill-0", Role: "prefill", Engine: "sglang", URL: "http://127.0.0.1:31001", MetricsPath: "/metrics", Version: "current"},
+		{Name: "trt", Role: "unified", Engine: "trtllm-serve", URL: "http://127.0.0.1:31002", MetricsPath: "/prometheus/metrics", Version: "current"},
+		{Name: "decode-0", Role: "decode", Engine: "sglang", URL: "http://127.0.0.1:31003", MetricsPath: "/metrics", Version: "current"},
 	}
 	var b strings.Builder
 	printDemo(&b, "bin/kvwatch", "pd-sglang", eps, "http://127.0.0.1:9477/")
 	// Written by hand: tabwriter pads each column to its widest cell plus
-	// 2; the load goes to the router, the leak to the decode server.
+	// 2; the load goes to the router, the leak to the decode server, the
+	// upgrade to the first server of an engine with versions (SGLang's
+	// after current: 0.5.16).
 	want := `kvwatch demo: 4 simulated servers (pd-sglang)
   ROLE     NAME       ENGINE        METRICS
   router   router     sgl-router    http://127.0.0.1:31000/metrics
@@ -38,10 +40,13 @@ func TestPrintDemoListsServersAndControls(t *testing.T) {
 simulator control, on every server's own URL:
   POST /-/sim/load?factor=3             multiply its arrival rate by 3 (0 stops arrivals, 1 restores)
   POST /-/sim/fault?kind=slow&delay=3s  inject a fault (leak, slow, error, drop, restart, freeze, metrics-off; none clears)
+  POST /-/sim/version?version=V         serve another version's dialect in place (SGLang, vLLM, llama.cpp, trtllm-serve): kvwatch reports the drift
   GET  /-/sim/truth                     the simulator's ground truth as JSON
 overload it (load ×8, then a KV leak on decode-0):
   curl -X POST 'http://127.0.0.1:31000/-/sim/load?factor=8'
   curl -X POST 'http://127.0.0.1:31003/-/sim/fault?kind=leak'
+upgrade prefill-0 in place (its page changes dialect: a drift kvwatch reports):
+  curl -X POST 'http://127.0.0.1:31001/-/sim/version?version=0.5.16'
 read them: bin/kvwatch status router:router=http://127.0.0.1:31000 prefill:prefill-0=http://127.0.0.1:31001 unified:trt=http://127.0.0.1:31002/prometheus/metrics decode:decode-0=http://127.0.0.1:31003
 watch them: bin/kvwatch top --serve.url http://127.0.0.1:9477/
 web UI:  http://127.0.0.1:9477/
@@ -157,14 +162,14 @@ func TestDemoCommandsWorkAsTyped(t *testing.T) {
 		if c, ok := strings.CutPrefix(l, "  curl "); ok {
 			curls++
 			if _, err := exec.LookPath("curl"); err == nil {
-				if got := typed("curl -sf " + c); !strings.Contains(got, "load factor 8") && !strings.Contains(got, "fault leak") {
+				if got := typed("curl -sf " + c); !strings.Contains(got, "load factor 8") && !strings.Contains(got, "fault leak") && !strings.Contains(got, "version 0.5.16") {
 					t.Errorf("curl %s: %q", c, got)
 				}
 			}
 		}
 	}
-	if !strings.HasPrefix(status, "bin/kvwatch status ") || curls != 2 {
-		t.Fatalf("the demo printed status command %q and %d curl commands; want bin/kvwatch status and 2:\n%s", status, curls, out.String())
+	if !strings.HasPrefix(status, "bin/kvwatch status ") || curls != 3 {
+		t.Fatalf("the demo printed status command %q and %d curl commands; want bin/kvwatch status and 3:\n%s", status, curls, out.String())
 	}
 	got := typed(status)
 	for _, row := range []string{"router   router ", "prefill  prefill ", "decode   decode "} {

@@ -47,6 +47,7 @@ type Endpoint struct {
 	Engine      string
 	URL         string // base URL, e.g. http://127.0.0.1:30000
 	MetricsPath string // e.g. /metrics
+	Version     string // the dialect it serves now (servers[].version or SetVersion's; "" for an engine of one dialect)
 }
 
 // Cluster runs the servers of a scenario under one load model. Its methods
@@ -490,7 +491,7 @@ func (c *Cluster) Endpoints() []Endpoint {
 	defer c.mu.Unlock()
 	eps := make([]Endpoint, 0, len(c.servers))
 	for _, s := range c.servers {
-		eps = append(eps, Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: s.eng.path()})
+		eps = append(eps, Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: s.eng.path(), Version: s.version})
 	}
 	return eps
 }
