@@ -84,7 +84,11 @@ func normalizedAs() map[string]string {
 		return signal.RequestsQueued.Name + `{` + signal.LabelQueue + `="` + q + `"}`
 	}
 	return map[string]string{
+		// kvwatch's ratio is the full-attention KV pool's; token_usage is
+		// that pool's only on a model without SWA or Mamba layers (#22555).
 		"sglang:token_usage":                      signal.KVUsageRatio.Name,
+		"sglang:full_token_usage":                 signal.KVUsageRatio.Name,
+		"sglang:num_prefill_prealloc_queue_reqs":  queue(signal.QueueBootstrap),
 		"sglang:kv_used_tokens":                   signal.KVUsedTokens.Name,
 		"sglang:num_used_tokens":                  signal.KVUsedTokens.Name,
 		"sglang:kv_available_tokens":              signal.KVAvailableTokens.Name,
