@@ -113,6 +113,14 @@ func bump(body []byte, step int) []byte {
 // simulatedPages returns n pages of a simulated SGLang TP=8 server, 5 s of
 // simulated time apart.
 func simulatedPages(t testing.TB, n int) [][]byte {
+	pages, _ := simulatedPagesAs(t, n, "", "")
+	return pages
+}
+
+// simulatedPagesAs is simulatedPages from the simulator's SGLang at
+// version (its default when ""), asked with the Accept header accept (none
+// when ""), and the pages' content type.
+func simulatedPagesAs(t testing.TB, n int, version, accept string) ([][]byte, string) {
 	t.Helper()
 	sc, err := sim.GeneratedScenario(1, sim.EngineSGLang, 8)
 	if err != nil {
@@ -129,10 +137,23 @@ func simulatedPages(t testing.TB, n int) [][]byte {
 	}
 	defer cl.Close()
 	ep := cl.Endpoints()[0]
+	if version != "" {
+		if err := cl.SetVersion(ep.Name, version); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var pages [][]byte
+	var contentType string
 	for range n {
 		cl.Advance(5 * time.Second)
-		resp, err := http.Get(ep.URL + ep.MetricsPath)
+		req, err := http.NewRequest(http.MethodGet, ep.URL+ep.MetricsPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,9 +162,9 @@ func simulatedPages(t testing.TB, n int) [][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pages = append(pages, b)
+		pages, contentType = append(pages, b), resp.Header.Get("Content-Type")
 	}
-	return pages
+	return pages, contentType
 }
 
 // Successive pages of a server (the simulator's, whose values move with
@@ -438,22 +459,34 @@ func TestLayoutInterleavedNames(t *testing.T) {
 
 // BenchmarkParseWith reads the simulator's 96 KB SGLang TP=8 page (its
 // values changing between two pages) with a Parser, without a layout and
-// through one.
+// through one; and the same server as SGLang 0.5.16 answers a Prometheus
+// 3 scraper (OpenMetrics, names escaped with underscores), which the fast
+// path does not read (it falls back to Prometheus' parser).
 //
 //	go test ./internal/expo -run '^$' -bench BenchmarkParseWith -benchmem -count 5
 func BenchmarkParseWith(b *testing.B) {
-	pages := simulatedPages(b, 2)
+	text := simulatedPages(b, 2)
+	om, omType := simulatedPagesAs(b, 2, sim.VersionSGLang0516, "application/openmetrics-text;version=1.0.0;escaping=underscores;q=0.6,text/plain;version=0.0.4;q=0.3")
+	if !strings.HasPrefix(omType, "application/openmetrics-text") {
+		b.Fatalf("the simulated SGLang 0.5.16 answered %q, want OpenMetrics", omType)
+	}
 	for _, bb := range []struct {
-		name string
-		lay  *Layout
-	}{{"Parse", nil}, {"Layout", new(Layout)}} {
+		name        string
+		pages       [][]byte
+		contentType string
+		lay         *Layout
+	}{
+		{"Parse", text, "text/plain; version=0.0.4", nil},
+		{"Layout", text, "text/plain; version=0.0.4", new(Layout)},
+		{"OpenMetrics", om, omType, new(Layout)},
+	} {
 		b.Run(bb.name, func(b *testing.B) {
-			b.SetBytes(int64(len(pages[0])))
+			b.SetBytes(int64(len(bb.pages[0])))
 			b.ReportAllocs()
 			pr := NewParser(testColon...)
 			i := 0
 			for b.Loop() {
-				p, err := pr.ParseWith(pages[i%2], "text/plain; version=0.0.4", gauges, bb.lay)
+				p, err := pr.ParseWith(bb.pages[i%2], bb.contentType, gauges, bb.lay)
 				if err != nil || p.Len() == 0 {
 					b.Fatal(err)
 				}
