@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -49,13 +48,6 @@ func soakServers(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bomb bytes.Buffer
-	zw := gzip.NewWriter(&bomb)
-	zeros := make([]byte, 1<<20)
-	for range 64 { // 64 MiB of zeros, about 64 KiB compressed
-		zw.Write(zeros)
-	}
-	zw.Close()
 	var churn, backwards atomic.Int64
 	add("good", func(w http.ResponseWriter, r *http.Request) { w.Write(good) })
 	add("nan", func(w http.ResponseWriter, r *http.Request) {
@@ -86,20 +78,7 @@ sglang:generation_tokens_total{tp_rank="0"} NaN
 			fmt.Fprintf(w, "sglang:num_used_tokens{model_name=\"churn-%d\",dp_rank=\"%d\",tp_rank=\"0\"} %d\n", n, 4*n+k, 10*k)
 		}
 	})
-	add("slowloris", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "# TYPE sglang:max_total_num_tokens gauge\n")
-		for i := 0; ; i++ {
-			if _, err := fmt.Fprintf(w, "sglang:max_total_num_tokens{tp_rank=\"%d\"} 1000\n", i); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	})
+	add("slowloris", testenv.SlowLoris)
 	add("endlessheaders", func(w http.ResponseWriter, r *http.Request) {
 		c, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -116,23 +95,9 @@ sglang:generation_tokens_total{tp_rank="0"} NaN
 			}
 		}
 	})
-	add("endlessbody", func(w http.ResponseWriter, r *http.Request) {
-		line := []byte("sglang:num_running_reqs{tp_rank=\"0\"} 1\n")
-		for {
-			if _, err := w.Write(line); err != nil {
-				return
-			}
-		}
-	})
-	add("gzipbomb", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Encoding", "gzip")
-		w.Write(bomb.Bytes())
-	})
-	add("hangup", func(w http.ResponseWriter, r *http.Request) {
-		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			c.Close()
-		}
-	})
+	add("endlessbody", testenv.EndlessBody)
+	add("gzipbomb", testenv.GzipBomb())
+	add("hangup", testenv.HangUp)
 	return out
 }
 

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"log/slog"
@@ -30,13 +29,6 @@ import (
 func faultServers(t *testing.T) map[string]string {
 	t.Helper()
 	good := page(t, "sglang-dp2.prom")
-	var bomb bytes.Buffer
-	zw := gzip.NewWriter(&bomb)
-	zeros := make([]byte, 1<<20)
-	for range 64 { // 64 MiB of zeros, about 64 KiB compressed
-		zw.Write(zeros)
-	}
-	zw.Close()
 	var flaps, restarts atomic.Int64
 	restarted := bytes.ReplaceAll(bytes.ReplaceAll(good, []byte("} 1000\n"), []byte("} 10\n")), []byte("} 2000\n"), []byte("} 20\n"))
 	urls := map[string]string{}
@@ -63,18 +55,8 @@ func faultServers(t *testing.T) map[string]string {
 			conn.Close()
 		}
 	})
-	add("endless", func(w http.ResponseWriter, r *http.Request) {
-		line := []byte("sglang:num_running_reqs{tp_rank=\"0\"} 1\n")
-		for {
-			if _, err := w.Write(line); err != nil {
-				return
-			}
-		}
-	})
-	add("gzipbomb", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Encoding", "gzip")
-		w.Write(bomb.Bytes())
-	})
+	add("endless", testenv.EndlessBody)
+	add("gzipbomb", testenv.GzipBomb())
 	add("flap", func(w http.ResponseWriter, r *http.Request) {
 		if flaps.Add(1)%2 == 0 {
 			http.Error(w, "flapping", http.StatusBadGateway)

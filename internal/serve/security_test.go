@@ -201,26 +201,9 @@ func TestServeHostileTargets(t *testing.T) {
 			http.Redirect(w, r, "http://10.9.9.9/x", http.StatusFound)
 		},
 		// Slow loris: a valid page, one line every 200ms, for ever.
-		"slowloris": func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprint(w, "# TYPE sglang:max_total_num_tokens gauge\n")
-			for i := 0; ; i++ {
-				if _, err := fmt.Fprintf(w, "sglang:max_total_num_tokens{tp_rank=\"%d\"} 1000\n", i); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		},
+		"slowloris": testenv.SlowLoris,
 		// Closes the connection without an answer.
-		"hangup": func(w http.ResponseWriter, r *http.Request) {
-			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				c.Close()
-			}
-		},
+		"hangup": testenv.HangUp,
 	}
 	wantReason := map[string]string{"ansi": signal.ReasonHTTPError, "secret": signal.ReasonHTTPError, "bomb": signal.ReasonLimit,
 		"hugelabel": signal.ReasonLimit, "redirect": signal.ReasonRedirect, "badtls": signal.ReasonTLS, "slowloris": signal.ReasonTimeout,
