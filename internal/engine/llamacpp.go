@@ -78,6 +78,9 @@ type lcProps struct {
 	TotalSlots *float64 `json:"total_slots"`
 	ModelAlias string   `json:"model_alias"`
 	ModelPath  string   `json:"model_path"`
+	// BuildInfo is the build, e.g. "b10587-3f545be" (build number and
+	// commit); "b0-unknown" for a build made outside git.
+	BuildInfo string `json:"build_info"`
 }
 
 // known returns *f as a value made by mk, unknown when nil, not finite or
@@ -122,6 +125,9 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 		why = append(why, PathProps+" is not llama-server's JSON")
 	default:
 		srv.Model = props.ModelAlias
+		if v, err := checkVersion(props.BuildInfo); err == nil && v != "b0-unknown" {
+			srv.EngineVersion = v
+		}
 		if srv.Model == "" {
 			srv.Model = props.ModelPath
 		}

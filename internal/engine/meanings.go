@@ -14,6 +14,9 @@ type Meaning struct {
 	// Gone is a family the old dialect declares and the new one does not
 	// ("": the change adds a name only).
 	Gone string
+	// Since is the first release with the change, for a change that
+	// shows in no name (versionMeanings; Marker is empty then).
+	Since string
 	// Text says which signal's meaning changed and the engine change that
 	// did it, for people.
 	Text string

@@ -108,6 +108,9 @@ type Router struct {
 type Server struct {
 	// Engine is the adapter that read the page, e.g. "sglang".
 	Engine string `json:"engine"`
+	// EngineVersion is the engine's version where the engine says it (its
+	// version endpoint, llama.cpp's /props build), "" when it does not.
+	EngineVersion string `json:"engine_version,omitempty"`
 	// Generation is the metric-name generation detected, e.g. "current",
 	// "legacy", "v0".
 	Generation string `json:"generation"`
