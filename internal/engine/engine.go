@@ -109,8 +109,13 @@ func NewRegistry() *Registry {
 	)
 }
 
+// ProcessStart is the start time of the process that writes a page
+// (prometheus_client's process collector, on the Python engines' pages):
+// read beside the adapters' names, for the scraper to notice a restart.
+const ProcessStart = "process_start_time_seconds"
+
 func newRegistry(specs ...Spec) *Registry {
-	r := &Registry{specs: specs, wanted: map[string]struct{}{}}
+	r := &Registry{specs: specs, wanted: map[string]struct{}{ProcessStart: {}}}
 	for _, s := range specs {
 		a := adapterOf(s)
 		r.adapters = append(r.adapters, a)

@@ -46,11 +46,16 @@ const (
 	// exporters or a partial relabelling on one page; kvwatch reads both
 	// spellings as one name.
 	WarnMixedEscaping = "mixed_escaping"
+	// WarnVersionMismatch: the engine says a version (its version
+	// endpoint) whose releases do not have a name its page serves, or
+	// no longer have it: two processes behind one address, or a version
+	// endpoint of another server.
+	WarnVersionMismatch = "version_mismatch"
 )
 
 // WarningReasons lists every reason in documentation order.
 func WarningReasons() []string {
-	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnMixedDialect, WarnDialect, WarnMixedEscaping}
+	return []string{WarnNegative, WarnOverCapacity, WarnTooLarge, WarnDuplicateSeries, WarnTwoEngines, WarnMixedDialect, WarnDialect, WarnMixedEscaping, WarnVersionMismatch}
 }
 
 // Warn adds a warning to s (once per reason and detail).

@@ -25,6 +25,9 @@ const acceptHeader = "application/openmetrics-text;version=1.0.0;escaping=allow-
 // it from one scrape of the target to the next.
 type Dialect struct {
 	Engine string
+	// Version is the engine's version where it says it (kv.Server's
+	// EngineVersion), "" when it does not.
+	Version string
 	// Fingerprint is a stable hash (16 hex digits) of the family names
 	// the page declares among those kvwatch reads (canonical names, a
 	// counter's _total suffix dropped, so that both formats and both
@@ -145,7 +148,7 @@ func fingerprint(page *expo.Page, want bool) (uint64, []string) {
 func (t *Target) sentinel(page *expo.Page, contentType string, srv *kv.Server, now time.Time) (Dialect, []string) {
 	prev := t.dialect.Load()
 	var d Dialect
-	d.Engine = srv.Engine
+	d.Engine, d.Version = srv.Engine, srv.EngineVersion
 	declared := ""
 	if prev != nil && prev.contentType == contentType {
 		d.Format, declared = prev.d.Format, prev.declared
@@ -178,7 +181,7 @@ func (t *Target) sentinel(page *expo.Page, contentType string, srv *kv.Server, n
 		for _, c := range [...]struct {
 			what      string
 			old, next string
-		}{{signal.ChangeEngine, p.Engine, d.Engine}, {signal.ChangeFingerprint, p.Fingerprint, d.Fingerprint}, {signal.ChangeFormat, p.Format, d.Format}, {signal.ChangeEscaping, p.Escaping, d.Escaping}} {
+		}{{signal.ChangeEngine, p.Engine, d.Engine}, {signal.ChangeVersion, known(p.Version, d.Version), known(d.Version, p.Version)}, {signal.ChangeFingerprint, p.Fingerprint, d.Fingerprint}, {signal.ChangeFormat, p.Format, d.Format}, {signal.ChangeEscaping, p.Escaping, d.Escaping}} {
 			if c.old != c.next {
 				changed = append(changed, c.what)
 			}
@@ -193,7 +196,22 @@ func (t *Target) sentinel(page *expo.Page, contentType string, srv *kv.Server, n
 	if st.warning != "" && now.Sub(st.changed) < DialectWarnFor {
 		srv.Warn(kv.WarnDialect, "%s", st.warning)
 	}
+	if d.Version != "" {
+		for _, c := range engine.Contradictions(d.Engine, d.Version, d.families) {
+			srv.Warn(kv.WarnVersionMismatch, "%s says it is %s, but %s: two processes behind one address, a version endpoint of another server, or an engine that backported the name? kvwatch reads the names as the page writes them", d.Engine, d.Version, c)
+		}
+	}
 	return d, changed
+}
+
+// known is v, or other when v is unknown: a version that becomes known
+// (or is not answered once) is no change; only two known versions that
+// differ are.
+func known(v, other string) string {
+	if v == "" {
+		return other
+	}
+	return v
 }
 
 // dialectWarning says what changed from p to d and which signals' meaning
@@ -202,6 +220,8 @@ func dialectWarning(p, d Dialect) string {
 	var parts []string
 	if p.Engine != d.Engine {
 		parts = append(parts, fmt.Sprintf("engine %s → %s", p.Engine, d.Engine))
+	} else if p.Version != "" && d.Version != "" && p.Version != d.Version {
+		parts = append(parts, fmt.Sprintf("version %s → %s", p.Version, d.Version))
 	}
 	if p.Format != d.Format {
 		parts = append(parts, fmt.Sprintf("format %s → %s", p.Format, d.Format))
@@ -226,6 +246,9 @@ func dialectWarning(p, d Dialect) string {
 	w := "the engine's page changed since the last scrape (an upgrade or a restart with other flags?): " + strings.Join(parts, "; ")
 	if p.Engine == d.Engine {
 		for _, m := range engine.Meanings(d.Engine, p.families, d.families) {
+			w += ". " + m.Text
+		}
+		for _, m := range engine.VersionMeanings(d.Engine, p.Version, d.Version) {
 			w += ". " + m.Text
 		}
 	}

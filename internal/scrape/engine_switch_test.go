@@ -28,6 +28,10 @@ func TestEngineSwitch(t *testing.T) {
 	answers := []string{"sglang", "sglang", "vllm", "error", "vllm", "sglang", "vllm"}
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" { // vLLM's /version, asked on its first page: not one of the answers
+			http.NotFound(w, r)
+			return
+		}
 		switch answers[n.Add(1)-1] {
 		case "sglang":
 			fmt.Fprint(w, sglangPage)

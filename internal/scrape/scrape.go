@@ -90,6 +90,10 @@ type Target struct {
 	// dialect is the dialect of the target's last page and its last
 	// change (the drift sentinel, dialect.go).
 	dialect atomic.Pointer[dialectState]
+	// version is what the scraper knows of the engine's version
+	// (version.go); failed is true when the target's last scrape failed.
+	version atomic.Pointer[versionState]
+	failed  atomic.Bool
 	// auth names what sends the target's credentials ("basic_auth", ...),
 	// "" when nothing does: for the advice on a 401 or 403.
 	auth string
@@ -299,7 +303,9 @@ func (s *Scraper) Scrape(ctx context.Context, t *Target) Result {
 	res := Result{Target: t, Time: time.Now()}
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
-	s.scrape(ctx, t, &res)
+	failedBefore := t.failed.Load()
+	s.scrape(ctx, t, &res, failedBefore)
+	t.failed.Store(!res.OK())
 	res.Duration = time.Since(res.Time)
 	return res
 }
@@ -307,7 +313,7 @@ func (s *Scraper) Scrape(ctx context.Context, t *Target) Result {
 // redact returns u as shown in every output: secrets masked (safetext.URL).
 func (t *Target) redact(u *url.URL) string { return safetext.URL(u, t.SecretParams...) }
 
-func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
+func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result, failedBefore bool) {
 	var forced engine.Adapter
 	if t.Engine != "" {
 		a, err := s.reg.ByName(t.Engine)
@@ -393,11 +399,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 		in.Extra = map[string][]byte{}
 		for _, p := range ep.ExtraPaths() {
 			x := u
-			x.Path = strings.TrimSuffix(u.Path, "/metrics")
-			if strings.HasSuffix(u.Path, "/prometheus/metrics") {
-				x.Path = strings.TrimSuffix(u.Path, "/prometheus/metrics")
-			}
-			x.Path += p
+			x.Path = siblingPath(u.Path, p)
 			x.RawQuery = ""
 			// Extra bodies go to the adapter: a buffer of their own each,
 			// not pooled.
@@ -437,6 +439,8 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result) {
 				*prev, srv.Engine, srv.Role, whose)
 		}
 	}
+	s.engineVersion(ctx, t, u, &srv, page, res.Time, failedBefore)
+	srv.EngineVersion = safetext.Terminal(srv.EngineVersion)
 	res.Dialect, res.Changed = t.sentinel(page, ctype, &srv, res.Time)
 	if m := t.Labels[config.TargetLabelModel]; m != "" && srv.Model == "" {
 		srv.Model = m

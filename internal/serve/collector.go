@@ -222,7 +222,7 @@ func (c *collector) collectEntry(e *entry, em *emitter) {
 	}
 	emit(signal.ServerInfo, 1, s.Engine, s.Generation, s.Model)
 	d := &e.res.Dialect
-	emit(signal.TargetInfo, 1, d.Engine, d.Fingerprint, d.Format, d.Escaping)
+	emit(signal.TargetInfo, 1, d.Engine, d.Version, d.Fingerprint, d.Format, d.Escaping)
 	known(signal.KVCapacityTokens, s.Capacity)
 	known(signal.KVUsedTokens, s.Used)
 	known(signal.KVAvailableTokens, s.Available())

@@ -73,7 +73,7 @@ func TestDriftSentinelEndToEnd(t *testing.T) {
 	info := func(target string) map[string]float64 {
 		return series(t, g, signal.TargetInfo.Name, map[string]string{signal.LabelServer: target})
 	}
-	none := map[string]float64{signal.ChangeEngine: 0, signal.ChangeFingerprint: 0, signal.ChangeFormat: 0, signal.ChangeEscaping: 0}
+	none := map[string]float64{signal.ChangeEngine: 0, signal.ChangeVersion: 0, signal.ChangeFingerprint: 0, signal.ChangeFormat: 0, signal.ChangeEscaping: 0}
 	equal := func(a, b map[string]float64) bool {
 		for k, v := range b {
 			if a[k] != v {
@@ -114,7 +114,7 @@ func TestDriftSentinelEndToEnd(t *testing.T) {
 	at := scrapes("prefill")
 	waitFor(t, "5 more scrapes", func() bool { return scrapes("prefill") >= at+5 && scrapes("decode") >= at+5 })
 
-	want := map[string]float64{signal.ChangeEngine: 0, signal.ChangeFingerprint: 1, signal.ChangeFormat: 1, signal.ChangeEscaping: 1}
+	want := map[string]float64{signal.ChangeEngine: 0, signal.ChangeVersion: 0, signal.ChangeFingerprint: 1, signal.ChangeFormat: 1, signal.ChangeEscaping: 1}
 	if c := changes("prefill"); !equal(c, want) {
 		t.Errorf("prefill after the upgrade: changes %v, want %v", c, want)
 	}
@@ -141,5 +141,101 @@ func TestDriftSentinelEndToEnd(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "target's page changed"); n != 1 {
 		t.Errorf("logged the change %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// TestVersionUpgradeEndToEnd: serve scrapes the simulator's vLLM at 0.25.1
+// (before vllm#48860, whose page is 0.26.0's): kvwatch_target_info
+// carries the version /version answers and a steady run changes nothing.
+// The simulator upgrades it to 0.26.0 in place (its process restarts,
+// the page's names do not change): the version, and only the version,
+// changes once, kvwatch_target_info says 0.26.0, and the report warns
+// naming both releases and vllm#48860.
+func TestVersionUpgradeEndToEnd(t *testing.T) {
+	cl := testenv.Builtin(t, "vllm-dp", sim.Options{Seed: 1, ManualClock: true, ListenHost: "127.0.0.1"})
+	cl.Advance(time.Minute)
+	if err := cl.SetVersion("vllm", sim.VersionVLLMBefore48860); err != nil {
+		t.Fatal(err)
+	}
+	cfg := configWith(t)
+	ep := cl.Endpoints()[0]
+	cfg.Targets = append(cfg.Targets, config.Target{Name: "vllm", URL: ep.URL + ep.MetricsPath})
+	d := start(t, Options{Pipeline: pipe(t, config.Sources{Config: cfg})})
+	g := d.Gatherer()
+	sel := map[string]string{signal.LabelServer: "vllm"}
+	scrapes := func() float64 {
+		n := 0.0
+		for _, v := range series(t, g, signal.TargetScrapes.Name, sel) {
+			n += v
+		}
+		return n
+	}
+	changes := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, what := range signal.Changes {
+			out[what] = one(t, g, signal.TargetChanges.Name, map[string]string{signal.LabelServer: "vllm", signal.LabelWhat: what})
+		}
+		return out
+	}
+	version := func() string {
+		info := series(t, g, signal.TargetInfo.Name, sel)
+		if len(info) != 1 {
+			t.Fatalf("target info %v, want one series", info)
+		}
+		for k := range info {
+			for _, part := range strings.Split(k, ",") {
+				if v, ok := strings.CutPrefix(part, signal.LabelVersion+"="); ok {
+					return v
+				}
+			}
+		}
+		return ""
+	}
+	warning := func() string {
+		for _, s := range d.Report().Servers {
+			if s.Server != nil && s.Name == "vllm" {
+				for _, w := range s.Server.Warnings {
+					if w.Reason == kv.WarnDialect {
+						return w.Detail
+					}
+				}
+			}
+		}
+		return ""
+	}
+
+	waitFor(t, "5 scrapes", func() bool { return scrapes() >= 5 })
+	if v := version(); v != "0.25.1" {
+		t.Errorf("before the upgrade: version label %q, want 0.25.1", v)
+	}
+	for what, n := range changes() {
+		if n != 0 {
+			t.Errorf("steady run: %s changed %g times", what, n)
+		}
+	}
+	if w := warning(); w != "" {
+		t.Errorf("steady run: warning %q", w)
+	}
+
+	cl.Advance(time.Minute) // the upgrade restarts the process a minute on
+	if err := cl.SetVersion("vllm", sim.VersionCurrent); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the upgrade to be seen", func() bool { return changes()[signal.ChangeVersion] > 0 })
+	at := scrapes()
+	waitFor(t, "5 more scrapes", func() bool { return scrapes() >= at+5 })
+	for what, n := range changes() {
+		if want := map[string]float64{signal.ChangeVersion: 1}[what]; n != want {
+			t.Errorf("after the upgrade: %s changed %g times, want %g", what, n, want)
+		}
+	}
+	if v := version(); v != "0.26.0" {
+		t.Errorf("after the upgrade: version label %q, want 0.26.0", v)
+	}
+	w := warning()
+	for _, part := range []string{"version 0.25.1 → 0.26.0", "vllm#48860", "prefix hit ratio steps"} {
+		if !strings.Contains(w, part) {
+			t.Errorf("warning %q does not say %q", w, part)
+		}
 	}
 }

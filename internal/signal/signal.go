@@ -159,15 +159,15 @@ var (
 		Help:   "1 for the reason the last scrape failed (" + strings.Join(Reasons[:], ", ") + "); absent when it succeeded.",
 		Labels: []string{LabelReason}}
 	TargetWarnings = Metric{Name: "kvwatch_target_warnings", Type: Gauge, Unit: "", Target: true,
-		Help:   "Warnings about the target's last page, by reason (negative, used_over_capacity, too_large, duplicate_series, two_engines, mixed_dialect, dialect_changed, mixed_escaping): the values concerned by the first five are not exported; 0 when none.",
+		Help:   "Warnings about the target's last page, by reason (negative, used_over_capacity, too_large, duplicate_series, two_engines, mixed_dialect, dialect_changed, mixed_escaping, version_mismatch): the values concerned by the first five are not exported; 0 when none.",
 		Labels: []string{LabelReason}}
 	TargetScrapes = Metric{Name: "kvwatch_target_scrapes_total", Type: Counter, Unit: "", Target: true,
 		Help: "Scrapes of the target."}
 	TargetScrapeFailures = Metric{Name: "kvwatch_target_scrape_failures_total", Type: Counter, Unit: "", Target: true,
 		Help: "Failed scrapes of the target, by reason.", Labels: []string{LabelReason}}
 	TargetInfo = Metric{Name: "kvwatch_target_info", Type: Gauge, Unit: "", Target: true,
-		Help:   "Always 1; labels say how the target's last page was written: engine, fingerprint (a hash of the family names kvwatch reads that it declares), format (Prometheus' scrape_protocols names) and escaping (underscores when colon names came as sglang_x, else what the page declares, else none).",
-		Labels: []string{LabelEngine, LabelFingerprint, LabelFormat, LabelEscaping}}
+		Help:   "Always 1; labels say how the target's last page was written: engine, version (where the engine says it on its version endpoint or llama.cpp's /props; empty otherwise), fingerprint (a hash of the family names kvwatch reads that it declares), format (Prometheus' scrape_protocols names) and escaping (underscores when colon names came as sglang_x, else what the page declares, else none).",
+		Labels: []string{LabelEngine, LabelVersion, LabelFingerprint, LabelFormat, LabelEscaping}}
 	TargetChanges = Metric{Name: "kvwatch_target_changes_total", Type: Counter, Unit: "", Target: true,
 		Help:   "Changes of the target's page from one scrape to the next, by what changed (" + strings.Join(Changes[:], ", ") + "): an engine upgrade, a restart with other flags, another scraper setting; 0 while nothing changed.",
 		Labels: []string{LabelWhat}}
@@ -175,6 +175,7 @@ var (
 
 // Labels of kvwatch_target_info and kvwatch_target_changes_total.
 const (
+	LabelVersion     = "version"
 	LabelFingerprint = "fingerprint"
 	LabelFormat      = "format"
 	LabelEscaping    = "escaping"
@@ -182,17 +183,18 @@ const (
 )
 
 // What of a target's page can change (kvwatch_target_changes_total's what
-// label): the engine, the fingerprint of its metric names, the exposition
+// label): the engine, its version, the fingerprint of its metric names, the exposition
 // format, the escaping of its colon names.
 const (
 	ChangeEngine      = "engine"
+	ChangeVersion     = "version"
 	ChangeFingerprint = "fingerprint"
 	ChangeFormat      = "format"
 	ChangeEscaping    = "escaping"
 )
 
 // Changes lists every change in documentation order.
-var Changes = [...]string{ChangeEngine, ChangeFingerprint, ChangeFormat, ChangeEscaping}
+var Changes = [...]string{ChangeEngine, ChangeVersion, ChangeFingerprint, ChangeFormat, ChangeEscaping}
 
 // Families about kvwatch serve itself.
 var (
