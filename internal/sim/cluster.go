@@ -98,7 +98,10 @@ type server struct {
 
 	nextID, nextTask int64
 	startedAt        time.Duration
-	restarts         int
+	// processAt is when the server's process started: at a restart, and
+	// at a new version (SetVersion keeps the counters, not the process).
+	processAt time.Duration
+	restarts  int
 
 	// router state, per worker
 	active, processed, selected []int64
@@ -194,7 +197,7 @@ func (s *server) reset() {
 	}
 	s.routed, s.routeErrors = 0, 0
 	if s.cl != nil {
-		s.startedAt = s.cl.now
+		s.startedAt, s.processAt = s.cl.now, s.cl.now
 	}
 }
 
@@ -388,7 +391,7 @@ func (c *Cluster) publishLocked() {
 			s.frozen = nil
 		}
 		t.Frozen = s.frozen
-		s.snap.Store(&snapshot{srv: s, truth: t, frozen: s.frozen, hists: s.histSnapshot(), created: c.opts.Epoch.Add(s.startedAt), wall: c.opts.Epoch.Add(c.now)})
+		s.snap.Store(&snapshot{srv: s, truth: t, frozen: s.frozen, hists: s.histSnapshot(), created: c.opts.Epoch.Add(s.startedAt), started: c.opts.Epoch.Add(s.processAt), wall: c.opts.Epoch.Add(c.now)})
 	}
 }
 
@@ -441,6 +444,7 @@ func (c *Cluster) SetVersion(name, version string) error {
 		return fmt.Errorf("set version %s: %w", name, err)
 	}
 	s.version = version
+	s.processAt = c.now
 	c.publishLocked()
 	return nil
 }

@@ -77,7 +77,7 @@ servers:
   - {name: g, engine: llamacpp, version: before-13660}
   - {name: h, engine: trtllm-serve, version: before-050f80de}
 `, "scenario.yaml:3: servers[0].version: unknown version \"0.5.9\" of engine sglang; want current, 0.5.16 or before-24341\n" +
-			"scenario.yaml:4: servers[1].version: unknown version \"before-24341\" of engine vllm; want current or before-38435\n" +
+			"scenario.yaml:4: servers[1].version: unknown version \"before-24341\" of engine vllm; want current, before-48860 or before-38435\n" +
 			"scenario.yaml:5: servers[2].version: engine tgi has one dialect and no versions; remove version\n" +
 			"scenario.yaml:7: servers[4].version: unknown version \"b5440\" of engine llamacpp; want current or before-13660\n" +
 			"scenario.yaml:8: servers[5].version: unknown version \"legacy\" of engine trtllm-serve; want current or before-050f80de"},

@@ -295,6 +295,7 @@ type snapshot struct {
 	frozen  *Truth
 	hists   []hists
 	created time.Time // when the server (re)started: _created series
+	started time.Time // when its process started: a restart or a new version (SetVersion)
 	wall    time.Time // the instant's wall-clock time (Epoch + At)
 
 	once sync.Once

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"encoding/json"
+	"net/http"
 	"strconv"
 )
 
@@ -16,11 +18,33 @@ const (
 // VersionCurrent has both.
 const VersionVLLMBefore = "before-38435"
 
+// VersionVLLMBefore48860 is vLLM 0.25.1, the last release before vllm#48860
+// (a waiting request's prefix-cache lookup no longer counted again on each
+// scheduling retry, first in 0.26.0): its page is VersionCurrent's, since
+// the fix changed no name; only /version tells them apart. The simulator
+// does not reproduce the double count (its waiting requests look nothing
+// up).
+const VersionVLLMBefore48860 = "before-48860"
+
+// vllmReleases is what each dialect answers on /version. 0.25.1 and 0.26.0
+// are the releases around vllm#48860; 0.18.0 stands for a release before
+// vllm#38435 (merged 2026-03-28), which kvwatch acts on by name only.
+var vllmReleases = map[string]string{VersionCurrent: "0.26.0", VersionVLLMBefore48860: "0.25.1", VersionVLLMBefore: "0.18.0"}
+
+// vllmRoutes serves /version as vLLM's show_version does.
+func vllmRoutes(s *server, mux *http.ServeMux) {
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"version": vllmReleases[s.snap.Load().truth.Version]})
+	})
+}
+
 // vllmEngine is vLLM V1: DP engines, blocks of 16 tokens, native CPU
 // offloading or an LMCache server next to it; vllmV0Engine is V0.
 var (
 	vllmEngine = engine{name: EngineVLLM, render: renderVLLM, dp: true, defaults: serverDefaults{pageSize: 16},
-		tiers: tierKeys{host: true, lmcache: true}, metricsOff: fastAPINotFound, versions: []string{VersionCurrent, VersionVLLMBefore}}
+		tiers: tierKeys{host: true, lmcache: true}, metricsOff: fastAPINotFound, versions: []string{VersionCurrent, VersionVLLMBefore48860, VersionVLLMBefore},
+		routes: vllmRoutes}
 	vllmV0Engine = engine{name: EngineVLLMV0, render: renderVLLMV0, defaults: serverDefaults{pageSize: 16}, metricsOff: fastAPINotFound}
 )
 
@@ -38,6 +62,11 @@ func renderVLLM(p *snapshot) []byte {
 	g, live := p.gauges(), &p.truth
 	w := &page{style: pyNum, b: make([]byte, 0, 32<<10)}
 	created := float64(p.created.UnixNano()) / 1e9
+	// prometheus_client's process collector (the default registry of a
+	// single API server) writes the process' start: a restart or an
+	// upgrade moves it.
+	w.family("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", "gauge")
+	w.sample("process_start_time_seconds", "", float64(p.started.UnixNano())/1e9)
 	lbl := make([]string, spec.DP)
 	for e := range spec.DP {
 		lbl[e] = labels(false, "model_name", spec.ModelName, "engine", strconv.Itoa(e))
