@@ -290,7 +290,7 @@ func renderStatus(w io.Writer, rep *report.Report, l statusLayout, trend kv.Fill
 		for _, x := range s.Unavailable {
 			notes.addProse(2, x.Reason+": "+x.Detail, "unavailable", row.Name)
 		}
-		c := g.add(string(s.Role), row.Name, row.Address(), s.Engine)
+		c := g.add(string(s.Role), row.Name, row.Address(), textfmt.Engine(s.Engine, s.EngineVersion))
 		if row.Plan != nil && row.Plan.State != kv.StateUnknown {
 			c.cells[colState] = textfmt.State(row.Plan.State)
 		}

@@ -58,6 +58,9 @@ type ServerText struct {
 	// State is the server's diagnosis in words (textfmt.State): "leak
 	// suspected", "ok", ...; its evidence is Plan.Evidence.
 	State string `json:"state,omitempty"`
+	// Engine is the engine with its version where it says it
+	// (textfmt.Engine): "vllm 0.26.0".
+	Engine string `json:"engine"`
 	// Binding and StatePool are a hybrid model's (a plan with a state
 	// pool): what caps its concurrency, "concurrency 96, bound by state
 	// slots (mamba)" (textfmt.Binding), and its state pool,
@@ -111,7 +114,8 @@ func (s *Server) text() *ServerText {
 	sv := s.Server
 	t := &ServerText{UsageRatio: textfmt.Percent(sv.UsageRatio), Used: textfmt.Count(sv.Used),
 		Capacity: textfmt.Count(sv.Capacity), Headroom: textfmt.NA, Running: textfmt.Count(sv.Running),
-		QueuedTotal: textfmt.Count(s.QueuedTotal), DemandRatio: textfmt.Times(sv.DemandRatio)}
+		QueuedTotal: textfmt.Count(s.QueuedTotal), DemandRatio: textfmt.Times(sv.DemandRatio),
+		Engine: textfmt.Engine(sv.Engine, sv.EngineVersion)}
 	if h, ok := s.FirstHeadroom(); ok {
 		t.Headroom = textfmt.Headroom(h.Requests, h.Tokens)
 	}

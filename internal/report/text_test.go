@@ -31,7 +31,7 @@ func TestText(t *testing.T) {
 	// 12,034 / 2,581,504 = 0.466 %.
 	row := func(hit, window string) *ServerText {
 		return &ServerText{UsageRatio: "0.5%", Used: "12.0k", Capacity: "2.58M", Headroom: "627×4k", Running: "3",
-			QueuedTotal: "5", DemandRatio: "--", PrefixHitRatio: hit, PrefixHitWindow: window, State: "ok"}
+			QueuedTotal: "5", DemandRatio: "--", PrefixHitRatio: hit, PrefixHitWindow: window, State: "ok", Engine: "sglang"}
 	}
 	steps := []struct {
 		at      time.Duration
@@ -92,7 +92,7 @@ func TestTextJSON(t *testing.T) {
 		`"text":{"usage_ratio":"0.5%","used_tokens":"12.0k","capacity_tokens":"2.58M","headroom":"313×8k","running":"--","queued":"--","demand_ratio":"--","state":"ok","state_evidence":"decode: 0.466% of the KV cache used"}`,
 		`"queued_total":{"value":null,"provenance":"unavailable"}`,
 		// No prefix-cache traffic: no ratio, no window.
-		`"prefix_hit_ratio":"--","state":"ok"}`,
+		`"prefix_hit_ratio":"--","state":"ok","engine":"sglang"}`,
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report JSON lacks %s:\n%s", want, b)

@@ -26,6 +26,15 @@ import (
 // NA is how an unavailable value is shown: never as 0.
 const NA = "--"
 
+// Engine is an engine with its version where the engine says it:
+// "vllm 0.26.0"; "sglang" when it does not.
+func Engine(engine, version string) string {
+	if version == "" {
+		return engine
+	}
+	return engine + " " + version
+}
+
 // Count writes a whole quantity (tokens, requests, workers): exact with
 // thousands separators below 10,000 ("9,999"), then three significant
 // digits with k, M or G ("12.0k", "2.58M"; k is 1,000 here, unlike a

@@ -313,3 +313,15 @@ func TestHitWindows(t *testing.T) {
 		}
 	}
 }
+
+func TestEngine(t *testing.T) {
+	for _, tc := range []struct{ engine, version, want string }{
+		{"vllm", "0.26.0", "vllm 0.26.0"},
+		{"llamacpp", "b10587-3f545be", "llamacpp b10587-3f545be"},
+		{"sglang", "", "sglang"},
+	} {
+		if got := Engine(tc.engine, tc.version); got != tc.want {
+			t.Errorf("Engine(%q, %q) = %q, want %q", tc.engine, tc.version, got, tc.want)
+		}
+	}
+}

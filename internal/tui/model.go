@@ -392,7 +392,7 @@ func (m Model) rows() []report.Server {
 func searchText(s report.Server) string {
 	parts := []string{s.Name, s.URL, string(s.Role), s.Reason}
 	if s.Server != nil {
-		parts = append(parts, s.Server.Engine, s.Server.Model)
+		parts = append(parts, s.Server.Engine, s.Server.EngineVersion, s.Server.Model)
 	}
 	for _, v := range s.Labels {
 		parts = append(parts, v)

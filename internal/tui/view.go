@@ -191,7 +191,7 @@ func (m Model) layout(w int) (cols []tableCol, nameW int) {
 			if s.Server == nil {
 				return textfmt.NA
 			}
-			return s.Server.Engine
+			return textfmt.Engine(s.Server.Engine, s.Server.EngineVersion)
 		}},
 		{colKV, "KV", barW + 8, false, 1, func(m Model, s report.Server) string { return m.kvCell(s, barW) }},
 		{colUsed, "USED/CAP", 13, true, 7, func(m Model, s report.Server) string {
@@ -560,7 +560,7 @@ func (m Model) drillView(w int) []string {
 		return append(lines, "", m.st.dim.Render("esc back  ↑↓ other server  q quit"))
 	}
 	sv := s.Server
-	eng := sv.Engine
+	eng := textfmt.Engine(sv.Engine, sv.EngineVersion)
 	if sv.Generation != "" {
 		eng += " (" + sv.Generation + ")"
 	}

@@ -548,7 +548,7 @@ async function overview(main) {
     return `<tr data-server="${esc(s.name)}">
       <td><a href="#/server/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${addr ? `<div class="muted addr" data-field="addr">${esc(addr)}</div>` : ""}${status}</td>
       <td data-field="role">${esc(s.role)}</td>
-      <td data-field="engine">${esc(sv.engine || "--")}</td>
+      <td data-field="engine">${esc(t.engine || sv.engine || "--")}</td>
       <td>${s.role === "router" ? routerCell(s) : s.role === "cache" ? cacheServerCell(s) : bar(sv.usage_ratio)}</td>
       <td class="num">${textCell("usage", sv.usage_ratio, t.usage_ratio)}</td>
       <td class="num">${textCell("used", sv.used_tokens, t.used_tokens)}</td>
@@ -626,7 +626,7 @@ async function serverPage(main, name) {
   // Series labels say when the value is a reservation.
   const rsv = (v, label) => (prov(v) === "reserved" ? label + " (reservation)" : label);
   const sq = `server=${sel(name)}`;
-  main.innerHTML = `<h2 id="server-title">${esc(name)} <span class="muted">${esc(s.role)} · ${esc(sv.engine || "--")} ${esc(sv.model || "")}</span></h2>
+  main.innerHTML = `<h2 id="server-title">${esc(name)} <span class="muted">${esc(s.role)} · ${esc((s.text || {}).engine || sv.engine || "--")} ${esc(sv.model || "")}</span></h2>
     ${s.ok ? "" : `<p class="error">${esc(s.error || s.reason)}</p>`}
     <p class="muted">${esc(s.url)}</p>
     ${warnings(sv)}
