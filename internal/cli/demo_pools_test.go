@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -25,19 +24,8 @@ import (
 func TestBrowserPools(t *testing.T) {
 	chromium := testenv.Tool(t, "chromium", "chromium")
 	addr := testenv.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb testenv.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"demo", "--scenario", "sglang-hicache", "--web.listen-address", addr, "--speed", "40"},
-			Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("demo exit code %d; stderr: %s", code, errb.String())
-		}
-	}()
+	demo := runBackground(t, "demo", "--scenario", "sglang-hicache", "--web.listen-address", addr, "--speed", "40")
+	errb := &demo.Stderr
 	url := "http://" + addr + "/"
 
 	// Wait until the host tier holds something.

@@ -206,21 +206,14 @@ func freePorts(t *testing.T, n int) int {
 // printed, on the ports the flag asked for, and a control endpoint.
 func TestDemoBasePort(t *testing.T) {
 	base := freePorts(t, 3)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb testenv.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"demo", "--base-port", fmt.Sprint(base), "--web.listen-address", "127.0.0.1:0", "--history", "0"},
-			Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
-	}()
+	demo := runBackground(t, "demo", "--base-port", fmt.Sprint(base), "--web.listen-address", "127.0.0.1:0", "--history", "0")
+	out, errb := &demo.Stdout, &demo.Stderr
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), "Stop with Ctrl-C.") {
-		select {
-		case code := <-done:
+		if code, ok := demo.Exited(); ok {
 			t.Fatalf("demo exited with %d before printing; stderr: %s", code, errb.String())
-		case <-time.After(20 * time.Millisecond):
 		}
+		time.Sleep(20 * time.Millisecond)
 		if time.Now().After(deadline) {
 			t.Fatalf("demo printed no banner in 20s: %q", out.String())
 		}
@@ -267,10 +260,6 @@ func TestDemoBasePort(t *testing.T) {
 	code, stdout, stderr := run(t, append([]string{"status"}, strings.Fields(status)...)...)
 	if code != exitOK || !strings.Contains(stdout, "fleet") {
 		t.Errorf("kvwatch status %s = %d\n%s%s", status, code, stdout, stderr)
-	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("demo exit code = %d, want 0; stderr: %s", code, errb.String())
 	}
 }
 

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -122,13 +120,7 @@ func TestFacesNameTargetsAlike(t *testing.T) {
 	cfg = writeConfig(t, "global: {scrape_interval: 1s, scrape_timeout: 1s}\ntargets:\n  - {name: decode-0, url: "+named.URL+"}\n  - {url: "+unnamed.URL+"}\n"+
 		"  - {name: d1, url: "+arg.URL+"}\n  - {role: decode, url: "+roleArg.URL+"}\n")
 	addr := testenv.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "0"},
-			Streams{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard})
-	}()
-	defer func() { cancel(); <-done }()
+	runBackground(t, "serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "0")
 	var serveNames []string
 	for deadline := time.Now().Add(30 * time.Second); len(serveNames) < len(want); {
 		if time.Now().After(deadline) {

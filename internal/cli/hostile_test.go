@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,13 +149,9 @@ func TestServeStartsOnDamagedSnapshot(t *testing.T) {
 	os.WriteFile(snap+".tmp4242", []byte("half a write"), 0o600)
 	cfg := writeConfig(t, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n")
 	addr := strings.TrimPrefix(serveAddr(t), "http://")
-	var stdout, stderr testenv.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m",
-			"--history.snapshot-file", snap, "--query.max-length", "10"}, Streams{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
-	}()
+	serve := runBackground(t, "serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m",
+		"--history.snapshot-file", snap, "--query.max-length", "10")
+	stderr := &serve.Stderr
 	var body string
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape("kvwatch_kv_used_tokens"))
@@ -166,10 +161,8 @@ func TestServeStartsOnDamagedSnapshot(t *testing.T) {
 			body = fmt.Sprint(resp.StatusCode, " ", string(b))
 			break
 		}
-		select {
-		case code := <-done:
+		if code, ok := serve.Exited(); ok {
 			t.Fatalf("serve exited with %d on a damaged snapshot:\n%s", code, stderr.String())
-		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve never answered:\n%s", stderr.String())
@@ -179,8 +172,7 @@ func TestServeStartsOnDamagedSnapshot(t *testing.T) {
 	if !strings.Contains(body, "400") || !strings.Contains(body, "over the 10-byte limit") {
 		t.Errorf("a 22-byte query with --query.max-length 10 = %s", body)
 	}
-	cancel()
-	if code := <-done; code != exitOK {
+	if code := serve.Stop(); code != exitOK {
 		t.Errorf("serve exit code = %d, want 0; log:\n%s", code, stderr.String())
 	}
 	log := stderr.String()

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -23,17 +22,12 @@ func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("targets:\n  - url: "+engine.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr testenv.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", "127.0.0.1:0"}, Streams{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
-	}()
+	serve := runBackground(t, "serve", "--config.file", cfg, "--web.listen-address", "127.0.0.1:0")
+	stderr := &serve.Stderr
 	wait := func(what string) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), what); {
 			if time.Now().After(deadline) {
-				cancel()
 				t.Fatalf("timed out waiting for %q in the log:\n%s", what, stderr.String())
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -44,8 +38,7 @@ func TestServeReloadsOnSIGHUPAndStopsOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("config reloaded")
-	cancel()
-	if code := <-done; code != exitOK {
+	if code := serve.Stop(); code != exitOK {
 		t.Errorf("serve exit code = %d after cancel, want 0; log:\n%s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "kvwatch serve stopped") {
@@ -63,19 +56,8 @@ func TestServeHistoryRecordsScrapes(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\ntargets:\n  - {name: a, url: "+engine.URL+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr testenv.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m"},
-			Streams{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("serve exit code = %d, want 0; log:\n%s", code, stderr.String())
-		}
-	}()
+	serve := runBackground(t, "serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m")
+	stderr := &serve.Stderr
 	query := func(q string) string {
 		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
 		if err != nil {

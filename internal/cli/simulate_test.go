@@ -12,24 +12,18 @@ import (
 )
 
 func TestSimulateDefaultScenario(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb testenv.Buffer
-	done := make(chan int)
-	go func() {
-		done <- Run(ctx, []string{"simulate", "--speed=10", "--tick=50ms"}, Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
-	}()
+	sim := runBackground(t, "simulate", "--speed=10", "--tick=50ms")
+	out, errb := &sim.Stdout, &sim.Stderr
 	var lines []string
 	for range 500 {
 		lines = strings.Split(strings.TrimSpace(out.String()), "\n")
 		if len(lines) == 3 {
 			break
 		}
-		select {
-		case code := <-done:
+		if code, ok := sim.Exited(); ok {
 			t.Fatalf("simulate exited early with %d; stderr: %s", code, errb.String())
-		case <-time.After(10 * time.Millisecond):
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if len(lines) != 3 {
 		t.Fatalf("stdout = %q, want 3 endpoint lines", out.String())
@@ -53,10 +47,6 @@ func TestSimulateDefaultScenario(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], "sglang") {
 		t.Errorf("decode line %q: want engine sglang", lines[2])
-	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("exit code = %d, want 0; stderr: %s", code, errb.String())
 	}
 }
 

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,19 +46,8 @@ sglang:generation_tokens_total %d
 	defer engine.Close()
 	cfg := writeConfig(t, "global:\n  scrape_interval: 200ms\n  scrape_timeout: 200ms\ntargets:\n  - {name: hostile, url: "+engine.URL+"}\n")
 	addr := testenv.FreeAddr(t)
-	var stdout, stderr testenv.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m"},
-			Streams{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("serve exit code = %d:\n%s", code, stderr.String())
-		}
-	}()
+	serve := runBackground(t, "serve", "--config.file", cfg, "--web.listen-address", addr, "--history", "10m")
+	stderr := &serve.Stderr
 	// 40 pages past the decrease: the chart then has windows before,
 	// across and after it.
 	for deadline := time.Now().Add(2 * time.Minute); pages.Load() < back+40; {

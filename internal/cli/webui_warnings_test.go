@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -38,19 +37,8 @@ sglang:max_total_num_tokens{dp_rank="1",tp_rank="0"} 1000
 sglang:num_used_tokens{dp_rank="0",tp_rank="0"} 900
 `)
 	addr := testenv.FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb testenv.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--web.listen-address", addr, "neg=" + neg, "half=" + half, "sleep=" + page(asleepVLLMPage)},
-			Streams{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("serve exit code %d; stderr: %s", code, errb.String())
-		}
-	}()
+	serve := runBackground(t, "serve", "--web.listen-address", addr, "neg="+neg, "half="+half, "sleep="+page(asleepVLLMPage))
+	errb := &serve.Stderr
 	base := "http://" + addr + "/"
 	for i := 0; ; i++ {
 		resp, err := http.Get(base + "-/ready")
