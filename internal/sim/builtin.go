@@ -231,6 +231,19 @@ servers:
     disk_offload_tokens: 20000000
     load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
 `,
+	// A Dynamo vLLM worker with two DP ranks: its own page, in the dialect
+	// since PR #5704 (total_blocks and gpu_cache_usage_percent per dp_rank)
+	// or, with version before-5704, the kvstats gauges of DP rank 0. At most
+	// 12 running requests per rank, so requests wait in the engine too.
+	"dynamo": `
+servers:
+  - name: worker
+    engine: dynamo
+    dp: 2
+    capacity_tokens: 131072
+    max_running_requests: 12
+    load: {rate: 4}
+`,
 }
 
 // BuiltinNames lists the built-in scenario names, sorted.

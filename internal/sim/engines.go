@@ -99,6 +99,7 @@ var engines = []*engine{
 	&trtllmServeEngine,
 	&lmcacheEngine,
 	&kvbmEngine,
+	&dynamoEngine,
 }
 
 // Engines lists every engine the simulator serves, in the order errors list them.
