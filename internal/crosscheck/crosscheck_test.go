@@ -83,6 +83,10 @@ func TestAdaptersReportTruth(t *testing.T) {
 						}
 						s := res.Server
 						name := ep.Name + " (" + ep.Engine + " " + version + ")"
+						if ep.Engine == sim.EngineDynamoFrontend {
+							checkDynamoFrontend(t, name, s, truth)
+							continue
+						}
 						if string(s.Role) != truth.Role {
 							t.Errorf("%s role = %s, want %s", name, s.Role, truth.Role)
 						}
@@ -214,40 +218,4 @@ func versionsOf(engine string) []string {
 // multiplies back out.
 func usedAsReported(engine string, truth sim.Truth) float64 {
 	return float64(truth.UsedTokens)
-}
-
-// checkDynamoWorker compares what kvwatch reads on a Dynamo worker's own
-// page with the truth. The page has no block size (that is the frontend's
-// model card), so capacity and used in tokens are unknown and the usage
-// ratio is the reading: per dp_rank since Dynamo PR #5704, before it the
-// kvstats gauges of DP rank 0 alone (the worker's own data_parallel_rank).
-// A rank that has not published (total blocks 0) has no ratio. The
-// handler's requests are the engine's running and waiting ones, which
-// Dynamo does not split: kvwatch's running, and no queue.
-func checkDynamoWorker(t *testing.T, name string, s *kv.Server, truth sim.Truth) {
-	t.Helper()
-	ranks, gen := truth.Ranks, "current"
-	if truth.Version == sim.VersionDynamoBefore {
-		ranks, gen = ranks[:1], "kvstats"
-	}
-	if s.Generation != gen {
-		t.Errorf("%s read as generation %q, want %q", name, s.Generation, gen)
-	}
-	var sum float64
-	n := 0
-	for i, r := range ranks {
-		if truth.Dynamo.Published[i] {
-			sum += float64(r.UsedTokens) / float64(r.CapacityTokens)
-			n++
-		}
-	}
-	ratio := -1.0
-	if n > 0 {
-		ratio = sum / float64(n) // no capacities: the mean of the ranks' ratios
-	}
-	checkWithin(t, name+" usage ratio", s.UsageRatio, ratio, 1e-9)
-	check(t, name+" capacity", s.Capacity, -1)
-	check(t, name+" used", s.Used, -1)
-	check(t, name+" running", s.Running, float64(truth.Dynamo.Inflight))
-	check(t, name+" queued", s.Queued.Waiting, -1)
 }

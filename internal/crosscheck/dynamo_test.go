@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/sim"
 )
 
@@ -14,7 +15,12 @@ import (
 // have published.
 func TestDynamoUnpublished(t *testing.T) {
 	c := startCluster(t, "dynamo")
-	ep := c.Endpoints()[0]
+	var ep sim.Endpoint
+	for _, e := range c.Endpoints() {
+		if e.Name == "worker-0" {
+			ep = e
+		}
+	}
 	for _, step := range []struct {
 		name      string
 		do        func()
@@ -49,4 +55,64 @@ func TestDynamoUnpublished(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkDynamoFrontend compares what kvwatch reads on a Dynamo frontend's
+// page with the truth. kvwatch cannot tell a frontend from its page, so
+// without a configured role it is role unified, whose KV is the KV router's
+// prediction (docs/engines.md): a rank per worker and DP rank, used = the
+// router's decode blocks × the block size, capacity = the model card's
+// blocks × the block size (vLLM's null block included: the card's count).
+// Running is inflight − queued, the queue the HTTP queue.
+func checkDynamoFrontend(t *testing.T, name string, s *kv.Server, truth sim.Truth) {
+	t.Helper()
+	d := truth.DynamoFrontend
+	if s.Role != kv.RoleUnified || len(s.Ranks) != len(d.Workers) {
+		t.Errorf("%s read as role %s with %d ranks, want unified (no role configured) and %d", name, s.Role, len(s.Ranks), len(d.Workers))
+	}
+	var blocks int64
+	for _, w := range d.Workers {
+		blocks += w.DecodeBlocks
+	}
+	check(t, name+" capacity", s.Capacity, float64(int64(len(d.Workers))*d.TotalBlocks*d.BlockSize))
+	check(t, name+" used", s.Used, float64(blocks*d.BlockSize))
+	check(t, name+" running", s.Running, float64(d.Inflight-d.Queued))
+	check(t, name+" queued", s.Queued.Waiting, float64(d.Queued))
+	check(t, name+" context length", s.ContextLength, float64(d.ContextLength))
+}
+
+// checkDynamoWorker compares what kvwatch reads on a Dynamo worker's own
+// page with the truth. The page has no block size (that is the frontend's
+// model card), so capacity and used in tokens are unknown and the usage
+// ratio is the reading: per dp_rank since Dynamo PR #5704, before it the
+// kvstats gauges of DP rank 0 alone (the worker's own data_parallel_rank).
+// A rank that has not published (total blocks 0) has no ratio. The
+// handler's requests are the engine's running and waiting ones, which
+// Dynamo does not split: kvwatch's running, and no queue.
+func checkDynamoWorker(t *testing.T, name string, s *kv.Server, truth sim.Truth) {
+	t.Helper()
+	ranks, gen := truth.Ranks, "current"
+	if truth.Version == sim.VersionDynamoBefore {
+		ranks, gen = ranks[:1], "kvstats"
+	}
+	if s.Generation != gen {
+		t.Errorf("%s read as generation %q, want %q", name, s.Generation, gen)
+	}
+	var sum float64
+	n := 0
+	for i, r := range ranks {
+		if truth.Dynamo.Published[i] {
+			sum += float64(r.UsedTokens) / float64(r.CapacityTokens)
+			n++
+		}
+	}
+	ratio := -1.0
+	if n > 0 {
+		ratio = sum / float64(n) // no capacities: the mean of the ranks' ratios
+	}
+	checkWithin(t, name+" usage ratio", s.UsageRatio, ratio, 1e-9)
+	check(t, name+" capacity", s.Capacity, -1)
+	check(t, name+" used", s.Used, -1)
+	check(t, name+" running", s.Running, float64(truth.Dynamo.Inflight))
+	check(t, name+" queued", s.Queued.Waiting, -1)
 }

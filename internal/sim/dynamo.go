@@ -1,6 +1,12 @@
 package sim
 
-import "strconv"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // EngineDynamo is a Dynamo worker running vLLM: the page of its system
 // server (DYN_SYSTEM_PORT), Dynamo's own dynamo_component_* families.
@@ -162,5 +168,155 @@ func renderDynamo(p *snapshot) []byte {
 	}
 	w.family("dynamo_component_model_load_time_seconds", "Model load time in seconds.", "gauge")
 	w.sample("dynamo_component_model_load_time_seconds", labels(false, "model", spec.ModelName, "dynamo_component", "backend"), dynamoLoadSeconds)
+	return w.b
+}
+
+// EngineDynamoFrontend is Dynamo's HTTP frontend running the KV router in
+// front of Dynamo workers (dynamo_frontend_*).
+const EngineDynamoFrontend = "dynamo-frontend"
+
+// dynamoFrontendEngine is the Dynamo frontend: a router over the dynamo
+// servers it lists in workers, no KV of its own.
+var dynamoFrontendEngine = engine{name: EngineDynamoFrontend, render: renderDynamoFrontend, role: RoleRouter,
+	validate: func(s ServerSpec, servers []ServerSpec, names map[string]int, add func(key, format string, args ...any)) {
+		for j, w := range s.Workers {
+			if i, ok := names[w]; ok && servers[i].Engine != EngineDynamo {
+				add(fmt.Sprintf("workers[%d]", j), "%q is a %s server; a Dynamo frontend routes to Dynamo workers (engine %s)", w, servers[i].Engine, EngineDynamo)
+			}
+		}
+	},
+	truth: dynamoFrontendTruth}
+
+// DynamoFrontendTruth is what a Dynamo frontend's page shows: its HTTP
+// requests, the model card of its workers and the KV router's load per
+// worker and DP rank.
+type DynamoFrontendTruth struct {
+	// Inflight are the requests the frontend routed that have not
+	// finished; Queued, of those, the ones without a first token yet (the
+	// HTTP queue, a part of Inflight); Requests the finished ones.
+	Inflight, Queued int
+	Requests         int64
+	// The model card: a worker's total blocks (vLLM's num_gpu_blocks: one
+	// worker's, the null block included), the block size in tokens, the
+	// context length and the running-request limit per DP rank.
+	TotalBlocks, BlockSize, ContextLength int64
+	MaxNumSeqs                            int
+	// Workers is the KV router's view, per worker and DP rank in the
+	// order of workers.
+	Workers []DynamoWorkerLoad
+}
+
+// DynamoWorkerLoad is the KV router's prediction for one DP rank of one
+// worker, from the requests this frontend routed there and that have not
+// finished (waiting in the engine or running). With the router's defaults
+// (router_track_output_blocks false, router_assume_kv_reuse true) it
+// counts each request's prompt blocks, a shared prefix's full blocks once,
+// and no decode growth: not the engine's used KV.
+type DynamoWorkerLoad struct {
+	Worker   string // the worker's name in the scenario
+	WorkerID string // its worker_id label
+	DPRank   int
+	// DecodeBlocks is worker_active_decode_blocks; PrefillTokens is
+	// worker_active_prefill_tokens: the prompt tokens of the requests
+	// without a first token, less their device cache hits (none predicted
+	// before the engine admits a request).
+	DecodeBlocks, PrefillTokens int64
+}
+
+// dynamoWorkerIDBase is the first simulated worker_id (Dynamo's are etcd
+// lease ids); a worker's is the base plus its index in the scenario.
+const dynamoWorkerIDBase = 7587890012398311424
+
+// dynamoFrontendTruth fills t.DynamoFrontend (dynamoFrontendEngine.truth).
+func dynamoFrontendTruth(s *server, t *Truth) {
+	d := &DynamoFrontendTruth{}
+	for i, w := range s.workers {
+		d.Requests += s.processed[i]
+		if i == len(s.workers)-1 { // the model card: the last writer wins
+			d.TotalBlocks, d.BlockSize, d.ContextLength, d.MaxNumSeqs = vllmBlocks(w.spec), w.spec.PageSize, w.spec.ContextLength, w.spec.MaxRunningRequests
+		}
+		for _, k := range w.ranks {
+			l := DynamoWorkerLoad{Worker: w.spec.Name, WorkerID: strconv.FormatUint(dynamoWorkerIDBase+uint64(w.idx), 10), DPRank: k.dp}
+			shared := w.spec.Load.PrefixTokens / k.page * k.page // a shared prefix's full blocks
+			if !w.cacheOn {
+				shared = 0
+			}
+			groups := map[int]bool{}
+			for _, q := range [][]*request{k.waiting, k.running} {
+				for _, r := range q {
+					if r.router != s {
+						continue
+					}
+					d.Inflight++
+					own := r.prompt
+					if r.group >= 0 && shared > 0 {
+						own -= shared
+						if !groups[r.group] {
+							groups[r.group] = true
+							l.DecodeBlocks += shared / k.page
+						}
+					}
+					l.DecodeBlocks += (own + k.page - 1) / k.page
+					if r.generated == 0 {
+						d.Queued++
+						l.PrefillTokens += r.prompt - r.hit
+					}
+				}
+			}
+			d.Workers = append(d.Workers, l)
+		}
+	}
+	t.DynamoFrontend = d
+}
+
+// renderDynamoFrontend writes the Dynamo frontend's page (ai-dynamo/dynamo;
+// docs/engines.md, NVIDIA Dynamo): the Rust prometheus crate, families
+// sorted by name, labels sorted, integers. The HTTP service's gauges and
+// counters carry the request's model name in lower case and the model
+// card's gauges the card's name, as on docs/observability/metrics_examples/
+// fe.log; the KV router's per-worker gauges (lib/llm/src/kv_router/
+// metrics.rs @c7810b035df4, WORKER_LOAD_METRICS and its PEF test: labels
+// worker_id, dp_rank, worker_type, "decode" for an aggregated worker) and
+// its queue gauges (a later revision of that file: label worker_type; the
+// newest adds model and policy_class, not simulated), which stay 0: the
+// simulated router sends every request on at once (to the least-loaded
+// worker, a stand-in for the KV router's cost function). Not simulated:
+// the latency and sequence-length histograms, output_tokens_total,
+// model_max_num_batched_tokens and the router's overhead histograms.
+func renderDynamoFrontend(p *snapshot) []byte {
+	spec := p.srv.spec
+	d, ld := p.gauges().DynamoFrontend, p.truth.DynamoFrontend
+	w := &page{style: rustNum, b: make([]byte, 0, 4<<10)}
+	req := labels(true, "model", strings.ToLower(spec.ModelName))
+	card := labels(true, "model", spec.ModelName)
+	one := func(name, help, typ, lbl string, v float64) {
+		w.family(name, help, typ)
+		w.sample(name, lbl, v)
+	}
+	// The Rust registry sorts a family's series by their label values:
+	// dp_rank, then worker_id.
+	sorted := slices.SortedStableFunc(slices.Values(d.Workers), func(a, b DynamoWorkerLoad) int {
+		return cmp.Or(cmp.Compare(strconv.Itoa(a.DPRank), strconv.Itoa(b.DPRank)), cmp.Compare(a.WorkerID, b.WorkerID))
+	})
+	perWorker := func(name, help string, v func(l DynamoWorkerLoad) int64) {
+		w.family(name, help, "gauge")
+		for _, l := range sorted {
+			w.sample(name, labels(true, "worker_id", l.WorkerID, "dp_rank", strconv.Itoa(l.DPRank), "worker_type", "decode"), float64(v(l)))
+		}
+	}
+	one("dynamo_frontend_disconnected_clients", "Number of disconnected clients", "gauge", "", 0)
+	one("dynamo_frontend_inflight_requests", "Number of inflight requests", "gauge", req, float64(d.Inflight))
+	one("dynamo_frontend_model_context_length", "Maximum context length in tokens for a worker serving the model", "gauge", card, float64(d.ContextLength))
+	one("dynamo_frontend_model_kv_cache_block_size", "KV cache block size in tokens for a worker serving the model", "gauge", card, float64(d.BlockSize))
+	one("dynamo_frontend_model_max_num_seqs", "Maximum number of sequences for a worker serving the model", "gauge", card, float64(d.MaxNumSeqs))
+	one("dynamo_frontend_model_migration_limit", "Maximum number of request migrations allowed for the model", "gauge", card, 0)
+	one("dynamo_frontend_model_total_kv_blocks", "Total KV cache blocks available for a worker serving the model", "gauge", card, float64(d.TotalBlocks))
+	one("dynamo_frontend_queued_requests", "Number of requests in HTTP processing queue", "gauge", req, float64(d.Queued))
+	one("dynamo_frontend_requests_total", "Total number of LLM requests processed", "counter",
+		labels(true, "endpoint", "chat_completions", "model", strings.ToLower(spec.ModelName), "request_type", "stream", "status", "success"), float64(ld.Requests))
+	one("dynamo_frontend_router_queue_pending_isl_tokens", "Sum of isl_tokens for requests pending in the router scheduler queue", "gauge", labels(true, "worker_type", "decode"), 0)
+	one("dynamo_frontend_router_queue_pending_requests", "Number of requests pending in the router scheduler queue", "gauge", labels(true, "worker_type", "decode"), 0)
+	perWorker("dynamo_frontend_worker_active_decode_blocks", "Active KV cache decode blocks per worker", func(l DynamoWorkerLoad) int64 { return l.DecodeBlocks })
+	perWorker("dynamo_frontend_worker_active_prefill_tokens", "Active prefill tokens queued per worker", func(l DynamoWorkerLoad) int64 { return l.PrefillTokens })
 	return w.b
 }

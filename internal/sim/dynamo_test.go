@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +16,8 @@ import (
 // blocks, and vLLM's num_gpu_blocks counts the null block: 8,193.
 func TestDynamoWorkerPage(t *testing.T) {
 	c := startCluster(t, "dynamo")
-	ep := c.Endpoints()[0]
-	c.Advance(90 * time.Second)
+	ep := endpoint(t, c, "worker-0")
+	c.Advance(2 * time.Minute) // the end of a burst
 	for _, tc := range []struct {
 		version string
 		present []string
@@ -62,8 +63,8 @@ func TestDynamoWorkerPage(t *testing.T) {
 			if got, want := one(t, fams, "dynamo_component_requests_total", "dynamo_endpoint", "generate"), tr.Counters.RequestsFinished+int64(tr.Running+tr.Queued); got != float64(want) {
 				t.Errorf("generate requests = %v, want %d (finished + in the handler)", got, want)
 			}
-			if got := one(t, fams, "dynamo_component_uptime_seconds"); got != 90 {
-				t.Errorf("uptime = %v, want 90", got)
+			if got := one(t, fams, "dynamo_component_uptime_seconds"); got != 120 {
+				t.Errorf("uptime = %v, want 120", got)
 			}
 			ratio := func(r RankTruth) float64 { return float64(r.UsedTokens) / float64(r.CapacityTokens) }
 			if tc.version == VersionDynamoBefore {
@@ -143,51 +144,182 @@ dynamo_component_kvstats_total_blocks{dynamo_component="backend",dynamo_namespac
 	}
 }
 
-// TestDynamoMatchesCaptures: every dynamo_component_* family of Dynamo's
-// own example page (vllm.log, the kvstats dialect) and of the page written
-// from the current source is on the simulator's page of that dialect, of
-// the same type and with the same label names. Dynamo's byte counters
-// (request_bytes_total, response_bytes_total) are not simulated and are
-// not on the fixtures either.
+// TestDynamoMatchesCaptures: every family of Dynamo's own example pages
+// (vllm.log: a worker in the kvstats dialect; fe.log: a frontend without
+// the KV router) and of the pages written from the current source is on
+// the simulator's page of that server and dialect, of the same type and
+// with the same label names, unless listed as not simulated; and the
+// simulator's page has no family the capture lacks, unless listed as the
+// capture's omission (fe.log's frontend ran no KV router; the
+// source-written frontend page holds the KV router's part only). A
+// worker's byte counters are on neither worker fixture.
 func TestDynamoMatchesCaptures(t *testing.T) {
 	c := startCluster(t, "dynamo")
 	c.Advance(time.Minute)
-	for _, tc := range []struct{ fixture, version string }{
-		{"dynamo-docs-metrics_examples-vllm-partial.prom", VersionDynamoBefore},
-		{"dynamo-src-worker-current-dp2.prom", VersionCurrent},
+	for _, tc := range []struct {
+		fixture, server, version string
+		notSimulated, notCaptured []string
+	}{
+		{fixture: "dynamo-docs-metrics_examples-vllm-partial.prom", server: "worker-0", version: VersionDynamoBefore},
+		{fixture: "dynamo-src-worker-current-dp2.prom", server: "worker-0", version: VersionCurrent},
+		{fixture: "dynamo-docs-metrics_examples-fe.prom", server: "frontend",
+			notSimulated: []string{"dynamo_frontend_input_sequence_tokens", "dynamo_frontend_inter_token_latency_seconds", "dynamo_frontend_model_max_num_batched_tokens",
+				"dynamo_frontend_output_sequence_tokens", "dynamo_frontend_output_tokens_total", "dynamo_frontend_request_duration_seconds", "dynamo_frontend_time_to_first_token_seconds"},
+			notCaptured: []string{"dynamo_frontend_router_queue_pending_isl_tokens", "dynamo_frontend_router_queue_pending_requests",
+				"dynamo_frontend_worker_active_decode_blocks", "dynamo_frontend_worker_active_prefill_tokens"}},
+		{fixture: "dynamo-src-frontend-kv-router.prom", server: "frontend",
+			notCaptured: []string{"dynamo_frontend_disconnected_clients", "dynamo_frontend_model_max_num_seqs", "dynamo_frontend_model_migration_limit",
+				"dynamo_frontend_requests_total", "dynamo_frontend_router_queue_pending_isl_tokens"}},
 	} {
-		t.Run(tc.version, func(t *testing.T) {
+		t.Run(tc.fixture, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join(fixtures, tc.fixture))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.SetVersion("worker", tc.version); err != nil {
+			if tc.version != "" {
+				if err := c.SetVersion(tc.server, tc.version); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv, err := c.server(tc.server)
+			if err != nil {
 				t.Fatal(err)
 			}
-			real, sim := parse(t, raw), parse(t, c.servers[0].snap.Load().metrics())
+			real, sim := parse(t, raw), parse(t, srv.snap.Load().metrics())
 			n := 0
 			for name, rf := range real {
-				if !strings.HasPrefix(name, "dynamo_component_") {
+				if !strings.HasPrefix(name, "dynamo_") {
 					continue
 				}
 				n++
 				sf := sim[name]
-				if sf == nil {
-					t.Errorf("%s: %s not on the simulator's page", tc.fixture, name)
-					continue
-				}
-				if rf.GetType() != sf.GetType() || !slices.Equal(labelNames(rf), labelNames(sf)) {
-					t.Errorf("%s: %s is %s %v, the simulator's %s %v", tc.fixture, name, rf.GetType(), labelNames(rf), sf.GetType(), labelNames(sf))
+				switch {
+				case sf == nil && !slices.Contains(tc.notSimulated, name):
+					t.Errorf("%s not on the simulator's page", name)
+				case sf != nil && slices.Contains(tc.notSimulated, name):
+					t.Errorf("%s is listed as not simulated but is on the page; remove it from the list", name)
+				case sf != nil && (rf.GetType() != sf.GetType() || !slices.Equal(labelNames(rf), labelNames(sf))):
+					t.Errorf("%s is %s %v, the simulator's %s %v", name, rf.GetType(), labelNames(rf), sf.GetType(), labelNames(sf))
 				}
 			}
 			for name := range sim {
-				if real[name] == nil {
-					t.Errorf("%s: the simulator's %s is not on the page", tc.fixture, name)
+				if (real[name] == nil) != slices.Contains(tc.notCaptured, name) {
+					t.Errorf("%s: on the capture %v, listed as not captured %v", name, real[name] != nil, slices.Contains(tc.notCaptured, name))
 				}
 			}
 			if n < 4 {
-				t.Errorf("%s: %d dynamo_component_* families, want the worker's", tc.fixture, n)
+				t.Errorf("%d dynamo_* families on the fixture, want the server's", n)
 			}
 		})
+	}
+}
+
+// endpoint is c's endpoint called name.
+func endpoint(t *testing.T, c *Cluster, name string) Endpoint {
+	t.Helper()
+	for _, ep := range c.Endpoints() {
+		if ep.Name == name {
+			return ep
+		}
+	}
+	t.Fatalf("no endpoint %s", name)
+	return Endpoint{}
+}
+
+// TestDynamoFrontendPage: the frontend's page against its truth and the
+// workers' (every request comes through the frontend), the model card by
+// hand: 8,193 blocks (8,192 + vLLM's null block) of 16 tokens, context
+// 131,072, 12 sequences.
+func TestDynamoFrontendPage(t *testing.T) {
+	c := startCluster(t, "dynamo")
+	c.Advance(2 * time.Minute) // the end of a burst
+	ep := endpoint(t, c, "frontend")
+	tr := c.Truth("frontend")
+	d := tr.DynamoFrontend
+	if d == nil || d.Inflight == 0 || d.Queued == 0 || len(d.Workers) != 4 {
+		t.Fatalf("truth %+v: want requests in flight, some without a first token, and 2 workers × 2 DP ranks", d)
+	}
+	var inflight int
+	var finished int64
+	for _, w := range []string{"worker-0", "worker-1"} {
+		wt := c.Truth(w)
+		inflight += wt.Dynamo.Inflight
+		finished += wt.Counters.RequestsFinished
+	}
+	if d.Inflight != inflight || d.Requests != finished {
+		t.Errorf("frontend inflight %d, requests %d; the workers hold %d and finished %d", d.Inflight, d.Requests, inflight, finished)
+	}
+	_, body, err := get(t, ep.URL+ep.MetricsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := parse(t, body)
+	for _, tc := range []struct {
+		family string
+		want   float64
+	}{
+		{"dynamo_frontend_model_total_kv_blocks", 8193},
+		{"dynamo_frontend_model_kv_cache_block_size", 16},
+		{"dynamo_frontend_model_context_length", 131072},
+		{"dynamo_frontend_model_max_num_seqs", 12},
+		{"dynamo_frontend_inflight_requests", float64(d.Inflight)},
+		{"dynamo_frontend_queued_requests", float64(d.Queued)},
+		{"dynamo_frontend_requests_total", float64(d.Requests)},
+		{"dynamo_frontend_router_queue_pending_requests", 0},
+	} {
+		if got := one(t, fams, tc.family); got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.family, got, tc.want)
+		}
+	}
+	for _, l := range d.Workers {
+		kv := []string{"worker_id", l.WorkerID, "dp_rank", string(rune('0' + l.DPRank)), "worker_type", "decode"}
+		if got := one(t, fams, "dynamo_frontend_worker_active_decode_blocks", kv...); got != float64(l.DecodeBlocks) {
+			t.Errorf("%s dp %d decode blocks = %v, want %d", l.Worker, l.DPRank, got, l.DecodeBlocks)
+		}
+		if got := one(t, fams, "dynamo_frontend_worker_active_prefill_tokens", kv...); got != float64(l.PrefillTokens) {
+			t.Errorf("%s dp %d prefill tokens = %v, want %d", l.Worker, l.DPRank, got, l.PrefillTokens)
+		}
+	}
+	if got := one(t, fams, "dynamo_frontend_model_total_kv_blocks", "model", "meta-llama/Llama-3.1-8B-Instruct"); got != 8193 {
+		t.Errorf("the model card's model label: %v", got)
+	}
+	if got := one(t, fams, "dynamo_frontend_inflight_requests", "model", "meta-llama/llama-3.1-8b-instruct"); got != float64(d.Inflight) {
+		t.Errorf("the request gauges' model label (lower case): %v", got)
+	}
+}
+
+// TestDynamoFrontendBlocks: the KV router's count worked by hand on three
+// requests routed to one DP rank, none admitted yet (blocks of 16, shared
+// prefix 1,024 tokens = 64 full blocks): A (group 0, 1,100 tokens) holds
+// the prefix's 64 blocks and ⌈76/16⌉ = 5 of its own, B (group 0, 1,030)
+// ⌈6/16⌉ = 1 (the prefix counted once), C (no group, 33) ⌈33/16⌉ = 3: 73
+// blocks; 1,100 + 1,030 + 33 = 2,163 prompt tokens to prefill. A request
+// that came another way is not the frontend's.
+func TestDynamoFrontendBlocks(t *testing.T) {
+	sc, err := ParseScenario("fe.yaml", []byte("servers:\n  - {name: fe, engine: dynamo-frontend, workers: [w]}\n  - {name: w, engine: dynamo}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCluster(sc, Options{Seed: 1, ManualClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe, k := c.servers[0], c.servers[1].ranks[0]
+	if sc.Servers[1].Load.PrefixTokens != 1024 || k.page != 16 {
+		t.Fatalf("prefix %d tokens, page %d: the case is worked for 1,024 and 16", sc.Servers[1].Load.PrefixTokens, k.page)
+	}
+	k.waiting = []*request{
+		{prompt: 1100, group: 0, router: fe},
+		{prompt: 1030, group: 0, router: fe},
+		{prompt: 33, group: -1, router: fe},
+		{prompt: 500, group: -1},
+	}
+	var tr Truth
+	dynamoFrontendTruth(fe, &tr)
+	want := DynamoFrontendTruth{Inflight: 3, Queued: 3, Workers: []DynamoWorkerLoad{{Worker: "w", WorkerID: "7587890012398311425", DecodeBlocks: 73, PrefillTokens: 2163}}}
+	got := *tr.DynamoFrontend
+	got.TotalBlocks, got.BlockSize, got.ContextLength, got.MaxNumSeqs = 0, 0, 0, 0
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("truth %+v, want %+v", got, want)
 	}
 }

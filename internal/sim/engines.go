@@ -100,6 +100,7 @@ var engines = []*engine{
 	&lmcacheEngine,
 	&kvbmEngine,
 	&dynamoEngine,
+	&dynamoFrontendEngine,
 }
 
 // Engines lists every engine the simulator serves, in the order errors list them.

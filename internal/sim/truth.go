@@ -76,6 +76,9 @@ type Truth struct {
 	// Dynamo is what a Dynamo worker's page shows besides the KV (dynamo
 	// only; dynamo.go).
 	Dynamo *DynamoTruth
+	// DynamoFrontend is what a Dynamo frontend's page shows (dynamo-frontend
+	// only; dynamo.go).
+	DynamoFrontend *DynamoFrontendTruth
 	// LMCache is what an LMCache server's page shows (lmcache only).
 	LMCache *LMCacheTruth
 
