@@ -1,8 +1,16 @@
 package crosscheck
 
 import (
+	"context"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/engine"
+	"github.com/kvwatch/kvwatch/internal/scrape"
+	"github.com/kvwatch/kvwatch/internal/signal"
 
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -115,4 +123,65 @@ func checkDynamoWorker(t *testing.T, name string, s *kv.Server, truth sim.Truth)
 	check(t, name+" used", s.Used, -1)
 	check(t, name+" running", s.Running, float64(truth.Dynamo.Inflight))
 	check(t, name+" queued", s.Queued.Waiting, -1)
+}
+
+// TestDynamoUpgradeIsDrift: a worker upgraded in place across Dynamo PR
+// #5704 (POST /-/sim/version) changes the names its page declares, so
+// kvwatch's drift sentinel records a changed fingerprint and the server
+// carries a dialect_changed warning; a page read again unchanged records
+// nothing. The frontend has one dialect and refuses a version.
+func TestDynamoUpgradeIsDrift(t *testing.T) {
+	c := startCluster(t, "dynamo")
+	c.Advance(time.Minute)
+	urls := map[string]string{}
+	var worker sim.Endpoint
+	for _, ep := range c.Endpoints() {
+		urls[ep.Name] = ep.URL
+		if ep.Name == "worker-0" {
+			worker = ep
+		}
+	}
+	post := func(name, version string) int {
+		t.Helper()
+		resp, err := http.Post(urls[name]+"/-/sim/version?version="+version, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("frontend", sim.VersionDynamoBefore); code != http.StatusBadRequest {
+		t.Errorf("frontend version: HTTP %d, want 400", code)
+	}
+	if code := post("worker-0", sim.VersionDynamoBefore); code != http.StatusOK {
+		t.Fatalf("worker version: HTTP %d", code)
+	}
+	tg, err := scrape.NewTarget(&config.Target{Name: worker.Name, URL: worker.URL + worker.MetricsPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := scrape.New(engine.NewRegistry(), 64<<20)
+	read := func() scrape.Result {
+		t.Helper()
+		res := s.Scrape(context.Background(), tg)
+		if !res.OK() {
+			t.Fatal(res.Err)
+		}
+		return res
+	}
+	old := read()
+	if old.Server.Generation != "kvstats" || old.Changed != nil {
+		t.Fatalf("first page: generation %q, changed %v; want kvstats and nothing to compare with", old.Server.Generation, old.Changed)
+	}
+	if code := post("worker-0", sim.VersionCurrent); code != http.StatusOK {
+		t.Fatalf("worker version: HTTP %d", code)
+	}
+	now := read()
+	if now.Server.Generation != "current" || !slices.Contains(now.Changed, signal.ChangeFingerprint) || !now.Server.Warned(kv.WarnDialect) {
+		t.Errorf("after the upgrade: generation %q, changed %v, warnings %v; want current, a changed fingerprint and a %s warning",
+			now.Server.Generation, now.Changed, now.Server.Warnings, kv.WarnDialect)
+	}
+	if again := read(); again.Changed != nil {
+		t.Errorf("the same page again: changed %v, want nothing", again.Changed)
+	}
 }

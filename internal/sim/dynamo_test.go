@@ -157,7 +157,7 @@ func TestDynamoMatchesCaptures(t *testing.T) {
 	c := startCluster(t, "dynamo")
 	c.Advance(time.Minute)
 	for _, tc := range []struct {
-		fixture, server, version string
+		fixture, server, version  string
 		notSimulated, notCaptured []string
 	}{
 		{fixture: "dynamo-docs-metrics_examples-vllm-partial.prom", server: "worker-0", version: VersionDynamoBefore},
