@@ -45,7 +45,7 @@ func printDemo(w io.Writer, prog, scenario string, eps []sim.Endpoint, url strin
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  POST /-/sim/load?factor=3\tmultiply its arrival rate by 3 (0 stops arrivals, 1 restores)")
 	fmt.Fprintln(tw, "  POST /-/sim/fault?kind=slow&delay=3s\tinject a fault (leak, slow, error, drop, restart, freeze, metrics-off; none clears)")
-	fmt.Fprintln(tw, "  POST /-/sim/version?version=V\tserve another version's dialect in place (SGLang, vLLM, llama.cpp, trtllm-serve): kvwatch reports the drift")
+	fmt.Fprintln(tw, "  POST /-/sim/version?version=V\tserve another version's dialect in place (SGLang, vLLM, llama.cpp, trtllm-serve, Dynamo): kvwatch reports the drift")
 	fmt.Fprintln(tw, "  GET  /-/sim/truth\tthe simulator's ground truth as JSON")
 	tw.Flush()
 	if load, leak := overloadTargets(eps); load != nil && leak != nil {

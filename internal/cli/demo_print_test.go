@@ -40,7 +40,7 @@ func TestPrintDemoListsServersAndControls(t *testing.T) {
 simulator control, on every server's own URL:
   POST /-/sim/load?factor=3             multiply its arrival rate by 3 (0 stops arrivals, 1 restores)
   POST /-/sim/fault?kind=slow&delay=3s  inject a fault (leak, slow, error, drop, restart, freeze, metrics-off; none clears)
-  POST /-/sim/version?version=V         serve another version's dialect in place (SGLang, vLLM, llama.cpp, trtllm-serve): kvwatch reports the drift
+  POST /-/sim/version?version=V         serve another version's dialect in place (SGLang, vLLM, llama.cpp, trtllm-serve, Dynamo): kvwatch reports the drift
   GET  /-/sim/truth                     the simulator's ground truth as JSON
 overload it (load ×8, then a KV leak on decode-0):
   curl -X POST 'http://127.0.0.1:31000/-/sim/load?factor=8'

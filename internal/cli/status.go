@@ -295,7 +295,11 @@ func renderStatus(w io.Writer, rep *report.Report, l statusLayout, trend kv.Fill
 			c.cells[colState] = textfmt.State(row.Plan.State)
 		}
 		if s.Role == kv.RoleRouter {
-			c.cells[colKV] = fmt.Sprintf("workers %s/%s healthy", textfmt.Count(s.Router.WorkersHealthy), textfmt.Count(s.Router.WorkersTotal))
+			var r kv.Router // a page without a router's worker view (a Dynamo frontend given role router): unknown
+			if s.Router != nil {
+				r = *s.Router
+			}
+			c.cells[colKV] = fmt.Sprintf("workers %s/%s healthy", textfmt.Count(r.WorkersHealthy), textfmt.Count(r.WorkersTotal))
 			if l.wide {
 				c.cells[colRun] = "run=" + textfmt.Count(s.Running)
 			}

@@ -552,6 +552,17 @@ func TestStatus501IsNot404(t *testing.T) {
 	}
 }
 
+// TestStatusRouterRoleWithoutWorkerView: a target given role router whose
+// page has no router's worker view (a Dynamo frontend, read by the dynamo
+// adapter) shows its workers as unknown; it used to crash status.
+func TestStatusRouterRoleWithoutWorkerView(t *testing.T) {
+	fe := testenv.EngineFileServer(t, "/metrics", filepath.Join("..", "engine", "testdata", "fixtures", "dynamo-src-frontend-kv-router.prom"))
+	code, out, errs := run(t, "status", "router:frontend="+fe.URL+"/metrics")
+	if code != 0 || !strings.Contains(out, "workers --/-- healthy") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr: %s\nwant exit 0 and the router's workers unknown", code, out, errs)
+	}
+}
+
 // TestStatusNamedTargets: NAME=URL names a target, ROLE:NAME=URL names it
 // and sets its role; a role alone stays [ROLE=]URL.
 func TestStatusNamedTargets(t *testing.T) {

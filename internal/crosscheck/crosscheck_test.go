@@ -60,7 +60,7 @@ func checkWithin(t *testing.T, what string, got kv.Value, want, tol float64) {
 // TestAdaptersReportTruth: for every engine the simulator serves, kvwatch
 // reports exactly the simulator's used, capacity, running and queued.
 func TestAdaptersReportTruth(t *testing.T) {
-	for _, scenario := range []string{"mixed", "pd-sglang", "pd-sglang-dp", "vllm-dp", "sglang-legacy"} {
+	for _, scenario := range []string{"mixed", "pd-sglang", "pd-sglang-dp", "vllm-dp", "sglang-legacy", "dynamo"} {
 		t.Run(scenario, func(t *testing.T) {
 			c := startCluster(t, scenario)
 			busy := 0 // servers seen with KV in use and requests running
@@ -83,6 +83,10 @@ func TestAdaptersReportTruth(t *testing.T) {
 						}
 						s := res.Server
 						name := ep.Name + " (" + ep.Engine + " " + version + ")"
+						if ep.Engine == sim.EngineDynamoFrontend {
+							checkDynamoFrontend(t, name, s, truth)
+							continue
+						}
 						if string(s.Role) != truth.Role {
 							t.Errorf("%s role = %s, want %s", name, s.Role, truth.Role)
 						}
@@ -101,6 +105,10 @@ func TestAdaptersReportTruth(t *testing.T) {
 						}
 						if truth.UsedTokens > 0 && truth.Running > 0 {
 							busy++
+						}
+						if ep.Engine == sim.EngineDynamo {
+							checkDynamoWorker(t, name, s, truth)
+							continue
 						}
 						// A vLLM page before vllm#42206 has no kv_cache_size_tokens:
 						// V1's capacity is (num_gpu_blocks − 1) × block_size (the

@@ -231,6 +231,30 @@ servers:
     disk_offload_tokens: 20000000
     load: {rate: 2, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
 `,
+	// Dynamo: a frontend running the KV router in front of two vLLM
+	// workers with two DP ranks each. The workers' own pages are in the
+	// dialect since PR #5704 (total_blocks and gpu_cache_usage_percent per
+	// dp_rank) or, with version before-5704, the kvstats gauges of DP rank
+	// 0. At most 12 running requests per rank: 4 requests/s are served,
+	// the 3× bursts of 10 s every minute (at the minute's end) wait in the
+	// engines and drain.
+	"dynamo": `
+servers:
+  - name: frontend
+    engine: dynamo-frontend
+    workers: [worker-0, worker-1]
+    load: {rate: 4, burst_factor: 3}
+  - name: worker-0
+    engine: dynamo
+    dp: 2
+    capacity_tokens: 131072
+    max_running_requests: 12
+  - name: worker-1
+    engine: dynamo
+    dp: 2
+    capacity_tokens: 131072
+    max_running_requests: 12
+`,
 }
 
 // BuiltinNames lists the built-in scenario names, sorted.

@@ -99,6 +99,8 @@ var engines = []*engine{
 	&trtllmServeEngine,
 	&lmcacheEngine,
 	&kvbmEngine,
+	&dynamoEngine,
+	&dynamoFrontendEngine,
 }
 
 // Engines lists every engine the simulator serves, in the order errors list them.

@@ -18,7 +18,7 @@ servers:
   - name: b
     engine: vlm
     role: worker
-`, "scenario.yaml:6: servers[1].engine: unknown engine \"vlm\"; want one of sglang, sglang-legacy, vllm, vllm-v0, llamacpp, tgi, triton, sglang-router, sglang-router-legacy, trtllm-serve, lmcache, dynamo-kvbm\n" +
+`, "scenario.yaml:6: servers[1].engine: unknown engine \"vlm\"; want one of sglang, sglang-legacy, vllm, vllm-v0, llamacpp, tgi, triton, sglang-router, sglang-router-legacy, trtllm-serve, lmcache, dynamo-kvbm, dynamo, dynamo-frontend\n" +
 			"scenario.yaml:7: servers[1].role: unknown role \"worker\"; want one of prefill, decode, unified, router, cache"},
 		{"unknown key", `
 servers:
@@ -81,6 +81,34 @@ servers:
 			"scenario.yaml:5: servers[2].version: engine tgi has one dialect and no versions; remove version\n" +
 			"scenario.yaml:7: servers[4].version: unknown version \"b5440\" of engine llamacpp; want current or before-13660\n" +
 			"scenario.yaml:8: servers[5].version: unknown version \"legacy\" of engine trtllm-serve; want current or before-050f80de"},
+		{"dynamo worker", `
+servers:
+  - name: w
+    engine: dynamo
+    version: kvstats
+    role: decode
+    metric_prefix: dynamo_
+    cpu_offload_tokens: 16384
+    disk_offload_tokens: 16384
+    page_size: 16
+  - {name: x, engine: dynamo, role: cache}
+`, "scenario.yaml:5: servers[0].version: unknown version \"kvstats\" of engine dynamo; want current or before-5704\n" +
+			"scenario.yaml:6: servers[0].role: role decode is simulated for the SGLang engines only, got dynamo; use role unified\n" +
+			"scenario.yaml:6: servers[0].role: a decode server needs a router that lists it in workers together with its prefill server\n" +
+			"scenario.yaml:7: servers[0].metric_prefix: only the SGLang engines have a metric prefix choice; remove it\n" +
+			"scenario.yaml:8: servers[0].cpu_offload_tokens: KV offloading is simulated for engines vllm, trtllm-serve and dynamo-kvbm only, got dynamo\n" +
+			"scenario.yaml:9: servers[0].disk_offload_tokens: a disk tier is simulated for engine dynamo-kvbm only, got dynamo\n" +
+			"scenario.yaml:11: servers[1].role: role cache is for the cache servers (engines lmcache, dynamo-kvbm), got dynamo"},
+		{"dynamo frontend", `
+servers:
+  - {name: fe, engine: dynamo-frontend, workers: [v, nope]}
+  - {name: fe2, engine: dynamo-frontend, role: unified, workers: [w]}
+  - {name: v, engine: vllm}
+  - {name: w, engine: dynamo}
+`, "scenario.yaml:3: servers[0].workers[0]: \"v\" is a vllm server; a Dynamo frontend routes to Dynamo workers (engine dynamo)\n" +
+			"scenario.yaml:3: servers[0].workers[1]: unknown server \"nope\"\n" +
+			"scenario.yaml:4: servers[1].role: engine dynamo-frontend is a router; use role router\n" +
+			"scenario.yaml:4: servers[1].workers: only a router (or an lmcache server) has workers"},
 		{"empty", ``, `scenario.yaml: empty scenario; want at least a servers: list`},
 		{"syntax", "servers: [\n", `scenario.yaml:1: did not find expected node content`},
 	} {

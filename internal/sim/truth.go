@@ -73,6 +73,12 @@ type Truth struct {
 	// KVBM is a Dynamo KVBM listener's window and transfer counters
 	// (dynamo-kvbm only; kvbm.go).
 	KVBM *KVBMTruth
+	// Dynamo is what a Dynamo worker's page shows besides the KV (dynamo
+	// only; dynamo.go).
+	Dynamo *DynamoTruth
+	// DynamoFrontend is what a Dynamo frontend's page shows (dynamo-frontend
+	// only; dynamo.go).
+	DynamoFrontend *DynamoFrontendTruth
 	// LMCache is what an LMCache server's page shows (lmcache only).
 	LMCache *LMCacheTruth
 
