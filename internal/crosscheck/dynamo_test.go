@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,6 +181,15 @@ func TestDynamoUpgradeIsDrift(t *testing.T) {
 	if now.Server.Generation != "current" || !slices.Contains(now.Changed, signal.ChangeFingerprint) || !now.Server.Warned(kv.WarnDialect) {
 		t.Errorf("after the upgrade: generation %q, changed %v, warnings %v; want current, a changed fingerprint and a %s warning",
 			now.Server.Generation, now.Changed, now.Server.Warnings, kv.WarnDialect)
+	}
+	var warned string
+	for _, w := range now.Server.Warnings {
+		if w.Reason == kv.WarnDialect {
+			warned = w.Detail
+		}
+	}
+	if !strings.Contains(warned, "ai-dynamo/dynamo#5704") {
+		t.Errorf("the warning %q does not name the change of meaning (ai-dynamo/dynamo#5704)", warned)
 	}
 	if again := read(); again.Changed != nil {
 		t.Errorf("the same page again: changed %v, want nothing", again.Changed)

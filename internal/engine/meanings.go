@@ -31,6 +31,8 @@ var meanings = []Meaning{
 		Text: "SGLang's token_usage is max(full, swa, mamba) since sglang#22555, not the KV ratio: KV usage is read from full_token_usage and kv_used_tokens, and a token_usage panel now shows the fullest pool"},
 	{Engine: "sglang", Marker: "sglang:kv_used_tokens", Gone: "sglang:num_used_tokens",
 		Text: "SGLang reports kv_used_tokens and kv_evictable_tokens (sglang#22726): used is the non-evictable part, and evictable prefix cache becomes known"},
+	{Engine: "dynamo", Marker: "dynamo_component_total_blocks", Gone: "dynamo_component_kvstats_total_blocks",
+		Text: "Dynamo replaced the dynamo_component_kvstats_* gauges with total_blocks and gpu_cache_usage_percent per dp_rank (ai-dynamo/dynamo#5704): usage is read per DP rank from the new names, used blocks are no longer on the page, and dashboards on kvstats_ go empty"},
 	{Engine: "vllm", Marker: "vllm:kv_cache_usage_perc", Gone: "vllm:gpu_cache_usage_perc",
 		Text: "vLLM renamed gpu_cache_usage_perc to kv_cache_usage_perc (0.9.2; the old name is gone from 0.12): usage is read from the new name"},
 	{Engine: "vllm", Marker: "vllm:prefix_cache_hits", Gone: "vllm:gpu_prefix_cache_hits",

@@ -25,6 +25,8 @@ func TestMeanings(t *testing.T) {
 		{"unrelated name", "sglang", oldSG, append(slices.Clone(oldSG), "sglang:zz_new"), nil},
 		{"vllm 0.8 to 0.12", "vllm", []string{"vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_hits"}, []string{"vllm:kv_cache_usage_perc", "vllm:prefix_cache_hits"},
 			[]string{"vllm:kv_cache_usage_perc", "vllm:prefix_cache_hits"}},
+		{"dynamo across #5704", "dynamo", []string{"dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks"},
+			[]string{"dynamo_component_gpu_cache_usage_percent", "dynamo_component_total_blocks"}, []string{"dynamo_component_total_blocks"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
