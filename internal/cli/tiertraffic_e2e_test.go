@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/config"
@@ -19,13 +20,15 @@ import (
 	"github.com/kvwatch/kvwatch/internal/sim"
 	"github.com/kvwatch/kvwatch/internal/testenv"
 	"github.com/kvwatch/kvwatch/internal/textfmt"
+	"github.com/kvwatch/kvwatch/internal/web"
 )
 
 // TestTierTrafficMetricsOneTruth runs the simulated trtllm-serve with its
 // host cache, held still, and checks that the host tier's traffic is the
 // simulator's on every face: status -o json (the pool's load_bytes and
 // store_bytes), status -o wide (its words after the pool's row), serve's
-// kvwatch_kv_pool_transfer_bytes_total{direction} and serve's report.
+// kvwatch_kv_pool_transfer_bytes_total{direction}, serve's report and the
+// web UI's pools table (in Chromium, where it is installed).
 func TestTierTrafficMetricsOneTruth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -119,5 +122,28 @@ func TestTierTrafficMetricsOneTruth(t *testing.T) {
 	}
 	if h := hostOf(serveRep.Servers[0].Server); h.LoadBytes != host.LoadBytes || h.StoreBytes != host.StoreBytes {
 		t.Errorf("serve's report: loaded %v, stored %v; status -o json %v, %v", h.LoadBytes, h.StoreBytes, host.LoadBytes, host.StoreBytes)
+	}
+
+	// 4. The web UI's pools table, read in Chromium: the bytes as status
+	// writes them.
+	chromium := testenv.Tool(t, "chromium", "chromium")
+	if err := web.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	bctx := headless(t, chromium, 1280, 1400, 2*time.Minute)
+	row := `#cache-pools tbody tr[data-cache-pool="host tier"]`
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/server/"+ep.Name), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatalf("web UI: %v", err)
+	}
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
+		const r = {};
+		document.querySelectorAll('`+row+` [data-field]').forEach(e => r[e.dataset.field] = e.textContent.trim());
+		return r;
+	})()`))
+	if err != nil {
+		t.Fatalf("web UI: %v", err)
+	}
+	if got["load_bytes"] != textfmt.Bytes(host.LoadBytes) || got["store_bytes"] != textfmt.Bytes(host.StoreBytes) {
+		t.Errorf("web UI host tier %v; want loaded %s, stored %s", got, textfmt.Bytes(host.LoadBytes), textfmt.Bytes(host.StoreBytes))
 	}
 }
