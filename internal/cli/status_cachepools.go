@@ -11,7 +11,8 @@ import (
 // cachePoolRows adds one row per further KV pool of s
 // (kv.Server.CachePools): hybrid-model pools and cache tiers, under the
 // server's row and in its columns, with --ranks and -o wide. The hits a
-// tier served, and why its fill is unknown, follow the row.
+// tier served, its traffic to and from the GPU, and why its fill is
+// unknown, follow the row.
 func cachePoolRows(g *grid, s *kv.Server) {
 	for _, p := range s.CachePools {
 		c := g.add("", "  "+textfmt.CachePoolName(p))
@@ -19,6 +20,9 @@ func cachePoolRows(g *grid, s *kv.Server) {
 		var note []string
 		if h := cachePoolHits(p); h != "" {
 			note = append(note, h)
+		}
+		if tr := textfmt.Traffic(p); tr != "" {
+			note = append(note, tr)
 		}
 		if p.Note != "" && !p.Used.OK() && !p.UsageRatio.OK() {
 			note = append(note, "fill unavailable: "+p.Note)

@@ -14,7 +14,8 @@ func TestRenderCachePools(t *testing.T) {
 		{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: kv.Of(0.9)},
 		{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs\x1b[2J", Unit: kv.UnitBytes, Used: kv.Of(3 << 30)},
 		{Type: kv.PoolFull, Tier: kv.TierDisk, Unit: kv.UnitTokens, HitRate: kv.Of(0.18)},
-		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: kv.Of(100), Note: "not exported"},
+		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: kv.Of(100), Note: "not exported",
+			LoadBytes: kv.Of(256 << 20), StoreBytes: kv.Of(3 << 30)},
 	}}
 	var b strings.Builder
 	g := newGrid(colWide)
@@ -28,7 +29,7 @@ func TestRenderCachePools(t *testing.T) {
 		// The escape sequence from the page never reaches the terminal.
 		"  lmcache-l2 tier fs??2J  KV 3.0 GiB / -- (--)",
 		"  disk tier               KV -- / -- tok (--)  hit rate 18.0%",
-		"  host tier               KV -- / -- tok (--)  hits 100 tok  fill unavailable: not exported",
+		"  host tier               KV -- / -- tok (--)  hits 100 tok  loaded 256.0 MiB, stored 3.0 GiB  fill unavailable: not exported",
 	}, "\n") + "\n"
 	if got := b.String(); got != want {
 		t.Errorf("renderCachePools:\n%q\nwant\n%q", got, want)

@@ -55,29 +55,52 @@ func TestTiersReportTruth(t *testing.T) {
 }
 
 // TestOffloadReportsTruth: vLLM's native CPU offloading is a host pool whose
-// fill and capacity stay unavailable (vLLM does not export them) and whose
-// hits are the simulator's loaded-back tokens.
+// fill and capacity stay unavailable (vLLM does not export them), whose
+// hits are the simulator's loaded-back tokens and whose traffic its bytes
+// loaded and stored, in each version: the connector's flat counters with
+// the deprecated one beside them (never added), or the deprecated one
+// alone. The server's prefix hits count the device's and the CPU tier's.
 func TestOffloadReportsTruth(t *testing.T) {
-	c := startCluster(t, "vllm-offload")
-	hit := false
-	readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
-		h := hostPool(s)
-		if h == nil || truth.Host == nil {
-			t.Fatalf("%s: host pool %v, truth %v", ep.Name, h, truth.Host)
-		}
-		name := ep.Name + " host"
-		check(t, name+" capacity", h.Capacity, -1)
-		check(t, name+" used", h.Used, -1)
-		check(t, name+" usage", h.UsageRatio, -1)
-		check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
-		if h.Note == "" {
-			t.Errorf("%s has no note saying why its fill is unavailable", name)
-		}
-		check(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens))
-		hit = hit || truth.Host.HitTokens > 0
-	})
-	if !hit {
-		t.Error("the CPU tier was never hit: the comparison proved little")
+	for _, version := range versionsOf("vllm") {
+		t.Run(version, func(t *testing.T) {
+			c := startCluster(t, "vllm-offload")
+			for _, ep := range c.Endpoints() {
+				if err := c.SetVersion(ep.Name, version); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hit, stored := false, false
+			readBack(t, c, []time.Duration{2 * time.Minute, 6 * time.Minute}, func(ep sim.Endpoint, truth sim.Truth, s *kv.Server) {
+				h := hostPool(s)
+				if h == nil || truth.Host == nil {
+					t.Fatalf("%s: host pool %v, truth %v", ep.Name, h, truth.Host)
+				}
+				name := ep.Name + " host"
+				check(t, name+" capacity", h.Capacity, -1)
+				check(t, name+" used", h.Used, -1)
+				check(t, name+" usage", h.UsageRatio, -1)
+				check(t, name+" hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+				check(t, name+" load bytes", h.LoadBytes, float64(truth.Host.LoadedBytes))
+				check(t, name+" store bytes", h.StoreBytes, float64(truth.Host.StoredBytes))
+				if h.Note == "" {
+					t.Errorf("%s has no note saying why its fill is unavailable", name)
+				}
+				// Before vllm#42206 capacity is num_gpu_blocks × block_size,
+				// the null block included (see TestAdaptersReportTruth).
+				tol := 0.5
+				if version == sim.VersionVLLMBefore {
+					tol = float64(truth.PageSize * int64(truth.DP))
+				}
+				checkWithin(t, ep.Name+" capacity", s.Capacity, float64(truth.CapacityTokens), tol)
+				check(t, ep.Name+" prefix hit tokens", s.Counters.PrefixHitTokens, float64(truth.Counters.PrefixHitTokens+truth.Host.HitTokens))
+				check(t, ep.Name+" prefix query tokens", s.Counters.PrefixQueryTokens, float64(truth.Counters.PrefixQueriedTokens))
+				hit = hit || truth.Host.HitTokens > 0
+				stored = stored || truth.Host.StoredBytes > 0
+			})
+			if !hit || !stored {
+				t.Errorf("the CPU tier was never hit (%v) or never stored to (%v): the comparison proved little", hit, stored)
+			}
+		})
 	}
 }
 

@@ -149,6 +149,10 @@ func TestTRTLLMServeReportsTruth(t *testing.T) {
 					check(t, ep.Name+" host usage ×1e6", ratio1e6(h.UsageRatio), 1e6*float64(truth.Host.UsedTokens)/float64(truth.Host.CapacityTokens))
 					check(t, ep.Name+" host capacity", h.Capacity, -1)
 					check(t, ep.Name+" host hit tokens", h.HitTokens, float64(truth.Host.HitTokens))
+					// The collector writes a transfer counter only once
+					// it has counted: none before the first transfer.
+					check(t, ep.Name+" host load bytes", h.LoadBytes, positive(truth.Host.LoadedBytes))
+					check(t, ep.Name+" host store bytes", h.StoreBytes, positive(truth.Host.StoredBytes))
 				}
 				if d := poolOf(s, kv.TierDisk, ""); d != nil {
 					t.Errorf("%s has a disk pool %+v; the scenario has none", ep.Name, d)
@@ -161,6 +165,14 @@ func TestTRTLLMServeReportsTruth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// positive is n, or unavailable (-1) while it is 0.
+func positive(n int64) float64 {
+	if n == 0 {
+		return -1
+	}
+	return float64(n)
 }
 
 // TestKVBMReportsTruth: a Dynamo KVBM page's host (G2) and disk (G3) hit

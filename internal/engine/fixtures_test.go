@@ -139,8 +139,11 @@ var fixtureCases = []fixtureCase{
 				Counters: kv.Counters{PrefixHitTokens: der(38400), PrefixQueryTokens: der(64000)},
 			},
 			// The host utilization 1/128 as the engine gives it, with what it
-			// does not mean; the onboard and offload bytes have no signal.
-			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.0078125), Note: tsHostNote}}},
+			// does not mean; its traffic: onboard 256 MiB loaded host → GPU,
+			// offload 768 MiB stored GPU → host. The 64 MiB copied within
+			// the GPU cross no tier: not read.
+			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, UsageRatio: dir(0.0078125),
+				LoadBytes: dir(256 << 20), StoreBytes: dir(768 << 20), Note: tsHostNote}}},
 	},
 	{
 		file: "sglang-docs-production_metrics.prom",
@@ -234,13 +237,19 @@ var fixtureCases = []fixtureCase{
 				UsageRatio: kv.Value{V: 0.4, Prov: kv.Partial},
 				// num_requests_waiting 3 (its reasons 2 + 1 not added again).
 				Running: dir(5), Queued: kv.Queues{Waiting: dir(3)},
-				Counters: kv.Counters{PrefixHitTokens: dir(70000), PrefixQueryTokens: dir(120000), Preemptions: dir(2),
+				// Every tier's hits: the GPU's prefix_cache_hits 60,000 +
+				// 10,000 (local_cache_hit, the same tokens: not added) and
+				// the native CPU tier's external_kv_transfer 10,000 + 0;
+				// prompt_tokens_cached 70,000 + 10,000 says the same.
+				Counters: kv.Counters{PrefixHitTokens: der(80000), PrefixQueryTokens: dir(120000), Preemptions: dir(2),
 					PromptTokens: dir(120000), GenerationTokens: dir(10000)},
 			},
 			Unavailable: []string{kv.UnknownAsleep},
-			// The native CPU offload tier: external_kv_transfer 10,000 + 0.
+			// The native CPU offload tier: external_kv_transfer 10,000 + 0;
+			// loaded 4e8 + 0 and stored 1.2e9 + 0 bytes (the deprecated
+			// total_bytes{transfer_type} beside them, equal, not added).
 			Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(10000),
-				Note: vlOffloadNote}}},
+				LoadBytes: dir(4e8), StoreBytes: dir(1.2e9), Note: vlOffloadNote}}},
 	},
 	{
 		// vLLM 0.11 with --api-server-count 2 (before vllm #28792): one

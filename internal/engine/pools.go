@@ -60,10 +60,12 @@ const (
 	pfRatio
 	pfHits
 	pfHitRate
+	pfLoadBytes
+	pfStoreBytes
 )
 
 // poolFields are the fields in the order groups reads them.
-var poolFields = [...]int{pfCapacity, pfUsed, pfRatio, pfHits, pfHitRate}
+var poolFields = [...]int{pfCapacity, pfUsed, pfRatio, pfHits, pfHitRate, pfLoadBytes, pfStoreBytes}
 
 // newPools returns an empty collection, reusing the slices of one that
 // list was called on.
@@ -166,6 +168,8 @@ func (ps *pools) list(keep func(*kv.CachePool) bool) []kv.CachePool {
 		pl.Used = ps.total(i, pfUsed, groups)
 		pl.HitTokens = ps.total(i, pfHits, groups)
 		pl.HitRate = ps.mean(i, pfHitRate, groups)
+		pl.LoadBytes = ps.total(i, pfLoadBytes, groups)
+		pl.StoreBytes = ps.total(i, pfStoreBytes, groups)
 		if len(groups) == 1 || !(pl.Capacity.OK() && pl.Used.OK()) {
 			pl.UsageRatio = ps.mean(i, pfRatio, groups)
 		}
@@ -366,7 +370,8 @@ func checkPools(srv *kv.Server) {
 		for _, f := range []struct {
 			name string
 			v    kv.Value
-		}{{"capacity", p.Capacity}, {"used", p.Used}, {"usage", p.UsageRatio}, {"hit tokens", p.HitTokens}, {"hit rate", p.HitRate}} {
+		}{{"capacity", p.Capacity}, {"used", p.Used}, {"usage", p.UsageRatio}, {"hit tokens", p.HitTokens}, {"hit rate", p.HitRate},
+			{"load bytes", p.LoadBytes}, {"store bytes", p.StoreBytes}} {
 			if f.v.Prov == kv.Direct && f.v.V < 0 { // derived values follow from these
 				srv.Warn(kv.WarnNegative, "%s pool: %s is %g", poolWhere(p), f.name, f.v.V)
 				bad = true

@@ -122,7 +122,11 @@ func TestTierPools(t *testing.T) {
 				`vllm:prompt_tokens_by_source_total{engine="0",source="local_cache_hit"} 300` + "\n" +
 				`vllm:prompt_tokens_by_source_total{engine="0",source="external_kv_transfer"} 100` + "\n",
 			want: summary{Engine: "vllm", Generation: "current", Ranks: 1,
-				Signals: kv.Signals{Capacity: der(16000), Used: der(8000), UsageRatio: dir(0.5)}, Spread: der(0),
+				// No prefix_cache_* counters: hits are local_cache_hit 300
+				// plus the host tier's 100, queries every source, 600 +
+				// 300 + 100.
+				Signals: kv.Signals{Capacity: der(16000), Used: der(8000), UsageRatio: dir(0.5),
+					Counters: kv.Counters{PrefixHitTokens: der(400), PrefixQueryTokens: der(1000)}}, Spread: der(0),
 				// The 0.02 pinned-block gauge is not the tier's fill.
 				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(100), Note: vlOffloadNote}}},
 		},

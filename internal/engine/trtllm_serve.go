@@ -23,14 +23,15 @@ import (
 // trtllm_kv_cache_reused_blocks_total over reused + missed blocks, each ×
 // tokens per block (derived; a partly reused block counts whole), never
 // the lifetime trtllm_kv_cache_hit_rate gauge. The tier traffic counters
-// (trtllm_kv_cache_{onboard,offload,intra_device_copy}_bytes_total) have
-// no normalized signal and are not read. No preemption counter exists.
+// trtllm_kv_cache_{onboard,offload}_bytes_total are the host pool's (see
+// trtllmPools); intra_device_copy_bytes_total is not read. No preemption
+// counter exists.
 var trtllmServeSpec = Spec{
 	Name:         "trtllm-serve",
 	MetricsPath:  tsMetricsPath,
 	DisabledHint: "trtllm-serve serves Prometheus metrics at /prometheus/metrics; KV utilization needs enable_iter_perf_stats: true and prompt counters return_perf_metrics: true in --extra_llm_api_options",
 	Detect:       []string{tsUtil, tsMaxBlocks, tsActive, tsRunning, tsQueue, tsWaiting, tsPrompt, tsHitRate},
-	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration, tsMaxActive, tsReused, tsMissed},
+	Reads:        []string{tsTokensPer, tsPromptCached, tsUsedBlocks, tsFreeBlocks, tsHostUtil, tsTierHits, tsGeneration, tsMaxActive, tsReused, tsMissed, tsOnboard, tsOffload},
 	Normalize:    normalizeTRTLLMServe,
 }
 
@@ -54,6 +55,13 @@ const (
 	// reusedBlocks, missedBlocks, warm-up excluded since PR #12132).
 	tsReused = "trtllm_kv_cache_reused_blocks_total"
 	tsMissed = "trtllm_kv_cache_missed_blocks_total"
+	// The KV cache manager's tier traffic (PR #12413), summed by the
+	// collector over window sizes (V1) or pool groups (V2): onboard "Total
+	// bytes transferred from host to GPU", offload "from GPU to host".
+	// intra_device_copy_bytes_total (blocks copied within the GPU, a
+	// partly reused block's copy) crosses no tier and is not read.
+	tsOnboard = "trtllm_kv_cache_onboard_bytes_total"
+	tsOffload = "trtllm_kv_cache_offload_bytes_total"
 	// tsMaxActive is the executor's maxNumActiveRequests: the most requests
 	// it runs at once (max_batch_size), the running-request limit.
 	tsMaxActive   = "trtllm_max_num_active_requests"
@@ -116,11 +124,15 @@ func normalizeTRTLLMServe(in Input) (kv.Server, error) {
 // pool of their own; "Pages already prefetched from disk to host count as
 // host" (the collector's help). The host utilization is secondary used /
 // max blocks, and with the V2 KV cache manager the used count holds only
-// the blocks pinned during an onboard copy (tsHostNote).
+// the blocks pinned during an onboard copy (tsHostNote). The host pool's
+// traffic: onboard bytes are loads (host → GPU), offload bytes stores
+// (GPU → host).
 func trtllmPools(p *expo.Page) []kv.CachePool {
 	ps := newPools()
 	host := poolKey{kv.PoolFull, kv.TierHost, ""}
 	ps.read(p, tsHostUtil, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfRatio, nil, maxf, kv.Of)
+	ps.read(p, tsOnboard, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfLoadBytes, nil, sumf, kv.Of)
+	ps.read(p, tsOffload, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfStoreBytes, nil, sumf, kv.Of)
 	ps.setNote(host, tsHostNote)
 	ps.read(p, tsTierHits, func(s expo.Sample) (poolKey, bool) {
 		switch s.Labels.Get("cache_tier") {

@@ -59,9 +59,11 @@ const (
 	// where their KV came from.
 	vlOffloadCPU = "vllm:kv_offload_cpu_cache_usage_perc"
 	vlBySource   = "vllm:prompt_tokens_by_source_total"
-	// The offload traffic counters (vllm #35669) and the deprecated one
-	// they replace (transfer_type label): kvwatch has no traffic signal,
-	// so they only tell that the page's server offloads KV to the CPU.
+	// The offloading connector's traffic counters (vllm #35669): bytes
+	// stored GPU → CPU and loaded CPU → GPU. The deprecated one they
+	// replace, total_bytes{transfer_type="GPU_to_CPU"|"CPU_to_GPU"}, is
+	// still written with the same increments beside them during the
+	// migration: it is read only on a page without the new names.
 	vlOffloadStore    = "vllm:kv_offload_store_bytes_total"
 	vlOffloadLoad     = "vllm:kv_offload_load_bytes_total"
 	vlOffloadTotalOld = "vllm:kv_offload_total_bytes_total"
@@ -154,6 +156,7 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 		mixedDialect(p, &srv, vlHitsOld, vlHits, vlRank, nil, sumf)
 		mixedDialect(p, &srv, vlQueriesOld, vlQueries, vlRank, nil, sumf)
 	}
+	vllmSourceHits(p, r, !(p.Has(hits) && p.Has(queries)))
 
 	// Capacity per engine from cache_config_info's string labels. A series
 	// without an engine label (older versions) applies to every engine.
@@ -205,6 +208,76 @@ func normalizeVLLM(in Input) (kv.Server, error) {
 	return srv, nil
 }
 
+// Prompt tokens by where their KV came from (vllm #33290,
+// vllm/v1/metrics/stats.py PromptTokenStats): local_compute (computed),
+// local_cache_hit (found in the GPU prefix cache: the tokens
+// prefix_cache_hits_total counts) and external_kv_transfer (loaded by the
+// KV connector).
+const (
+	vlSourceLocal    = "local_cache_hit"
+	vlSourceExternal = "external_kv_transfer"
+)
+
+// vllmSourceHits reads prompt_tokens_by_source into the prefix-hit
+// counters. Without prefix_cache_{hits,queries}_total (fallback) the hits
+// are local_cache_hit and the queries every source summed (derived). Where
+// the external source is the server's own CPU offload tier
+// (vllmOwnOffload), its tokens are hits of that tier and are added to the
+// hits, as SGLang's hit counter counts every tier: derived. Any other
+// connector's transfers (a PD hand-off, LMCache's server) are no hit of
+// this server's cache. prompt_tokens_cached_total is local + external
+// (less the one token vLLM recomputes when a prompt is cached whole): the
+// same tokens as the two sources, never added to them.
+func vllmSourceHits(p *expo.Page, r *ranks, fallback bool) {
+	source := func(name string) func(expo.Sample) bool {
+		return func(s expo.Sample) bool { return s.Labels.Get("source") == name }
+	}
+	hits := func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixHitTokens }
+	if fallback && p.Has(vlBySource) {
+		r.read(p, vlBySource, vlRank, source(vlSourceLocal), sumf, hits, kv.Of)
+		r.read(p, vlBySource, vlRank, nil, sumf, func(s *kv.Signals) *kv.Value { return &s.Counters.PrefixQueryTokens }, kv.DerivedOf)
+		r.each(func(_ kv.RankID, s *kv.Signals) { // no hits, no hit ratio
+			if !s.Counters.PrefixHitTokens.OK() {
+				s.Counters.PrefixQueryTokens = kv.Value{}
+			}
+		})
+	}
+	if !vllmOwnOffload(p) {
+		return
+	}
+	// Per engine, onto hits that engine knows: an engine without its
+	// local hits gets no partial sum.
+	external := map[kv.RankID]float64{}
+	for _, s := range p.Samples(vlBySource) {
+		if source(vlSourceExternal)(s) && expo.Finite(s.Value) {
+			external[vlRank(s)] += s.Value
+		}
+	}
+	r.each(func(id kv.RankID, s *kv.Signals) {
+		if e, ok := external[id]; ok && s.Counters.PrefixHitTokens.OK() {
+			s.Counters.PrefixHitTokens = kv.DerivedOf(s.Counters.PrefixHitTokens.V + e)
+		}
+	})
+}
+
+// vllmOwnOffload reports whether the page's external KV comes from the
+// server's own CPU offload tier: cache_config_info's kv_offloading_backend
+// is "native" (vLLM's OffloadingConnector, the connector whose counters
+// are kv_offload_*).
+func vllmOwnOffload(p *expo.Page) bool { return vllmOffloadBackend(p) == "native" }
+
+// vllmOffloadBackend is cache_config_info's kv_offloading_backend, "" when
+// unset ("None") or absent.
+func vllmOffloadBackend(p *expo.Page) string {
+	backend := ""
+	for _, s := range p.Samples(vlCacheConfig) {
+		if b := s.Labels.Get("kv_offloading_backend"); b != "" && b != "None" {
+			backend = b
+		}
+	}
+	return backend
+}
+
 // vllmContextLength is max_model_len out of cache_config_info (vllm
 // #42206): kv_cache_max_concurrency is kv_cache_size_tokens over
 // max_model_len, so their quotient, rounded to a token, is the context
@@ -237,7 +310,9 @@ func vllmContextLength(p *expo.Page) kv.Value {
 // prompt tokens whose KV came from it are
 // prompt_tokens_by_source{source="external_kv_transfer"} (with another
 // backend or a PD connector that source is not a cache tier and is not
-// read).
+// read). Its traffic: kv_offload_load_bytes_total (CPU → GPU) and
+// kv_offload_store_bytes_total (GPU → CPU), else the deprecated
+// kv_offload_total_bytes_total by transfer_type (see vllmOffloadTraffic).
 //
 // LMCache in-process metrics: local_cache_usage is its L1 (local CPU
 // backend), local_storage_usage and remote_cache_usage its L2 backends
@@ -247,12 +322,9 @@ func vllmContextLength(p *expo.Page) kv.Value {
 func vllmPools(p *expo.Page) []kv.CachePool {
 	ps := newPools()
 	host := poolKey{kv.PoolFull, kv.TierHost, ""}
-	backend := ""
+	v0 := vllmGeneration(p) == "v0"
 	for _, s := range p.Samples(vlCacheConfig) {
-		if b := s.Labels.Get("kv_offloading_backend"); b != "" && b != "None" {
-			backend = b
-		}
-		if vllmGeneration(p) != "v0" {
+		if !v0 {
 			continue
 		}
 		if b, ok := labelNumber(s, "num_cpu_blocks"); ok {
@@ -261,20 +333,47 @@ func vllmPools(p *expo.Page) []kv.CachePool {
 			}
 		}
 	}
-	if vllmGeneration(p) == "v0" {
+	if v0 {
 		ps.read(p, vlCPUUsage, fixed(host.typ, host.tier, ""), kv.UnitTokens, pfRatio, vlRank, maxf, kv.Of)
 		ps.setNote(host, "V0 swap space: the KV of preempted requests swapped out to host memory")
-	} else if backend != "" || p.Has(vlOffloadCPU) || p.Has(vlOffloadStore) || p.Has(vlOffloadLoad) || p.Has(vlOffloadTotalOld) {
+	} else if vllmOffloadBackend(p) != "" || p.Has(vlOffloadCPU) || p.Has(vlOffloadStore) || p.Has(vlOffloadLoad) || p.Has(vlOffloadTotalOld) {
 		ps.add(host, kv.UnitTokens)
 		ps.setNote(host, vlOffloadNote)
-		if backend == "native" {
+		if vllmOwnOffload(p) {
 			ps.read(p, vlBySource, func(s expo.Sample) (poolKey, bool) {
-				return host, s.Labels.Get("source") == "external_kv_transfer"
+				return host, s.Labels.Get("source") == vlSourceExternal
 			}, kv.UnitTokens, pfHits, vlRank, sumf, kv.Of)
 		}
+		vllmOffloadTraffic(p, ps, host)
 	}
 	lmcacheInProcess(p, ps)
 	return ps.list(nil)
+}
+
+// vllmOffloadTraffic reads the offloading connector's bytes into the host
+// pool (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py):
+// kv_offload_load_bytes_total ("Total bytes loaded from offload storage to
+// GPU") and kv_offload_store_bytes_total ("Total bytes stored from GPU to
+// offload storage"), per engine. A page without either (before vllm
+// #35669) has only kv_offload_total_bytes_total{transfer_type}, src_to_dst
+// of the offloading mediums: CPU_to_GPU is a load, GPU_to_CPU a store,
+// any other pair no traffic of the CPU tier. The newer connector writes the
+// deprecated counter beside the new ones with the same increments, so it is
+// never added to them.
+func vllmOffloadTraffic(p *expo.Page, ps *pools, host poolKey) {
+	if p.Has(vlOffloadLoad) || p.Has(vlOffloadStore) {
+		ps.read(p, vlOffloadLoad, fixed(host.typ, host.tier, host.name), kv.UnitTokens, pfLoadBytes, vlRank, sumf, kv.Of)
+		ps.read(p, vlOffloadStore, fixed(host.typ, host.tier, host.name), kv.UnitTokens, pfStoreBytes, vlRank, sumf, kv.Of)
+		return
+	}
+	for _, t := range []struct {
+		transfer string
+		field    int
+	}{{"CPU_to_GPU", pfLoadBytes}, {"GPU_to_CPU", pfStoreBytes}} {
+		ps.read(p, vlOffloadTotalOld, func(s expo.Sample) (poolKey, bool) {
+			return host, s.Labels.Get("transfer_type") == t.transfer
+		}, kv.UnitTokens, t.field, vlRank, sumf, kv.Of)
+	}
 }
 
 // lmcacheInProcess adds LMCache's in-process pools (see vllmPools).

@@ -135,12 +135,73 @@ func TestVLLMDialects(t *testing.T) {
 				Signals: kv.Signals{UsageRatio: dir(0.5)}, Spread: der(0)},
 		},
 		{
-			// The deprecated offload counter (vllm #35669) alone still
-			// tells that the server offloads KV to the CPU.
+			// The deprecated offload counter (vllm #35669) alone tells that
+			// the server offloads KV to the CPU, and its GPU_to_CPU bytes
+			// are the host tier's stores.
 			name: "deprecated offload counter",
 			body: "vllm:num_requests_running{" + e0 + "} 1\nvllm:kv_offload_total_bytes_total{" + e0 + `,transfer_type="GPU_to_CPU"} 1024` + "\n",
 			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1, Signals: kv.Signals{Running: dir(1)},
-				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: vlOffloadNote}}},
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, StoreBytes: dir(1024), Note: vlOffloadNote}}},
+		},
+		{
+			// Before vllm #35669, two engines: CPU_to_GPU is a load,
+			// GPU_to_CPU a store, summed over engines; a pair of other
+			// mediums is no traffic of the CPU tier.
+			name: "deprecated offload counter by transfer_type",
+			body: "vllm:num_requests_running{" + e0 + "} 1\n" +
+				"vllm:kv_offload_total_bytes_total{" + e0 + `,transfer_type="CPU_to_GPU"} 4096` + "\n" +
+				"vllm:kv_offload_total_bytes_total{" + e0 + `,transfer_type="GPU_to_CPU"} 8192` + "\n" +
+				`vllm:kv_offload_total_bytes_total{engine="1",model_name="m",transfer_type="CPU_to_GPU"} 1000` + "\n" +
+				`vllm:kv_offload_total_bytes_total{engine="1",model_name="m",transfer_type="GPU_to_CPU"} 2000` + "\n" +
+				"vllm:kv_offload_total_bytes_total{" + e0 + `,transfer_type="DISK_to_GPU"} 7` + "\n",
+			// loads 4,096 + 1,000; stores 8,192 + 2,000.
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1, Signals: kv.Signals{Running: dir(1)},
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens,
+					LoadBytes: dir(5096), StoreBytes: dir(10192), Note: vlOffloadNote}}},
+		},
+		{
+			// The connector after #35669 writes the deprecated counter
+			// beside the new ones with the same increments: only the new
+			// ones are read, never both added.
+			name: "new and deprecated offload counters",
+			body: "vllm:num_requests_running{" + e0 + "} 1\n" +
+				"vllm:kv_offload_load_bytes_total{" + e0 + "} 4096\nvllm:kv_offload_store_bytes_total{" + e0 + "} 8192\n" +
+				"vllm:kv_offload_total_bytes_total{" + e0 + `,transfer_type="CPU_to_GPU"} 4096` + "\n" +
+				"vllm:kv_offload_total_bytes_total{" + e0 + `,transfer_type="GPU_to_CPU"} 8192` + "\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1, Signals: kv.Signals{Running: dir(1)},
+				Pools: []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens,
+					LoadBytes: dir(4096), StoreBytes: dir(8192), Note: vlOffloadNote}}},
+		},
+		{
+			// prompt_tokens_by_source without prefix_cache_* (a filtered
+			// scrape), no offloading: hits are local_cache_hit, queries
+			// every source (70 + 25 + 5); the external 5 (a connector's)
+			// are no hit of this server's cache, and prompt_tokens_cached
+			// (25 + 5) is never added.
+			name: "prefix hits from prompt tokens by source",
+			body: "vllm:num_requests_running{" + e0 + "} 1\n" +
+				"vllm:prompt_tokens_by_source_total{" + e0 + `,source="local_compute"} 70` + "\n" +
+				"vllm:prompt_tokens_by_source_total{" + e0 + `,source="local_cache_hit"} 25` + "\n" +
+				"vllm:prompt_tokens_by_source_total{" + e0 + `,source="external_kv_transfer"} 5` + "\n" +
+				"vllm:prompt_tokens_cached_total{" + e0 + "} 30\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1,
+				Signals: kv.Signals{Running: dir(1), Counters: kv.Counters{PrefixHitTokens: dir(25), PrefixQueryTokens: der(100)}}},
+		},
+		{
+			// With prefix_cache_* on the page, local_cache_hit is the same
+			// tokens as prefix_cache_hits: never added; with native
+			// offloading the external 5 are the host tier's hits, added to
+			// the device's 20 (derived).
+			name: "prefix hits with native offloading",
+			body: "vllm:num_requests_running{" + e0 + "} 1\n" +
+				"vllm:prefix_cache_hits_total{" + e0 + "} 20\nvllm:prefix_cache_queries_total{" + e0 + "} 100\n" +
+				"vllm:prompt_tokens_by_source_total{" + e0 + `,source="local_compute"} 75` + "\n" +
+				"vllm:prompt_tokens_by_source_total{" + e0 + `,source="local_cache_hit"} 20` + "\n" +
+				"vllm:prompt_tokens_by_source_total{" + e0 + `,source="external_kv_transfer"} 5` + "\n" +
+				`vllm:cache_config_info{block_size="16",engine="0",kv_offloading_backend="native"} 1` + "\n",
+			want: summary{Engine: "vllm", Generation: "current", Model: "m", Ranks: 1,
+				Signals: kv.Signals{Running: dir(1), Counters: kv.Counters{PrefixHitTokens: der(25), PrefixQueryTokens: dir(100)}},
+				Pools:   []kv.CachePool{{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, HitTokens: dir(5), Note: vlOffloadNote}}},
 		},
 	}
 	for _, tt := range tests {

@@ -35,6 +35,12 @@ type CachePool struct {
 	// (e.g. Dynamo KVBM's last 1,000 requests), 0–1: not a rate kvwatch
 	// can recompute.
 	HitRate Value `json:"hit_rate"`
+	// LoadBytes and StoreBytes are the KV bytes moved between this tier and
+	// the GPU, cumulative since the engine started (counters): loaded from
+	// the tier into the GPU (a load, an onboard) and stored from the GPU into
+	// the tier (a store, an offload). Only for tiers below the GPU.
+	LoadBytes  Value `json:"load_bytes"`
+	StoreBytes Value `json:"store_bytes"`
 	// Note says what the engine's numbers do not mean, when that matters
 	// (e.g. why a fill is unavailable).
 	Note string `json:"note,omitempty"`
@@ -94,7 +100,7 @@ func (p *CachePool) Complete() {
 
 // Known reports whether the pool carries any known value.
 func (p *CachePool) Known() bool {
-	for _, v := range []Value{p.Capacity, p.Used, p.UsageRatio, p.HitTokens, p.HitRate} {
+	for _, v := range []Value{p.Capacity, p.Used, p.UsageRatio, p.HitTokens, p.HitRate, p.LoadBytes, p.StoreBytes} {
 		if v.OK() {
 			return true
 		}

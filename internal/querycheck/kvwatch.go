@@ -53,7 +53,7 @@ func kvwatchConditions() map[string]string {
 	set("only for servers of more than one DP rank", signal.RankKVUsageRatio, signal.RankKVUsedTokens, signal.RankKVCapacityTokens)
 	set("only for servers with further KV pools or cache tiers (SWA or Mamba pools, SGLang HiCache, vLLM offloading, LMCache, Dynamo KVBM)",
 		signal.KVPoolCapacityTokens, signal.KVPoolCapacityBytes, signal.KVPoolUsedTokens, signal.KVPoolUsedBytes,
-		signal.KVPoolCapacitySlots, signal.KVPoolUsedSlots, signal.KVPoolUsageRatio, signal.KVPoolHitTokens, signal.KVPoolHitRate)
+		signal.KVPoolCapacitySlots, signal.KVPoolUsedSlots, signal.KVPoolUsageRatio, signal.KVPoolHitTokens, signal.KVPoolHitRate, signal.KVPoolTransferBytes)
 	set("only while requests run", signal.KVPerRunningRequestTokens, signal.KVWorkloadHeadroomRequests, signal.PoolWorkloadHeadroomRequests,
 		signal.KVCapacityRequests, signal.ConcurrencyRequests, signal.BindingPool)
 	set("only for hybrid models whose engine reports its state pool's counts (SGLang Mamba or SWA pools)", signal.StateCapacityRequests, signal.StateHeadroomRequests)
@@ -82,6 +82,9 @@ func normalizedAs() map[string]string {
 	waiting := signal.RequestsQueued.Name + `{` + signal.LabelQueue + `="` + signal.QueueWaiting + `"}`
 	queue := func(q string) string {
 		return signal.RequestsQueued.Name + `{` + signal.LabelQueue + `="` + q + `"}`
+	}
+	transfer := func(d string) string {
+		return signal.KVPoolTransferBytes.Name + `{` + signal.LabelKVTier + `="host",` + signal.LabelDirection + `="` + d + `"}`
 	}
 	return map[string]string{
 		// kvwatch's ratio is the full-attention KV pool's; token_usage is
@@ -115,6 +118,9 @@ func normalizedAs() map[string]string {
 		"vllm:num_preemptions_total":              signal.Preemptions.Name,
 		"vllm:prompt_tokens_total":                signal.PromptTokens.Name,
 		"vllm:generation_tokens_total":            signal.GenerationTokens.Name,
+		"vllm:kv_offload_load_bytes_total":        transfer(signal.DirectionLoad),
+		"vllm:kv_offload_store_bytes_total":       transfer(signal.DirectionStore),
+		"vllm:kv_offload_total_bytes_total":       signal.KVPoolTransferBytes.Name + `{` + signal.LabelKVTier + `="host"}`,
 		"llamacpp:kv_cache_usage_ratio":           signal.KVUsageRatio.Name,
 		"llamacpp:kv_cache_tokens":                signal.KVUsedTokens.Name,
 		"llamacpp:requests_processing":            signal.RequestsRunning.Name,
@@ -132,6 +138,8 @@ func normalizedAs() map[string]string {
 		"trtllm_num_requests_waiting":             waiting,
 		"trtllm_prompt_tokens_total":              signal.PromptTokens.Name,
 		"trtllm_generation_tokens_total":          signal.GenerationTokens.Name,
+		"trtllm_kv_cache_onboard_bytes_total":     transfer(signal.DirectionLoad),
+		"trtllm_kv_cache_offload_bytes_total":     transfer(signal.DirectionStore),
 		"lmdeploy:gpu_cache_usage_perc":           signal.KVUsageRatio.Name,
 		"lmdeploy:num_requests_running":           signal.RequestsRunning.Name,
 		"lmdeploy:num_requests_waiting":           waiting,

@@ -7,7 +7,8 @@ import (
 
 // collectCachePools exports a server's further KV pools (kv.Server.CachePools): one
 // series per known value, labelled pool_type, tier and pool_name; the unit
-// picks the family (tokens, bytes or Mamba's state slots).
+// picks the family (tokens, bytes or Mamba's state slots). A tier's
+// traffic is one family with a direction label (load, store).
 // Unknown values have no series, as everywhere. id are the server's
 // identity label values.
 func (c *collector) collectCachePools(s *kv.Server, em *emitter, id []string) {
@@ -32,5 +33,13 @@ func (c *collector) collectCachePools(s *kv.Server, em *emitter, id []string) {
 		known(signal.KVPoolUsageRatio, p.UsageRatio)
 		known(signal.KVPoolHitTokens, p.HitTokens)
 		known(signal.KVPoolHitRate, p.HitRate)
+		for _, t := range [...]struct {
+			direction string
+			v         kv.Value
+		}{{signal.DirectionLoad, p.LoadBytes}, {signal.DirectionStore, p.StoreBytes}} {
+			if t.v.Trusted() {
+				em.emit(signal.KVPoolTransferBytes, t.v.V, c.serverLabels, id, p.Type, p.Tier, p.Name, t.direction)
+			}
+		}
 	}
 }

@@ -21,6 +21,7 @@ func init() {
 		signal.KVPoolUsageRatio.Name:     "per pool, direct or derived from used / capacity",
 		signal.KVPoolHitTokens.Name:      "per cache tier, direct",
 		signal.KVPoolHitRate.Name:        "per cache tier, direct (the engine's own window)",
+		signal.KVPoolTransferBytes.Name:  "per cache tier and direction, direct (vLLM kv_offload_{load,store}_bytes_total, trtllm-serve kv_cache_{onboard,offload}_bytes_total)",
 	} {
 		provenanceDoc[name] = prov
 	}
@@ -31,7 +32,8 @@ func init() {
 // values have none.
 func TestCollectorPools(t *testing.T) {
 	s := &kv.Server{Engine: "sglang", Role: kv.RoleDecode, CachePools: []kv.CachePool{
-		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: kv.Of(8000), Used: kv.Of(4000), UsageRatio: kv.DerivedOf(0.5), HitTokens: kv.Of(200)},
+		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: kv.Of(8000), Used: kv.Of(4000), UsageRatio: kv.DerivedOf(0.5), HitTokens: kv.Of(200),
+			LoadBytes: kv.Of(3e6), StoreBytes: kv.Of(9e6)},
 		{Type: kv.PoolSWA, Tier: kv.TierGPU, Unit: kv.UnitTokens, UsageRatio: kv.Of(0.9)},
 		{Type: kv.PoolMamba, Tier: kv.TierGPU, Unit: kv.UnitSlots, Capacity: kv.Of(64), UsageRatio: kv.Of(0.25)},
 		{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs", Unit: kv.UnitBytes, Used: kv.Of(5e10)},
@@ -57,6 +59,9 @@ func TestCollectorPools(t *testing.T) {
 				lv[l.GetName()] = l.GetValue()
 			}
 			ls := []string{lv[signal.LabelPoolType], lv[signal.LabelKVTier], lv[signal.LabelPoolName]}
+			if d, ok := lv[signal.LabelDirection]; ok {
+				ls = append(ls, d)
+			}
 			got[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = value(m)
 		}
 	}
@@ -65,7 +70,11 @@ func TestCollectorPools(t *testing.T) {
 		"kvwatch_kv_pool_used_tokens{full,host,}":      4000,
 		"kvwatch_kv_pool_usage_ratio{full,host,}":      0.5,
 		"kvwatch_kv_pool_hit_tokens_total{full,host,}": 200,
-		"kvwatch_kv_pool_usage_ratio{swa,gpu,}":        0.9,
+		// The tier's traffic, one series per direction; a pool without
+		// any (the others) has none.
+		"kvwatch_kv_pool_transfer_bytes_total{full,host,,load}":  3e6,
+		"kvwatch_kv_pool_transfer_bytes_total{full,host,,store}": 9e6,
+		"kvwatch_kv_pool_usage_ratio{swa,gpu,}":                  0.9,
 		// Mamba slots are no tokens: a family of their own.
 		"kvwatch_kv_pool_capacity_slots{mamba,gpu,}":     64,
 		"kvwatch_kv_pool_usage_ratio{mamba,gpu,}":        0.25,

@@ -9,6 +9,14 @@ const (
 	LabelPoolName = "pool_name" // tells pools of one type and tier apart (an LMCache L2 adapter); "" when there is one
 )
 
+// LabelDirection says which way a cache tier's traffic went:
+// DirectionLoad (tier → GPU) or DirectionStore (GPU → tier).
+const (
+	LabelDirection = "direction"
+	DirectionLoad  = "load"
+	DirectionStore = "store"
+)
+
 // CachePoolLabels are the labels of every cache-pool family beyond ServerLabels.
 func CachePoolLabels() []string { return []string{LabelPoolType, LabelKVTier, LabelPoolName} }
 
@@ -37,10 +45,13 @@ var (
 		Help: "Prompt tokens a cache tier served as prefix-cache hits (the tier's share of hits = rate(this) / rate(kvwatch_prefix_cache_hit_tokens_total))."}
 	KVPoolHitRate = Metric{Name: "kvwatch_kv_pool_hit_ratio", Type: Gauge, Unit: "ratio", Labels: CachePoolLabels(),
 		Help: "Hit rate (0-1) of a cache tier as the engine computes it over its own window (Dynamo KVBM: the last 1,000 requests)."}
+	KVPoolTransferBytes = Metric{Name: "kvwatch_kv_pool_transfer_bytes_total", Type: Counter, Unit: "bytes",
+		Labels: append(CachePoolLabels(), LabelDirection),
+		Help:   "KV bytes moved between a cache tier and the GPU, by direction: load (tier to GPU) or store (GPU to tier)."}
 )
 
 // Pools lists the pool families in documentation order.
 func Pools() []Metric {
 	return []Metric{KVPoolCapacityTokens, KVPoolCapacityBytes, KVPoolUsedTokens, KVPoolUsedBytes,
-		KVPoolCapacitySlots, KVPoolUsedSlots, KVPoolUsageRatio, KVPoolHitTokens, KVPoolHitRate}
+		KVPoolCapacitySlots, KVPoolUsedSlots, KVPoolUsageRatio, KVPoolHitTokens, KVPoolHitRate, KVPoolTransferBytes}
 }

@@ -5,9 +5,10 @@ import "fmt"
 // vLLM's native KV offloading (kv_offloading_backend "native",
 // cpu_offload_tokens per DP rank) runs the same host model: evicted prefix
 // blocks are offloaded to CPU and a quarter of the device misses, at most
-// what the CPU holds, are loaded back from it. vLLM's page shows only the
-// loaded-back tokens (prompt_tokens_by_source{source="external_kv_transfer"})
-// and the backend in cache_config_info: it exports no fill of the CPU tier.
+// what the CPU holds, are loaded back from it. vLLM's page shows the
+// loaded-back tokens (prompt_tokens_by_source{source="external_kv_transfer"}),
+// the backend in cache_config_info and the tier's traffic in bytes
+// (kv_offload_{load,store}_bytes): it exports no fill of the CPU tier.
 //
 // SGLang HiCache's host (L2) tier, one per DP rank (--enable-hierarchical-cache
 // with hicache_tokens of host memory per rank).
@@ -52,6 +53,9 @@ import "fmt"
 type hostTier struct {
 	capacity, used                  int64
 	backup, dropped, hits, loadBack int64
+	// stored are the tokens stored into this tier from the GPU: the
+	// host's backups (the tier below gets its tokens from the host).
+	stored int64
 	// queried are the prompt tokens looked up in this tier: the device's
 	// misses (the top tier), what the host missed of them (the tier below).
 	queried               int64
@@ -68,7 +72,17 @@ type HostTruth struct {
 	// server with a tier below: moved down), HitTokens are prompt tokens it
 	// served (loaded back), QueriedTokens the prompt tokens looked up in it.
 	BackupTokens, DroppedTokens, HitTokens, QueriedTokens int64
+	// StoredBytes and LoadedBytes are the host tier's traffic in bytes
+	// (kvBytesPerToken a token): its backups stored GPU → host and its
+	// hits loaded host → GPU (vLLM's kv_offload_{store,load}_bytes,
+	// trtllm-serve's offload and onboard bytes). The tier below the host
+	// moves nothing to or from the GPU: 0 there.
+	StoredBytes, LoadedBytes int64
 }
+
+// kvBytesPerToken is the KV size of one token of the simulated model, the
+// one LMCache's pages count bytes with.
+const kvBytesPerToken = lmcacheBytesPerToken
 
 func (s *server) newHostTier() *hostTier {
 	sp := s.spec
@@ -106,6 +120,7 @@ func (k *rank) stepHost() {
 	miss := missed - h.lastMiss
 	h.lastMiss = missed
 	h.backup += ev
+	h.stored += ev
 	h.used += ev
 	if over := h.used - h.capacity; over > 0 {
 		h.dropped += over
@@ -139,7 +154,8 @@ func (h *hostTier) truth() *HostTruth {
 	if h == nil {
 		return nil
 	}
-	return &HostTruth{CapacityTokens: h.capacity, UsedTokens: h.used, BackupTokens: h.backup, DroppedTokens: h.dropped, HitTokens: h.hits, QueriedTokens: h.queried}
+	return &HostTruth{CapacityTokens: h.capacity, UsedTokens: h.used, BackupTokens: h.backup, DroppedTokens: h.dropped, HitTokens: h.hits, QueriedTokens: h.queried,
+		StoredBytes: h.stored * kvBytesPerToken, LoadedBytes: h.loadBack * kvBytesPerToken}
 }
 
 // SWATruth is the sliding-window pool of a hybrid model: each running
@@ -211,6 +227,8 @@ func (a *HostTruth) plus(b *HostTruth) *HostTruth {
 	out.DroppedTokens += b.DroppedTokens
 	out.HitTokens += b.HitTokens
 	out.QueriedTokens += b.QueriedTokens
+	out.StoredBytes += b.StoredBytes
+	out.LoadedBytes += b.LoadedBytes
 	return out
 }
 

@@ -49,7 +49,8 @@ func trtllmLabels(spec ServerSpec) string {
 // as free), utilization = used / max, the host pool's utilization
 // (secondaryUsed / secondaryMax), the per-iteration reuse rate, the reused
 // and missed block counters, and the prompt tokens each cache level served
-// (iterCachedTokensByLevel: level 0 the GPU, level 1 the host). Request
+// (iterCachedTokensByLevel: level 0 the GPU, level 1 the host), the host
+// tier's onboard and offload bytes (its hits and backups). Request
 // stats (return_perf_metrics), credited when a request finishes: prompt,
 // generation and cached prompt tokens (its device hit; a host hit is
 // credited when it is loaded, a simplification). kv_cache_config_info is
@@ -101,6 +102,21 @@ func renderTRTLLMServe(p *snapshot) []byte {
 			float64(r.Host.UsedTokens/block)/float64(r.Host.CapacityTokens/block))
 	}
 	gauge("trtllm_kv_cache_iter_reuse_rate", "Per-iteration KV cache block reuse rate", r.IterReuseRate)
+	// The host tier's traffic: log_iteration_stats increments these only by
+	// a positive sum, so a counter never incremented has no sample.
+	if h := lr.Host; h != nil {
+		for _, f := range []struct {
+			name, help string
+			n          int64
+		}{
+			{"trtllm_kv_cache_onboard_bytes", "Total bytes transferred from host to GPU (onboard)", h.LoadedBytes},
+			{"trtllm_kv_cache_offload_bytes", "Total bytes transferred from GPU to host (offload)", h.StoredBytes},
+		} {
+			if f.n > 0 {
+				counter(f.name, f.help, float64(f.n))
+			}
+		}
+	}
 	gauge("trtllm_num_requests_running", "Number of active requests", float64(r.Running))
 	gauge("trtllm_num_requests_waiting", "Number of queued requests", float64(r.Queued))
 	counter("trtllm_num_requests_completed", "Total number of completed requests across iterations", float64(lr.Counters.RequestsFinished))

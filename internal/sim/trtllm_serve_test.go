@@ -26,7 +26,8 @@ func TestTRTLLMServeVersions(t *testing.T) {
 			[]string{"trtllm_num_requests_running", "trtllm_num_requests_waiting", "trtllm_kv_cache_max_blocks", "trtllm_kv_cache_free_blocks",
 				"trtllm_kv_cache_used_blocks", "trtllm_kv_cache_tokens_per_block", "trtllm_kv_cache_reused_blocks_total", "trtllm_kv_cache_missed_blocks_total",
 				"trtllm_kv_cache_host_utilization", "trtllm_prompt_cache_hit_tokens_total", "trtllm_max_num_active_requests",
-				"trtllm_generation_tokens_total", "trtllm_num_requests_completed_total", "trtllm_kv_cache_config_info"}},
+				"trtllm_generation_tokens_total", "trtllm_num_requests_completed_total", "trtllm_kv_cache_config_info",
+				"trtllm_kv_cache_onboard_bytes_total", "trtllm_kv_cache_offload_bytes_total"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.version, func(t *testing.T) {

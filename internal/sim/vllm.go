@@ -15,7 +15,8 @@ const (
 // VersionVLLMBefore is the vLLM V1 before vllm#38435: no
 // num_requests_waiting_by_reason, and cache_config_info without
 // kv_cache_size_tokens and kv_cache_max_concurrency (vllm#42206, later);
-// VersionCurrent has both.
+// its offloading connector writes only the deprecated
+// kv_offload_total_bytes (before vllm#35669). VersionCurrent has all.
 const VersionVLLMBefore = "before-38435"
 
 // VersionVLLMBefore48860 is vLLM 0.25.1, the last release before vllm#48860
@@ -156,7 +157,54 @@ func renderVLLM(p *snapshot) []byte {
 			w.histogram(f.name, lbl[e], f.h(p.hists[e]), false, created)
 		}
 	}
+	if spec.CPUOffloadTokens > 0 {
+		renderVLLMOffload(w, live, lbl, created, !before)
+	}
 	return w.b
+}
+
+// renderVLLMOffload writes the native offloading connector's traffic per
+// engine (vllm/distributed/kv_transfer/kv_connector/v1/offloading/
+// metrics.py, OffloadPromMetrics): the host tier's hits loaded CPU → GPU
+// and its backups stored GPU → CPU, in bytes. The deprecated
+// total_bytes{transfer_type} is registered first and, after vllm #35669
+// (flat), incremented beside kv_offload_{load,store}_bytes with the same
+// values; before it, it is the only one.
+func renderVLLMOffload(w *page, live *Truth, lbl []string, created float64, flat bool) {
+	host := func(e int) *HostTruth {
+		if h := live.Ranks[e].Host; h != nil {
+			return h
+		}
+		return &HostTruth{}
+	}
+	const total = "vllm:kv_offload_total_bytes"
+	w.family(total+"_total", "Number of bytes offloaded by KV connector", "counter")
+	for e := range lbl {
+		for _, t := range []struct {
+			transfer string
+			n        int64
+		}{{"CPU_to_GPU", host(e).LoadedBytes}, {"GPU_to_CPU", host(e).StoredBytes}} {
+			l := join(lbl[e], `transfer_type="`+t.transfer+`"`)
+			w.sample(total+"_total", l, float64(t.n))
+			w.sample(total+"_created", l, created)
+		}
+	}
+	if !flat {
+		return
+	}
+	for _, f := range []struct {
+		name, help string
+		n          func(h *HostTruth) int64
+	}{
+		{"vllm:kv_offload_load_bytes", "Total bytes loaded from offload storage to GPU.", func(h *HostTruth) int64 { return h.LoadedBytes }},
+		{"vllm:kv_offload_store_bytes", "Total bytes stored from GPU to offload storage.", func(h *HostTruth) int64 { return h.StoredBytes }},
+	} {
+		w.family(f.name+"_total", f.help, "counter")
+		for e := range lbl {
+			w.sample(f.name+"_total", lbl[e], float64(f.n(host(e))))
+			w.sample(f.name+"_created", lbl[e], created)
+		}
+	}
 }
 
 // vllmCacheConfig renders cache_config_info's labels: CacheConfig fields as

@@ -146,6 +146,14 @@ func tierPanels(o Options) []panelSpec {
 			emptyOK:     "no selected server is a Dynamo KVBM listener (only KVBM reports a hit rate of its own)",
 			queries:     []query{{expr: signal.KVPoolHitRate.Name + sel, legend: "{{server}} {{tier}}"}},
 			steps:       []step{{nil, blue}}},
+		{kind: kindTimeseries, title: "Cache tiers: KV traffic to and from the GPU", unit: "Bps", min: ratio, w: 24, h: 8,
+			description: "Bytes per second each cache tier loads into the GPU (load: KV of prefix hits brought back) and stores from it (store: KV offloaded). " +
+				"Stores without loads: a tier written and never read, its cost without its hits. " +
+				"No series for engines that count their tier traffic in tokens or blocks, or not at all (SGLang HiCache, Dynamo KVBM, LMCache).",
+			emptyOK: "no selected server reports its tier traffic in bytes (vLLM CPU offloading, trtllm-serve's host cache do)",
+			queries: []query{{expr: counterRate(signal.KVPoolTransferBytes.Name+sel, "$__rate_interval", ""),
+				legend: "{{direction}} {{server}} {{tier}} {{pool_name}}"}},
+			steps: []step{{nil, blue}}},
 	}
 }
 

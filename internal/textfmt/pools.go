@@ -47,6 +47,16 @@ func Amount(unit string, v kv.Value) string {
 	return Count(v)
 }
 
+// Traffic is a cache tier's KV bytes moved to and from the GPU since the
+// engine started (kv.CachePool LoadBytes, StoreBytes): "loaded 256.0 MiB,
+// stored 768.0 MiB"; "" when the engine reports neither.
+func Traffic(p kv.CachePool) string {
+	if !p.LoadBytes.OK() && !p.StoreBytes.OK() {
+		return ""
+	}
+	return "loaded " + Bytes(p.LoadBytes) + ", stored " + Bytes(p.StoreBytes)
+}
+
 // Tiers is what a cache server holds instead of a KV pool of its own: its
 // tiers, each with its fill, or the engine's own hit rate where that is
 // all it reports: "lmcache-l1 41.0%, lmcache-l2 fs 2.0 GiB"; NA while it

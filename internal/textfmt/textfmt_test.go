@@ -250,6 +250,25 @@ func TestTiers(t *testing.T) {
 	}
 }
 
+func TestTraffic(t *testing.T) {
+	tests := []struct {
+		load, store kv.Value
+		want        string
+	}{
+		{kv.Of(256 << 20), kv.Of(768 << 20), "loaded 256.0 MiB, stored 768.0 MiB"},
+		// A tier stored to and never read: its loads are 0, not unknown.
+		{kv.Of(0), kv.Of(3 << 30), "loaded 0 B, stored 3.0 GiB"},
+		{kv.Value{}, kv.Of(1024), "loaded --, stored 1.0 KiB"},
+		{kv.Value{}, kv.Value{}, ""},
+	}
+	for _, tt := range tests {
+		p := kv.CachePool{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, LoadBytes: tt.load, StoreBytes: tt.store}
+		if got := Traffic(p); got != tt.want {
+			t.Errorf("Traffic(%v, %v) = %q, want %q", tt.load, tt.store, got, tt.want)
+		}
+	}
+}
+
 func TestTimeToFull(t *testing.T) {
 	tests := []struct {
 		f    *kv.FillForecast

@@ -10,7 +10,8 @@ import (
 // cachePoolLines are the drill-down's table of the server's further KV pools
 // (kv.Server.CachePools): hybrid-model pools and cache tiers, each in its own
 // unit, with the prompt tokens it served from its cache (or the engine's
-// own windowed hit rate). Nothing when the engine reports none.
+// own windowed hit rate) and, under it, its traffic to and from the GPU.
+// Nothing when the engine reports none.
 func (m Model) cachePoolLines(s report.Server, w int) []string {
 	if s.Server == nil || len(s.Server.CachePools) == 0 {
 		return nil
@@ -28,6 +29,9 @@ func (m Model) cachePoolLines(s report.Server, w int) []string {
 			l += " rate " + textfmt.Percent(p.HitRate)
 		}
 		out = append(out, l)
+		if tr := textfmt.Traffic(p); tr != "" {
+			out = append(out, m.st.dim.Render("  "+tr))
+		}
 		if p.Note != "" && !p.Used.OK() && !p.UsageRatio.OK() {
 			for _, n := range wrap("fill unavailable: "+p.Note, max(20, w-4)) {
 				out = append(out, m.st.dim.Render("  "+n))

@@ -15,10 +15,11 @@ func TestPoolLines(t *testing.T) {
 	s := report.Server{Name: "d", OK: true, Server: &kv.Server{CachePools: []kv.CachePool{
 		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Capacity: kv.Of(4000000), Used: kv.Of(2200953), UsageRatio: kv.DerivedOf(0.55), HitTokens: kv.Of(513144)},
 		{Type: kv.PoolFull, Tier: kv.TierLMCacheL2, Name: "fs\x1b]0;x", Unit: kv.UnitBytes, Used: kv.Of(3 << 30)},
-		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: "vLLM exports no fill"},
+		{Type: kv.PoolFull, Tier: kv.TierHost, Unit: kv.UnitTokens, Note: "vLLM exports no fill", LoadBytes: kv.Of(4e8), StoreBytes: kv.Of(1.2e9)},
 	}}}
 	got := strings.Join(m.cachePoolLines(s, 100), "\n")
-	for _, want := range []string{"POOL / TIER", "host tier", "55.0%", "lmcache-l2 tier fs??0?x", "3.0 GiB", "fill unavailable: vLLM exports no fill"} {
+	for _, want := range []string{"POOL / TIER", "host tier", "55.0%", "lmcache-l2 tier fs??0?x", "3.0 GiB", "fill unavailable: vLLM exports no fill",
+		"loaded 381.5 MiB, stored 1.1 GiB"} { // 4e8 / 2^20, 1.2e9 / 2^30
 		if !strings.Contains(got, want) {
 			t.Errorf("cachePoolLines lacks %q:\n%s", want, got)
 		}

@@ -943,7 +943,9 @@ start();
 
 // Pools and tiers: a server's KV pools beyond the primary one (report
 // server.cache_pools; docs/engines.md "Pools and tiers"), each in its own unit,
-// with the prompt tokens a tier served from its cache.
+// with the prompt tokens a tier served from its cache and the KV bytes it
+// loaded into and stored from the GPU (load_bytes, store_bytes; "--" where
+// the engine reports neither).
 function cachePoolName(p) {
   const base = p.pool_type === "full" ? p.tier + " tier" : p.pool_type + " pool" + (p.tier === "gpu" ? "" : " (" + p.tier + ")");
   return p.name ? base + " " + p.name : base;
@@ -962,8 +964,9 @@ function cachePoolsTable(sv) {
   const rows = ps.map((p) => `<tr data-cache-pool="${esc(cachePoolName(p))}"><td>${esc(cachePoolName(p))}</td>
     <td class="num">${cell("usage", p.usage_ratio, fmtPct)}</td><td class="num">${amount(p, "used", p.used)}</td><td class="num">${amount(p, "capacity", p.capacity)}</td>
     <td class="num">${val(p.hit_tokens) != null ? cell("hits", p.hit_tokens, fmtInt) : val(p.hit_rate) != null ? cell("hit_rate", p.hit_rate, fmtPct) : '<span data-field="hits">--</span>'}</td>
+    <td class="num">${val(p.load_bytes) != null || val(p.store_bytes) != null ? cell("load_bytes", p.load_bytes, fmtBytes) + " / " + cell("store_bytes", p.store_bytes, fmtBytes) : "--"}</td>
     <td class="wrap muted">${esc(p.note || "")}</td></tr>`).join("");
-  return `<h3>Pools and tiers</h3><table id="cache-pools"><thead><tr><th scope="col">Pool / tier</th><th scope="col" class="num">Usage</th><th scope="col" class="num">Used</th><th scope="col" class="num">Capacity</th><th scope="col" class="num">Prefix hits served</th><th scope="col">Note</th></tr></thead><tbody>${rows}</tbody></table>`;
+  return `<h3>Pools and tiers</h3><table id="cache-pools"><thead><tr><th scope="col">Pool / tier</th><th scope="col" class="num">Usage</th><th scope="col" class="num">Used</th><th scope="col" class="num">Capacity</th><th scope="col" class="num">Prefix hits served</th><th scope="col" class="num" title="KV bytes loaded from the tier into the GPU / stored from the GPU into the tier, since the engine started">Loaded / stored</th><th scope="col">Note</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 // cacheServerCell is a cache server's usage cell: its tiers' fill (it has
 // no KV pool of its own), the report's text.
