@@ -12,7 +12,7 @@ const (
 	srcVLLMSpec       = "vllm-project/vllm vllm/v1/spec_decode/metrics.py"
 	srcVLLMNixl       = "vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"
 	srcVLLMV0         = "vllm-project/vllm vllm/engine/metrics.py (V0); docs/design/metrics.md@f7e3a0879e63 \"Deprecated Metrics\""
-	srcVLLMOffload    = "vllm-project/vllm vllm/v1/kv_offload/ (CPUOffloadingMetrics, OffloadPromMetrics; engine-metrics.md corrections: #35669, #45737, #47666)"
+	srcVLLMOffload    = "vllm-project/vllm vllm/v1/kv_offload/ (CPUOffloadingMetrics) and vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py (the load/store byte counters; engine-metrics.md corrections: #35669, #45737, #47666)"
 	srcVLLMDocs       = "vllm-project/vllm docs/design/metrics.md@f7e3a0879e63, docs/usage/metrics.md@044a0565bc59"
 	srcVLLM2026       = "vllm-project/vllm vllm/v1/metrics/loggers.py (a stored revision without commit id: engine_sleep_state, num_requests_waiting_by_reason); PRs #38435, #33290, #49984"
 	srcSGLang         = "sgl-project/sglang python/sglang/srt/observability/metrics_collector.py@016d8605e458 (older: python/sglang/srt/metrics/collector.py@44cedc2b9c7d)"
