@@ -243,13 +243,16 @@ func (pr *Parser) parse(body []byte, contentType string, want Want, lay *Layout)
 				memo   *seriesMemo
 				cached bool
 			)
-			if !om && pr != nil {
+			// A series is written alike in both formats (OpenMetrics
+			// only adds what follows the value: a timestamp, an
+			// exemplar), so both share the cache and the simple path.
+			if pr != nil {
 				is, cached = pr.series.get(series)
 			}
 			if cached {
 				// Seen on an earlier page (only simple series are cached).
 				lset, name, sh, key, memo = is.labels, is.name, is.shape, is.key, &is.memo
-			} else if !om && ls.read(series) {
+			} else if ls.read(series) {
 				// The common case, built without the parser's two copies
 				// (of the series text and of the label set) and only for
 				// wanted names.
