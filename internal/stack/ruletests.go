@@ -588,6 +588,7 @@ func ruleTests(o Options) ruleTestFile {
 	tests = append(tests, planningRuleTests(o, expect)...)
 	tests = append(tests, autoscalingRuleTests(o)...)
 	tests = append(tests, tierRuleTests(o, expect)...)
+	tests = append(tests, stateRuleTests(o)...)
 	tests = append(tests, targetWarningsRuleTests(expect)...)
 	tests = append(tests, countRuleTests()...)
 	tests = append(tests, aggregateRuleTests()...)
