@@ -183,15 +183,7 @@ func fleetStatePanels(o Options) []panelSpec {
 // here from the thresholds (see expectedAnnotations).
 func stateAnnotations(o Options, l map[string]string, value, binding string) map[string]string {
 	a := o.Config.Alerts
-	typ, srvName := l[signal.LabelPoolType], l[signal.LabelServer]
-	where := srvName + " (" + l[signal.LabelRole]
-	if c := l[signal.LabelCluster]; c != "" {
-		where += ", cluster " + c
-	}
-	if p := l[signal.LabelPool]; p != "" {
-		where += ", pool " + p
-	}
-	where += ")"
+	typ, srvName, where := l[signal.LabelPoolType], l[signal.LabelServer], serverWhere(l)
 	var caps string
 	switch binding {
 	case "":
