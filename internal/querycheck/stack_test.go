@@ -104,8 +104,9 @@ func TestGeneratedStackAgainstServe(t *testing.T) {
 	b.WriteString("global:\n  scrape_interval: 1s\ntargets:\n")
 	// The mixed fleet in pool p1, and in p2 the cache tiers the tier
 	// panels and alert read: LMCache's bytes, HiCache's hit tokens, KVBM's
-	// hit rates (the mixed fleet has none of them).
-	for i, scenario := range []string{"mixed", "vllm-lmcache", "sglang-hicache", "dynamo-kvbm"} {
+	// hit rates, and the state pool (SWA on the GPU) the state panels and
+	// alert read (the mixed fleet has none of them).
+	for i, scenario := range []string{"mixed", "vllm-lmcache", "sglang-hicache", "dynamo-kvbm", "sglang-hybrid"} {
 		pool := "p1"
 		if i > 0 {
 			pool = "p2"

@@ -330,7 +330,9 @@ func Dashboards(o Options) []DashboardSpec {
 	fleet.panels = append(fleet.panels, planningPanels(o)...)
 	fleet.panels = append(fleet.panels, projectionPanels()...)
 	fleet.panels = append(fleet.panels, fleetTierPanels(o)...)
+	fleet.panels = append(fleet.panels, fleetStatePanels(o)...)
 	server.panels = append(server.panels, tierPanels(o)...)
+	server.panels = append(server.panels, statePanels(o)...)
 	return []DashboardSpec{fleet, server}
 }
 

@@ -154,7 +154,7 @@ const MetaGroup = "kvwatch-meta"
 func AlertNames() []string {
 	return []string{AlertKVHigh, AlertKVCritical, AlertKVExhausted, AlertKVFullSoon, AlertQueue, AlertPreemptions,
 		AlertPrefixHitLow, AlertLeak, AlertExporterDown, AlertTargetDown, AlertMetricsDisabled,
-		AlertMetricsStale, AlertTargetWarnings, AlertRankImbalance, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertPoolProjectedFull, AlertExporterAbsent, AlertWatchdog}
+		AlertMetricsStale, AlertTargetWarnings, AlertRankImbalance, AlertStateHigh, AlertPoolFullSoon, AlertPoolDrain, AlertTierFull, AlertPoolProjectedFull, AlertExporterAbsent, AlertWatchdog}
 }
 
 // ServeRules are the rule groups serve evaluates over its own history when
@@ -239,6 +239,7 @@ func AlertRules(o Options) rulefmt.RuleGroups {
 			"KV usage across the DP ranks of "+srvLabels+" is uneven",
 			"The fullest and emptiest DP ranks of {{ $labels.server }} differ by {{ $value | humanizePercentage }} of capacity (threshold "+
 				pct(a.RankSpread)+"). The fullest rank fills first and limits the whole server."),
+		stateAlert(o, srvLabels, alert),
 	}}
 	load := rulefmt.RuleGroup{Name: "kvwatch-load", Rules: []rulefmt.Rule{
 		alert(AlertQueue, SeverityWarning, a.QueueFor,

@@ -331,6 +331,8 @@ func TestRunbookAnchors(t *testing.T) {
 //   - (issue 18 item 10) the unit tests' expected annotations come from the
 //     thresholds, not from the rules' own text, so a summary that names a
 //     threshold 5 points above the real one fails;
+//   - the state-pool alert on another threshold, or reading another pool's
+//     binding, fails its case;
 //   - the server prompt-token rate written as a plain rate() fails the
 //     counter-reset case.
 func TestRuleTestsCatchTampering(t *testing.T) {
@@ -342,6 +344,10 @@ func TestRuleTestsCatchTampering(t *testing.T) {
 	}{
 		{"wrong threshold in " + AlertKVHigh + "'s summary", AlertRulesFile,
 			fmt.Sprintf("is above %v%%", w*100), fmt.Sprintf("is above %v%%", w*100+5), AlertKVHigh},
+		{"state pool alert above 99% instead of the warning", AlertRulesFile,
+			fmt.Sprintf(`tier="gpu"} > %v`, w), `tier="gpu"} > 0.99`, AlertStateHigh},
+		{"Mamba pool read as the SWA binding", AlertRulesFile,
+			`{{ $pool = "mamba_slots" }}`, `{{ $pool = "swa_tokens" }}`, AlertStateHigh},
 		{"plain rate() of " + m, RecordingRulesFile,
 			counterRate(m, rateWindow, ""), "rate(" + m + "[" + rateWindow + "])", recRate("server", signal.PromptTokens)},
 	} {

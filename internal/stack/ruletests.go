@@ -160,15 +160,7 @@ func percent(v float64) string { return fmt.Sprintf("%v%%", v*100) }
 // wrong threshold, duration or label fails its unit test.
 func expectedAnnotations(o Options, name string, l map[string]string, value string) map[string]string {
 	a := o.Config.Alerts
-	srvName := l[signal.LabelServer]
-	where := srvName + " (" + l[signal.LabelRole]
-	if c := l[signal.LabelCluster]; c != "" {
-		where += ", cluster " + c
-	}
-	if p := l[signal.LabelPool]; p != "" {
-		where += ", pool " + p
-	}
-	where += ")"
+	srvName, where := l[signal.LabelServer], serverWhere(l)
 	var summary, desc string
 	switch name {
 	case AlertKVHigh:
@@ -254,6 +246,19 @@ func expectedAnnotations(o Options, name string, l map[string]string, value stri
 	}
 	return valueUnitAnnotation(name, map[string]string{"summary": summary, "description": desc,
 		"runbook_url": o.RunbookURL + "#" + strings.ToLower(name)})
+}
+
+// serverWhere names a server as the alert texts do: "decode-0 (decode,
+// cluster c1, pool p1)", with only the labels it has.
+func serverWhere(l map[string]string) string {
+	where := l[signal.LabelServer] + " (" + l[signal.LabelRole]
+	if c := l[signal.LabelCluster]; c != "" {
+		where += ", cluster " + c
+	}
+	if p := l[signal.LabelPool]; p != "" {
+		where += ", pool " + p
+	}
+	return where + ")"
 }
 
 // poolWhere names a pool as the planning alerts do: "pool p1 (decode,
@@ -588,6 +593,7 @@ func ruleTests(o Options) ruleTestFile {
 	tests = append(tests, planningRuleTests(o, expect)...)
 	tests = append(tests, autoscalingRuleTests(o)...)
 	tests = append(tests, tierRuleTests(o, expect)...)
+	tests = append(tests, stateRuleTests(o)...)
 	tests = append(tests, targetWarningsRuleTests(expect)...)
 	tests = append(tests, countRuleTests()...)
 	tests = append(tests, aggregateRuleTests()...)

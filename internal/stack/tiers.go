@@ -194,14 +194,7 @@ func tierAnnotations(o Options, l map[string]string, value string) (summary, des
 	if n := l[signal.LabelPoolName]; n != "" {
 		tier += " (" + n + ")"
 	}
-	where := l[signal.LabelServer] + " (" + l[signal.LabelRole]
-	if c := l[signal.LabelCluster]; c != "" {
-		where += ", cluster " + c
-	}
-	if p := l[signal.LabelPool]; p != "" {
-		where += ", pool " + p
-	}
-	where += ")"
+	where := serverWhere(l)
 	summary = "Cache tier " + tier + " of " + where + " is full and serves fewer prefix hits"
 	desc = "The " + tier + " cache tier of " + l[signal.LabelServer] + " is above " + percent(a.TierFullUsage) +
 		" full, and its share of the server's prefix-cache hits over the last 15m is " + value +

@@ -28,6 +28,7 @@ var alertValueUnits = map[string]string{
 	AlertKVFullSoon:        signal.KVUsageRatio.Unit, // the usage ratio now (its texts say "full now" above the fast window's threshold)
 	AlertLeak:              signal.KVUsageRatio.Unit,
 	AlertRankImbalance:     signal.RankSpreadRatio.Unit,
+	AlertStateHigh:         signal.KVPoolUsageRatio.Unit,
 	AlertQueue:             signal.RequestsQueued.Unit,
 	AlertPreemptions:       signal.Preemptions.Unit + "/s", // the recorded rate
 	AlertPrefixHitLow:      UnitRatio,                      // hit over queried tokens

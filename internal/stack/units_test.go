@@ -13,6 +13,7 @@ func TestAlertValueUnits(t *testing.T) {
 		"KVCacheFullSoon":           "ratio",      // kvwatch_kv_usage_ratio > 0.5 and predict_linear(...) >= 1
 		"KVCacheLeakSuspected":      "ratio",      // kvwatch_kv_usage_ratio and ... state == 1
 		"KVRankImbalance":           "ratio",      // kvwatch_kv_rank_spread_ratio > 0.2
+		"StatePoolUsageHigh":        "ratio",      // kvwatch_kv_pool_usage_ratio{pool_type=~"mamba|swa",tier="gpu"} > 0.9
 		"RequestQueueBuildingUp":    "requests",   // sum of kvwatch_requests_queued
 		"KVPreemptionsSustained":    "requests/s", // server:kvwatch_preemptions:rate5m
 		"PrefixCacheHitRateLow":     "ratio",      // hit over queried tokens
