@@ -528,6 +528,13 @@ func (r *Result) fail(reason string, err error) {
 // buf (empty), returning buf's bytes: they are valid until buf is reused.
 // On an error buf holds what was read (for the body size).
 func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.Adapter, buf *bytes.Buffer) (body []byte, contentType, reason string, err error) {
+	return s.fetchUpTo(ctx, t, u, hint, buf, s.bodyLimit)
+}
+
+// fetchUpTo is fetch with a body limit of its own (limit bytes after
+// decompression; the too_large error names body_size_limit, the limit of
+// every page).
+func (s *Scraper) fetchUpTo(ctx context.Context, t *Target, u *url.URL, hint engine.Adapter, buf *bytes.Buffer, limit int64) (body []byte, contentType, reason string, err error) {
 	where := t.redact(u)
 	// Compression moves CPU into the engine, which compresses every page
 	// (see config enable_compression); identity is the cheaper default on
@@ -576,11 +583,11 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		defer gz.Close()
 		r = gz
 	}
-	if n := resp.ContentLength; r == resp.Body && n > 0 && n <= s.bodyLimit {
+	if n := resp.ContentLength; r == resp.Body && n > 0 && n <= limit {
 		// Room for the whole body plus the final read that sees EOF.
 		buf.Grow(int(n) + bytes.MinRead)
 	}
-	_, err = buf.ReadFrom(io.LimitReader(r, s.bodyLimit+1))
+	_, err = buf.ReadFrom(io.LimitReader(r, limit+1))
 	body = buf.Bytes()
 	if err != nil {
 		if gzipped && isGzipError(err) {
@@ -593,8 +600,8 @@ func (s *Scraper) fetch(ctx context.Context, t *Target, u *url.URL, hint engine.
 		}
 		return nil, "", reason, fmt.Errorf("scrape %s: %w", where, cerr)
 	}
-	if int64(len(body)) > s.bodyLimit {
-		return nil, "", signal.ReasonTooLarge, fmt.Errorf("scrape %s: body is over the %s limit (after decompression); raise global.body_size_limit if the page is really this big", where, units.Base2Bytes(s.bodyLimit))
+	if int64(len(body)) > limit {
+		return nil, "", signal.ReasonTooLarge, fmt.Errorf("scrape %s: body is over the %s limit (after decompression); raise global.body_size_limit if the page is really this big", where, units.Base2Bytes(limit))
 	}
 	return body, resp.Header.Get("Content-Type"), "", nil
 }

@@ -67,7 +67,7 @@ func (s *Scraper) engineVersion(ctx context.Context, t *Target, metrics url.URL,
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
 	// A buffer of its own, not pooled: the answer is small and rare.
-	if b, _, _, err := s.fetch(ctx, t, &u, nil, new(bytes.Buffer)); err == nil && len(b) <= engine.MaxVersionBody {
+	if b, _, _, err := s.fetchUpTo(ctx, t, &u, nil, new(bytes.Buffer), engine.MaxVersionBody); err == nil {
 		if v, err := engine.ParseVersion(srv.Engine, b); err == nil {
 			st.version = v
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
+	"github.com/kvwatch/kvwatch/internal/testenv"
 )
 
 // versionedVLLM is a vLLM server whose version, process start and
@@ -27,6 +28,7 @@ type versionedVLLM struct {
 	start     float64
 	failNext  bool
 	slow      time.Duration
+	hostile   http.HandlerFunc // answers /version when set
 	asks      atomic.Int64
 	gotAuthOn atomic.Int64 // /version requests that carried the target's credentials
 }
@@ -39,7 +41,7 @@ func (v *versionedVLLM) set(f func(v *versionedVLLM)) {
 
 func (v *versionedVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.mu.Lock()
-	version, start, slow := v.version, v.start, v.slow
+	version, start, slow, hostile := v.version, v.start, v.slow, v.hostile
 	fail := v.failNext && r.URL.Path == "/metrics"
 	if fail {
 		v.failNext = false
@@ -53,6 +55,10 @@ func (v *versionedVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if slow > 0 {
 			time.Sleep(slow)
+		}
+		if hostile != nil {
+			hostile(w, r)
+			return
 		}
 		if strings.HasPrefix(version, "<") {
 			w.Header().Set("Content-Type", "text/html")
@@ -76,7 +82,8 @@ func (v *versionedVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // process' start moved, a scrape failed, five minutes passed), never on
 // a steady run; an upgrade across vllm#48860 is a version change whose
 // warning names it; an answer that is no version keeps the last one; a
-// slow endpoint (3 s, the scrape's timeout 5 s) fails nothing; a
+// slow endpoint (3 s, the scrape's timeout 5 s), an endless body and a
+// gzip bomb fail nothing and keep the version; a
 // release whose names the page contradicts gets version_mismatch.
 func TestEngineVersion(t *testing.T) {
 	v := &versionedVLLM{version: "0.25.1", start: 1.7e9}
@@ -163,8 +170,13 @@ func TestEngineVersion(t *testing.T) {
 	v.set(func(v *versionedVLLM) { v.version, v.start, v.slow = "0.28.0", 1.7e9+800, 3*time.Second })
 	step("a slow /version keeps the version", want{asks: 6, version: "0.27.0"})
 
-	v.set(func(v *versionedVLLM) { v.version, v.start, v.slow = "0.8.5", 1.7e9+900, 0 })
-	step("a release the names contradict", want{asks: 7, version: "0.8.5", changed: []string{signal.ChangeVersion},
+	v.set(func(v *versionedVLLM) { v.slow, v.hostile, v.start = 0, testenv.EndlessBody, 1.7e9+810 })
+	step("an endless /version keeps the version", want{asks: 7, version: "0.27.0"})
+	v.set(func(v *versionedVLLM) { v.hostile, v.start = testenv.GzipBomb(), 1.7e9+820 })
+	step("a gzip bomb on /version keeps the version", want{asks: 8, version: "0.27.0"})
+
+	v.set(func(v *versionedVLLM) { v.version, v.start, v.hostile = "0.8.5", 1.7e9+900, nil })
+	step("a release the names contradict", want{asks: 9, version: "0.8.5", changed: []string{signal.ChangeVersion},
 		warnings: map[string][]string{
 			kv.WarnVersionMismatch: {"vllm says it is 0.8.5", "vllm:kv_cache_usage_perc is on the page, but 0.8.5 has it only from 0.9.2"},
 			kv.WarnDialect:         {"version 0.27.0 → 0.8.5", "vllm#48860"},
