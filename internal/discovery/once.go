@@ -49,34 +49,53 @@ func Once(ctx context.Context, p *pipeline.Pipeline, log *slog.Logger, engines f
 	go func() { ran <- r.Run(ctx) }()
 	tick := time.NewTicker(onceQuiet / 3)
 	defer tick.Stop()
-	timedOut := false
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			timedOut, done = true, true
-		case err := <-ran:
-			if err != nil {
-				return nil, err
-			}
-			done = true
-		case <-tick.C:
-			done = len(r.pending()) == 0 && r.settled()
-		}
+	w := waitOnce(ctx, ran, tick.C, func() bool { return len(r.pending()) == 0 && r.settled() })
+	if w.err != nil {
+		return nil, w.err
 	}
 	if parent.Err() != nil {
 		return nil, parent.Err()
 	}
 	out := r.Discovered(p)
-	if timedOut {
-		for _, w := range r.pending() {
-			log.Warn(fmt.Sprintf("service discovery: %s did not answer within %s; showing the targets found so far", w, timeout))
+	if w.timedOut {
+		for _, e := range r.pending() {
+			log.Warn(fmt.Sprintf("service discovery: %s did not answer within %s; showing the targets found so far", e, timeout))
 		}
 	}
 	cancel()
-	if err := <-ran; err != nil {
-		return nil, err
+	if !w.returned {
+		if err := <-ran; err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// onceWait is how Once's wait ended: at the timeout, with the runner's
+// result (returned: it was taken from ran, which then holds nothing), or
+// when every entry had answered and settled.
+type onceWait struct {
+	timedOut, returned bool
+	err                error
+}
+
+// waitOnce waits for ctx to end, the runner to return on ran, or ready to
+// hold at a tick. Run returns when ctx ends, so both may be ready at
+// once and either be taken: the caller receives from ran afterwards only
+// when returned is false.
+func waitOnce(ctx context.Context, ran <-chan error, tick <-chan time.Time, ready func() bool) onceWait {
+	for {
+		select {
+		case <-ctx.Done():
+			return onceWait{timedOut: true}
+		case err := <-ran:
+			return onceWait{timedOut: ctx.Err() != nil, returned: true, err: err}
+		case <-tick:
+			if ready() {
+				return onceWait{}
+			}
+		}
+	}
 }
 
 // pending lists the entries that have not answered yet, each with why
