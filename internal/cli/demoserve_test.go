@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/kvwatch/kvwatch/internal/app"
@@ -118,4 +120,48 @@ func headless(t *testing.T, path string, w, h int, timeout time.Duration, extra 
 		t.Cleanup(tcancel)
 	}
 	return bctx
+}
+
+// exportedSample is one sample of serve's /metrics.
+type exportedSample struct {
+	Name   string
+	Labels map[string]string
+	Value  float64
+}
+
+// exported reads serve's /metrics at base (the web root, ending in /)
+// with Prometheus' text parser, as a scraper of the exporter reads it;
+// only gauges and counters, which are all the families the tests ask
+// about.
+func exported(t *testing.T, base string) []exportedSample {
+	t.Helper()
+	resp, err := http.Get(base + "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("serve's /metrics: %v", err)
+	}
+	var out []exportedSample
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			s := exportedSample{Name: name, Labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				s.Labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case m.Gauge != nil:
+				s.Value = m.Gauge.GetValue()
+			case m.Counter != nil:
+				s.Value = m.Counter.GetValue()
+			default:
+				continue
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -1,22 +1,17 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/common/model"
 
-	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -139,40 +134,18 @@ servers:
 	}
 
 	// 4. serve: /metrics and the web UI.
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(500 * time.Millisecond)
-	cfg.Global.ScrapeTimeout = model.Duration(500 * time.Millisecond)
-	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, true)
-	for i := 0; len(d.Report().Servers) != 1 || !d.Report().Servers[0].OK; i++ {
-		if i > 300 {
-			t.Fatal("the target stayed down for 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	d, _ := runDemoServe(ctx, t, c, scrapingEvery(500*time.Millisecond), io.Discard, true)
+	scrapedAgain(t, d, true)
 	base := d.URL()
-	resp, err := http.Get(base + "metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
 	series := map[string]float64{}
-	sc2 := bufio.NewScanner(resp.Body)
-	sc2.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc2.Scan() {
-		line := sc2.Text()
-		for _, k := range []string{`kvwatch_binding_pool{`, `kvwatch_concurrency_requests{`, `kvwatch_limiting_factor{`, `kvwatch_kv_usage_ratio{`} {
-			if strings.HasPrefix(line, k) {
-				v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-				if err != nil {
-					t.Fatalf("%s: %v", line, err)
-				}
-				if l := regexp.MustCompile(`(binding|factor)="([a-z_]+)"`).FindStringSubmatch(line); l != nil {
-					k += l[2]
-				}
-				series[k] = v
-			}
+	for _, s := range exported(t, base) {
+		switch s.Name {
+		case "kvwatch_binding_pool", "kvwatch_concurrency_requests", "kvwatch_limiting_factor", "kvwatch_kv_usage_ratio":
+			// kvwatch_binding_pool{mamba_slots: the family, then its
+			// binding or factor label's value.
+			series[s.Name+"{"+s.Labels["binding"]+s.Labels["factor"]] = s.Value
 		}
 	}
-	resp.Body.Close()
 	if series[`kvwatch_binding_pool{mamba_slots`] != 1 || series[`kvwatch_binding_pool{kv_tokens`] != 0 ||
 		series[`kvwatch_concurrency_requests{`] != 12 || series[`kvwatch_limiting_factor{state`] != 1 {
 		t.Errorf("/metrics: %v; want mamba_slots binding, 12 requests, factor state", series)

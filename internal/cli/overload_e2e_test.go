@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -253,31 +252,18 @@ func TestOverloadOneTruth(t *testing.T) {
 	noBlend("top", out)
 
 	// 4. /metrics: the decode server's series (one server in the pool).
-	resp, err := http.Get(base + "metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
 	metrics := map[string]float64{}
-	sc2 := bufio.NewScanner(resp.Body)
-	sc2.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc2.Scan() {
-		line := sc2.Text()
-		if strings.HasPrefix(line, "kvwatch_server_state{") && strings.Contains(line, `role="decode"`) && strings.HasSuffix(line, " 1") {
-			states["/metrics"] = regexp.MustCompile(`state="([a-z_]+)"`).FindStringSubmatch(line)[1]
-			names["/metrics"] = regexp.MustCompile(`server="([^"]*)"`).FindStringSubmatch(line)[1]
+	for _, s := range exported(t, base) {
+		if s.Name == "kvwatch_server_state" && s.Labels["role"] == "decode" && s.Value == 1 {
+			states["/metrics"], names["/metrics"] = s.Labels["state"], s.Labels["server"]
 		}
-		for _, k := range []string{"kvwatch_kv_usage_ratio{", "kvwatch_kv_demand_ratio{", "kvwatch_kv_headroom_requests{"} {
-			if strings.HasPrefix(line, k) && strings.Contains(line, `server="decode"`) &&
-				(k != "kvwatch_kv_headroom_requests{" || strings.Contains(line, `request_tokens="8192"`)) {
-				v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-				if err != nil {
-					t.Fatalf("%s: %v", line, err)
-				}
-				metrics[k] = v
+		switch s.Name {
+		case "kvwatch_kv_usage_ratio", "kvwatch_kv_demand_ratio", "kvwatch_kv_headroom_requests":
+			if s.Labels["server"] == "decode" && (s.Name != "kvwatch_kv_headroom_requests" || s.Labels["request_tokens"] == "8192") {
+				metrics[s.Name+"{"] = s.Value
 			}
 		}
 	}
-	resp.Body.Close()
 	if len(metrics) != 3 {
 		t.Errorf("/metrics: decode series %v, want usage, demand and headroom", metrics)
 	} else {

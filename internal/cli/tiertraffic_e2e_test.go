@@ -1,20 +1,15 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/common/model"
 
-	"github.com/kvwatch/kvwatch/internal/config"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/report"
 	"github.com/kvwatch/kvwatch/internal/sim"
@@ -79,40 +74,15 @@ func TestTierTrafficMetricsOneTruth(t *testing.T) {
 	}
 
 	// 3. serve: /metrics and the report.
-	cfg := config.Default()
-	cfg.Global.ScrapeInterval = model.Duration(500 * time.Millisecond)
-	cfg.Global.ScrapeTimeout = model.Duration(500 * time.Millisecond)
-	d, _ := runDemoServe(ctx, t, c, cfg, io.Discard, true)
-	for i := 0; len(d.Report().Servers) != 1 || !d.Report().Servers[0].OK; i++ {
-		if i > 300 {
-			t.Fatal("the target stayed down for 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	d, _ := runDemoServe(ctx, t, c, scrapingEvery(500*time.Millisecond), io.Discard, true)
+	scrapedAgain(t, d, true)
 	base := d.URL()
-	resp, err := http.Get(base + "metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
 	series := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "kvwatch_kv_pool_transfer_bytes_total{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		if err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		for _, dir := range []string{"load", "store"} {
-			if strings.Contains(line, `direction="`+dir+`"`) && strings.Contains(line, `tier="host"`) {
-				series[dir] = v
-			}
+	for _, s := range exported(t, base) {
+		if s.Name == "kvwatch_kv_pool_transfer_bytes_total" && s.Labels["tier"] == "host" {
+			series[s.Labels["direction"]] = s.Value
 		}
 	}
-	resp.Body.Close()
 	if series["load"] != load || series["store"] != store || len(series) != 2 {
 		t.Errorf("/metrics host traffic %v; want load %v, store %v", series, load, store)
 	}
