@@ -34,16 +34,7 @@ func TestHybridOneTruth(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc, err := sim.ParseScenario("hybrid.yaml", []byte(`
-servers:
-  - name: qwen-next
-    engine: sglang
-    tp: 2
-    capacity_tokens: 262144
-    max_running_requests: 64
-    mamba_slots: 12
-    load: {rate: 20, prompt_mean: 2000}
-`))
+	sc, err := sim.BuiltinScenario("sglang-mamba")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +86,7 @@ servers:
 		t.Errorf("status -o json says %q, want %q", row.Text.Binding, want)
 	}
 	usage := pctText(row.Server.UsageRatio.V)
-	tr := c.Truth("qwen-next")
+	tr := c.Truth("mamba")
 	if fullUsage := float64(tr.UsedTokens) / float64(tr.CapacityTokens); row.Server.UsageRatio.V != fullUsage || fullUsage >= 0.9 {
 		t.Fatalf("KV usage %v, the full pool's %v: want the full pool's, below the warning", row.Server.UsageRatio.V, fullUsage)
 	}

@@ -56,7 +56,7 @@ func TestSimulateBadScenario(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("exit code = %d, want %d", code, exitUsage)
 	}
-	want := `kvwatch: unknown scenario "no-such"; want a built-in (dynamo, dynamo-kvbm, mixed, pd-sglang, pd-sglang-dp, planning, sglang-hicache, sglang-hybrid, sglang-legacy, trtllm-serve, vllm-dp, vllm-lmcache, vllm-offload) or a YAML file`
+	want := `kvwatch: unknown scenario "no-such"; want a built-in (dynamo, dynamo-kvbm, mixed, pd-sglang, pd-sglang-dp, planning, sglang-hicache, sglang-hybrid, sglang-legacy, sglang-mamba, trtllm-serve, vllm-dp, vllm-lmcache, vllm-offload) or a YAML file`
 	if got := strings.TrimSpace(errb.String()); got != want {
 		t.Errorf("stderr = %q, want %q", got, want)
 	}

@@ -177,6 +177,19 @@ servers:
     hicache_tokens: 2000000
     load: {rate: 6, prefix_groups: 64, prefix_tokens: 4096, prefix_share: 0.8, prompt_mean: 3000}
 `,
+	// A hybrid Mamba model on SGLang (Qwen3-Next-like): 12 state slots
+	// per rank under a running limit of 64 and KV for far more, and more
+	// load than the slots take: the state pool caps concurrency.
+	"sglang-mamba": `
+servers:
+  - name: mamba
+    engine: sglang
+    tp: 2
+    capacity_tokens: 262144
+    max_running_requests: 64
+    mamba_slots: 12
+    load: {rate: 20, prompt_mean: 2000}
+`,
 	// A hybrid model on SGLang: sliding-window layers keep the last 6,144
 	// tokens of each request in their own pool.
 	"sglang-hybrid": `

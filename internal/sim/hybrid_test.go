@@ -12,16 +12,7 @@ import (
 // its page shows the pool's counts and usage, token_usage the max over the
 // pools, and its planning truth names the state pool at the warning.
 func TestMambaPool(t *testing.T) {
-	sc, err := ParseScenario("mamba.yaml", []byte(`
-servers:
-  - name: m
-    engine: sglang
-    tp: 2
-    capacity_tokens: 262144
-    max_running_requests: 64
-    mamba_slots: 12
-    load: {rate: 20, prompt_mean: 2000}
-`))
+	sc, err := BuiltinScenario("sglang-mamba")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +25,7 @@ servers:
 	}
 	defer c.Close()
 	c.Advance(2 * time.Minute)
-	tr := c.Truth("m")
+	tr := c.Truth("mamba")
 	// 20 requests/s of ~2,000 tokens keep more than 12 waiting: the slots
 	// are the limit, not the 64 running or the KV (a slot freed this step
 	// is taken on the next).
