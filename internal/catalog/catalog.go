@@ -68,6 +68,11 @@ type Rename struct {
 	New    string
 	// Version is the engine version (or change) that made it.
 	Version string
+	// Since is the first release that has New and Removed the first
+	// without Old, as release numbers ("0.9.2", "0.12.0"), where they are
+	// known: the drift sentinel warns of a page whose names contradict the
+	// release its engine claims (engine.Contradictions).
+	Since, Removed string
 	// Note says what changed besides the name (units, type), if anything.
 	Note string
 	// Deprecated is true while the newest version still exposes Old

@@ -18,8 +18,8 @@ const (
 // renames is the rename table (see Rename).
 func renames() []Rename {
 	return []Rename{
-		{Engine: "vllm", Old: "vllm:gpu_cache_usage_perc", New: "vllm:kv_cache_usage_perc", Version: "0.9.2 (deprecated; hidden in 0.11, removed in 0.12)", Source: srcVLLMLoggers},
-		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_queries_total", New: "vllm:prefix_cache_queries_total", Version: "0.9.2 (deprecated; removed in 0.12)", Note: "counted blocks, not tokens, in 0.8.x", Source: srcVLLMLoggers},
+		{Engine: "vllm", Old: "vllm:gpu_cache_usage_perc", New: "vllm:kv_cache_usage_perc", Version: "0.9.2 (deprecated; hidden in 0.11, removed in 0.12)", Since: "0.9.2", Removed: "0.12.0", Source: srcVLLMLoggers},
+		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_queries_total", New: "vllm:prefix_cache_queries_total", Version: "0.9.2 (deprecated; removed in 0.12)", Since: "0.9.2", Removed: "0.12.0", Note: "counted blocks, not tokens, in 0.8.x", Source: srcVLLMLoggers},
 		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_hits_total", New: "vllm:prefix_cache_hits_total", Version: "0.9.2 (deprecated; removed in 0.12)", Note: "counted blocks, not tokens, in 0.8.x", Source: srcVLLMLoggers},
 		{Engine: "vllm", Old: "vllm:gpu_prefix_cache_hit_rate", New: "", Version: "V1 engine (0.8+)", Note: "use rate(vllm:prefix_cache_hits_total[5m]) / rate(vllm:prefix_cache_queries_total[5m])", Source: srcVLLMV0},
 		{Engine: "vllm", Old: "vllm:cpu_prefix_cache_hit_rate", New: "", Version: "V1 engine (0.8+)", Source: srcVLLMV0},

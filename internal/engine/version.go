@@ -7,6 +7,10 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/kvwatch/kvwatch/internal/catalog"
 )
 
 // An engine's version, where the engine says it. No engine puts its
@@ -165,22 +169,31 @@ func VersionMeanings(engine, from, to string) []Meaning {
 
 // versionedName is a family an engine added (Since) or removed (Until) in
 // a release: a page that claims a version on the other side contradicts
-// its names.
+// its names. Name is canonical, without a counter's _total.
 type versionedName struct {
 	Engine, Name string
-	Since        string // the first release that has it; "" when always
-	Until        string // the first release without it; "" when still there
+	Since        string // the first release that has it; "" when not known
+	Until        string // the first release without it; "" when not known
 	Source       string
 }
 
-// versionedNames, from the engines' sources and deprecation notes
-// (docs/engines.md).
-var versionedNames = []versionedName{
-	{Engine: "vllm", Name: "vllm:kv_cache_usage_perc", Since: "0.9.2", Source: "renamed from gpu_cache_usage_perc in 0.9.2"},
-	{Engine: "vllm", Name: "vllm:prefix_cache_queries", Since: "0.9.2", Source: "renamed from gpu_prefix_cache_queries in 0.9.2"},
-	{Engine: "vllm", Name: "vllm:gpu_cache_usage_perc", Until: "0.12.0", Source: "deprecated in 0.10, hidden in 0.11, removed in 0.12"},
-	{Engine: "vllm", Name: "vllm:gpu_prefix_cache_queries", Until: "0.12.0", Source: "deprecated in 0.10, hidden in 0.11, removed in 0.12"},
-}
+// versionedNames are the catalog's renames whose releases are known: the
+// new name from Since, the old one until Removed.
+// It is worked out on first use (the first claimed version), not at start.
+var versionedNames = sync.OnceValue(func() []versionedName {
+	var out []versionedName
+	for _, r := range catalog.Default().Renames() {
+		if r.Since != "" && r.New != "" {
+			out = append(out, versionedName{Engine: r.Engine, Name: strings.TrimSuffix(r.New, "_total"), Since: r.Since,
+				Source: "the rename from " + r.Old})
+		}
+		if r.Removed != "" {
+			out = append(out, versionedName{Engine: r.Engine, Name: strings.TrimSuffix(r.Old, "_total"), Until: r.Removed,
+				Source: "renamed " + r.New + " in " + r.Since})
+		}
+	}
+	return out
+})
 
 // Contradictions says which of the families a page of engine declares
 // (canonical names without a counter's _total, sorted) the version it
@@ -188,7 +201,7 @@ var versionedNames = []versionedName{
 // unknown or a development build.
 func Contradictions(engine, version string, families []string) []string {
 	var out []string
-	for _, n := range versionedNames {
+	for _, n := range versionedNames() {
 		if n.Engine != engine {
 			continue
 		}

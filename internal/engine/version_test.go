@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,6 +120,27 @@ func TestContradictions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVersionedNamesAreReleases: the catalog's renames with known releases
+// give the names Contradictions checks, each release one kvwatch can
+// compare (a number, no development build), both sides of vLLM's 0.9.2
+// renames among them.
+func TestVersionedNamesAreReleases(t *testing.T) {
+	var names []string
+	for _, n := range versionedNames() {
+		for _, v := range []string{n.Since, n.Until} {
+			if r, ok := parseRelease(v); v != "" && (!ok || r.dev) {
+				t.Errorf("%s: %q is no release", n.Name, v)
+			}
+		}
+		names = append(names, n.Name)
+	}
+	for _, want := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("versioned names %q lack %s", names, want)
+		}
 	}
 }
 
