@@ -140,12 +140,13 @@ func fingerprint(page *expo.Page, want bool) (uint64, []string) {
 	return sum, names
 }
 
-// sentinel reads the dialect of the target's page, compares it with the
-// target's last one and returns what changed (nil on the target's first
-// page or when nothing did); while the last change is recent
+// sentinel reads the dialect of the target's page (names: the hash of its
+// names, fingerprint's), compares it with the target's last one and
+// returns what changed (nil on the target's first page or when nothing
+// did); while the last change is recent
 // (DialectWarnFor), srv carries a kv.WarnDialect warning naming it and
 // the signals whose meaning changed with it.
-func (t *Target) sentinel(page *expo.Page, contentType string, srv *kv.Server, now time.Time) (Dialect, []string) {
+func (t *Target) sentinel(page *expo.Page, names uint64, contentType string, srv *kv.Server, now time.Time) (Dialect, []string) {
 	prev := t.dialect.Load()
 	var d Dialect
 	d.Engine, d.Version = srv.Engine, srv.EngineVersion
@@ -166,7 +167,7 @@ func (t *Target) sentinel(page *expo.Page, contentType string, srv *kv.Server, n
 	default:
 		d.Escaping = "none"
 	}
-	d.hash, _ = fingerprint(page, false)
+	d.hash = names
 	if prev != nil && prev.d.hash == d.hash {
 		d.families, d.Fingerprint = prev.d.families, prev.d.Fingerprint
 	} else {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvwatch/kvwatch/internal/config"
+	"github.com/kvwatch/kvwatch/internal/expo"
 	"github.com/kvwatch/kvwatch/internal/kv"
 	"github.com/kvwatch/kvwatch/internal/signal"
 	"github.com/kvwatch/kvwatch/internal/testenv"
@@ -207,7 +208,7 @@ func TestDriftSentinel(t *testing.T) {
 	}{{DialectWarnFor - time.Second, true}, {DialectWarnFor, false}} {
 		var sv kv.Server
 		sv.Engine = "sglang"
-		_, changed := tg.sentinel(page, upgraded[1], &sv, st.changed.Add(tc.after))
+		_, changed := tg.sentinel(page, hashOf(page), upgraded[1], &sv, st.changed.Add(tc.after))
 		if changed != nil || sv.Warned(kv.WarnDialect) != tc.warn {
 			t.Errorf("%v after the change: changed %q, warned %v; want nothing, %v", tc.after, changed, sv.Warned(kv.WarnDialect), tc.warn)
 		}
@@ -290,4 +291,11 @@ func TestMixedSpellings(t *testing.T) {
 	if res.Dialect.Escaping != "mixed" || !res.Server.Warned(kv.WarnMixedEscaping) {
 		t.Errorf("escaping %q, warnings %v; want mixed and a mixed_escaping warning", res.Dialect.Escaping, res.Server.Warnings)
 	}
+}
+
+// hashOf is the hash of page's names, as the scraper passes it to the
+// sentinel.
+func hashOf(page *expo.Page) uint64 {
+	h, _ := fingerprint(page, false)
+	return h
 }

@@ -439,9 +439,11 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result, failedBefo
 				*prev, srv.Engine, srv.Role, whose)
 		}
 	}
-	s.engineVersion(ctx, t, u, &srv, page, res.Time, failedBefore)
+	// The hash of the page's names, for the version ask and the sentinel.
+	names, _ := fingerprint(page, false)
+	s.engineVersion(ctx, t, u, &srv, page, names, res.Time, failedBefore)
 	srv.EngineVersion = safetext.Terminal(srv.EngineVersion)
-	res.Dialect, res.Changed = t.sentinel(page, ctype, &srv, res.Time)
+	res.Dialect, res.Changed = t.sentinel(page, names, ctype, &srv, res.Time)
 	if m := t.Labels[config.TargetLabelModel]; m != "" && srv.Model == "" {
 		srv.Model = m
 	}

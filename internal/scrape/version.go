@@ -42,7 +42,7 @@ type versionState struct {
 // when asking is due, else the last one. An endpoint that does not answer
 // a version keeps the last version (a brief failure is no downgrade) but
 // not across an engine change.
-func (s *Scraper) engineVersion(ctx context.Context, t *Target, metrics url.URL, srv *kv.Server, page *expo.Page, now time.Time, failedBefore bool) {
+func (s *Scraper) engineVersion(ctx context.Context, t *Target, metrics url.URL, srv *kv.Server, page *expo.Page, names uint64, now time.Time, failedBefore bool) {
 	prev := t.version.Load()
 	start := 0.0
 	if ss := page.Samples(engine.ProcessStart); len(ss) == 1 {
@@ -53,7 +53,7 @@ func (s *Scraper) engineVersion(ctx context.Context, t *Target, metrics url.URL,
 	case srv.EngineVersion != "" || path == "":
 		return // the adapter read it, or there is nothing to ask
 	case prev != nil && prev.engine == srv.Engine && !failedBefore && now.Sub(prev.asked) < VersionEvery &&
-		prev.start == start && !t.namesChanged(page):
+		prev.start == start && !t.namesChanged(names):
 		srv.EngineVersion = prev.version
 		return
 	}
@@ -76,15 +76,12 @@ func (s *Scraper) engineVersion(ctx context.Context, t *Target, metrics url.URL,
 	srv.EngineVersion = st.version
 }
 
-// namesChanged reports whether page declares other metric names than
-// the target's last page (the drift sentinel's fingerprint).
-func (t *Target) namesChanged(page *expo.Page) bool {
+// namesChanged reports whether a page whose names hash to names declares
+// other metric names than the target's last page (the drift sentinel's
+// fingerprint).
+func (t *Target) namesChanged(names uint64) bool {
 	d := t.dialect.Load()
-	if d == nil {
-		return true
-	}
-	h, _ := fingerprint(page, false)
-	return h != d.d.hash
+	return d == nil || names != d.d.hash
 }
 
 // siblingPath is the path of an endpoint p of the engine that serves its
