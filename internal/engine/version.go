@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/kvwatch/kvwatch/internal/catalog"
+	"github.com/kvwatch/kvwatch/internal/safetext"
 )
 
 // An engine's version, where the engine says it. No engine puts its
@@ -74,16 +75,9 @@ func ParseVersion(engine string, body []byte) (string, error) {
 // checkVersion returns v when it looks like a version.
 func checkVersion(v string) (string, error) {
 	if !versionRE.MatchString(v) {
-		return "", fmt.Errorf("%q does not look like a version: %w", truncate(v, 40), ErrNoVersion)
+		return "", fmt.Errorf("%q does not look like a version: %w", safetext.Clip(v, 40), ErrNoVersion)
 	}
 	return v, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // release is a version's numbers; dev is true for a pre-release or a

@@ -26,6 +26,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/kvwatch/kvwatch/internal/safetext"
 )
 
 // Sample is one series of a page at scrape time.
@@ -557,7 +559,7 @@ func (pr *Parser) filter(body []byte, want Want, sc *scratch) (out []byte, famil
 		name := t[:end]
 		keep, decidedName := decided[string(name)] // a decided name is a valid one
 		if (!decidedName && !validName(name)) || end == len(t) || (t[end] != '{' && !valueStart(t[end:])) {
-			return nil, 0, nil, 0, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
+			return nil, 0, nil, 0, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, safetext.Clip(string(bytes.TrimSpace(line)), 60))
 		}
 		if len(example) < 5 { // untyped pages: name a few families
 			if fam := familyOf(string(name)); !containsString(example, fam) {
@@ -716,13 +718,6 @@ func validName(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Finite reports whether v is a usable number (not NaN or ±Inf).

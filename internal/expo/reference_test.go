@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/kvwatch/kvwatch/internal/safetext"
 )
 
 // Parse reads body. contentType is the response's Content-Type header
@@ -147,7 +149,7 @@ func filterReference(body []byte, want Want) (out []byte, families int, example 
 		}
 		name := t[:end]
 		if !validName(name) || end == len(t) || (t[end] != '{' && !valueStart(t[end:])) {
-			return nil, 0, nil, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, truncate(string(bytes.TrimSpace(line)), 60))
+			return nil, 0, nil, fmt.Errorf("%w: line %d: %q is not a metric line", ErrNotMetrics, lineNo, safetext.Clip(string(bytes.TrimSpace(line)), 60))
 		}
 		if len(example) < 5 { // untyped pages: name a few families
 			if fam := familyOf(string(name)); !containsString(example, fam) {

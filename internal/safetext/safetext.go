@@ -17,6 +17,18 @@ import (
 	"unicode/utf8"
 )
 
+// Clip returns s cut to at most n bytes, at a character's start, with "…"
+// where it was cut: a quote of someone else's text in a message.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // Mask replaces every redacted secret.
 const Mask = "xxxxx"
 

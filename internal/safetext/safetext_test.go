@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestTerminal(t *testing.T) {
@@ -76,5 +77,24 @@ func TestHandler(t *testing.T) {
 	}
 	if !strings.Contains(out, `\\x1b[31mdown`) && !strings.Contains(out, `\x1b[31mdown`) {
 		t.Errorf("log line lost the escaped message:\n%s", out)
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"a longer text", 8, "a longer…"},
+		{"naïve", 3, "na…"}, // ï is two bytes: not cut in half
+		{"日本語", 4, "日…"},
+	} {
+		got := Clip(tc.s, tc.n)
+		if got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
 	}
 }

@@ -95,7 +95,7 @@ func (s *Scraper) answerError(t *Target, u *url.URL, hint engine.Adapter, resp *
 		}
 		return fail(signal.ReasonHTTP404, "%s", msg)
 	}
-	msg := truncate(strings.Join(strings.Fields(string(head)), " "), 200)
+	msg := safetext.Clip(strings.Join(strings.Fields(string(head)), " "), 200)
 	if msg == "" {
 		return signal.ReasonHTTPError, &statusError{status: resp.Status}
 	}
@@ -157,7 +157,7 @@ func quote(head []byte) string {
 	if s == "" {
 		return "an empty body"
 	}
-	s = truncate(s, 160)
+	s = safetext.Clip(s, 160)
 	if s[0] == '{' || s[0] == '[' {
 		return s
 	}
@@ -188,7 +188,7 @@ func htmlTitle(b []byte) string {
 		return ""
 	}
 	title := strings.Join(strings.Fields(html.UnescapeString(string(b[start:start+end]))), " ")
-	return truncate(title, 60)
+	return safetext.Clip(title, 60)
 }
 
 // plainToTLS reports the answer of a TLS port to a plain HTTP request:
@@ -221,7 +221,7 @@ func authAdvice(t *Target, u *url.URL, code int, challenge string) string {
 	}
 	asked := ""
 	if challenge != "" {
-		asked = fmt.Sprintf(" (WWW-Authenticate: %s)", truncate(strings.Join(strings.Fields(challenge), " "), 80))
+		asked = fmt.Sprintf(" (WWW-Authenticate: %s)", safetext.Clip(strings.Join(strings.Fields(challenge), " "), 80))
 	}
 	where := " in the config file (status and top read it with --config.file)"
 	switch {

@@ -486,7 +486,7 @@ func checkPage(p *expo.Page, l config.TargetLimits) error {
 				case l.LabelNameLength > 0 && len(lb.Name) > l.LabelNameLength:
 					bad = fmt.Errorf("%s has a label name of %d bytes, over label_name_length_limit %d"+tail, name, len(lb.Name), l.LabelNameLength, "label_name_length_limit")
 				case l.LabelValueLength > 0 && len(lb.Value) > l.LabelValueLength:
-					bad = fmt.Errorf("%s has a %s label value of %d bytes, over label_value_length_limit %d"+tail, name, safetext.Terminal(truncate(lb.Name, 64)), len(lb.Value), l.LabelValueLength, "label_value_length_limit")
+					bad = fmt.Errorf("%s has a %s label value of %d bytes, over label_value_length_limit %d"+tail, name, safetext.Terminal(safetext.Clip(lb.Name, 64)), len(lb.Value), l.LabelValueLength, "label_value_length_limit")
 				}
 			})
 			if bad != nil {
@@ -498,13 +498,6 @@ func checkPage(p *expo.Page, l config.TargetLimits) error {
 		}
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // safeError is an error whose text is made safe for any output: control
