@@ -60,14 +60,7 @@ func TestBrowserPools(t *testing.T) {
 	); err != nil {
 		t.Fatalf("server page: %v", err)
 	}
-	row, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
-		const r = {};
-		document.querySelectorAll('#cache-pools tr[data-cache-pool="host tier"] [data-field]').forEach(e => r[e.dataset.field] = e.textContent.trim());
-		return r;
-	})()`))
-	if err != nil {
-		t.Fatalf("read the pools table: %v", err)
-	}
+	row := poolRow(t, bctx, "host tier")
 	num := func(s string) float64 {
 		f, err := strconv.ParseFloat(strings.TrimSuffix(strings.ReplaceAll(s, ",", ""), "%"), 64)
 		if err != nil {

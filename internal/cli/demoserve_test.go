@@ -165,3 +165,18 @@ func exported(t *testing.T, base string) []exportedSample {
 	}
 	return out
 }
+
+// poolRow reads the cells (data-field → text) of the web UI's pools-table
+// row of pool ("host tier", ...) on the page bctx shows.
+func poolRow(t *testing.T, bctx context.Context, pool string) map[string]string {
+	t.Helper()
+	row, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
+		const r = {};
+		document.querySelectorAll('#cache-pools tr[data-cache-pool="`+pool+`"] [data-field]').forEach(e => r[e.dataset.field] = e.textContent.trim());
+		return r;
+	})()`))
+	if err != nil {
+		t.Fatalf("read the pools table: %v", err)
+	}
+	return row
+}

@@ -105,14 +105,7 @@ func TestTierTrafficMetricsOneTruth(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/server/"+ep.Name), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
 		t.Fatalf("web UI: %v", err)
 	}
-	got, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
-		const r = {};
-		document.querySelectorAll('`+row+` [data-field]').forEach(e => r[e.dataset.field] = e.textContent.trim());
-		return r;
-	})()`))
-	if err != nil {
-		t.Fatalf("web UI: %v", err)
-	}
+	got := poolRow(t, bctx, "host tier")
 	if got["load_bytes"] != textfmt.Bytes(host.LoadBytes) || got["store_bytes"] != textfmt.Bytes(host.StoreBytes) {
 		t.Errorf("web UI host tier %v; want loaded %s, stored %s", got, textfmt.Bytes(host.LoadBytes), textfmt.Bytes(host.StoreBytes))
 	}
