@@ -102,7 +102,9 @@ type trackedDiscoverer struct {
 // synced says so as it stops), and Prometheus' discovery manager does not
 // wait for them; Runner.Run does (seen.running).
 func (t trackedDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
-	t.seen.running.Add(1)
+	if !t.seen.start() {
+		return // Runner.Run has returned: its context ended before this began
+	}
 	defer t.seen.running.Done()
 	ch := make(chan []*targetgroup.Group)
 	stopped := make(chan struct{})
@@ -130,12 +132,36 @@ func (t trackedDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Gro
 // waits for it (the Kubernetes checks, Once).
 type seen struct {
 	// running counts the discoverers running (trackedDiscoverer.Run), for
-	// Runner.Run to wait for.
+	// Runner.Run to wait for (wait). Prometheus' manager starts them in
+	// goroutines of its own, which may begin after the wait did: start
+	// and wait agree under mu, so that none is added once the wait began.
 	running sync.WaitGroup
+	closed  bool
 
 	mu    sync.Mutex
 	last  map[string]time.Time
 	pokes map[string]chan struct{}
+}
+
+// start counts a discoverer as running, unless wait has begun (false:
+// the discoverer must not run).
+func (s *seen) start() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.running.Add(1)
+	return true
+}
+
+// wait returns once every discoverer started has returned; none starts
+// after it.
+func (s *seen) wait() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.running.Wait()
 }
 
 func newSeen() *seen { return &seen{last: map[string]time.Time{}, pokes: map[string]chan struct{}{}} }

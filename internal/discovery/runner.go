@@ -231,7 +231,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		<-done
 		// The manager does not wait for its discoverers' goroutines:
 		// nothing of them runs (or logs) once Run has returned.
-		r.seen.running.Wait()
+		r.seen.wait()
 	}()
 	for {
 		select {
