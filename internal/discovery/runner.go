@@ -65,6 +65,7 @@ type Runner struct {
 	runCtx context.Context // Run's; nil before Run
 	stop   context.CancelFunc
 	wg     sync.WaitGroup // the checks' goroutines
+	ended  bool           // Run is returning: no check starts (wg is waited on)
 	// groups are the target groups of the manager's last update, by set.
 	groups   map[string][]*targetgroup.Group
 	lastSync time.Time
@@ -226,6 +227,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if r.stop != nil {
 			r.stop()
 		}
+		r.ended = true // a reload from now on starts no check
 		r.mu.Unlock()
 		r.wg.Wait()
 		<-done
@@ -253,10 +255,13 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // restartChecks stops the running checks and starts those of r.checks;
-// under r.mu, after Run started.
+// under r.mu, after Run started and until it ends.
 func (r *Runner) restartChecks() {
 	if r.stop != nil {
 		r.stop()
+	}
+	if r.ended {
+		return
 	}
 	ctx, cancel := context.WithCancel(r.runCtx)
 	r.stop = cancel

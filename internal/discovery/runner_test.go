@@ -2,10 +2,12 @@ package discovery
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -141,5 +143,59 @@ func TestKubernetesEntryWithoutClient(t *testing.T) {
 	c.KubernetesSD[0].Config.KubeConfig = kubeconfig(t)
 	if _, err := New(Options{Registry: prometheus.NewRegistry()}, c); err != nil {
 		t.Errorf("New with a kubeconfig_file = %v", err)
+	}
+}
+
+// A reload (serve's SIGHUP) may land while Run is returning (serve
+// stopping): the checks it would start are not added to the WaitGroup Run
+// is waiting on (a race under -race), and Run still returns. 30 rounds
+// with a reload loop running across the end of Run.
+func TestReloadWhileRunEnds(t *testing.T) {
+	c, err := config.Parse([]byte("kubernetes_sd_configs: [{role: pod, kubeconfig_file: "+kubeconfig(t)+"}]\n"), "kvwatch.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		r, err := New(Options{Registry: prometheus.NewRegistry(), CheckInterval: time.Hour}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- r.Run(ctx) }()
+		stop := make(chan struct{})
+		reloads := make(chan int, 1)
+		go func() {
+			n := 0
+			defer func() { reloads <- n }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				apply, err := r.Prepare(c)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				apply()
+				n++
+			}
+		}()
+		time.Sleep(time.Duration(i%3) * time.Millisecond)
+		cancel()
+		select {
+		case err := <-ran:
+			if err != nil {
+				t.Fatalf("round %d: Run = %v", i, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: Run did not return within a minute of its context's end", i)
+		}
+		close(stop)
+		if n := <-reloads; n == 0 {
+			t.Fatalf("round %d: no reload ran", i)
+		}
 	}
 }
