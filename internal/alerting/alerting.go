@@ -375,6 +375,14 @@ func (m *Manager) OnDemandNames() []string {
 	return m.expander.Names()
 }
 
+// OnDemandInputs returns the selectors whose series an on-demand rule's
+// series need (Expander.Inputs); nil when name is not one.
+func (m *Manager) OnDemandInputs(name string) [][]*labels.Matcher {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.expander.Inputs(name)
+}
+
 func mergeMaps(a, b map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range a {

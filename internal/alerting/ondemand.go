@@ -195,6 +195,26 @@ func NewExpander(rules []RecordingRule) *Expander {
 // OnDemand reports whether name is an on-demand rule.
 func (e *Expander) OnDemand(name string) bool { return e != nil && e.rules[name] != nil }
 
+// Inputs returns the label matchers of every selector in on-demand rule
+// name's expression (other on-demand rules it reads expanded), nil when
+// name is not one. The rule keeps its inputs' labels and matches two
+// vectors one-to-one, so a series of it exists only where every input has
+// a series with its labels (its name aside): what /api/v1/series lists
+// for it. Offsets and @ are not applied.
+func (e *Expander) Inputs(name string) [][]*labels.Matcher {
+	if e == nil || e.rules[name] == nil {
+		return nil
+	}
+	var out [][]*labels.Matcher
+	parser.Inspect(e.parse(e.rules[name]), func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			out = append(out, slices.Clone(vs.LabelMatchers))
+		}
+		return nil
+	})
+	return out
+}
+
 // Names returns the on-demand rules' names, sorted.
 func (e *Expander) Names() []string {
 	if e == nil {
@@ -312,11 +332,7 @@ func (e *Expander) rewrite(n parser.Expr) parser.Expr {
 // when withTime, vs's offset and @ applied to every selector and subquery
 // that is not inside a subquery (a subquery's inside is relative to it).
 func (e *Expander) substitute(r *onDemand, vs *parser.VectorSelector, withTime bool) parser.Expr {
-	expr, err := e.parser.ParseExpr(r.expanded)
-	if err != nil {
-		// r.expanded is the String() of a parsed expression.
-		panic(fmt.Sprintf("alerting: on-demand rule expansion %q does not parse: %v", r.expanded, err))
-	}
+	expr := e.parse(r)
 	var extra []*labels.Matcher
 	for _, m := range vs.LabelMatchers {
 		if m.Name != model.MetricNameLabel {
@@ -344,6 +360,16 @@ func (e *Expander) substitute(r *onDemand, vs *parser.VectorSelector, withTime b
 		}
 	}
 	walk(expr, false)
+	return expr
+}
+
+// parse returns a fresh parse of r's expanded expression.
+func (e *Expander) parse(r *onDemand) parser.Expr {
+	expr, err := e.parser.ParseExpr(r.expanded)
+	if err != nil {
+		// r.expanded is the String() of a parsed expression.
+		panic(fmt.Sprintf("alerting: on-demand rule expansion %q does not parse: %v", r.expanded, err))
+	}
 	return expr
 }
 

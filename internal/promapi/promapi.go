@@ -50,6 +50,9 @@ type Rules interface {
 	Expand(query string) (string, error)
 	// OnDemandNames lists the on-demand rules' names.
 	OnDemandNames() []string
+	// OnDemandInputs returns the selectors whose series an on-demand
+	// rule's series need (nil: name is not one).
+	OnDemandInputs(name string) [][]*labels.Matcher
 }
 
 // Options configure an API.
@@ -633,6 +636,16 @@ func (a *API) series(r *http.Request) (any, *apiError) {
 		if err := ss.Err(); err != nil {
 			return nil, &apiError{errInternal, err}
 		}
+		od, err := a.onDemandSeries(r.Context(), m, ms)
+		if err != nil {
+			return nil, &apiError{errInternal, err}
+		}
+		for _, l := range od {
+			if h := l.Hash(); !seen[h] {
+				seen[h] = true
+				out = append(out, l)
+			}
+		}
 	}
 	slices.SortFunc(out, labels.Compare)
 	if limit > 0 && len(out) > limit {
@@ -642,29 +655,42 @@ func (a *API) series(r *http.Request) (any, *apiError) {
 }
 
 // labelQuery runs f over each match[] set (or once without matchers) and
-// returns the sorted union with extra's answer for each set.
+// returns the sorted union with what the on-demand rules add: with match[],
+// pick over the on-demand series each set selects; without, all().
 func (a *API) labelQuery(r *http.Request, f func(storage.Querier, []*labels.Matcher) ([]string, error),
-	extra func([]*labels.Matcher) []string) (any, *apiError) {
+	pick func(labels.Labels) []string, all func() []string) (any, *apiError) {
 	m, aerr := a.openMeta(r, false)
 	if aerr != nil {
 		return nil, aerr
 	}
 	defer m.q.Close()
 	sets, q, limit := m.sets, m.q, m.limit
-	if len(sets) == 0 {
-		sets = [][]*labels.Matcher{nil}
-	}
 	set := map[string]bool{}
+	add := func(vals []string) {
+		for _, v := range vals {
+			set[v] = true
+		}
+	}
+	if len(sets) == 0 {
+		vals, err := f(q, nil)
+		if err != nil {
+			return nil, &apiError{errInternal, err}
+		}
+		add(vals)
+		add(all())
+	}
 	for _, ms := range sets {
 		vals, err := f(q, ms)
 		if err != nil {
 			return nil, &apiError{errInternal, err}
 		}
-		for _, v := range vals {
-			set[v] = true
+		add(vals)
+		od, err := a.onDemandSeries(r.Context(), m, ms)
+		if err != nil {
+			return nil, &apiError{errInternal, err}
 		}
-		for _, v := range extra(ms) {
-			set[v] = true
+		for _, l := range od {
+			add(pick(l))
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -682,7 +708,11 @@ func (a *API) labelNames(r *http.Request) (any, *apiError) {
 	return a.labelQuery(r, func(q storage.Querier, ms []*labels.Matcher) ([]string, error) {
 		v, _, err := q.LabelNames(r.Context(), nil, ms...)
 		return v, err
-	}, func([]*labels.Matcher) []string { return nil })
+	}, func(l labels.Labels) []string {
+		var names []string
+		l.Range(func(x labels.Label) { names = append(names, x.Name) })
+		return names
+	}, func() []string { return nil }) // the inputs' stored series have the same names
 }
 
 func (a *API) labelValues(r *http.Request) (any, *apiError) {
@@ -693,36 +723,80 @@ func (a *API) labelValues(r *http.Request) (any, *apiError) {
 	return a.labelQuery(r, func(q storage.Querier, ms []*labels.Matcher) ([]string, error) {
 		v, _, err := q.LabelValues(r.Context(), name, nil, ms...)
 		return v, err
-	}, func(ms []*labels.Matcher) []string {
-		if name != model.MetricNameLabel {
-			return nil
+	}, func(l labels.Labels) []string {
+		if v := l.Get(name); v != "" {
+			return []string{v}
 		}
-		return a.onDemandNames(ms)
+		return nil
+	}, func() []string {
+		if name != model.MetricNameLabel || a.opts.Rules == nil {
+			return nil // other labels' values: the inputs' stored series have them
+		}
+		return a.opts.Rules.OnDemandNames()
 	})
 }
 
-// onDemandNames returns the on-demand rules' names that the matchers
-// select: all without matchers; with matchers only on __name__, the names
-// they accept; none when other labels are matched, since telling which
-// on-demand series exist would mean computing them.
-func (a *API) onDemandNames(ms []*labels.Matcher) []string {
+// onDemandSeries returns the series of the on-demand recording rules that
+// ms selects in m's window, as if they were stored: for each rule whose
+// name ms's __name__ matchers accept (every rule when it has none), each
+// label set that every input of the rule has a series with (matched by
+// ms's other matchers: the rule keeps its inputs' labels), under the
+// rule's name. A rule that filters by value (`deriv(...) > 0`) is listed
+// where its inputs are, even if no evaluation in the window kept it.
+func (a *API) onDemandSeries(ctx context.Context, m *metaQuery, ms []*labels.Matcher) ([]labels.Labels, error) {
 	if a.opts.Rules == nil {
-		return nil
+		return nil, nil
 	}
-	var out []string
-	for _, n := range a.opts.Rules.OnDemandNames() {
-		ok := true
-		for _, m := range ms {
-			if m.Name != model.MetricNameLabel || !m.Matches(n) {
-				ok = false
-				break
+	var byName, others []*labels.Matcher
+	for _, x := range ms {
+		if x.Name == model.MetricNameLabel {
+			byName = append(byName, x)
+		} else {
+			others = append(others, x)
+		}
+	}
+	var out []labels.Labels
+	for _, name := range a.opts.Rules.OnDemandNames() {
+		if !slices.ContainsFunc(byName, func(x *labels.Matcher) bool { return !x.Matches(name) }) {
+			common, err := a.commonInputs(ctx, m, a.opts.Rules.OnDemandInputs(name), others)
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range common {
+				out = append(out, labels.NewBuilder(l).Set(model.MetricNameLabel, name).Labels())
 			}
 		}
-		if ok {
-			out = append(out, n)
+	}
+	return out, nil
+}
+
+// commonInputs returns the label sets, names dropped, that each of the
+// selectors (with extra added) has a series with in m's window.
+func (*API) commonInputs(ctx context.Context, m *metaQuery, inputs [][]*labels.Matcher, extra []*labels.Matcher) ([]labels.Labels, error) {
+	var common map[string]labels.Labels
+	for _, in := range inputs {
+		found := map[string]labels.Labels{}
+		ss := m.q.Select(ctx, false, &storage.SelectHints{Start: m.mint, End: m.maxt, Func: "series"}, append(slices.Clone(in), extra...)...)
+		for ss.Next() {
+			l := ss.At().Labels().DropMetricName()
+			k := l.String()
+			if _, ok := common[k]; common == nil || ok {
+				found[k] = l
+			}
+		}
+		if err := ss.Err(); err != nil {
+			return nil, err
+		}
+		common = found
+		if len(common) == 0 {
+			return nil, nil
 		}
 	}
-	return out
+	out := make([]labels.Labels, 0, len(common))
+	for _, l := range common {
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // metadataEntry is one family's metadata in /api/v1/metadata.

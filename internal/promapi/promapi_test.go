@@ -27,19 +27,27 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // growing 10 tokens/s from 1000 of capacity 100000; d2 (p1) flat 30000 of
 // 100000; prefill p (pool p2) flat 5000 of 50000. Every server's prefix
 // hit counter grows 40 tokens/s and query counter 100 tokens/s.
+// fixtureServer is one server of a fixture: its KV used over the seconds
+// since t0, and its capacity.
+type fixtureServer struct {
+	name, pool, role string
+	used             func(sec float64) float64
+	capacity         float64
+}
+
+// fixture is 20 minutes of three servers every 5 s: d1 fills, d2 and p
+// are flat.
 func fixture(t *testing.T) (*history.Store, time.Time) {
-	t.Helper()
-	st := history.New(history.Options{Retention: time.Hour})
-	type srv struct {
-		name, pool, role string
-		used             func(sec float64) float64
-		capacity         float64
-	}
-	servers := []srv{
+	return fixtureOf(t, []fixtureServer{
 		{"d1", "p1", "decode", func(s float64) float64 { return 1000 + 10*s }, 100000},
 		{"d2", "p1", "decode", func(float64) float64 { return 30000 }, 100000},
 		{"p", "p2", "prefill", func(float64) float64 { return 5000 }, 50000},
-	}
+	})
+}
+
+func fixtureOf(t *testing.T, servers []fixtureServer) (*history.Store, time.Time) {
+	t.Helper()
+	st := history.New(history.Options{Retention: time.Hour})
 	var end time.Time
 	for i := 0; i <= 240; i++ {
 		end = t0.Add(time.Duration(i) * 5 * time.Second)
@@ -367,11 +375,119 @@ func TestOnDemandRules(t *testing.T) {
 		t.Errorf("label/__name__/values{__name__=~server:.*} = %s, want %s", r.Data, stack.RecTimeToFull)
 	}
 	code, r = call(t, srv, http.MethodGet, "/api/v1/label/__name__/values", url.Values{"match[]": {`{role="decode"}`}})
-	if code != 200 || strings.Contains(string(r.Data), hit) {
-		t.Errorf("label/__name__/values{role=decode} = %s, want no on-demand name (unknown without computing)", r.Data)
+	if code != 200 || !strings.Contains(string(r.Data), `"`+hit+`"`) || strings.Contains(string(r.Data), "server:kvwatch_prompt_tokens:rate5m") {
+		t.Errorf("label/__name__/values{role=decode} = %s, want %s and not the rate of a counter the history lacks", r.Data, hit)
 	}
 	code, r = call(t, srv, http.MethodGet, "/api/v1/rules", url.Values{"type": {"record"}})
 	if code != 200 || !strings.Contains(string(r.Data), `"name":"`+hit+`"`) || !strings.Contains(string(r.Data), `"onDemand":true`) {
 		t.Errorf("/api/v1/rules?type=record = %d %s, want %s marked onDemand", code, r.Data, hit)
 	}
+}
+
+// TestOnDemandSeriesAsStored: the series and label endpoints list an
+// on-demand rule's series as they would list it stored. The same history
+// is served twice, its rules evaluated every 15 s, once with the
+// on-demand rules computed on demand and once with every rule stored
+// (StoreAllRules, as before on-demand rules): the answers are the same.
+// Every server fills here: a rule that filters by value (the time to
+// full keeps rising usage only, deriv > 0) is listed on demand wherever
+// its inputs are, which TestOnDemandSeriesOfAFilter shows.
+func TestOnDemandSeriesAsStored(t *testing.T) {
+	rising := []fixtureServer{
+		{"d1", "p1", "decode", func(s float64) float64 { return 1000 + 10*s }, 100000},
+		{"d2", "p1", "decode", func(s float64) float64 { return 30000 + 2*s }, 100000},
+		{"p", "p2", "prefill", func(s float64) float64 { return 5000 + s }, 50000},
+	}
+	onDemand, names, end := rulesServer(t, rising, false)
+	stored, _, _ := rulesServer(t, rising, true)
+	if len(names) != 7 {
+		t.Fatalf("on-demand rules %v, want the seven server rules", names)
+	}
+	recent := url.Values{"start": {unix(end.Add(-2 * time.Minute))}, "end": {unix(end)}}
+	type ask struct {
+		path  string
+		match string
+		form  url.Values
+	}
+	var asks []ask
+	for _, n := range names {
+		asks = append(asks, ask{"/api/v1/series", n, nil}, ask{"/api/v1/series", n + `{role="decode"}`, nil},
+			ask{"/api/v1/series", n + `{server=~"d.*"}`, recent}, ask{"/api/v1/labels", n, nil},
+			ask{"/api/v1/label/server/values", n, nil}, ask{"/api/v1/label/pool/values", n + `{role="prefill"}`, recent})
+	}
+	asks = append(asks, ask{"/api/v1/series", `{server="d1"}`, nil}, ask{"/api/v1/series", `{__name__=~"server:.+", pool="p1"}`, nil},
+		ask{"/api/v1/label/__name__/values", `{server="d1"}`, nil}, ask{"/api/v1/label/__name__/values", `{__name__=~"server:.*hit.*"}`, nil},
+		ask{"/api/v1/labels", `{role="prefill"}`, recent})
+	listed := 0
+	for _, a := range asks {
+		form := url.Values{"match[]": {a.match}}
+		for k, v := range a.form {
+			form[k] = v
+		}
+		_, got := call(t, onDemand, http.MethodGet, a.path, form)
+		_, want := call(t, stored, http.MethodGet, a.path, form)
+		if got.Status != "success" || want.Status != "success" {
+			t.Fatalf("%s %s: on demand %s %s, stored %s %s", a.path, a.match, got.Status, got.Error, want.Status, want.Error)
+		}
+		if string(got.Data) != string(want.Data) {
+			t.Errorf("%s?match[]=%s:\n on demand %s\n stored    %s", a.path, a.match, got.Data, want.Data)
+		}
+		if string(got.Data) != "[]" {
+			listed++
+		}
+	}
+	if listed < len(asks)/2 {
+		t.Errorf("only %d of %d answers list anything: the fixture does not exercise the rules", listed, len(asks))
+	}
+}
+
+// TestOnDemandSeriesOfAFilter: an on-demand rule that filters by value is
+// listed where its inputs are: the time to full of the flat d2 and p,
+// which no evaluation kept (docs/web.md says so).
+func TestOnDemandSeriesOfAFilter(t *testing.T) {
+	st, end := fixture(t)
+	m, err := alerting.New(alerting.Options{Groups: stack.RecordingRules(stack.Options{}).Groups, Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server(t, Options{Queryable: st, Rules: m, Now: func() time.Time { return end }})
+	servers := func(path, query string) []string {
+		_, r := call(t, srv, http.MethodGet, path, url.Values{"match[]": {stack.RecTimeToFull}, "query": {query}})
+		var out []string
+		if path == "/api/v1/series" {
+			var series []map[string]string
+			json.Unmarshal(r.Data, &series)
+			for _, l := range series {
+				out = append(out, l["server"])
+			}
+			return out
+		}
+		var d vectorData
+		json.Unmarshal(r.Data, &d)
+		for _, res := range d.Result {
+			out = append(out, res.Metric["server"])
+		}
+		return out
+	}
+	if got := servers("/api/v1/series", ""); !slices.Equal(got, []string{"d1", "d2", "p"}) {
+		t.Errorf("series of %s: servers %v, want d1 (rising) and the flat d2 and p", stack.RecTimeToFull, got)
+	}
+	if got := servers("/api/v1/query", stack.RecTimeToFull); !slices.Equal(got, []string{"d1"}) {
+		t.Errorf("%s: servers %v, want d1 only", stack.RecTimeToFull, got)
+	}
+}
+
+// rulesServer serves a fixture of servers with the stack's recording
+// rules evaluated every 15 s over it, on demand or all stored; it returns
+// the on-demand names and the fixture's end.
+func rulesServer(t *testing.T, servers []fixtureServer, storeAll bool) (*httptest.Server, []string, time.Time) {
+	st, end := fixtureOf(t, servers)
+	m, err := alerting.New(alerting.Options{Groups: stack.RecordingRules(stack.Options{}).Groups, Storage: st, StoreAllRules: storeAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ts := t0; !ts.After(end); ts = ts.Add(15 * time.Second) {
+		m.EvalAt(t.Context(), ts)
+	}
+	return server(t, Options{Queryable: st, Rules: m, Now: func() time.Time { return end }}), m.OnDemandNames(), end
 }
