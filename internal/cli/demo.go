@@ -81,7 +81,7 @@ func demoServe(e *env, c *sim.Cluster, cfg *config.Config, listen string, f embe
 	}
 	var targets []config.Target
 	for _, ep := range c.Endpoints() {
-		targets = append(targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, Role: ep.Role})
+		targets = append(targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, Role: ep.Role, KVUnified: ep.KVUnified})
 	}
 	if cfg == nil {
 		cfg = config.Default()

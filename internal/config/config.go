@@ -116,6 +116,13 @@ type Target struct {
 	// MaxRunningRequests is the engine's running-request limit, for
 	// engines that do not report it (see planning.go); 0: the engine's own.
 	MaxRunningRequests int `yaml:"max_running_requests"`
+	// KVUnified says whether a llama.cpp server's slots share one KV
+	// cache (true: llama-server --kv-unified, its default without -np) or
+	// each hold their own (false: --parallel N); llama-server does not
+	// say, and its capacity depends on it. nil: not said (the capacity of
+	// a server of more than one slot is then unavailable). Read for
+	// llama.cpp only.
+	KVUnified *bool `yaml:"kv_unified"`
 	// HTTPClientConfig holds auth and TLS: bearer_token_file, basic_auth,
 	// authorization, tls_config, ... (the Prometheus keys).
 	HTTPClientConfig promcfg.HTTPClientConfig `yaml:",inline"`

@@ -24,7 +24,7 @@ func startCluster(t *testing.T, scenario string) *sim.Cluster {
 
 func scrapeEndpoint(t *testing.T, ep sim.Endpoint) scrape.Result {
 	t.Helper()
-	tg, err := scrape.NewTarget(&config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath})
+	tg, err := scrape.NewTarget(&config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, KVUnified: ep.KVUnified})
 	if err != nil {
 		t.Fatal(err)
 	}

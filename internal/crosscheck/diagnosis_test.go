@@ -24,7 +24,7 @@ func newWatcher(t *testing.T, c *sim.Cluster) *watcher {
 	t.Helper()
 	cfg := config.Default()
 	for _, ep := range c.Endpoints() {
-		cfg.Targets = append(cfg.Targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath})
+		cfg.Targets = append(cfg.Targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, KVUnified: ep.KVUnified})
 	}
 	p, err := pipeline.Load(config.Sources{Config: cfg}, nil)
 	if err != nil {

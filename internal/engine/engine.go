@@ -54,6 +54,10 @@ type Input struct {
 	// Extra holds the bodies of the extra endpoints the adapter asked for
 	// (ExtraPaths), by path; a path is missing when it could not be read.
 	Extra map[string][]byte
+	// KVUnified is the target's kv_unified: whether a llama.cpp server's
+	// slots share one KV cache (true) or each hold their own (false);
+	// nil when the config does not say. Other engines ignore it.
+	KVUnified *bool
 }
 
 // Adapter reads one engine's metrics.

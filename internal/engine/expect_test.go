@@ -63,6 +63,13 @@ func summarize(s kv.Server) summary {
 // and normalizes, failing the test on any error.
 func normalizeBody(t testing.TB, body, contentType string, extra map[string][]byte) kv.Server {
 	t.Helper()
+	return normalizeInput(t, body, contentType, Input{Extra: extra})
+}
+
+// normalizeInput is normalizeBody with in's other fields (in.Page is the
+// parsed body).
+func normalizeInput(t testing.TB, body, contentType string, in Input) kv.Server {
+	t.Helper()
 	r := NewRegistry()
 	p, err := expo.NewParser(r.ColonPrefixes()...).Parse([]byte(body), contentType, r.Want)
 	if err != nil {
@@ -72,7 +79,8 @@ func normalizeBody(t testing.TB, body, contentType string, extra map[string][]by
 	if err != nil {
 		t.Fatalf("Detect: %v", err)
 	}
-	s, err := a.Normalize(Input{Page: p, Extra: extra})
+	in.Page = p
+	s, err := a.Normalize(in)
 	if err != nil {
 		t.Fatalf("%s.Normalize: %v", a.Name(), err)
 	}

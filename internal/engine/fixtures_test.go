@@ -19,6 +19,8 @@ type fixtureCase struct {
 	file string
 	// extra maps an endpoint path to a fixture file served there.
 	extra map[string]string
+	// kvUnified is the target's kv_unified (llama.cpp).
+	kvUnified *bool
 	// edit is an explicit change made before parsing (documents' elisions).
 	edit func(string) string
 	want summary
@@ -364,6 +366,8 @@ var fixtureCases = []fixtureCase{
 		// No slot has had a task yet: every slot holds 0 tokens.
 		file:  "llamacpp-real-idle.prom",
 		extra: map[string]string{PathSlots: "llamacpp-real-idle.slots.json", PathProps: "llamacpp-real-props.json"},
+		// Started with --parallel 4 (shared/reference/llamacpp-real.md): KV per slot.
+		kvUnified: new(false),
 		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
 			ContextLength: dir(1024),
 			Signals: kv.Signals{
@@ -376,6 +380,8 @@ var fixtureCases = []fixtureCase{
 	{
 		file:  "llamacpp-real-load-queued.prom",
 		extra: map[string]string{PathSlots: "llamacpp-real-load-queued.slots.json", PathProps: "llamacpp-real-props.json"},
+		// Started with --parallel 4 (shared/reference/llamacpp-real.md): KV per slot.
+		kvUnified: new(false),
 		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
 			ContextLength: dir(1024),
 			Signals: kv.Signals{
@@ -389,6 +395,8 @@ var fixtureCases = []fixtureCase{
 	{
 		file:  "llamacpp-real-load.prom",
 		extra: map[string]string{PathSlots: "llamacpp-real-load.slots.json", PathProps: "llamacpp-real-props.json"},
+		// Started with --parallel 4 (shared/reference/llamacpp-real.md): KV per slot.
+		kvUnified: new(false),
 		want: summary{Engine: "llamacpp", Generation: "current", Role: kv.RoleUnified, Model: "/models/small-llama-f32.gguf",
 			ContextLength: dir(1024),
 			Signals: kv.Signals{
@@ -470,7 +478,7 @@ func TestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Detect: %v", err)
 			}
-			s, err := a.Normalize(Input{Page: p, Extra: extra})
+			s, err := a.Normalize(Input{Page: p, Extra: extra, KVUnified: tc.kvUnified})
 			if err != nil {
 				t.Fatalf("Normalize: %v", err)
 			}

@@ -19,11 +19,17 @@ import (
 // generated so far, i.e. the tokens it holds in KV. Idle slots keep their
 // tokens until they take a new task (they serve as prompt cache), so this
 // is occupancy, as the legacy kv_cache_tokens was; a slot that never had a
-// task holds none. Capacity is /props default_generation_settings.n_ctx ×
-// total_slots (derived; else Σ n_ctx over /slots): that assumes per-slot KV
-// (an explicit --parallel N). With a unified KV cache (the default when -np
-// is not given) every slot reports the whole context and the product
-// overstates capacity N times; llama.cpp does not say which mode it runs.
+// task holds none. Capacity depends on how the slots hold KV, which
+// llama-server does not say over HTTP (only its startup log line
+// kv_unified = '…'): with a unified KV cache (--kv-unified, its default
+// when -np is not given) every slot reports the whole context as n_ctx
+// and capacity is that n_ctx; with KV per slot (an explicit --parallel N)
+// each slot reports its share and capacity is n_ctx × total_slots. So
+// capacity comes from the target's kv_unified (Input.KVUnified): /props
+// default_generation_settings.n_ctx, times total_slots when not unified
+// (derived; else the largest or the sum of n_ctx over /slots). With one
+// slot both agree; with more and no kv_unified, capacity is unavailable
+// and the server says why (kv.UnknownConfig), with both candidates.
 //
 // When neither the page nor /slots and /props give any KV value, the
 // server says why (Unavailable, kv.UnknownRemoved) (llama.cpp dropped its KV gauges in PR
@@ -115,6 +121,13 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 	s.UsageRatio = single(p, lcKVRatio, nil, kv.Of)
 	s.Used = single(p, lcKVTokens, nil, kv.Of)
 
+	unified := in.KVUnified
+	if srv.Generation == "legacy" {
+		// Before llama.cpp #14363 (July 2025; the KV gauges went in May)
+		// there was one KV buffer, split evenly: each slot reports its
+		// share, whatever the config says.
+		unified = new(bool)
+	}
 	var why []string // what kept KV from /slots and /props
 	var props lcProps
 	b, ok := in.Extra[PathProps]
@@ -133,7 +146,7 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 		}
 		nctx := known(props.Settings.NCtx, kv.Of)
 		srv.ContextLength = nctx
-		s.Capacity = nctx.Mul(known(props.TotalSlots, kv.Of))
+		s.Capacity = slotsCapacity(&srv, unified, nctx, known(props.TotalSlots, kv.Of))
 		// One request per slot: the slots are the running-request limit.
 		srv.MaxRunning = known(props.TotalSlots, kv.Of)
 	}
@@ -147,7 +160,7 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 	case len(slots) == 0:
 		why = append(why, PathSlots+" lists no slot")
 	default:
-		var used, capacity, nctxMax float64
+		var used, nctxMax float64
 		usedOK, capOK := true, true
 		for _, sl := range slots {
 			switch {
@@ -158,7 +171,6 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 				usedOK = false
 			}
 			if sl.NCtx != nil && *sl.NCtx > 0 {
-				capacity += *sl.NCtx
 				nctxMax = max(nctxMax, *sl.NCtx)
 			} else {
 				capOK = false
@@ -167,14 +179,14 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 		if usedOK && !s.Used.OK() {
 			s.Used = kv.DerivedOf(used)
 		}
-		if capOK && !s.Capacity.OK() {
-			s.Capacity = kv.DerivedOf(capacity)
+		if capOK && !s.Capacity.OK() && !srv.Explained(kv.UnknownConfig) {
+			s.Capacity = slotsCapacity(&srv, unified, kv.Of(nctxMax), kv.Of(float64(len(slots))))
 		}
 		if capOK && !srv.ContextLength.OK() {
 			srv.ContextLength = kv.Of(nctxMax)
 		}
 	}
-	if srv.Generation == "current" && !s.Capacity.OK() && !s.Used.OK() {
+	if srv.Generation == "current" && !s.Capacity.OK() && !s.Used.OK() && !srv.Explained(kv.UnknownConfig) {
 		if len(why) == 0 {
 			why = append(why, "neither gives a context size or a slot's tokens")
 		}
@@ -184,4 +196,26 @@ func normalizeLlamaCpp(in Input) (kv.Server, error) {
 	srv.UsedHoldsCache = true
 	srv.Rollup()
 	return srv, nil
+}
+
+// slotsCapacity is the KV capacity of slots slots of nctx tokens each as
+// llama-server reports them: nctx when they share one KV cache (unified;
+// every slot reports the whole), nctx × slots when each holds its own,
+// and unavailable, with why, when the config does not say and there is
+// more than one slot.
+func slotsCapacity(srv *kv.Server, unified *bool, nctx, slots kv.Value) kv.Value {
+	switch {
+	case !nctx.OK() || !slots.OK():
+		return kv.Value{}
+	case slots.V == 1 || (unified != nil && *unified):
+		return kv.DerivedOf(nctx.V)
+	case unified != nil:
+		return nctx.Mul(slots)
+	}
+	n := int(slots.V)
+	srv.Explain(kv.UnknownConfig, "KV capacity unavailable: llama-server does not say whether its %d slots share one KV cache "+
+		"(--kv-unified, its default when -np is not given: capacity %.0f tokens) or each hold their own (--parallel %d: %d × %.0f = %.0f tokens); "+
+		"set kv_unified: true or false on the target (llama-server logs kv_unified = '…' at startup)",
+		n, nctx.V, n, n, nctx.V, nctx.V*slots.V)
+	return kv.Value{}
 }

@@ -102,6 +102,11 @@ const (
 	// a value from, and nothing else on the page (or its extra paths)
 	// gives it (llama.cpp's KV gauges, PR #13660).
 	UnknownRemoved = "removed"
+	// UnknownConfig: the page cannot tell the value without a fact only
+	// the operator knows, which a target key gives (llama.cpp's capacity
+	// needs kv_unified: llama-server does not say whether its slots share
+	// one KV cache).
+	UnknownConfig = "needs_config"
 )
 
 // Explained reports whether s says values are unavailable for the reason.

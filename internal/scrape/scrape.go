@@ -72,6 +72,8 @@ type Target struct {
 	SecretParams []string
 	// MaxRunning is the configured running-request limit (0: the engine's).
 	MaxRunning int
+	// KVUnified is the config's kv_unified (llama.cpp; nil: not said).
+	KVUnified *bool
 	// Compression asks the target for a gzip body (config
 	// enable_compression); a gzip body is read either way.
 	Compression bool
@@ -255,7 +257,7 @@ func newTarget(ct *config.Target, clients map[string]*http.Client) (*Target, err
 	}
 	t := &Target{Name: ct.Name, URL: u, Role: kv.Role(ct.Role), Engine: ct.Engine, Labels: ct.Labels,
 		Timeout: time.Duration(ct.ScrapeTimeout), Interval: time.Duration(ct.ScrapeInterval),
-		Limits: ct.Limits.Resolve(config.Limits{}), MaxRunning: ct.MaxRunningRequests}
+		Limits: ct.Limits.Resolve(config.Limits{}), MaxRunning: ct.MaxRunningRequests, KVUnified: ct.KVUnified}
 	if ct.EnableCompression != nil {
 		t.Compression = *ct.EnableCompression
 	}
@@ -394,7 +396,7 @@ func (s *Scraper) scrape(ctx context.Context, t *Target, res *Result, failedBefo
 			return
 		}
 	}
-	in := engine.Input{Page: page}
+	in := engine.Input{Page: page, KVUnified: t.KVUnified}
 	if ep, ok := a.(engine.ExtraPaths); ok {
 		in.Extra = map[string][]byte{}
 		for _, p := range ep.ExtraPaths() {

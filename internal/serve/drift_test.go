@@ -34,7 +34,7 @@ func TestDriftSentinelEndToEnd(t *testing.T) {
 	cfg := configWith(t)
 	for _, ep := range cl.Endpoints() {
 		if ep.Name == "prefill" || ep.Name == "decode" {
-			cfg.Targets = append(cfg.Targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath})
+			cfg.Targets = append(cfg.Targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, KVUnified: ep.KVUnified})
 		}
 		if ep.Name == "prefill" {
 			prefillURL = ep.URL

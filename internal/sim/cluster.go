@@ -48,6 +48,10 @@ type Endpoint struct {
 	URL         string // base URL, e.g. http://127.0.0.1:30000
 	MetricsPath string // e.g. /metrics
 	Version     string // the dialect it serves now (servers[].version or SetVersion's; "" for an engine of one dialect)
+	// KVUnified is, for a llama.cpp server, whether its slots share one
+	// KV cache (servers[].kv_unified): what a kvwatch target of it sets
+	// as kv_unified. nil for other engines.
+	KVUnified *bool
 }
 
 // Cluster runs the servers of a scenario under one load model. Its methods
@@ -495,7 +499,11 @@ func (c *Cluster) Endpoints() []Endpoint {
 	defer c.mu.Unlock()
 	eps := make([]Endpoint, 0, len(c.servers))
 	for _, s := range c.servers {
-		eps = append(eps, Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: s.eng.path(), Version: s.version})
+		ep := Endpoint{Name: s.spec.Name, Role: s.spec.Role, Engine: s.spec.Engine, URL: s.url, MetricsPath: s.eng.path(), Version: s.version}
+		if s.eng.slots {
+			ep.KVUnified = new(s.spec.KVUnified)
+		}
+		eps = append(eps, ep)
 	}
 	return eps
 }

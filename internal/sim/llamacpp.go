@@ -124,7 +124,7 @@ const llamaParams = `{"seed":4294967295,"temperature":0.800000011920929,"dynatem
 // have only id, n_ctx, speculative, is_processing.
 func llamaSlots(p *snapshot) []byte {
 	t := p.gauges()
-	nctx := strconv.FormatInt(t.CapacityTokens/int64(max(len(t.Slots), 1)), 10)
+	nctx := strconv.FormatInt(slotContext(p.srv.spec, t.CapacityTokens), 10)
 	b := []byte{'['}
 	for i, s := range t.Slots {
 		if i > 0 {
@@ -168,7 +168,7 @@ func llamaProps(p *snapshot) []byte {
 	b := []byte(`{"default_generation_settings":{"params":`)
 	b = append(b, strings.ReplaceAll(llamaParams, "MAXTOK", "-1")...)
 	b = append(b, `,"n_ctx":`...)
-	b = strconv.AppendInt(b, spec.CapacityTokens/nslots, 10)
+	b = strconv.AppendInt(b, slotContext(spec, spec.CapacityTokens), 10)
 	b = append(b, `},"total_slots":`...)
 	b = strconv.AppendInt(b, nslots, 10)
 	m, _ := json.Marshal(model)
@@ -180,6 +180,15 @@ func llamaProps(p *snapshot) []byte {
 	b = strconv.AppendBool(b, p.truth.Fault.Kind != FaultMetricsOff)
 	b = append(b, `,"ui":true,"ui_settings":{},"chat_template":"","bos_token":"<s>","eos_token":"</s>","build_info":"b10587-3f545be","is_sleeping":false,"cors_proxy_enabled":false}`...)
 	return b
+}
+
+// slotContext is the n_ctx each slot reports of capacity: the whole with
+// a unified KV cache, its share otherwise.
+func slotContext(spec ServerSpec, capacity int64) int64 {
+	if spec.KVUnified {
+		return capacity
+	}
+	return capacity / int64(max(spec.MaxRunningRequests, 1))
 }
 
 // llamaParamsB5440 is b5440's sampling-parameter object, in the key order

@@ -77,6 +77,12 @@ type ServerSpec struct {
 	ContextLength int64 `yaml:"context_length"`
 	// MaxRunningRequests caps the running batch per DP rank (llama.cpp: slots).
 	MaxRunningRequests int `yaml:"max_running_requests"`
+	// KVUnified makes a llama.cpp server's slots share one KV cache, as
+	// llama-server without -np does (--kv-unified): every slot reports the
+	// whole capacity as its n_ctx. false: each slot holds its share
+	// (--parallel N), as every build before llama.cpp #14363 did. The load
+	// is the same either way (a request fits one slot's share).
+	KVUnified bool `yaml:"kv_unified"`
 	// HiCacheTokens is SGLang HiCache's host pool per DP rank, in tokens (0: off).
 	HiCacheTokens int64 `yaml:"hicache_tokens"`
 	// SWAWindow makes an SGLang model hybrid: its sliding-window layers keep
@@ -482,6 +488,12 @@ func (sc *Scenario) validate() []problem {
 			add(p+".max_running_requests", "must be at least 1, got %d", s.MaxRunningRequests)
 		}
 		ps = append(ps, validateTiers(p, s, eng, sc.Servers, names)...)
+		switch {
+		case s.KVUnified && !eng.slots:
+			add(p+".kv_unified", "only a llama.cpp server has slots to share a KV cache; %s has none", s.Engine)
+		case s.KVUnified && s.Version == VersionLlamaCppBefore:
+			add(p+".kv_unified", "llama.cpp %s (b5440) predates unified KV caches (#14363); leave kv_unified out", VersionLlamaCppBefore)
+		}
 		if eng.slots && s.CapacityTokens/int64(max(s.MaxRunningRequests, 1)) < 64 {
 			add(p+".capacity_tokens", "llama.cpp splits capacity over %d slots; need at least 64 tokens per slot", s.MaxRunningRequests)
 		}

@@ -109,6 +109,13 @@ servers:
 			"scenario.yaml:3: servers[0].workers[1]: unknown server \"nope\"\n" +
 			"scenario.yaml:4: servers[1].role: engine dynamo-frontend is a router; use role router\n" +
 			"scenario.yaml:4: servers[1].workers: only a router (or an lmcache server) has workers"},
+		{"kv_unified", `
+servers:
+  - {name: a, engine: vllm, kv_unified: true}
+  - {name: b, engine: llamacpp, version: before-13660, kv_unified: true}
+  - {name: c, engine: llamacpp, kv_unified: true}
+`, "scenario.yaml:3: servers[0].kv_unified: only a llama.cpp server has slots to share a KV cache; vllm has none\n" +
+			"scenario.yaml:4: servers[1].kv_unified: llama.cpp before-13660 (b5440) predates unified KV caches (#14363); leave kv_unified out"},
 		{"empty", ``, `scenario.yaml: empty scenario; want at least a servers: list`},
 		{"syntax", "servers: [\n", `scenario.yaml:1: did not find expected node content`},
 	} {

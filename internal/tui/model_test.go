@@ -229,7 +229,7 @@ func TestScrapeSource(t *testing.T) {
 	c.Advance(time.Minute)
 	cfg := config.Default()
 	for _, ep := range c.Endpoints() {
-		cfg.Targets = append(cfg.Targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath})
+		cfg.Targets = append(cfg.Targets, config.Target{Name: ep.Name, URL: ep.URL + ep.MetricsPath, KVUnified: ep.KVUnified})
 	}
 	cfg.Global.HeadroomTokens = []int{8192}
 	p, err := pipeline.Load(config.Sources{Config: cfg}, nil)
