@@ -172,6 +172,7 @@ const (
 	sdScheme      = "__scheme__"
 	sdRole        = "role"
 	sdEngine      = "engine"
+	sdKVUnified   = LabelKVUnified
 )
 
 // readFileSD reads every file matched by the config's file_sd patterns and
@@ -297,6 +298,11 @@ func (s *Setup) readSDFile(path string, sd *FileSD, v *validator) []sdTarget {
 			add(labelLine[sdRole], "unknown role %q; want one of %s", r, strings.Join(Roles, ", "))
 			continue
 		}
+		kvUnified, err := ParseKVUnified(labels[sdKVUnified])
+		if err != nil {
+			add(labelLine[sdKVUnified], "%v", err)
+			continue
+		}
 		engine := labels[sdEngine]
 		if s.src.Engine != "" {
 			engine = s.src.Engine // --engine forces every target's adapter
@@ -317,7 +323,7 @@ func (s *Setup) readSDFile(path string, sd *FileSD, v *validator) []sdTarget {
 				add(a.Line, "%v", err)
 				continue
 			}
-			t := Target{Name: u.Host, URL: raw, Role: labels[sdRole], Engine: engine,
+			t := Target{Name: u.Host, URL: raw, Role: labels[sdRole], Engine: engine, KVUnified: kvUnified,
 				Labels: map[string]string{}, ScrapeInterval: cfg.Global.ScrapeInterval, ScrapeTimeout: cfg.Global.ScrapeTimeout,
 				HTTPClientConfig: sd.HTTPClientConfig}
 			for k, val := range cfg.Global.Labels {
@@ -332,4 +338,19 @@ func (s *Setup) readSDFile(path string, sd *FileSD, v *validator) []sdTarget {
 		}
 	}
 	return out
+}
+
+// LabelKVUnified is the discovered (file_sd, service discovery) target
+// label that sets a target's kv_unified: "true" or "false".
+const LabelKVUnified = "kv_unified"
+
+// ParseKVUnified reads a kv_unified label: nil for "" (not said).
+func ParseKVUnified(v string) (*bool, error) {
+	switch v {
+	case "":
+		return nil, nil
+	case "true", "false":
+		return new(v == "true"), nil
+	}
+	return nil, fmt.Errorf("%s %q: want true or false (whether a llama.cpp server's slots share one KV cache)", LabelKVUnified, v)
 }

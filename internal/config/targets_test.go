@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,26 @@ func TestLoadTargetsFromCode(t *testing.T) {
 	}
 	if c.Targets[0].Name != "" || c.Targets[0].ScrapeInterval != 0 {
 		t.Errorf("LoadTargets modified its Config: %+v", c.Targets[0])
+	}
+}
+
+// A file_sd group's kv_unified label sets its targets' kv_unified; a value
+// other than true or false is a problem of the file, on its line.
+func TestFileSDKVUnified(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "llama.yml", "- targets: ['10.0.0.1:8080']\n  labels: {kv_unified: 'true'}\n- targets: ['10.0.0.2:8080']\n- targets: ['10.0.0.3:8080']\n  labels:\n    kv_unified: '1'\n")
+	cfg := writeFile(t, dir, "kvwatch.yml", "file_sd_configs:\n  - files: [llama.yml]\n")
+	_, err := LoadTargets(Sources{File: cfg})
+	want := filepath.Join(dir, "llama.yml") + `: line 6: kv_unified "1": want true or false (whether a llama.cpp server's slots share one KV cache)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want it to say %q", err, want)
+	}
+	writeFile(t, dir, "llama.yml", "- targets: ['10.0.0.1:8080']\n  labels: {kv_unified: 'true'}\n- targets: ['10.0.0.2:8080']\n")
+	s, err := LoadTargets(Sources{File: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Targets) != 2 || s.Targets[0].KVUnified == nil || !*s.Targets[0].KVUnified || s.Targets[1].KVUnified != nil {
+		t.Errorf("targets %+v, want the first kv_unified true and the second not said", s.Targets)
 	}
 }

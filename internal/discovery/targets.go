@@ -129,11 +129,15 @@ func target(lb *labels.Builder, g *config.Global, engines func(string) error) (c
 			return config.Target{}, fmt.Errorf("%s: %w", addr, err)
 		}
 	}
+	kvUnified, err := config.ParseKVUnified(lb.Get(config.LabelKVUnified))
+	if err != nil {
+		return config.Target{}, fmt.Errorf("%s: %w", addr, err)
+	}
 	name := lb.Get(LabelName)
 	if name == "" {
 		name = u.Host
 	}
-	t := config.Target{Name: name, URL: raw, Role: role, Engine: eng, Labels: maps.Clone(g.Labels),
+	t := config.Target{Name: name, URL: raw, Role: role, Engine: eng, KVUnified: kvUnified, Labels: maps.Clone(g.Labels),
 		ScrapeInterval: g.ScrapeInterval, ScrapeTimeout: g.ScrapeTimeout}
 	if t.Labels == nil {
 		t.Labels = map[string]string{}

@@ -267,3 +267,55 @@ current-context: c
 	}
 	return f
 }
+
+// TestKVUnifiedLabel: a discovered target's kv_unified label (after
+// relabeling, e.g. from a pod label) sets its kv_unified; another value
+// than true or false leaves the target out, saying why.
+func TestKVUnifiedLabel(t *testing.T) {
+	g := &config.Global{ScrapeInterval: model.Duration(5e9), ScrapeTimeout: model.Duration(4e9)}
+	tg := &targetgroup.Group{Targets: []model.LabelSet{
+		{"__address__": "10.0.0.1:8080", "kv_unified": "true"},
+		{"__address__": "10.0.0.2:8080", "kv_unified": "false"},
+		{"__address__": "10.0.0.3:8080"},
+		{"__address__": "10.0.0.4:8080", "kv_unified": "yes"},
+	}}
+	s := relabelTargets("http_sd_configs[0]", &config.SDTargets{}, g, []*targetgroup.Group{tg}, pipeline.EngineNames(nil))
+	var got []string
+	for _, tt := range s.Targets {
+		v := "unset"
+		if tt.KVUnified != nil {
+			v = fmt.Sprint(*tt.KVUnified)
+		}
+		got = append(got, tt.Name+"="+v)
+	}
+	if diff := cmp.Diff([]string{"10.0.0.1:8080=true", "10.0.0.2:8080=false", "10.0.0.3:8080=unset"}, got); diff != "" {
+		t.Errorf("kv_unified (-want +got):\n%s", diff)
+	}
+	want := `10.0.0.4:8080: kv_unified "yes": want true or false (whether a llama.cpp server's slots share one KV cache)`
+	if s.Dropped[ReasonInvalid] != 1 || len(s.Invalid) != 1 || s.Invalid[0] != want {
+		t.Errorf("invalid %d %q, want 1: %q", s.Dropped[ReasonInvalid], s.Invalid, want)
+	}
+}
+
+// The example's prometheus.io entry maps a llama.cpp pod's
+// kvwatch.io/kv-unified label to the target's kv_unified; a pod without it
+// leaves it unsaid.
+func TestExampleKVUnifiedLabel(t *testing.T) {
+	c := example(t)
+	var groups []*targetgroup.Group
+	for _, p := range []pod{
+		{ns: "lab", name: "llama-0", ip: "10.0.4.5", phase: "Running", labels: map[string]string{"kvwatch.io/kv-unified": "true"},
+			annotations: map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080"},
+			containers:  []container{{"llama-server", []port{{"http", 8080}}}}},
+		{ns: "lab", name: "llama-1", ip: "10.0.4.6", phase: "Running",
+			annotations: map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080"},
+			containers:  []container{{"llama-server", []port{{"http", 8080}}}}},
+	} {
+		groups = append(groups, p.group())
+	}
+	e := entries(c)[4]
+	s := relabelTargets(e.set, e.targets, &c.Global, groups, nil)
+	if len(s.Targets) != 2 || s.Targets[0].KVUnified == nil || !*s.Targets[0].KVUnified || s.Targets[1].KVUnified != nil {
+		t.Fatalf("targets %+v (invalid %q), want llama-0 with kv_unified true and llama-1 without", s.Targets, s.Invalid)
+	}
+}
