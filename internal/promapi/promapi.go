@@ -778,7 +778,7 @@ func (*API) commonInputs(ctx context.Context, m *metaQuery, inputs [][]*labels.M
 		found := map[string]labels.Labels{}
 		ss := m.q.Select(ctx, false, &storage.SelectHints{Start: m.mint, End: m.maxt, Func: "series"}, append(slices.Clone(in), extra...)...)
 		for ss.Next() {
-			l := ss.At().Labels().DropMetricName()
+			l := ss.At().Labels().DropReserved(func(n string) bool { return n == model.MetricNameLabel })
 			k := l.String()
 			if _, ok := common[k]; common == nil || ok {
 				found[k] = l
