@@ -136,16 +136,27 @@ func Diagnose(s *Server, rates *Rates, o DiagnoseOptions) (State, string) {
 }
 
 // worstState is the pool's state: its most severe server's, with that
-// server's evidence; unknown when no server is known.
+// server's evidence; unknown when no server is known, then with the first
+// server's reason where its page gives one (a llama.cpp server without
+// kv_unified), so the pool's line says why instead of nothing.
 func worstState(ms []PlanMember) (State, string) {
-	st, ev := StateUnknown, ""
+	st, ev, why := StateUnknown, "", ""
 	for _, m := range ms {
-		if m.Plan == nil || m.Plan.State == StateUnknown {
+		if m.Plan == nil {
+			continue
+		}
+		if m.Plan.State == StateUnknown {
+			if why == "" && m.Plan.Evidence != "" {
+				why = m.Name + ": " + m.Plan.Evidence
+			}
 			continue
 		}
 		if st == StateUnknown || m.Plan.State.severity() < st.severity() {
 			st, ev = m.Plan.State, m.Name+": "+m.Plan.Evidence
 		}
+	}
+	if st == StateUnknown {
+		return st, why
 	}
 	return st, ev
 }

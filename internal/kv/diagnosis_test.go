@@ -93,6 +93,34 @@ func TestPoolState(t *testing.T) {
 	}
 }
 
+// A pool whose servers are all unknown says why with the first reason a
+// page gives, under the server's name (before, its state line said
+// nothing); a known server's state wins over it.
+func TestPoolStateUnknownSaysWhy(t *testing.T) {
+	o := DiagnoseOptions{Warning: 0.90, Critical: 0.97, LeakUsage: 0.50}
+	member := func(name string, s *Server) PlanMember {
+		p := PlanServer(s, 0, Value{}, o.Warning)
+		p.State, p.Evidence = Diagnose(s, nil, o)
+		return PlanMember{Key: PoolKey{Role: RoleUnified}, Name: name, Server: s, Plan: &p}
+	}
+	llama := func(why string) *Server {
+		s := &Server{Engine: "llamacpp", Role: RoleUnified, Ranks: []Rank{{Signals: Signals{Used: Of(1967), Running: Of(4), Queued: Queues{Waiting: Of(0)}}}}}
+		if why != "" {
+			s.Explain(UnknownConfig, "%s", why)
+		}
+		s.Rollup()
+		return s
+	}
+	pools := PlanPools([]PlanMember{member("bare", llama("")), member("l0", llama("KV capacity unavailable: set kv_unified")), member("l1", llama("other"))}, o.Warning, 0.8)
+	if len(pools) != 1 || pools[0].State != StateUnknown || pools[0].Evidence != "l0: KV capacity unavailable: set kv_unified" {
+		t.Errorf("pool = %q %q, want unknown with l0's reason", pools[0].State, pools[0].Evidence)
+	}
+	pools = PlanPools([]PlanMember{member("l0", llama("KV capacity unavailable: set kv_unified")), member("d0", decodeServer(774451, 40, 0, 0))}, o.Warning, 0.8)
+	if len(pools) != 1 || pools[0].State != StateOK || !strings.HasPrefix(pools[0].Evidence, "d0: ") {
+		t.Errorf("pool = %q %q, want d0's ok", pools[0].State, pools[0].Evidence)
+	}
+}
+
 // TestDiagnoseUnknownSaysWhy: an unknown state carries the page's reasons
 // for its unavailable values (Server.Unavailable) as its evidence, and a
 // prefill page whose running count is no count is never a leak.
