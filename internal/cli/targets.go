@@ -24,6 +24,7 @@ type targetFlags struct {
 	engine     string
 	headroom   string
 	timeout    string
+	kvUnified  string
 }
 
 // register adds the flags and the TARGET arguments to cmd.
@@ -33,6 +34,7 @@ func (f *targetFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("engine", "Force this engine's adapter instead of detecting it: "+strings.Join(engine.NewRegistry().Names(), ", ")+".").PlaceHolder("ENGINE").StringVar(&f.engine)
 	cmd.Flag("headroom", "Request sizes in tokens for headroom, comma-separated (the server's own context length is added when it reports one). Default: the config's global.headroom_tokens.").PlaceHolder("4096,8192,32768").StringVar(&f.headroom)
 	cmd.Flag("scrape.timeout", "Timeout of one scrape. Default: the config's global.scrape_timeout.").PlaceHolder("DURATION").StringVar(&f.timeout)
+	cmd.Flag("kv-unified", "llama.cpp: whether the TARGET servers' slots share one KV cache (true: llama-server --kv-unified, its default without -np) or each hold their own (false: --parallel N); the kv_unified of the command line's targets (config targets set their own). Unset, a server of several slots has no KV capacity.").PlaceHolder("true|false").StringVar(&f.kvUnified)
 }
 
 // load builds the pipeline (config, targets, scraper, trackers) from the
@@ -43,11 +45,16 @@ func (f *targetFlags) register(cmd *kingpin.CmdClause) {
 func (f *targetFlags) load(ctx context.Context, log *slog.Logger) (*pipeline.Pipeline, error) {
 	reg := engine.NewRegistry()
 	src := config.Sources{File: f.configFile, Engines: pipeline.EngineNames(reg)}
+	kvUnified, err := config.ParseKVUnified(f.kvUnified)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--kv-unified: %w", err)}
+	}
 	for _, a := range f.args {
 		t, err := parseTargetArg(a)
 		if err != nil {
 			return nil, usageError{err}
 		}
+		t.KVUnified = kvUnified
 		src.Extra = append(src.Extra, t)
 	}
 	if f.engine != "" {

@@ -215,7 +215,7 @@ func slotsCapacity(srv *kv.Server, unified *bool, nctx, slots kv.Value) kv.Value
 	n := int(slots.V)
 	srv.Explain(kv.UnknownConfig, "KV capacity unavailable: llama-server does not say whether its %d slots share one KV cache "+
 		"(--kv-unified, its default when -np is not given: capacity %.0f tokens) or each hold their own (--parallel %d: %d × %.0f = %.0f tokens); "+
-		"set kv_unified: true or false on its target in the config (llama-server logs kv_unified = '…' at startup)",
+		"set kv_unified: true or false on its target in the config (kvwatch status and top: --kv-unified; llama-server logs kv_unified = '…' at startup)",
 		n, nctx.V, n, n, nctx.V, nctx.V*slots.V)
 	return kv.Value{}
 }

@@ -22,7 +22,7 @@ func TestLlamaCppExtras(t *testing.T) {
 	unifiedSlots := []byte(`[{"id":0,"n_ctx":4096,"id_task":7,"n_prompt_tokens":900,"is_processing":true},` +
 		`{"id":1,"n_ctx":4096,"id_task":8,"n_prompt_tokens":700,"is_processing":true},{"id":2,"n_ctx":4096,"is_processing":false},{"id":3,"n_ctx":4096,"is_processing":false}]`)
 	perSlot, shared := new(false), new(true)
-	const needsConfig = "KV capacity unavailable: llama-server does not say whether its 4 slots share one KV cache (--kv-unified, its default when -np is not given: capacity 1024 tokens) or each hold their own (--parallel 4: 4 × 1024 = 4096 tokens); set kv_unified: true or false on its target in the config (llama-server logs kv_unified = '…' at startup)"
+	const needsConfig = "KV capacity unavailable: llama-server does not say whether its 4 slots share one KV cache (--kv-unified, its default when -np is not given: capacity 1024 tokens) or each hold their own (--parallel 4: 4 × 1024 = 4096 tokens); set kv_unified: true or false on its target in the config (kvwatch status and top: --kv-unified; llama-server logs kv_unified = '…' at startup)"
 	tests := []struct {
 		name      string
 		extra     map[string][]byte
