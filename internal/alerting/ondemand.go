@@ -112,6 +112,9 @@ type onDemand struct {
 	// interval is the rule group's evaluation interval: the step of the
 	// subquery that replaces a range selector over the rule's name.
 	interval time.Duration
+	// inputs are the label matchers of every selector of expanded
+	// (Inputs), found once when the rule is classified.
+	inputs [][]*labels.Matcher
 }
 
 // Expander replaces references to on-demand recording rules by their
@@ -182,8 +185,15 @@ func NewExpander(rules []RecordingRule) *Expander {
 			return false
 		}
 		expr = e.rewrite(expr)
-		e.rules[name] = &onDemand{interval: rs[0].Interval,
+		r := &onDemand{interval: rs[0].Interval,
 			expanded: fmt.Sprintf("label_replace(%s, %q, %q, \"\", \"\")", expr, model.MetricNameLabel, name)}
+		parser.Inspect(e.parse(r), func(n parser.Node, _ []parser.Node) error {
+			if vs, ok := n.(*parser.VectorSelector); ok {
+				r.inputs = append(r.inputs, vs.LabelMatchers)
+			}
+			return nil
+		})
+		e.rules[name] = r
 		return true
 	}
 	for _, r := range rules {
@@ -200,19 +210,13 @@ func (e *Expander) OnDemand(name string) bool { return e != nil && e.rules[name]
 // name is not one. The rule keeps its inputs' labels and matches two
 // vectors one-to-one, so a series of it exists only where every input has
 // a series with its labels (its name aside): what /api/v1/series lists
-// for it. Offsets and @ are not applied.
+// for it. Offsets and @ are not applied. The slices are shared: callers
+// must not modify them.
 func (e *Expander) Inputs(name string) [][]*labels.Matcher {
 	if e == nil || e.rules[name] == nil {
 		return nil
 	}
-	var out [][]*labels.Matcher
-	parser.Inspect(e.parse(e.rules[name]), func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok {
-			out = append(out, slices.Clone(vs.LabelMatchers))
-		}
-		return nil
-	})
-	return out
+	return e.rules[name].inputs
 }
 
 // Names returns the on-demand rules' names, sorted.

@@ -624,14 +624,16 @@ func (a *API) series(r *http.Request) (any, *apiError) {
 	sets, q, mint, maxt, limit := m.sets, m.q, m.mint, m.maxt, m.limit
 	seen := map[uint64]bool{}
 	out := []labels.Labels{}
+	add := func(l labels.Labels) {
+		if h := l.Hash(); !seen[h] {
+			seen[h] = true
+			out = append(out, l)
+		}
+	}
 	for _, ms := range sets {
 		ss := q.Select(r.Context(), true, &storage.SelectHints{Start: mint, End: maxt, Func: "series"}, ms...)
 		for ss.Next() {
-			l := ss.At().Labels()
-			if h := l.Hash(); !seen[h] {
-				seen[h] = true
-				out = append(out, l)
-			}
+			add(ss.At().Labels())
 		}
 		if err := ss.Err(); err != nil {
 			return nil, &apiError{errInternal, err}
@@ -641,10 +643,7 @@ func (a *API) series(r *http.Request) (any, *apiError) {
 			return nil, &apiError{errInternal, err}
 		}
 		for _, l := range od {
-			if h := l.Hash(); !seen[h] {
-				seen[h] = true
-				out = append(out, l)
-			}
+			add(l)
 		}
 	}
 	slices.SortFunc(out, labels.Compare)
