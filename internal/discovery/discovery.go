@@ -136,11 +136,11 @@ type seen struct {
 	// goroutines of its own, which may begin after the wait did: start
 	// and wait agree under mu, so that none is added once the wait began.
 	running sync.WaitGroup
-	closed  bool
 
-	mu    sync.Mutex
-	last  map[string]time.Time
-	pokes map[string]chan struct{}
+	mu     sync.Mutex
+	closed bool // wait has begun
+	last   map[string]time.Time
+	pokes  map[string]chan struct{}
 }
 
 // start counts a discoverer as running, unless wait has begun (false:
